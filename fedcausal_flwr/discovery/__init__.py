@@ -1,0 +1,1 @@
+"""fedcausal-flwr."""

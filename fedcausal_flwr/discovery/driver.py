@@ -1,0 +1,86 @@
+"""Run a step-wise search against a CI oracle.
+
+Every engine in :mod:`fedcausal_flwr.discovery` is written once as a *generator*: it yields a batch of
+CI queries, receives their p-values, and finally returns its result. A local run drives it with
+:func:`drive`; a federated strategy drives the very same generator one Flower round per batch. So the
+search logic exists once, whatever answers the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TypeVar
+
+import numpy as np
+
+from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+
+R = TypeVar("R")
+Steps = Generator[list[Query], np.ndarray, R]
+
+
+def drive(steps: Steps[R], oracle: CIOracle) -> R:
+    """Answer every batch ``steps`` yields with ``oracle`` and return the engine's result."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(oracle.test_batch(batch))
+    except StopIteration as stop:
+        return stop.value
+
+
+def with_cache(steps: Steps[R], cache: dict[Query, float]) -> Steps[R]:
+    """Wrap ``steps`` so only queries missing from ``cache`` are yielded (distinct, normalised).
+
+    A batch answered entirely from the cache costs no round. ``cache`` is filled as answers arrive.
+    """
+    try:
+        batch = next(steps)
+        while True:
+            keys = [normalise_query(*q) for q in batch]
+            missing = list(dict.fromkeys(k for k in keys if k not in cache))
+            if missing:
+                answers = yield missing
+                cache.update(zip(missing, np.asarray(answers, dtype=float).tolist(), strict=True))
+            batch = steps.send(np.array([cache[k] for k in keys], dtype=float))
+    except StopIteration as stop:
+        return stop.value
+
+
+class StepRunner:
+    """Drive a step generator from outside, one batch at a time (used by Flower strategies).
+
+    ``pending`` is the batch waiting for p-values, or ``None`` once ``result`` is available.
+    """
+
+    def __init__(self, steps: Steps):
+        self._steps = steps
+        self.result = None
+        self.pending: list[Query] | None = None
+        self.n_batches = 0
+        self._advance(None)
+
+    @property
+    def done(self) -> bool:
+        return self.pending is None
+
+    def answer(self, pvalues: np.ndarray) -> None:
+        if self.pending is None:
+            raise RuntimeError("the search has finished; there is no pending batch to answer")
+        pvalues = np.asarray(pvalues, dtype=float)
+        if pvalues.shape != (len(self.pending),):
+            raise ValueError(
+                f"expected {len(self.pending)} p-values for the pending batch, got shape "
+                f"{pvalues.shape}"
+            )
+        self.n_batches += 1
+        self._advance(pvalues)
+
+    def _advance(self, pvalues: np.ndarray | None) -> None:
+        try:
+            batch = next(self._steps) if pvalues is None else self._steps.send(pvalues)
+        except StopIteration as stop:
+            self.pending = None
+            self.result = stop.value
+            return
+        self.pending = list(batch)

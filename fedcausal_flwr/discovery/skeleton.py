@@ -1,0 +1,122 @@
+"""PC-stable adjacency search, one batch of CI tests per level.
+
+At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S`` of size
+``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole level (PC-stable, Colombo and
+Maathuis 2014). All those tests form one batch, so a federated run spends one round per level. An
+edge is removed at the end of the level if any of its tests says independent (``p > alpha``).
+
+Because the whole level is tested anyway, *every* separating set of the removal level is recorded,
+from x's side first, then y's (x < y), each side in ``itertools.combinations`` order. This is what the
+collider rules need: the standard rule reads the first set, causal-learn's rule reads all of them
+(``y`` is a collider iff it is in none), the majority/conservative rules count them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from fedcausal_flwr.stats.oracle import Query
+
+Pair = tuple[int, int]
+
+
+@dataclass
+class Skeleton:
+    """Outcome of an adjacency search."""
+
+    adjacency: np.ndarray  # bool (p, p), symmetric
+    sepsets: dict[Pair, list[tuple[int, ...]]] = field(default_factory=dict)
+    removed_at: dict[Pair, int] = field(default_factory=dict)
+    max_pvalue: dict[Pair, float] = field(default_factory=dict)
+    levels: list[dict] = field(default_factory=list)  # {"level", "tests", "removed"} per batch
+
+    @property
+    def n_tests(self) -> int:
+        return sum(lv["tests"] for lv in self.levels)
+
+    def first_sepset(self, x: int, y: int) -> tuple[int, ...] | None:
+        sets = self.sepsets.get(pair_key(x, y))
+        return sets[0] if sets else None
+
+    def union_sepset(self, x: int, y: int) -> set[int] | None:
+        """All variables of all separating sets of ``{x, y}`` (causal-learn's ``sep_sets``)."""
+        sets = self.sepsets.get(pair_key(x, y))
+        return None if sets is None else {v for s in sets for v in s}
+
+
+def pair_key(x: int, y: int) -> Pair:
+    return (x, y) if x < y else (y, x)
+
+
+def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then S)."""
+    out = []
+    neighbours = [np.flatnonzero(row) for row in adjacency]
+    for x, nx in enumerate(neighbours):
+        if len(nx) - 1 < level:
+            continue
+        for y in nx:
+            others = [int(v) for v in nx if v != y]
+            out.extend((x, int(y), s) for s in combinations(others, level))
+    return out
+
+
+def skeleton_steps(
+    n_vars: int,
+    alpha: float,
+    max_depth: int | None = None,
+    initial: np.ndarray | None = None,
+):
+    """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
+
+    ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps the
+    conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's PC).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if initial is None:
+        adjacency = ~np.eye(n_vars, dtype=bool)
+    else:
+        adjacency = np.array(initial, dtype=bool)
+        if adjacency.shape != (n_vars, n_vars) or np.any(adjacency != adjacency.T):
+            raise ValueError(f"initial adjacency must be a symmetric {n_vars}x{n_vars} matrix")
+        np.fill_diagonal(adjacency, False)
+    result = Skeleton(adjacency=adjacency)
+    level = -1
+    while adjacency.sum(axis=1).max(initial=0) - 1 > level:
+        level += 1
+        if max_depth is not None and level > max_depth:
+            break
+        queries = level_queries(adjacency, level)
+        if not queries:
+            continue
+        pvalues = yield queries
+        removed = _apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
+        for x, y in removed:
+            adjacency[x, y] = adjacency[y, x] = False
+        result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})
+    result.adjacency = adjacency
+    return result
+
+
+def _apply_level(
+    result: Skeleton, queries: list[Query], pvalues: np.ndarray, alpha: float, level: int
+) -> list[Pair]:
+    """Record p-values and separating sets of one level; return the pairs to remove."""
+    removed: dict[Pair, None] = {}
+    for (x, y, s), p in zip(queries, pvalues, strict=True):
+        key = pair_key(x, y)
+        if p > result.max_pvalue.get(key, -1.0):
+            result.max_pvalue[key] = float(p)
+        if p > alpha:
+            removed[key] = None
+            result.sepsets.setdefault(key, []).append(tuple(sorted(s)))
+            result.removed_at[key] = level
+    # Queries come lower endpoint's side first; a set found from both sides is kept once.
+    for key in removed:
+        sets = result.sepsets[key]
+        result.sepsets[key] = list(dict.fromkeys(sets))
+    return list(removed)
