@@ -1,0 +1,210 @@
+"""Concrete CI oracles: local discrete and Gaussian data, perfect d-separation, fixed tables."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+from ..graphs.graph import ARROW, NONE, TAIL, Graph
+from .contingency import (
+    DEFAULT_MAX_CELLS,
+    DiscreteTest,
+    check_codes,
+    count_tables,
+    discrete_tests,
+    finish_tests,
+    make_layout,
+    resolve_test_name,
+    stacked_statistics,
+)
+from .dsep import d_separated
+from .gaussian import correlation_from_moments, fisher_z_from_correlation, local_moments
+from .oracle import CIOracle, Query
+
+
+class DiscreteOracle(CIOracle):
+    """G2 / Pearson chi2 on one data set of integer codes over global level sets.
+
+    Options are those of :func:`~.contingency.discrete_tests`. Queries whose dense table would
+    exceed ``max_cells`` are counted sparsely over the observed strata only (``np.unique`` of the
+    S codes); the p-value is the same because empty strata contribute nothing.
+    """
+
+    def __init__(
+        self,
+        codes: np.ndarray,
+        cards: Sequence[int] | np.ndarray,
+        variables: Sequence[str],
+        test: DiscreteTest = "g2",
+        reliability: float | None = None,
+        *,
+        reliability_arity: Literal["max_observed", "global"] = "max_observed",
+        unreliable_pvalue: float = np.nan,
+        empty_strata_add_dof: bool = False,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        client: str | None = None,
+    ):
+        super().__init__(variables)
+        self.codes, self.cards = check_codes(codes, cards, self.variables, client)
+        dtype = np.int32 if int(self.cards.max()) < 2**31 else np.int64
+        self.codes_t = np.ascontiguousarray(self.codes.T, dtype=dtype)
+        self.test_name = resolve_test_name(test)
+        self.options = dict(
+            reliability=reliability,
+            reliability_arity=reliability_arity,
+            unreliable_pvalue=unreliable_pvalue,
+            empty_strata_add_dof=empty_strata_add_dof,
+        )
+        if reliability_arity not in ("max_observed", "global"):
+            raise ValueError(f"unknown reliability_arity {reliability_arity!r}")
+        self.max_cells = max_cells
+
+    def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
+        dense = [i for i, c in enumerate(cells) if c <= self.max_cells]
+        sparse = [i for i, c in enumerate(cells) if c > self.max_cells]
+        pvals = np.empty(len(queries))
+        if dense:
+            layout = make_layout([queries[i] for i in dense], self.cards, self.max_cells)
+            tables = count_tables(self.codes_t, layout)
+            pvals[dense] = discrete_tests(tables, layout, self.test_name, **self.options).pvalue
+        for i in sparse:
+            pvals[i] = self._sparse_pvalue(queries[i])
+        return pvals
+
+    def _sparse_pvalue(self, query: Query) -> float:
+        """Counts over observed S-configurations only, for tables too large to lay out densely."""
+        x, y, s = query
+        cx, cy = int(self.cards[x]), int(self.cards[y])
+        _, stratum, observed = np.unique(
+            self.codes[:, list(s)], axis=0, return_inverse=True, return_counts=True
+        )
+        n_obs = observed.size
+        cell = (stratum.ravel() * cx + self.codes_t[x]) * cy + self.codes_t[y]
+        table = np.bincount(cell, minlength=n_obs * cx * cy).reshape(1, n_obs, cx, cy)
+        stat, dof, n, _ = stacked_statistics(table, self.test_name)
+        n_empty = math.prod(int(self.cards[v]) for v in s) - n_obs
+        if self.options["reliability_arity"] == "global":
+            arity = float(math.prod(int(self.cards[v]) for v in (x, y, *s)))
+        else:
+            highest = self.codes.max(axis=0) + 1 if self.codes.shape[0] else np.zeros(self.n_vars)
+            arity = float(math.prod(int(highest[v]) for v in (x, y, *s)))
+        result = finish_tests(
+            stat,
+            dof,
+            n,
+            np.array([n_empty]),
+            np.array([arity]),
+            self.options["reliability"],
+            self.options["unreliable_pvalue"],
+            self.options["empty_strata_add_dof"],
+        )
+        return float(result.pvalue[0])
+
+
+class GaussianOracle(CIOracle):
+    """Fisher-z partial-correlation test on one (pooled or local) continuous data set."""
+
+    def __init__(self, data: np.ndarray, variables: Sequence[str], client: str | None = None):
+        super().__init__(variables)
+        self.moments = local_moments(data, variables=self.variables, client=client)
+        self.correlation = correlation_from_moments(self.moments, self.variables)
+
+    def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        return fisher_z_from_correlation(self.correlation, self.moments.n, queries)
+
+
+def dag_adjacency(dag: Graph) -> np.ndarray:
+    """Boolean ``adj[i, j] = i -> j`` of a :class:`Graph`; rejects undirected edges and cycles."""
+    directed = (dag.marks == ARROW) & (dag.marks.T == TAIL)
+    if np.any((dag.marks != NONE) & ~(directed | directed.T)):
+        raise ValueError("d-separation needs a DAG: the graph has non-directed edges")
+    remaining = np.ones(dag.n_nodes, dtype=bool)
+    while remaining.any():
+        roots = remaining & ~directed[remaining].any(axis=0)
+        if not roots.any():
+            cyc = [dag.names[i] for i in np.flatnonzero(remaining)]
+            raise ValueError(f"d-separation needs a DAG: a directed cycle runs through {cyc}")
+        remaining &= ~roots
+    return directed
+
+
+class DSeparationOracle(CIOracle):
+    """Perfect CI answers from a DAG: p = 1.0 if d-separated given S, else 0.0.
+
+    ``observed`` (names or indices, default all nodes) are the oracle's variables; the others are
+    latent, so answers are m-separations of the marginal MAG (d-separation in the full DAG).
+    """
+
+    def __init__(self, dag: Graph, observed: Sequence[str | int] | None = None):
+        if not isinstance(dag, Graph):
+            raise TypeError(f"DSeparationOracle needs a Graph, got {type(dag).__name__}")
+        self.adjacency = dag_adjacency(dag)
+        nodes = range(dag.n_nodes) if observed is None else observed
+        self.full_index = np.array([dag.index(v) for v in nodes], dtype=np.int64)
+        if len(set(self.full_index.tolist())) != self.full_index.size:
+            raise ValueError(f"observed nodes repeat: {list(observed or [])}")
+        super().__init__([dag.names[i] for i in self.full_index])
+
+    def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        fi = self.full_index
+        return np.array(
+            [float(d_separated(self.adjacency, fi[x], fi[y], fi[list(s)])) for x, y, s in queries]
+        )
+
+
+class TableOracle(CIOracle):
+    """Fixed answers ``{(x, y, S): p}`` (indices or names), for unit tests of engines.
+
+    Queries missing from the table get ``default``, or raise KeyError if ``default`` is None.
+    """
+
+    def __init__(
+        self,
+        table: Mapping[tuple, float],
+        variables: Sequence[str],
+        default: float | None = None,
+    ):
+        super().__init__(variables)
+        self.default = default
+        self.table: dict[Query, float] = {}
+        for (x, y, s), p in table.items():
+            key = self.check_query((self._index(x), self._index(y), [self._index(v) for v in s]))
+            if key in self.table and self.table[key] != float(p):
+                raise ValueError(f"conflicting p-values for query {key}")
+            self.table[key] = float(p)
+
+    def _index(self, v: int | str) -> int:
+        if isinstance(v, str):
+            if v not in self.variables:
+                raise KeyError(f"unknown variable {v!r}; the table knows {list(self.variables)}")
+            return self.variables.index(v)
+        return int(v)
+
+    def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        out = []
+        for q in queries:
+            if q in self.table:
+                out.append(self.table[q])
+            elif self.default is not None:
+                out.append(float(self.default))
+            else:
+                names = (
+                    self.variables[q[0]],
+                    self.variables[q[1]],
+                    [self.variables[v] for v in q[2]],
+                )
+                raise KeyError(f"query {names} is not in the table and no default is set")
+        return np.array(out, dtype=float)
+
+
+__all__ = [
+    "DSeparationOracle",
+    "DiscreteOracle",
+    "GaussianOracle",
+    "TableOracle",
+    "dag_adjacency",
+]

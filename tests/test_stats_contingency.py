@@ -1,0 +1,238 @@
+"""Contingency tables and G2 / chi2 tests against causal-learn's Chisq_or_Gsq."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from causallearn.utils.cit import CIT
+
+from fedcausal_flwr.stats import (
+    TableTooLargeError,
+    check_codes,
+    discrete_pvalues,
+    discrete_tests,
+    local_tables,
+    make_layout,
+    marginal_offsets,
+    split_marginals,
+    sum_tables,
+    table_marginals,
+)
+
+
+def random_discrete_bn(rng, n_vars, n_rows, *, edge_prob=0.35, max_parents=3, alpha=0.4):
+    """Codes sampled from a random discrete BN (topological order 0..p-1), plus global cards.
+
+    Small Dirichlet concentration gives rare levels; a few variables get an extra global level that
+    is never sampled (an unobserved level).
+    """
+    cards = rng.integers(2, 5, n_vars)
+    codes = np.empty((n_rows, n_vars), dtype=np.int64)
+    for j in range(n_vars):
+        candidates = np.flatnonzero(rng.random(j) < edge_prob)
+        parents = rng.permutation(candidates)[:max_parents]
+        n_configs = math.prod(int(cards[v]) for v in parents)
+        cpt = rng.dirichlet(np.full(cards[j], alpha), size=n_configs)
+        config = np.zeros(n_rows, dtype=np.int64)
+        for v in parents:
+            config = config * cards[v] + codes[:, v]
+        cumulative = cpt.cumsum(axis=1)[config]
+        codes[:, j] = (rng.random(n_rows)[:, None] > cumulative[:, :-1]).sum(axis=1)
+    global_cards = cards + (rng.random(n_vars) < 0.3)
+    return codes, global_cards
+
+
+def random_queries(rng, n_vars, n_queries, max_s):
+    out = []
+    for _ in range(n_queries):
+        k = int(rng.integers(0, max_s + 1))
+        v = rng.choice(n_vars, k + 2, replace=False)
+        out.append((int(v[0]), int(v[1]), tuple(int(s) for s in v[2:])))
+    return out
+
+
+def causallearn_pvalues(codes, queries, method):
+    cit = CIT(codes, method)
+    return np.array([cit(x, y, list(s)) for x, y, s in queries])
+
+
+@pytest.mark.parametrize("n_rows", [60, 400, 3000])
+@pytest.mark.parametrize(("test", "method"), [("g2", "gsq"), ("chi2", "chisq")])
+def test_pvalues_equal_causallearn(n_rows, test, method):
+    rng = np.random.default_rng(n_rows)
+    codes, cards = random_discrete_bn(rng, 10, n_rows)
+    queries = random_queries(rng, 10, 250, 3)
+    tables, layout = local_tables(codes, cards, queries)
+    ours = discrete_pvalues(tables, layout, test)
+    ref = causallearn_pvalues(codes, queries, method)
+    np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-300)
+    # the comparison covers dependent, independent and dof = 0 answers
+    assert (ref < 1e-6).any() and (ref > 0.05).any()
+    if n_rows == 60:
+        assert (ref == 1).any()
+
+
+def test_pvalues_with_huge_tables_use_causallearns_unique_path():
+    rng = np.random.default_rng(7)
+    codes, cards = random_discrete_bn(rng, 6, 500)
+    codes[:, 3:] = rng.integers(0, 40, (500, 3))  # three 40-level variables
+    cards[3:] = 41
+    queries = [(3, 4, (5, 0)), (5, 1, (0, 4, 3)), (0, 1, (2, 3, 4)), (4, 1, (5,))]
+    assert all(math.prod(int(cards[v]) for v in (x, y, *s)) > 1e5 for x, y, s in queries[:3])
+    tables, layout = local_tables(codes, cards, queries)
+    np.testing.assert_allclose(
+        discrete_pvalues(tables, layout, "chi2"),
+        causallearn_pvalues(codes, queries, "chisq"),
+        rtol=1e-9,
+    )
+
+
+def test_tables_equal_independent_count():
+    rng = np.random.default_rng(3)
+    codes, cards = random_discrete_bn(rng, 7, 500)
+    queries = random_queries(rng, 7, 60, 3)
+    tables, layout = local_tables(codes, cards, queries)
+    assert tables.dtype == np.int64 and tables.shape == (layout.total,)
+    for i, (x, y, s) in enumerate(layout.queries):
+        expected = np.zeros([cards[v] for v in (*s, x, y)], dtype=np.int64)
+        np.add.at(expected, tuple(codes[:, v] for v in (*s, x, y)), 1)
+        cs = math.prod(int(cards[v]) for v in s)
+        np.testing.assert_array_equal(
+            layout.table(tables, i), expected.reshape(cs, cards[x], cards[y])
+        )
+
+
+def test_layout_needs_no_data_and_normalises_queries():
+    cards = np.array([2, 3, 4, 2])
+    layout = make_layout([(2, 0, (3, 1)), (1, 3, ())], cards)
+    assert layout.queries == ((0, 2, (1, 3)), (1, 3, ()))
+    np.testing.assert_array_equal(layout.shapes, [[6, 2, 4], [1, 3, 2]])
+    np.testing.assert_array_equal(layout.offsets, [0, 48, 54])
+    assert layout.radices(0) == (3, 2, 2, 4)
+
+
+def test_client_tables_sum_to_pooled_tables():
+    rng = np.random.default_rng(11)
+    codes, cards = random_discrete_bn(rng, 9, 1200)
+    queries = random_queries(rng, 9, 300, 3)
+    pooled, layout = local_tables(codes, cards, queries)
+    cuts = [0, 5, 5, 300, 301, 900, 1200]  # includes an empty and a one-row client
+    parts = [
+        local_tables(codes[a:b], cards, layout, client=f"c{k}")[0]
+        for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+    ]
+    total = sum_tables(parts)
+    np.testing.assert_array_equal(total, pooled)
+    np.testing.assert_array_equal(
+        sum_tables([table_marginals(t, layout) for t in parts]), table_marginals(pooled, layout)
+    )
+    np.testing.assert_array_equal(
+        discrete_pvalues(total, layout, "g2"), discrete_pvalues(pooled, layout, "g2")
+    )
+
+
+def test_marginals_layout():
+    rng = np.random.default_rng(2)
+    codes, cards = random_discrete_bn(rng, 5, 200)
+    tables, layout = local_tables(codes, cards, [(0, 1, (2,)), (3, 4, ())])
+    marg = table_marginals(tables, layout)
+    assert marg.shape == (int(marginal_offsets(layout)[-1]),)
+    n_xz, n_yz = split_marginals(marg, layout, 0)
+    np.testing.assert_array_equal(n_xz, layout.table(tables, 0).sum(axis=2))
+    np.testing.assert_array_equal(n_yz, layout.table(tables, 0).sum(axis=1))
+
+
+def test_reliability_rule_fedecd():
+    rng = np.random.default_rng(5)
+    codes, cards = random_discrete_bn(rng, 8, 150)
+    queries = random_queries(rng, 8, 200, 3)
+    tables, layout = local_tables(codes, cards, queries)
+    plain = discrete_tests(tables, layout, "g2")
+    for arity_rule in ("max_observed", "global"):
+        res = discrete_tests(tables, layout, "g2", reliability=5, reliability_arity=arity_rule)
+        arity = codes.max(axis=0) + 1 if arity_rule == "max_observed" else cards
+        expect_reliable = np.array(
+            [150 / math.prod(int(arity[v]) for v in (x, y, *s)) >= 5 for x, y, s in layout.queries]
+        )
+        np.testing.assert_array_equal(res.reliable, expect_reliable)
+        assert expect_reliable.any() and not expect_reliable.all()
+        assert np.isnan(res.pvalue[~expect_reliable]).all()
+        np.testing.assert_array_equal(res.pvalue[expect_reliable], plain.pvalue[expect_reliable])
+    as_independent = discrete_tests(
+        tables, layout, "g2", reliability=5, reliability_arity="global", unreliable_pvalue=1.0
+    )
+    assert np.all(as_independent.pvalue[~res.reliable] == 1.0)
+
+
+def test_empty_strata_dof_quirk_adds_one_per_empty_stratum():
+    rng = np.random.default_rng(8)
+    codes, cards = random_discrete_bn(rng, 7, 80)
+    queries = random_queries(rng, 7, 100, 3)
+    tables, layout = local_tables(codes, cards, queries)
+    base = discrete_tests(tables, layout, "chi2")
+    quirk = discrete_tests(tables, layout, "chi2", empty_strata_add_dof=True)
+    n_empty = np.array(
+        [
+            math.prod(int(cards[v]) for v in s)
+            - (len(np.unique(codes[:, list(s)], axis=0)) if s else 1)
+            for _, _, s in layout.queries
+        ]
+    )
+    assert n_empty.any()
+    np.testing.assert_array_equal(quirk.dof, base.dof + n_empty)
+    np.testing.assert_array_equal(quirk.statistic, base.statistic)
+
+
+def test_check_codes_errors_name_variable_and_client():
+    names = ["A", "B", "C"]
+    codes = np.array([[0, 1, 0], [1, 0, 2]])
+    with pytest.raises(ValueError, match=r"'B' .*1 level"):
+        check_codes(codes, [2, 1, 3], names)
+    with pytest.raises(ValueError, match=r"'C' .*client 'hospital-2'.*0\.\.1"):
+        check_codes(codes, [2, 2, 2], names, client="hospital-2")
+    with pytest.raises(ValueError, match=r"'A' .*client 'c1'.*non-integer"):
+        check_codes(np.array([[0.3, 1, 0], [1, 0, 1]]), [2, 2, 2], names, client="c1")
+    with pytest.raises(ValueError, match=r"'C'.*non-integer"):
+        local_tables(np.array([[0, 1, np.nan]]), [2, 2, 2], [(0, 1, ())], variables=names)
+    with pytest.raises(ValueError, match=r"'A'.*\[-1"):
+        check_codes(np.array([[-1, 0, 0]]), [2, 2, 2], names)
+    with pytest.raises(TypeError):
+        check_codes(np.array([["a", "b", "c"]]), [2, 2, 2], names)
+    ok, _ = check_codes(np.array([[1.0, 0.0, 2.0]]), [2, 2, 3], names)
+    assert ok.dtype == np.int64 and ok.tolist() == [[1, 0, 2]]
+
+
+def test_layout_and_pvalue_errors():
+    cards = np.array([50, 50, 50, 50, 50])
+    with pytest.raises(TableTooLargeError, match=r"x=0, y=1, S=\(2, 3, 4\)"):
+        make_layout([(0, 1, (2, 3, 4))], cards)
+    with pytest.raises(KeyError, match="variable 7"):
+        make_layout([(0, 7, ())], cards)
+    layout = make_layout([(0, 1, ())], [2, 2])
+    with pytest.raises(ValueError, match="shape"):
+        discrete_pvalues(np.zeros(3, dtype=np.int64), layout)
+    with pytest.raises(ValueError, match="unknown discrete test"):
+        discrete_pvalues(np.zeros(4, dtype=np.int64), layout, "fisherz")
+    with pytest.raises(TypeError):
+        discrete_pvalues(np.zeros(4), layout)
+    with pytest.raises(ValueError, match="same layout"):
+        sum_tables([np.zeros(4, dtype=np.int64), np.zeros(5, dtype=np.int64)])
+    # no data at all: dof 0 -> p = 1
+    assert discrete_pvalues(np.zeros(4, dtype=np.int64), layout).tolist() == [1.0]
+
+
+def test_batch_of_2000_queries_is_fast():
+    rng = np.random.default_rng(0)
+    codes, cards = random_discrete_bn(rng, 37, 10_000)
+    queries = random_queries(rng, 37, 2000, 2)
+    local_tables(codes, cards, queries[:50])  # warm-up
+    start = time.perf_counter()
+    tables, layout = local_tables(codes, cards, queries)
+    pvals = discrete_pvalues(tables, layout, "g2")
+    elapsed = time.perf_counter() - start
+    print(f"2000 queries, |S|<=2, 10k x 37 codes: {elapsed:.3f} s")
+    assert pvals.shape == (2000,)
+    assert elapsed < 2.0
