@@ -8,7 +8,7 @@ search logic exists once, whatever answers the tests.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import TypeVar
 
 import numpy as np
@@ -45,6 +45,57 @@ def with_cache(steps: Steps[R], cache: dict[Query, float]) -> Steps[R]:
             batch = steps.send(np.array([cache[k] for k in keys], dtype=float))
     except StopIteration as stop:
         return stop.value
+
+
+class NeedTests(Exception):
+    """Raised by a synchronous search step that needs p-values it has not got yet."""
+
+    def __init__(self, queries: list[Query]):
+        super().__init__(f"{len(queries)} CI tests needed")
+        self.queries = queries
+
+
+class PValues:
+    """Read-only view of known p-values for synchronous search steps run under :func:`replay`.
+
+    ``pv(x, y, S)`` returns a known p-value or raises :class:`NeedTests`; ``pv.ensure(queries)``
+    asks for a whole batch at once so that one round answers all of them.
+    """
+
+    def __init__(self, cache: dict[Query, float]):
+        self._cache = cache
+
+    def __call__(self, x: int, y: int, s: Iterable[int] = ()) -> float:
+        key = normalise_query(x, y, tuple(s))
+        if key not in self._cache:
+            raise NeedTests([key])
+        return self._cache[key]
+
+    def ensure(self, queries: Iterable[Query]) -> None:
+        missing = list(
+            dict.fromkeys(
+                k for k in map(lambda q: normalise_query(*q), queries) if k not in self._cache
+            )
+        )
+        if missing:
+            raise NeedTests(missing)
+
+
+def replay(step: Callable[[PValues], R], cache: dict[Query, float] | None = None) -> Steps[R]:
+    """Turn a synchronous, deterministic search step into a batch generator.
+
+    ``step(pv)`` is re-run from the start each time it raises :class:`NeedTests`, after the missing
+    p-values have been fetched as one batch. Determinism makes every re-run retrace the same path
+    up to the first unanswered question, so the outcome equals a sequential run with one oracle
+    call per question, while a federated run pays one round per :class:`NeedTests`.
+    """
+    cache = {} if cache is None else cache
+    while True:
+        try:
+            return step(PValues(cache))
+        except NeedTests as need:
+            answers = yield need.queries
+            cache.update(zip(need.queries, np.asarray(answers, dtype=float).tolist(), strict=True))
 
 
 class StepRunner:
