@@ -51,7 +51,7 @@ def fci_steps(
     possible_dsep: Literal["sequential", "stable", "off"] = "sequential",
     pds_max_size: int | None = None,
     max_path_length: int = -1,
-    rules: Literal["causallearn", "zhang"] = "causallearn",
+    rules: Literal["causallearn", "zhang"] = "zhang",
     initial: np.ndarray | None = None,
 ):
     """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches."""

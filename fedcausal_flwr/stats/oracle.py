@@ -19,12 +19,12 @@ Query = tuple[int, int, tuple[int, ...]]
 def normalise_query(x: int, y: int, s: Sequence[int]) -> Query:
     """The cache key of ``x _||_ y | S``: symmetric in x, y and order-free in S."""
     x, y = int(x), int(y)
-    s_sorted = tuple(sorted(int(v) for v in s))
+    s_sorted = tuple(sorted(map(int, s)))
     if x == y:
         raise ValueError(f"a CI test needs two different variables, got x = y = {x}")
     if x in s_sorted or y in s_sorted:
         raise ValueError(f"conditioning set {s_sorted} contains a tested variable ({x}, {y})")
-    if len(set(s_sorted)) != len(s_sorted):
+    if any(a == b for a, b in zip(s_sorted, s_sorted[1:])):
         raise ValueError(f"conditioning set {s_sorted} has repeated variables")
     return (x, y, s_sorted) if x < y else (y, x, s_sorted)
 
@@ -51,12 +51,14 @@ class CIOracle(ABC):
     def check_query(self, q: Sequence) -> Query:
         x, y, s = q
         key = normalise_query(x, y, s)
-        for v in (key[0], key[1], *key[2]):
-            if not 0 <= v < self.n_vars:
-                raise KeyError(
-                    f"CI query on unknown variable index {v}; the oracle knows {self.n_vars} "
-                    f"variables {list(self.variables)}"
-                )
+        low = key[2][0] if key[2] and key[2][0] < key[0] else key[0]
+        high = key[2][-1] if key[2] and key[2][-1] > key[1] else key[1]
+        if low < 0 or high >= len(self.variables):
+            bad = low if low < 0 else high
+            raise KeyError(
+                f"CI query on unknown variable index {bad}; the oracle knows {self.n_vars} "
+                f"variables {list(self.variables)}"
+            )
         return key
 
     def test_batch(self, queries: Sequence[Sequence]) -> np.ndarray:

@@ -20,7 +20,7 @@ from .contingency import (
     resolve_test_name,
     stacked_statistics,
 )
-from .dsep import d_separated
+from .dsep import d_connected_batch
 from .gaussian import correlation_from_moments, fisher_z_from_correlation, local_moments
 from .oracle import CIOracle, Query
 
@@ -150,10 +150,18 @@ class DSeparationOracle(CIOracle):
         super().__init__([dag.names[i] for i in self.full_index])
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        """One batched Bayes-ball per distinct ``(x, S)`` of the batch answers all its ``y``."""
         fi = self.full_index
-        return np.array(
-            [float(d_separated(self.adjacency, fi[x], fi[y], fi[list(s)])) for x, y, s in queries]
-        )
+        keys = list(dict.fromkeys((x, s) for x, _, s in queries))
+        row = {key: i for i, key in enumerate(keys)}
+        cond = np.zeros((len(keys), self.adjacency.shape[0]), dtype=bool)
+        for i, (_, s) in enumerate(keys):
+            cond[i, fi[list(s)]] = True
+        xs = fi[[x for x, _ in keys]]
+        connected = d_connected_batch(self.adjacency, xs, cond)
+        rows = np.array([row[(x, s)] for x, _, s in queries], dtype=np.int64)
+        ys = fi[[y for _, y, _ in queries]]
+        return np.where(connected[rows, ys], 0.0, 1.0)
 
 
 class TableOracle(CIOracle):

@@ -1,0 +1,189 @@
+"""``ProtocolClient``: a Flower ``NumPyClient`` holding one client's data and answering actions.
+
+A method subclasses :class:`ProtocolClient` and registers one handler per action with
+:func:`action`::
+
+    class MyClient(ProtocolClient):
+        @action("colsum")
+        def colsum(self, payload: dict, arrays: list[np.ndarray]):
+            return [self.data.to_numpy().sum(axis=0)], {"n": len(self.data)}
+
+A handler gets the request's JSON payload and broadcast arrays and returns ``(arrays, meta)``;
+``meta`` must be JSON-serialisable. For a ``secure`` request it must return exactly one flat integer
+vector with ``|value| <= C`` (checked here, before anything is sent). The built-in ``hello`` action
+reports the partition id, row count, columns, dtypes and level sets.
+
+Flower rebuilds the client object for every message; state that must survive between rounds lives
+in ``self.context.state`` (persisted per node by Flower), never in attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from flwr.app import Context
+from flwr.client import NumPyClient
+
+import fedcausal_flwr
+from fedcausal_flwr.federation.messages import (
+    HELLO,
+    KEY_ACTION,
+    KEY_CLIP,
+    KEY_META,
+    KEY_PARTITION,
+    KEY_PAYLOAD,
+    KEY_SECURE,
+    ProtocolError,
+    check_secure_vector,
+    to_json,
+)
+
+Handler = Callable[..., tuple[list[np.ndarray], dict]]
+_ACTION_ATTR = "_protocol_action"
+
+
+def action(name: str) -> Callable[[Handler], Handler]:
+    """Register the decorated method as the handler of action ``name``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"action name must be a non-empty string, got {name!r}")
+    if name == HELLO:
+        raise ValueError(f"action {HELLO!r} is built in")
+
+    def mark(fn: Handler) -> Handler:
+        setattr(fn, _ACTION_ATTR, name)
+        return fn
+
+    return mark
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
+
+
+def describe_column(series: pd.Series, max_levels: int) -> tuple[str, list | None, int]:
+    """``(dtype, sorted levels or None, n_missing)`` of one column, for the hello report."""
+    n_missing = int(series.isna().sum())
+    values = series.dropna()
+    dtype = str(series.dtype)
+    if pd.api.types.is_float_dtype(series.dtype) and not isinstance(
+        series.dtype, pd.CategoricalDtype
+    ):
+        return dtype, None, n_missing
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        levels = [_json_value(v) for v in series.cat.categories]
+        return dtype, levels if len(levels) <= max_levels else None, n_missing
+    uniques = pd.unique(values)
+    if len(uniques) > max_levels:
+        return dtype, None, n_missing
+    try:
+        levels = sorted(_json_value(v) for v in uniques)
+    except TypeError:  # mixed types: sort by text so the report stays deterministic
+        levels = sorted((_json_value(v) for v in uniques), key=str)
+    return dtype, levels, n_missing
+
+
+class ProtocolClient(NumPyClient):
+    """Base class of every method's client side. See the module docstring."""
+
+    _actions: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        actions: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                name = getattr(value, _ACTION_ATTR, None)
+                if name is not None:
+                    actions[name] = attr
+        cls._actions = actions
+
+    def __init__(self, partition_id: int, data: pd.DataFrame, context: Context | None = None):
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(
+                f"client {partition_id}: data must be a pandas DataFrame, got {type(data).__name__}"
+            )
+        self.partition_id = int(partition_id)
+        self.data = data
+        self.context = context
+
+    # ------------------------------------------------------------------ Flower API
+    def get_parameters(self, config: dict) -> list[np.ndarray]:
+        return []
+
+    def evaluate(self, parameters: list[np.ndarray], config: dict) -> tuple[float, int, dict]:
+        return 0.0, 1, {}
+
+    def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
+        """Dispatch ``config["action"]``; ``num_examples`` is always 1 (exact SecAgg+ sums)."""
+        name = str(config.get(KEY_ACTION, ""))
+        payload = json.loads(str(config.get(KEY_PAYLOAD, "{}")))
+        arrays, meta = self.answer(name, payload, list(parameters))
+        arrays = [np.asarray(a) for a in arrays]
+        for k, arr in enumerate(arrays):
+            if arr.dtype == object:
+                raise ProtocolError(
+                    self.partition_id,
+                    f"action {name!r} returned array {k} with dtype object; return numeric "
+                    "arrays (anything else belongs in meta)",
+                )
+        if bool(config.get(KEY_SECURE, False)):
+            check_secure_vector(arrays, int(config[KEY_CLIP]), self.partition_id, name)
+        try:
+            meta_json = to_json(meta)
+        except (TypeError, ValueError) as err:
+            raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
+        metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
+        return arrays, 1, metrics
+
+    # ------------------------------------------------------------------ dispatch
+    @classmethod
+    def known_actions(cls) -> list[str]:
+        return sorted([HELLO, *cls._actions])
+
+    def answer(
+        self, name: str, payload: dict, arrays: list[np.ndarray]
+    ) -> tuple[list[np.ndarray], dict]:
+        """Run the handler of action ``name`` (usable directly in unit tests, without Flower)."""
+        if name == HELLO:
+            return self.hello(payload)
+        attr = self._actions.get(name)
+        if attr is None:
+            raise ProtocolError(
+                self.partition_id,
+                f"unknown action {name!r} for {type(self).__name__}; "
+                f"known actions: {self.known_actions()}",
+            )
+        out = getattr(self, attr)(payload, arrays)
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+            raise TypeError(
+                f"{type(self).__name__}.{attr} must return (list of arrays, dict), "
+                f"got {type(out).__name__}"
+            )
+        return list(out[0]), out[1]
+
+    def hello(self, payload: dict) -> tuple[list[np.ndarray], dict]:
+        """Built-in first round: who I am and what my columns look like."""
+        max_levels = int(payload.get("max_levels", 1000))
+        dtypes, levels, n_missing = {}, {}, {}
+        for col in self.data.columns:
+            dtypes[str(col)], levels[str(col)], n_missing[str(col)] = describe_column(
+                self.data[col], max_levels
+            )
+        meta = {
+            "partition_id": self.partition_id,
+            "n_rows": int(len(self.data)),
+            "columns": [str(c) for c in self.data.columns],
+            "dtypes": dtypes,
+            "levels": levels,
+            "n_missing": n_missing,
+            "version": fedcausal_flwr.__version__,
+        }
+        return [], meta

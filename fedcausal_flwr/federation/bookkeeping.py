@@ -1,0 +1,144 @@
+"""Run bookkeeping shared by all methods: round log, bytes, dropouts and the privacy ledger.
+
+Flower-free so it can be unit-tested and reused by any driver. Bytes are counted as they travel:
+serialised arrays (``Parameters.tensors``, i.e. ``.npy`` bytes) plus the JSON strings of the action,
+payload and reply metadata. SecAgg+ key-exchange traffic is not included; for a securely summed
+reply each client is charged the size of the vector it contributes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def describe_arrays(per_client: Sequence[Sequence[np.ndarray]]) -> list[dict]:
+    """Ledger view of replies: for each array position, its dtype(s) and distinct shapes."""
+    width = max((len(a) for a in per_client), default=0)
+    out = []
+    for k in range(width):
+        present = [arrs[k] for arrs in per_client if len(arrs) > k]
+        shapes = [list(t) for t in sorted({tuple(int(s) for s in a.shape) for a in present})]
+        dtypes = sorted({str(a.dtype) for a in present})
+        out.append({"dtype": dtypes[0] if len(dtypes) == 1 else dtypes, "shapes": shapes})
+    return out
+
+
+@dataclass
+class RunRecorder:
+    """Accumulates everything a :class:`~fedcausal_flwr.result.Result` reports about a run."""
+
+    log: list[dict] = field(default_factory=list)
+    ledger: list[dict] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    per_client: dict[int, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: {"up": 0, "down": 0})
+    )
+    rounds: int = 0
+    _t_run: float | None = None
+    wall_s: float = 0.0
+    _t_round: float = 0.0
+    _round_down: dict[int, int] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ run
+    def start_run(self) -> None:
+        if self._t_run is None:
+            self._t_run = time.perf_counter()
+
+    def finish_run(self) -> None:
+        if self._t_run is not None:
+            self.wall_s = time.perf_counter() - self._t_run
+
+    # ------------------------------------------------------------------ rounds
+    def start_round(self, server_round: int, down_bytes: Mapping[int, int]) -> None:
+        """``down_bytes``: bytes sent to each addressed client (keyed by client key)."""
+        self.start_run()
+        self.rounds = max(self.rounds, server_round)
+        self._t_round = time.perf_counter()
+        self._round_down = dict(down_bytes)
+        self.bytes_down += int(sum(down_bytes.values()))
+
+    def finish_round(
+        self,
+        server_round: int,
+        action: str,
+        status: str,
+        up_bytes: Mapping[int, int],
+        client_ids: Mapping[int, int | None],
+        secure: bool,
+        extra: Mapping | None = None,
+    ) -> dict:
+        """Close the round; ``client_ids`` maps the client keys used above to partition ids."""
+        for key, n in self._round_down.items():
+            pid = client_ids.get(key)
+            if pid is not None:
+                self.per_client[pid]["down"] += int(n)
+        for key, n in up_bytes.items():
+            pid = client_ids.get(key)
+            if pid is not None:
+                self.per_client[pid]["up"] += int(n)
+        round_up = int(sum(up_bytes.values()))
+        self.bytes_up += round_up
+        entry = {
+            "round": int(server_round),
+            "action": action,
+            "status": status,
+            "secure": bool(secure),
+            "n_clients": len(self._round_down),
+            "n_replies": len(up_bytes),
+            "seconds": round(time.perf_counter() - self._t_round, 6),
+            "bytes_up": round_up,
+            "bytes_down": int(sum(self._round_down.values())),
+        }
+        if extra:
+            clash = set(extra) & set(entry)
+            if clash:
+                raise ValueError(f"log annotations may not overwrite {sorted(clash)}")
+            entry.update(extra)
+        self.log.append(entry)
+        return entry
+
+    def record_ledger(
+        self,
+        server_round: int,
+        kind: str,
+        secure: bool,
+        summed: bool,
+        n_clients: int,
+        arrays: Sequence[Sequence[np.ndarray]],
+        meta_keys: Sequence[str],
+    ) -> None:
+        """One entry per message kind the server received.
+
+        ``summed``: the server only saw the sum; ``secure``: that sum came through SecAgg+.
+        """
+        self.ledger.append(
+            {
+                "round": int(server_round),
+                "kind": kind,
+                "secure": bool(secure),
+                "summed": bool(summed),
+                "n_clients": int(n_clients),
+                "arrays": describe_arrays(arrays),
+                "meta_keys": sorted(meta_keys),
+            }
+        )
+
+    def record_dropout(
+        self, client: int | None, node: int, server_round: int, action: str, reason: str
+    ) -> None:
+        self.dropped.append(
+            {
+                "client": client,
+                "node": int(node),
+                "round": int(server_round),
+                "action": action,
+                "reason": reason,
+            }
+        )

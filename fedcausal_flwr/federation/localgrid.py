@@ -1,0 +1,154 @@
+"""A synchronous in-process ``Grid``: the same ServerApp and ClientApp objects, no Ray, no threads.
+
+Flower 1.42 has no Ray-free simulation backend. :class:`LocalGrid` implements the public ``Grid``
+interface by calling the ClientApp (mods included, so SecAgg+ runs too) directly when the server
+pulls replies. Like Flower's runtimes it deep-copies message content (no shared objects between
+server and clients), keeps one ``Context`` per node (persisted only when the ClientApp succeeds) and
+turns a ClientApp exception into an error reply. The only non-public detail is the process-global
+``TaskIdentity`` that server-side ``Message`` construction reads, which is set here.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+from flwr.app import Context, Message, RecordDict
+from flwr.app.error import Error
+from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
+from flwr.serverapp import Grid, ServerApp
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+
+logger = logging.getLogger(__name__)
+
+SERVER_NODE_ID = 0
+FIRST_NODE_ID = 1001
+
+ConfigValue = bool | float | int | str
+
+
+class LocalGrid(Grid):
+    """Delivers every message to a ClientApp in the calling thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        client_app: ClientApp,
+        num_nodes: int,
+        run_config: Mapping[str, ConfigValue] | None = None,
+        node_configs: Sequence[Mapping[str, ConfigValue]] | None = None,
+        run_id: int = 1,
+    ):
+        if num_nodes < 1:
+            raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
+        if node_configs is not None and len(node_configs) != num_nodes:
+            raise ValueError(f"{len(node_configs)} node configs for {num_nodes} nodes")
+        self._run = Run.create_empty(run_id)
+        self.client_app = client_app
+        self.node_ids = list(range(FIRST_NODE_ID, FIRST_NODE_ID + num_nodes))
+        self.contexts = {
+            node: Context(
+                run_id=run_id,
+                node_id=node,
+                node_config=dict(
+                    node_configs[k]
+                    if node_configs is not None
+                    else {"partition-id": k, "num-partitions": num_nodes}
+                ),
+                state=RecordDict(),
+                run_config=dict(run_config or {}),
+            )
+            for k, node in enumerate(self.node_ids)
+        }
+        self._inbox: dict[str, Message] = {}
+        self._replies: dict[str, Message] = {}
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run_id, SERVER_NODE_ID, 1
+
+    # ------------------------------------------------------------------ Grid API
+    def set_run(self, run: Run) -> None:
+        self._run = run
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):  # noqa: D102
+        return Message(
+            content, dst_node_id=dst_node_id, message_type=message_type, group_id=group_id, ttl=ttl
+        )
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.node_ids)
+
+    def push_messages(self, messages: Iterable[Message]) -> list[str]:
+        ids = []
+        for msg in messages:
+            if msg.metadata.dst_node_id not in self.contexts:
+                raise ValueError(f"message for unknown node {msg.metadata.dst_node_id}")
+            message_id = uuid.uuid4().hex
+            msg.metadata.__dict__["_message_id"] = message_id
+            self._inbox[message_id] = msg
+            ids.append(message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> list[Message]:
+        out = []
+        for message_id in message_ids:
+            if message_id in self._inbox:
+                self._deliver(message_id)
+            if message_id in self._replies:
+                out.append(self._replies.pop(message_id))
+        return out
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None):
+        return self.pull_messages(self.push_messages(messages))
+
+    # ------------------------------------------------------------------ delivery
+    def _deliver(self, message_id: str) -> None:
+        msg = self._inbox.pop(message_id)
+        node = msg.metadata.dst_node_id
+        incoming = Message(content=copy.deepcopy(msg.content), metadata=copy.deepcopy(msg.metadata))
+        stored = self.contexts[node]
+        context = Context(
+            run_id=stored.run_id,
+            node_id=node,
+            node_config=stored.node_config,
+            state=copy.deepcopy(stored.state),
+            run_config=stored.run_config,
+        )
+        try:
+            reply = self.client_app(incoming, context)
+            self.contexts[node] = context
+        except Exception as ex:  # noqa: BLE001 - every ClientApp failure becomes an error reply
+            reason = f"{type(ex)}:<'{ex}'>"
+            logger.debug("node %s raised %s", node, reason, exc_info=ex)
+            reply = Message(
+                Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason),
+                reply_to=incoming,
+            )
+        reply.metadata.__dict__["_message_id"] = uuid.uuid4().hex
+        reply.metadata.__dict__["_src_node_id"] = node
+        self._replies[message_id] = reply
+
+
+def run_local(
+    server_app: ServerApp,
+    client_app: ClientApp,
+    num_nodes: int,
+    run_config: Mapping[str, ConfigValue] | None = None,
+    node_configs: Sequence[Mapping[str, ConfigValue]] | None = None,
+) -> Context:
+    """Run a ServerApp against ``num_nodes`` ClientApps synchronously; the server Context."""
+    grid = LocalGrid(client_app, num_nodes, run_config, node_configs)
+    context = Context(
+        run_id=grid.run.run_id,
+        node_id=SERVER_NODE_ID,
+        node_config={},
+        state=RecordDict(),
+        run_config=dict(run_config or {}),
+    )
+    server_app(grid=grid, context=context)
+    return context

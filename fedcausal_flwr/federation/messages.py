@@ -1,0 +1,212 @@
+"""The wire vocabulary shared by every method's strategy and client (Flower-free).
+
+A protocol step is a :class:`Request` (server -> clients) answered by one :class:`Reply` per client.
+On the wire a request travels as a legacy Flower ``FitIns``: the action name under
+``config["action"]``, the JSON payload as a string under ``config["payload"]`` and the arrays
+as ``Parameters``. A reply is a ``FitRes``: arrays as ``Parameters``, ``num_examples == 1`` (the
+SecAgg+ exact-sum recipe needs equal weights) and the reply metadata as a JSON string under
+``metrics["meta"]``.
+
+Secure (summed) requests: every client answers with ONE flat integer vector; the server only ever
+sees the sum, computed either plainly (int64, in partition order) or through SecAgg+. The SecAgg+
+parameters that make that sum exact are ``weight 1, clipping_range=C, quantization_range=2C,
+modulus_range=2**32`` with ``|value| <= C`` and ``n * 2C < 2**32`` (see :func:`secure_clip`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Keys of the FitIns config / FitRes metrics.
+KEY_ACTION = "action"
+KEY_PAYLOAD = "payload"
+KEY_ROUND = "round"
+KEY_SECURE = "secure"
+KEY_CLIP = "clip"
+KEY_META = "meta"
+KEY_PARTITION = "partition_id"
+
+HELLO = "hello"
+SUMMED = -1  # Reply.client of an aggregated (summed) reply
+UNKNOWN_CLIENT = -1  # ProtocolError.client when the site does not know its partition id
+MODULUS_RANGE = 2**32
+MAX_CLIP = 2**30 - 1  # SecAgg+ quantizes into int32, so 2C must stay below 2**31
+
+_PROTOCOL_ERROR_RE = re.compile(r"ProtocolError\[client=(-?\d+)\]: (.*?)(?:'>)?$", re.S)
+
+
+@dataclass
+class Request:
+    """One protocol step: what the server asks of (a subset of) the clients.
+
+    ``secure=True`` means every client answers with one flat integer vector that the server only
+    sees summed (through SecAgg+ when the run is secure, plainly otherwise).
+    ``clients=None`` asks every client still alive; otherwise a list of partition ids.
+    """
+
+    action: str
+    payload: dict = field(default_factory=dict)
+    arrays: list[np.ndarray] = field(default_factory=list)
+    secure: bool = False
+    clients: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, str) or not self.action:
+            raise TypeError(f"Request.action must be a non-empty string, got {self.action!r}")
+        if not isinstance(self.payload, dict):
+            raise TypeError(f"Request.payload must be a dict, got {type(self.payload).__name__}")
+        self.arrays = [np.asarray(a) for a in self.arrays]
+        for k, arr in enumerate(self.arrays):
+            if arr.dtype == object:
+                raise TypeError(
+                    f"request {self.action!r}: array {k} has dtype object; send numeric arrays "
+                    "(anything else belongs in the JSON payload)"
+                )
+        if self.clients is not None:
+            self.clients = sorted({int(c) for c in self.clients})
+            if not self.clients:
+                raise ValueError(f"request {self.action!r} asks an empty list of clients")
+
+
+@dataclass
+class Reply:
+    """One client's answer (``client`` = partition id), or the sum (``client == SUMMED``)."""
+
+    client: int
+    arrays: list[np.ndarray]
+    meta: dict
+
+
+@dataclass
+class ClientInfo:
+    """What a client tells the server in the built-in ``hello`` round."""
+
+    partition_id: int
+    n_rows: int
+    columns: list[str]
+    dtypes: dict[str, str]
+    levels: dict[str, list | None]  # sorted observed values; None for float / many-valued columns
+    n_missing: dict[str, int]
+    version: str = ""
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
+        return cls(
+            partition_id=int(meta["partition_id"]),
+            n_rows=int(meta["n_rows"]),
+            columns=list(meta["columns"]),
+            dtypes=dict(meta["dtypes"]),
+            levels=dict(meta["levels"]),
+            n_missing={k: int(v) for k, v in meta["n_missing"].items()},
+            version=str(meta.get("version", "")),
+        )
+
+
+class FederationError(RuntimeError):
+    """The federated run cannot continue (transport, SecAgg+ or bookkeeping failure)."""
+
+
+class TooFewClientsError(FederationError):
+    """Fewer clients than required connected, or remain after dropouts."""
+
+
+class ProtocolError(ValueError):
+    """A deterministic client-side error (bad request, bad data, overflow) that stops the run.
+
+    Unlike any other exception raised by a client (treated as a dropout), re-asking the survivors
+    would not help, so the server re-raises it as :class:`ClientProtocolError`.
+    """
+
+    def __init__(self, client: int, message: str):
+        self.client = int(client)
+        self.detail = message
+        super().__init__(f"ProtocolError[client={self.client}]: {message}")
+
+
+class ClientProtocolError(ValueError):
+    """Server-side: a client reported a :class:`ProtocolError`."""
+
+
+class ClientFailure(Exception):
+    """A failed reply whose sender is known (the client raised, or did not answer in time)."""
+
+    def __init__(self, node_id: int, reason: str):
+        self.node_id = int(node_id)
+        self.reason = reason
+        super().__init__(f"node {node_id}: {reason}")
+
+
+def parse_protocol_error(reason: str) -> tuple[int, str] | None:
+    """``(client, message)`` if a Flower error reason carries a :class:`ProtocolError`."""
+    match = _PROTOCOL_ERROR_RE.search(reason)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2).strip()
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"{type(obj).__name__} value {obj!r} is not JSON-serialisable")
+
+
+def to_json(obj: Any) -> str:
+    """Deterministic compact JSON (sorted keys; numpy scalars/arrays converted)."""
+    return json.dumps(obj, default=_json_default, sort_keys=True, separators=(",", ":"))
+
+
+def encode_payload(payload: Mapping[str, Any], where: str) -> str:
+    """JSON for a payload or meta dict; ``where`` names the message in the error."""
+    try:
+        return to_json(dict(payload))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{where}: payload is not JSON-serialisable ({err})") from None
+
+
+def secure_clip(n_clients: int) -> int:
+    """Largest C with ``n * 2C < 2**32`` (and 2C < 2**31): SecAgg+ then sums exactly."""
+    if n_clients < 1:
+        raise ValueError(f"need at least one client, got {n_clients}")
+    return min(MAX_CLIP, (MODULUS_RANGE - 1) // (2 * n_clients))
+
+
+def check_secure_vector(arrays: Sequence[np.ndarray], clip: int, client: int, action: str) -> None:
+    """Raise :class:`ProtocolError` unless ``arrays`` is one flat integer vector, |v| <= clip."""
+    if len(arrays) != 1:
+        raise ProtocolError(
+            client, f"secure action {action!r} must return exactly one array, got {len(arrays)}"
+        )
+    vec = np.asarray(arrays[0])
+    if vec.ndim != 1 or not (np.issubdtype(vec.dtype, np.integer) or vec.dtype == np.bool_):
+        raise ProtocolError(
+            client,
+            f"secure action {action!r} must return a flat integer vector, got dtype {vec.dtype} "
+            f"and shape {vec.shape}",
+        )
+    if vec.size:
+        max_abs = int(np.max(np.abs(vec.astype(np.int64))))
+        if max_abs > clip:
+            raise ProtocolError(
+                client,
+                f"secure action {action!r}: max |value| {max_abs} exceeds the exact-sum bound "
+                f"C={clip} for this number of clients (n * 2C must stay below 2**32)",
+            )
+
+
+def array_nbytes(tensors: Sequence[bytes]) -> int:
+    """Bytes of serialised arrays as they travel (``Parameters.tensors``)."""
+    return int(sum(len(t) for t in tensors))

@@ -1,0 +1,250 @@
+"""Run a method: ``run_protocol(strategy, client_factory, num_clients, backend=...) -> Result``.
+
+Backends run the SAME ServerApp/ClientApp objects:
+
+* ``"inprocess"`` - :class:`~fedcausal_flwr.federation.localgrid.LocalGrid`, synchronous, no Ray;
+  the default for tests and sweeps (milliseconds per round; SecAgg+ works too).
+* ``"ray"`` - Flower's simulation engine (``flwr.simulation.run_simulation``), quiet: telemetry
+  off, loggers at ERROR, Ray's temp dir settable, 1-2 actors on a 2-core machine. Client data is
+  spilled to files and loaded once per actor process, so messages do not carry it.
+
+Deployment (SuperLink + SuperNodes + ``flwr run``) uses ``fedcausal_flwr.federation.app``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from flwr.app import Context
+
+from fedcausal_flwr.federation.apps import (
+    SecureAggConfig,
+    make_client_app,
+    make_server_app,
+)
+from fedcausal_flwr.federation.localgrid import run_local
+from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.result import Result
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.clients.base import ProtocolClient
+    from fedcausal_flwr.strategies.base import ProtocolStrategy
+
+BACKENDS = ("inprocess", "ray")
+QUIET_LOGGERS = ("flwr", "ray")
+# len("/ray/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
+RAY_SOCKET_SUFFIX = 70
+
+_PARTITION_CACHE: dict[str, pd.DataFrame] = {}
+
+
+class PartitionedClients:
+    """Client factory over one DataFrame per client: ``factory(partition_id, context)``.
+
+    ``make_client(partition_id, data)`` builds the client. In memory for the in-process backend;
+    :meth:`spill` writes the partitions to files so a Ray message carries only their paths (each
+    actor process loads a partition once and caches it).
+    """
+
+    def __init__(
+        self,
+        make_client: Callable[[int, pd.DataFrame], ProtocolClient],
+        partitions: Sequence[pd.DataFrame] | None = None,
+        *,
+        files: Sequence[str] | None = None,
+    ):
+        if (partitions is None) == (files is None):
+            raise ValueError("give exactly one of partitions or files")
+        if partitions is not None:
+            for k, part in enumerate(partitions):
+                if not isinstance(part, pd.DataFrame):
+                    raise TypeError(f"partition {k} is {type(part).__name__}, not a DataFrame")
+        self.make_client = make_client
+        self.partitions = None if partitions is None else list(partitions)
+        self.files = None if files is None else [str(f) for f in files]
+
+    def __len__(self) -> int:
+        return len(self.partitions if self.partitions is not None else self.files)  # type: ignore[arg-type]
+
+    def data(self, partition_id: int) -> pd.DataFrame:
+        if not 0 <= partition_id < len(self):
+            raise IndexError(f"no partition {partition_id}; there are {len(self)}")
+        if self.partitions is not None:
+            return self.partitions[partition_id]
+        path = self.files[partition_id]  # type: ignore[index]
+        if path not in _PARTITION_CACHE:
+            _PARTITION_CACHE[path] = pd.read_pickle(path)
+        return _PARTITION_CACHE[path]
+
+    def __call__(self, partition_id: int, context: Context | None = None) -> ProtocolClient:
+        client = self.make_client(partition_id, self.data(partition_id))
+        if context is not None and getattr(client, "context", None) is None:
+            client.context = context
+        return client
+
+    def spill(self, directory: str | Path) -> PartitionedClients:
+        """A copy whose partitions live in pickles under a fresh sub-directory of ``directory``."""
+        if self.partitions is None:
+            return self
+        target = Path(directory) / f"partitions-{uuid.uuid4().hex[:12]}"
+        target.mkdir(parents=True)
+        files = []
+        for k, part in enumerate(self.partitions):
+            path = target / f"part-{k}.pkl"
+            part.to_pickle(path)
+            files.append(str(path))
+        return PartitionedClients(self.make_client, files=files)
+
+
+@contextmanager
+def quiet_flower(ray_tmpdir: str | os.PathLike | None = None) -> Iterator[None]:
+    """Telemetry off, Flower/Ray loggers at ERROR, Ray temp dir set; restored afterwards."""
+    env = {"FLWR_TELEMETRY_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+    if ray_tmpdir is not None:
+        Path(ray_tmpdir).mkdir(parents=True, exist_ok=True)
+        env["RAY_TMPDIR"] = str(ray_tmpdir)
+    # Flower's Ray backend rewrites PYTHONPATH in os.environ on every run; put it back.
+    saved_env = {k: os.environ.get(k) for k in [*env, "PYTHONPATH"]}
+    saved_levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    os.environ.update(env)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def check_ray_tmpdir(path: str | os.PathLike) -> None:
+    """Ray puts Unix sockets ~75 characters deep under its temp dir; the OS allows 107 bytes."""
+    length = len(os.fsencode(os.path.abspath(path)))
+    if length + RAY_SOCKET_SUFFIX > 107:
+        raise ValueError(
+            f"Ray temp dir {os.fspath(path)!r} is too long ({length} bytes): Ray's socket paths "
+            f"under it would exceed 107 bytes; use a directory of at most "
+            f"{107 - RAY_SOCKET_SUFFIX} bytes (set ray_tmpdir or RAY_TMPDIR)"
+        )
+
+
+def default_ray_num_cpus() -> float:
+    """CPUs per Ray actor so that at most 2 actors run (more do not help on small machines)."""
+    return max(1.0, (os.cpu_count() or 2) / 2)
+
+
+def run_protocol(
+    strategy: ProtocolStrategy,
+    client_factory: Callable[[int, Context], ProtocolClient],
+    num_clients: int,
+    *,
+    backend: str = "inprocess",
+    secure: bool = False,
+    min_clients: int | None = None,
+    connect_timeout: float = 30.0,
+    round_timeout: float | None = None,
+    max_rounds: int = 10_000,
+    secure_config: SecureAggConfig | None = None,
+    config: Mapping[str, Any] | None = None,
+    ray_tmpdir: str | os.PathLike | None = None,
+    ray_num_cpus: float | None = None,
+) -> Result:
+    """Run ``strategy`` against ``num_clients`` clients from ``client_factory``; the Result.
+
+    ``min_clients`` (default: all) is how many clients must survive dropouts. ``config`` is stored
+    in ``Result.config`` for provenance. A strategy object can be run only once.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if not hasattr(strategy, "begin_round"):
+        raise TypeError(f"strategy must be a ProtocolStrategy, got {type(strategy).__name__}")
+    if strategy.recorder.rounds:
+        raise ValueError("this strategy object has already run; build a new one per run")
+    server_app = make_server_app(
+        strategy,
+        num_clients=num_clients,
+        min_clients=min_clients,
+        secure=secure,
+        secure_config=secure_config,
+        connect_timeout=connect_timeout,
+        round_timeout=round_timeout,
+        max_rounds=max_rounds,
+    )
+    if backend == "inprocess":
+        with quiet_flower():
+            run_local(server_app, make_client_app(client_factory), num_clients)
+    else:
+        _run_ray(server_app, client_factory, num_clients, ray_tmpdir, ray_num_cpus)
+    return strategy.build_result(config)
+
+
+def _run_ray(
+    server_app, client_factory, num_clients: int, ray_tmpdir, ray_num_cpus: float | None
+) -> None:
+    from flwr.simulation import run_simulation
+
+    backend_config = {
+        "client_resources": {"num_cpus": ray_num_cpus or default_ray_num_cpus(), "num_gpus": 0.0},
+        "init_args": {
+            "logging_level": "ERROR",
+            "log_to_driver": False,
+            "include_dashboard": False,
+        },
+    }
+    tmp_root = Path(ray_tmpdir or os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
+    check_ray_tmpdir(tmp_root)
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_root, prefix="fedcausal-") as spill_dir:
+        if hasattr(client_factory, "spill"):
+            client_factory = client_factory.spill(spill_dir)
+        with quiet_flower(ray_tmpdir):
+            # Deprecated in flwr 1.42 (in favour of `flwr run`) but fully functional; the
+            # ServerApp runs in a thread of this process, so the strategy object holds the result.
+            run_simulation(
+                server_app=server_app,
+                client_app=make_client_app(client_factory),
+                num_supernodes=num_clients,
+                backend_config=backend_config,
+            )
+
+
+class BoundClientMaker:
+    """``make_client(partition_id, data, options)`` with ``options`` bound (picklable for Ray)."""
+
+    def __init__(self, make_client: Callable[..., ProtocolClient], options: Mapping[str, Any]):
+        self.make_client = make_client
+        self.options = dict(options)
+
+    def __call__(self, partition_id: int, data: pd.DataFrame) -> ProtocolClient:
+        return self.make_client(partition_id, data, self.options)
+
+
+def run_method(
+    name: str,
+    partitions: Sequence[pd.DataFrame],
+    options: Mapping[str, Any] | None = None,
+    **run_kwargs: Any,
+) -> Result:
+    """Run the registered method ``name`` on in-memory partitions (one DataFrame per client)."""
+    spec = get_method(name)
+    opts = dict(options or {})
+    strategy = spec.make_strategy(opts)
+    factory = PartitionedClients(BoundClientMaker(spec.make_client, opts), partitions)
+    config = {"method": name, **opts}
+    return run_protocol(strategy, factory, len(partitions), config=config, **run_kwargs)

@@ -1,0 +1,146 @@
+"""The one result type every method returns, in every backend (Flower-free).
+
+A :class:`Result` carries the learned graph plus the run's bookkeeping: rounds, bytes moved, wall
+time, per-round log, dropped clients and the privacy ledger (which message kinds, shapes and dtypes
+the server received, and whether they were securely aggregated). It round-trips through JSON so a
+deployment's ServerApp can write it to a file and the caller can read it back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.graphs.graph import Graph
+
+FORMAT_VERSION = 1
+
+
+def _plain(obj: Any) -> Any:
+    """Recursively turn numpy / tuple / set values into JSON-native ones."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(_plain(v) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, Graph):
+        return obj.to_json()
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    raise TypeError(f"cannot store {type(obj).__name__} value {obj!r} in a Result")
+
+
+@dataclass
+class Result:
+    """Learned structure plus run bookkeeping; identical in shape for every method."""
+
+    method: str
+    config: dict = field(default_factory=dict)
+    variables: list[str] = field(default_factory=list)
+    graph: Graph | None = None
+    metrics: dict = field(default_factory=dict)
+    rounds: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    wall_s: float = 0.0
+    dropped_clients: list[dict] = field(default_factory=list)
+    ledger: list[dict] = field(default_factory=list)
+    log: list[dict] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    bytes_per_client: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """A JSON-native dict (graph as ``Graph.to_json()``, numpy values converted)."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "method": self.method,
+            "config": _plain(self.config),
+            "variables": [str(v) for v in self.variables],
+            "graph": None if self.graph is None else self.graph.to_json(),
+            "metrics": _plain(self.metrics),
+            "rounds": int(self.rounds),
+            "bytes_up": int(self.bytes_up),
+            "bytes_down": int(self.bytes_down),
+            "wall_s": float(self.wall_s),
+            "dropped_clients": _plain(self.dropped_clients),
+            "ledger": _plain(self.ledger),
+            "log": _plain(self.log),
+            "extra": _plain(self.extra),
+            "bytes_per_client": {
+                str(k): {kk: int(vv) for kk, vv in v.items()}
+                for k, v in sorted(self.bytes_per_client.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Result:
+        version = obj.get("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"unsupported Result format_version {version}; expected 1")
+        graph = None if obj.get("graph") is None else Graph.from_json(obj["graph"])
+        return cls(
+            method=obj["method"],
+            config=obj.get("config", {}),
+            variables=list(obj.get("variables", [])),
+            graph=graph,
+            metrics=obj.get("metrics", {}),
+            rounds=int(obj.get("rounds", 0)),
+            bytes_up=int(obj.get("bytes_up", 0)),
+            bytes_down=int(obj.get("bytes_down", 0)),
+            wall_s=float(obj.get("wall_s", 0.0)),
+            dropped_clients=list(obj.get("dropped_clients", [])),
+            ledger=list(obj.get("ledger", [])),
+            log=list(obj.get("log", [])),
+            extra=obj.get("extra", {}),
+            bytes_per_client={int(k): dict(v) for k, v in obj.get("bytes_per_client", {}).items()},
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write the JSON form to ``path`` (parent directories are created)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Result:
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+    def summary(self) -> str:
+        """One short human-readable paragraph."""
+        if self.graph is None:
+            graph = "no graph"
+        else:
+            graph = (
+                f"{self.graph.kind} with {self.graph.n_edges()} edges "
+                f"over {self.graph.n_nodes} nodes"
+            )
+        lines = [
+            f"{self.method}: {graph}; {self.rounds} rounds, "
+            f"{self.bytes_up:,} B up / {self.bytes_down:,} B down, {self.wall_s:.2f} s",
+        ]
+        if self.dropped_clients:
+            dropped = ", ".join(f"{d['client']}@round{d['round']}" for d in self.dropped_clients)
+            lines.append(f"dropped clients: {dropped}")
+        if self.metrics:
+            shown = ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in sorted(self.metrics.items())
+                if isinstance(v, (int, float, str))
+            )
+            if shown:
+                lines.append(f"metrics: {shown}")
+        return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""The module-level apps used by ``flwr run`` (fedcausal_flwr.federation.app), run in-process."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.strategies.base import ProtocolStrategy
+
+from fedcausal_flwr.federation import app as flwr_app
+from fedcausal_flwr.federation.localgrid import run_local
+from fedcausal_flwr.federation.messages import ClientProtocolError, Request
+from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
+from fedcausal_flwr.result import Result
+from tests.test_federation_toy import toy_partitions, toy_reference
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOY_RUN = {"method": "toy", "plugins": "tests.test_federation_toy", "num-clients": 3}
+
+
+def test_pyproject_points_flower_at_the_apps_and_ships_no_code():
+    flwr = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
+    assert flwr["components"] == {
+        "serverapp": "fedcausal_flwr.federation.app:server_app",
+        "clientapp": "fedcausal_flwr.federation.app:client_app",
+    }
+    # the FAB holds only pyproject.toml, so the installed package is never shadowed
+    assert flwr["fab-include"] == ["pyproject.toml"]
+    assert flwr["config"] == flwr_app.DEFAULT_RUN_CONFIG
+
+
+def test_deployment_apps_read_csv_sites_and_write_the_result(tmp_path):
+    parts = toy_partitions(3)
+    nodes = []
+    for k, part in enumerate(parts):
+        path = tmp_path / f"site{k}.csv"
+        part.to_csv(path, index=False)
+        nodes.append({"partition-id": k, "data-path": str(path)})
+    result_path = tmp_path / "out" / "result.json"
+    run_config = {**TOY_RUN, "result-path": str(result_path)}
+    run_local(flwr_app.server_app, flwr_app.client_app, 3, run_config, nodes)
+    result = Result.load(result_path)
+    sites = {k: pd.read_csv(n["data-path"]) for k, n in enumerate(nodes)}
+    assert result.extra["counts"] == toy_reference(sites, [0, 2])["counts"]
+    assert result.config["method"] == "toy" and result.config["min_clients"] == 0
+    assert json.loads(result_path.read_text())["rounds"] == 4
+
+
+def test_simulated_sites_generate_their_partition(tmp_path):
+    result_path = tmp_path / "result.json"
+    run_config = {**TOY_RUN, "result-path": str(result_path), "samples": 300, "seed": 0}
+    run_local(flwr_app.server_app, flwr_app.client_app, 3, run_config)  # node_config: partition-*
+    ref = toy_reference(dict(enumerate(toy_partitions(3))), [0, 2])
+    assert Result.load(result_path).extra["counts"] == ref["counts"]
+
+
+def test_site_without_partition_id_gets_a_clear_error(tmp_path):
+    path = tmp_path / "site.csv"
+    toy_partitions(1)[0].to_csv(path, index=False)
+    nodes = [{"data-path": str(path)}]
+    with pytest.raises(ClientProtocolError, match="a client: node_config of node 1001 has no"):
+        run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
+
+
+def test_missing_site_file_stops_the_run_naming_the_site(tmp_path):
+    nodes = [{"partition-id": 0, "data-path": str(tmp_path / "missing.csv")}]
+    with pytest.raises(ClientProtocolError, match="client 0: cannot load this site's data: data"):
+        run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
+
+
+def test_run_options_merge_defaults_and_rename_keys():
+    opts = flwr_app.run_options({"min-clients": 2, "method": "toy"})
+    assert opts["min_clients"] == 2 and opts["method"] == "toy"
+    assert opts["round_timeout"] == flwr_app.DEFAULT_RUN_CONFIG["round-timeout"]
+    with pytest.raises(FileNotFoundError, match="does not exist on this SuperNode"):
+        flwr_app.read_site_csv("/nonexistent/site.csv")
+
+
+# ----------------------------------------------------------------------------- client checks
+class ObjectClient(ProtocolClient):
+    @action("objects")
+    def objects(self, payload, arrays):
+        return [np.array(["a", None], dtype=object)], {}
+
+
+class RetractingStrategy(ProtocolStrategy):
+    """Rebuilds its request after a dropout instead of re-issuing it."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = 0
+        self.replies = None
+
+    def next_request(self):
+        if self.replies is not None:
+            return None
+        self.asked += 1
+        return Request("count", {"attempt": self.asked})
+
+    def handle_replies(self, request, replies):
+        self.replies = [(r.client, r.meta["attempt"]) for r in replies]
+
+    def on_clients_dropped(self, dropped):
+        self.retract_request()
+
+
+class FlakyClient(ProtocolClient):
+    @action("count")
+    def count(self, payload, arrays):
+        if self.partition_id == 0 and payload["attempt"] == 1:
+            raise ConnectionError("site 0 went away")
+        return [np.array([len(self.data)])], {"attempt": payload["attempt"]}
+
+
+def test_object_arrays_are_a_protocol_error_not_a_dropout():
+    parts = [pd.DataFrame({"v": [1, 2]})] * 2
+
+    class Ask(RetractingStrategy):
+        def next_request(self):
+            return None if self.replies is not None else Request("objects")
+
+    with pytest.raises(ClientProtocolError, match="dtype object"):
+        run_protocol(Ask(), PartitionedClients(ObjectClient, parts), 2)
+
+
+def test_retract_request_rebuilds_the_step_after_a_dropout():
+    parts = [pd.DataFrame({"v": [1, 2]})] * 3
+    strategy = RetractingStrategy()
+    result = run_protocol(strategy, PartitionedClients(FlakyClient, parts), 3, min_clients=2)
+    assert strategy.replies == [(1, 2), (2, 2)]
+    assert [d["client"] for d in result.dropped_clients] == [0]
+
+
+def test_default_simulation_data_splits_one_network_sample():
+    options = {"network": "asia", "samples": 300, "seed": 3}
+    parts = [flwr_app.sample_network_partition(options, k, 3) for k in range(3)]
+    assert [len(p) for p in parts] == [100, 100, 100]
+    assert sorted(pd.concat(parts).index) == list(range(300))  # disjoint, covers the sample
+    assert list(parts[0].columns)[:3] == ["asia", "tub", "smoke"]
+    other = flwr_app.sample_network_partition({**options, "seed": 4}, 0, 3)
+    assert not other.equals(parts[0])
