@@ -1,1 +1,3 @@
-"""fedcausal-flwr."""
+"""Server sides of the methods (one module per method; importing registers them)."""
+
+from fedcausal_flwr.strategies import fedc2sl  # noqa: F401

@@ -156,25 +156,48 @@ def make_layout(
     queries: Sequence[Sequence],
     cards: Sequence[int] | np.ndarray,
     max_cells: int = DEFAULT_MAX_CELLS,
+    *,
+    normalised: bool = False,
 ) -> TableLayout:
-    """The table layout of a batch; raises :class:`TableTooLargeError` naming an oversized query."""
+    """The table layout of a batch; raises :class:`TableTooLargeError` naming an oversized query.
+
+    ``normalised=True`` takes ``(x, y, S)`` tuples as they are (a client laying out the server's
+    already-normalised batch), skipping the per-query normalisation.
+    """
     cards_arr = check_cards(cards)
-    keys = tuple(normalise_query(*q) for q in queries)
+    if normalised:
+        keys = tuple(queries)
+    else:
+        keys = tuple(normalise_query(*q) for q in queries)
     shapes = np.empty((len(keys), 3), dtype=np.int64)
-    for i, (x, y, s) in enumerate(keys):
-        for v in (x, y, *s):
-            if not 0 <= v < cards_arr.size:
-                raise KeyError(
-                    f"query {(x, y, s)} uses variable {v} but only {cards_arr.size} cards are known"
-                )
-        card_s = math.prod(int(cards_arr[v]) for v in s)
-        cells = card_s * int(cards_arr[x]) * int(cards_arr[y])
-        if cells > max_cells:
-            raise TableTooLargeError(
-                f"the table of query x={x}, y={y}, S={s} would have {cells} cells "
-                f"(limit {max_cells}); reduce the conditioning set size or the level counts"
+    by_size: dict[int, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_size.setdefault(len(key[2]), []).append(i)
+    for k, members in by_size.items():
+        rows = np.array([(keys[i][0], keys[i][1], *keys[i][2]) for i in members], dtype=np.int64)
+        rows = rows.reshape(len(members), k + 2)
+        bad = (rows < 0) | (rows >= cards_arr.size)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            x, y, s = keys[members[r]]
+            raise KeyError(
+                f"query {(x, y, s)} uses variable {int(rows[r, c])} but only {cards_arr.size} "
+                "cards are known"
             )
-        shapes[i] = (card_s, cards_arr[x], cards_arr[y])
+        level_counts = cards_arr[rows]
+        log_cells = np.log2(level_counts.astype(np.float64)).sum(axis=1)
+        too_big = np.flatnonzero(log_cells > np.log2(max_cells) + 1e-9)
+        if too_big.size:
+            x, y, s = keys[members[too_big[0]]]
+            cells = math.prod(int(cards_arr[v]) for v in (x, y, *s))
+            if cells > max_cells:
+                raise TableTooLargeError(
+                    f"the table of query x={x}, y={y}, S={s} would have {cells} cells "
+                    f"(limit {max_cells}); reduce the conditioning set size or the level counts"
+                )
+        shapes[members, 0] = level_counts[:, 2:].prod(axis=1)
+        shapes[members, 1] = level_counts[:, 0]
+        shapes[members, 2] = level_counts[:, 1]
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(shapes.prod(axis=1), out=offsets[1:])
     return TableLayout(keys, cards_arr, shapes, offsets)

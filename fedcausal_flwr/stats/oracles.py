@@ -21,7 +21,12 @@ from .contingency import (
     stacked_statistics,
 )
 from .dsep import d_connected_batch
-from .gaussian import correlation_from_moments, fisher_z_from_correlation, local_moments
+from .gaussian import (
+    GaussianMoments,
+    correlation_from_moments,
+    fisher_z_from_correlation,
+    local_moments,
+)
 from .oracle import CIOracle, Query
 
 
@@ -110,8 +115,21 @@ class GaussianOracle(CIOracle):
 
     def __init__(self, data: np.ndarray, variables: Sequence[str], client: str | None = None):
         super().__init__(variables)
-        self.moments = local_moments(data, variables=self.variables, client=client)
-        self.correlation = correlation_from_moments(self.moments, self.variables)
+        self._use(local_moments(data, variables=self.variables, client=client))
+
+    @classmethod
+    def from_moments(cls, moments: GaussianMoments, variables: Sequence[str]) -> GaussianOracle:
+        """An oracle over (possibly summed) moments: what a federated server holds."""
+        oracle = cls.__new__(cls)
+        CIOracle.__init__(oracle, variables)
+        if moments.n_vars != oracle.n_vars:
+            raise ValueError(f"moments cover {moments.n_vars} variables, not {oracle.n_vars}")
+        oracle._use(moments)
+        return oracle
+
+    def _use(self, moments: GaussianMoments) -> None:
+        self.moments = moments
+        self.correlation = correlation_from_moments(moments, self.variables)
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
         return fisher_z_from_correlation(self.correlation, self.moments.n, queries)

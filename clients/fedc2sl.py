@@ -1,0 +1,108 @@
+"""FedC2SL client: answers the server's batches with local sufficient statistics.
+
+Mirror of :mod:`fedcausal_flwr.strategies.fedc2sl` (see its wire protocol). The client never
+decides anything: it encodes its columns over the global level sets the server sends, counts one
+contingency table per query (one ``np.bincount`` per equal-|S| chunk), and returns the tables, their
+stratum margins, their projected residuals, or its data moments.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+
+import numpy as np
+import pandas as pd
+
+from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.stats.contingency import local_tables, make_layout, table_marginals
+from fedcausal_flwr.stats.gaussian import local_moments
+from fedcausal_flwr.stats.sketch import client_sketch
+from fedcausal_flwr.strategies.fedc2sl import SKETCH_SCALE, decode_queries
+
+
+def encode_columns(
+    data: pd.DataFrame, variables: list[str], levels: dict, client: int
+) -> np.ndarray:
+    """Integer codes of ``variables`` over the global ``levels``; unknown values are an error."""
+    codes = np.empty((len(data), len(variables)), dtype=np.int64)
+    for j, name in enumerate(variables):
+        if name not in data.columns:
+            raise ProtocolError(client, f"column {name!r} is missing (the server asked for it)")
+        column = data[name]
+        index = pd.Index(levels[name])
+        if isinstance(column.dtype, pd.CategoricalDtype):  # map categories, then take
+            lookup = np.append(index.get_indexer(column.cat.categories), -1)
+            col_codes = lookup[column.cat.codes.to_numpy()]
+        else:
+            col_codes = index.get_indexer(column)
+        bad = col_codes < 0
+        if bad.any():
+            example = column[bad].iloc[0]
+            raise ProtocolError(
+                client,
+                f"column {name!r} has value {example!r} outside the global level set "
+                f"{levels[name]} ({int(bad.sum())} rows)",
+            )
+        codes[:, j] = col_codes
+    return codes
+
+
+_ENCODED: dict[int, tuple[weakref.ref, str, np.ndarray]] = {}
+
+
+def cached_codes(data: pd.DataFrame, variables: list[str], levels: dict, client: int) -> np.ndarray:
+    """:func:`encode_columns`, remembered per data frame for the life of the frame.
+
+    Flower builds a new client object for every message; in a simulation the frame itself stays,
+    so each round would re-encode it. The cache is keyed by the frame's identity (released with
+    the frame) and the exact variables and level sets asked.
+    """
+    key = json.dumps([variables, [levels[v] for v in variables]], default=str)
+    hit = _ENCODED.get(id(data))
+    if hit is not None and hit[0]() is data and hit[1] == key:
+        return hit[2]
+    codes = encode_columns(data, variables, levels, client)
+    frame_id = id(data)
+    _ENCODED[frame_id] = (weakref.ref(data, lambda _: _ENCODED.pop(frame_id, None)), key, codes)
+    return codes
+
+
+class FedC2SLClient(ProtocolClient):
+    """One site's data; see the strategy module for the actions."""
+
+    def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, object]:
+        variables = payload["variables"]
+        codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
+        cards = [len(payload["levels"][v]) for v in variables]
+        layout = make_layout(decode_queries(arrays[0]), cards, normalised=True)
+        return local_tables(
+            codes, cards, layout, variables=variables, client=f"client {self.partition_id}"
+        )
+
+    @action("tables")
+    def tables(self, payload: dict, arrays: list[np.ndarray]):
+        vector, _ = self._tables(payload, arrays)
+        return [vector], {}
+
+    @action("margins")
+    def margins(self, payload: dict, arrays: list[np.ndarray]):
+        vector, layout = self._tables(payload, arrays)
+        return [table_marginals(vector, layout).astype(np.int64)], {}
+
+    @action("sketch")
+    def sketch(self, payload: dict, arrays: list[np.ndarray]):
+        vector, layout = self._tables(payload, arrays)
+        expected = arrays[1]
+        share = client_sketch(
+            vector, expected, layout, int(payload["k"]), int(payload["seed"]), int(payload["l"])
+        )
+        return [np.rint(share * SKETCH_SCALE).astype(np.int64)], {}
+
+    @action("moments")
+    def moments(self, payload: dict, arrays: list[np.ndarray]):
+        variables = payload["variables"]
+        data = self.data[variables].to_numpy(dtype=np.float64)
+        m = local_moments(data, variables=variables, client=f"client {self.partition_id}")
+        return [m.to_vector()], {}

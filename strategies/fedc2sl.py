@@ -1,0 +1,321 @@
+"""FedC2SL (FedPC / FedFCI): PC or FCI on the server, every CI test answered from summed statistics.
+
+Wang et al., "Towards Practical Federated Causal Structure Learning". The server runs the batched
+PC-stable or FCI engine of :mod:`fedcausal_flwr.discovery`; each batch of CI tests (a whole PC level,
+a Possible-D-Sep subset size, an R4 step) becomes one protocol step.
+
+CI modes (``ci``):
+
+* ``exact``: clients send the contingency tables of all tests of the batch; the server sums them
+  and runs G2 or Pearson chi2. Identical to the pooled test (causal-learn's conventions).
+* ``secure``: the same tables, summed through Flower's SecAgg+ (exact integer sums).
+* ``sketch``: the paper's protocol, batched: (1) summed stratum margins ``n_xz``, ``n_yz``; the
+  server computes expected counts ``E`` and broadcasts them with a projection seed; (2) summed
+  projected residuals ``P (T_k - E/K) / sqrt(E)`` (fixed point, 8 fractional bits); Li's
+  geometric-mean estimator per stratum gives the chi2 statistic. Two rounds per batch.
+* Gaussian data (``test="fisherz"``): one round of summed moments ``n, sum x, sum x x^T``; every
+  Fisher-z test then runs on the server (exact mode only: SecAgg+ sums 32-bit integers).
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; the queries of a
+batch travel as the first array, an int64 matrix of rows ``[x, y, S..., -1 padding]`` of variable
+indices; table layouts follow :func:`fedcausal_flwr.stats.contingency.make_layout`):
+
+============  ==========================================  ==============================  ========
+action        payload                                     reply                           summed
+============  ==========================================  ==============================  ========
+``tables``    ``variables, levels`` + queries             int64 vector, all tables        yes
+``margins``   ``variables, levels`` + queries             int64 vector, ``n_xz, n_yz``    yes
+``sketch``    ``variables, levels, seed, l, k`` + queries int64 vector, projected          yes
+              + expected counts (float64 array)           residuals x 2**8
+``moments``   ``variables``                               float64 ``[n, sum x, x x^T]``   no (*)
+============  ==========================================  ==============================  ========
+
+(*) summed on the server in partition order (deterministic float sums).
+
+What the server learns (see the ledger of each result): summed tables (exact/secure), summed margins
+and sketches (sketch), or the pooled covariance (Gaussian). With ``l >= |X||Y|`` the sketch can be
+inverted by the server, which knows the projection (FedC2SL's security caveat, seed-001 digest §3).
+A client that drops out mid-run is removed; a sketch batch then restarts from its margins so every
+sum in one test comes from the same clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.discovery.driver import StepRunner, with_cache
+from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc_steps
+from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.stats.contingency import discrete_pvalues, make_layout
+from fedcausal_flwr.stats.gaussian import GaussianMoments
+from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.oracles import GaussianOracle
+from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
+from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
+
+CI_MODES = ("exact", "secure", "sketch")
+TESTS = ("chi2", "g2", "fisherz")
+ALGORITHMS = ("pc", "fci")
+SKETCH_SCALE = 2**8  # fixed point of the summed sketch
+
+
+def encode_queries(queries: list[Query]) -> np.ndarray:
+    """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse)."""
+    width = 2 + max((len(q[2]) for q in queries), default=0)
+    out = np.full((len(queries), width), -1, dtype=np.int64)
+    for i, (x, y, s) in enumerate(queries):
+        out[i, : 2 + len(s)] = (x, y, *s)
+    return out
+
+
+def decode_queries(matrix: np.ndarray) -> list[Query]:
+    rows = np.asarray(matrix, dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] < 2:
+        raise ValueError(f"a query matrix must be (n, >= 2), got shape {rows.shape}")
+    return [(r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in rows.tolist()]
+
+
+class FedC2SLStrategy(ProtocolStrategy):
+    """FedPC (``algorithm="pc"``) or FedFCI (``algorithm="fci"``) with a federated CI test."""
+
+    name = "fedc2sl"
+
+    def __init__(
+        self,
+        algorithm: str = "pc",
+        ci: str = "exact",
+        test: str = "chi2",
+        alpha: float = 0.05,
+        max_depth: int | None = None,
+        sketch_length: int = 50,
+        seed: int = 0,
+        engine_options: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        for label, value, allowed in (
+            ("algorithm", algorithm, ALGORITHMS),
+            ("ci", ci, CI_MODES),
+            ("test", test, TESTS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"unknown {label} {value!r}; expected one of {allowed}")
+        if test == "fisherz" and ci != "exact":
+            raise ValueError(
+                f"ci={ci!r} needs discrete data: the Gaussian (fisherz) test sums float moments, "
+                "which SecAgg+ (32-bit integer sums) and the sketch cannot carry; use ci='exact'"
+            )
+        if ci == "sketch" and test != "chi2":
+            raise ValueError(
+                "the sketch estimates Pearson's chi2: use test='chi2' with ci='sketch'"
+            )
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if sketch_length < 2:
+            raise ValueError(f"sketch_length must be >= 2, got {sketch_length}")
+        self.name = "fedpc" if algorithm == "pc" else "fedfci"
+        self.algorithm, self.ci, self.test = algorithm, ci, test
+        self.alpha, self.max_depth = float(alpha), max_depth
+        self.sketch_length, self.seed = int(sketch_length), int(seed)
+        self.engine_options = dict(engine_options or {})
+        self.levels: dict[str, list] = {}
+        self.cards = np.zeros(0, dtype=np.int64)
+        self.cache: dict[Query, float] = {}
+        self.runner: StepRunner | None = None
+        self.moments: GaussianMoments | None = None
+        self.batches: list[dict] = []
+        self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
+        self._layout = None
+
+    # ------------------------------------------------------------------ set-up
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        require_same_columns(info)
+        columns = info[min(info)].columns
+        for pid in sorted(info):
+            for col in columns:
+                if info[pid].n_missing.get(col, 0):
+                    raise ValueError(
+                        f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing "
+                        "values; FedC2SL needs complete data"
+                    )
+        if self.test == "fisherz":
+            for pid in sorted(info):
+                for col in columns:
+                    if not _numeric_dtype(info[pid].dtypes[col]):
+                        raise ValueError(
+                            f"client {pid} column {col!r} has dtype {info[pid].dtypes[col]}; the "
+                            "Fisher-z test needs numeric data"
+                        )
+            return
+        for pid in sorted(info):
+            for col in columns:
+                if info[pid].levels.get(col) is None:
+                    raise ValueError(
+                        f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
+                        f"discrete; the {self.test} test needs integer or categorical values "
+                        "(convert the column, or use test='fisherz' for continuous data)"
+                    )
+                if info[pid].dtypes[col].startswith("float"):
+                    raise ValueError(
+                        f"client {pid} column {col!r} holds floats; the {self.test} test needs "
+                        "integer or categorical values"
+                    )
+
+    def _start(self) -> None:
+        variables = self.variables
+        if self.test != "fisherz":
+            levels = self.global_levels()
+            self.levels = {v: levels[v] for v in variables}
+            self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
+            for v, card in zip(variables, self.cards, strict=True):
+                if card < 2:
+                    raise ValueError(
+                        f"variable {v!r} has a single level {self.levels[v]} over all clients; a "
+                        "CI test needs at least two"
+                    )
+        if self.algorithm == "pc":
+            steps = pc_steps(variables, self.alpha, self.max_depth, **self.engine_options)
+        else:
+            steps = fci_steps(variables, self.alpha, self.max_depth, **self.engine_options)
+        self.runner = StepRunner(with_cache(steps, self.cache))
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.runner is None:
+            if self.test == "fisherz":
+                return Request("moments", {"variables": self.variables})
+            self._start()
+        if self.runner.done:
+            return None
+        queries = self.runner.pending
+        base = {"variables": self.variables, "levels": self.levels}
+        batch = encode_queries(queries)
+        if self.ci in ("exact", "secure"):
+            return Request("tables", base, arrays=[batch], secure=True)
+        if self._margins is None:
+            return Request("margins", base, arrays=[batch], secure=True)
+        self._layout = self._layout or make_layout(queries, self.cards)
+        expected = expected_counts(self._margins, self._layout)
+        payload = {
+            **base,
+            "seed": self._sketch_seed(),
+            "l": self.sketch_length,
+            "k": len(self.alive_clients),
+        }
+        return Request("sketch", payload, arrays=[batch, expected], secure=True)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == "moments":
+            self._handle_moments(replies)
+            return
+        (summed,) = replies
+        vector = summed.arrays[0]
+        queries = self.runner.pending
+        if request.action == "margins":
+            self._margins = vector
+            self._layout = make_layout(queries, self.cards)
+            self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
+            return
+        if request.action == "tables":
+            layout = make_layout(queries, self.cards)
+            pvalues = discrete_pvalues(vector, layout, self.test)
+        else:  # sketch
+            result = sketch_chi2(
+                vector.astype(np.float64) / SKETCH_SCALE,
+                self._margins,
+                self._layout,
+                self.sketch_length,
+            )
+            pvalues = result.pvalue
+            self._margins, self._layout = None, None
+        self.batches.append({"round": self.current_round, "tests": len(queries)})
+        self.annotate(batch=len(self.batches) - 1, tests=len(queries))
+        self.runner.answer(pvalues)
+
+    def _handle_moments(self, replies: list[Reply]) -> None:
+        p = len(self.variables)
+        total = None
+        for reply in replies:  # partition order: deterministic float sums
+            m = GaussianMoments.from_vector(reply.arrays[0], p)
+            total = m if total is None else total + m
+        self.moments = total
+        oracle = GaussianOracle.from_moments(total, self.variables)
+        self._start()
+        runner = self.runner
+        while not runner.done:  # every Fisher-z test runs on the server from here
+            self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
+            runner.answer(oracle.test_batch(runner.pending))
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        # A sketch batch restarts from its margins with the survivors; tables are re-asked as is.
+        if self.ci == "sketch" and self.runner is not None and not self.runner.done:
+            self._margins, self._layout = None, None
+            self.retract_request()
+
+    def _sketch_seed(self) -> int:
+        return int(np.random.SeedSequence([self.seed, len(self.batches)]).generate_state(1)[0])
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        result: PCResult | FCIResult = self.runner.result
+        skeleton = result.skeleton
+        return {
+            "graph": result.graph,
+            "variables": list(result.graph.names),
+            "levels": [lv["level"] for lv in skeleton.levels],
+            "pc_levels": len(skeleton.levels),
+            "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
+            "batches": self.batches,
+            "sepsets": {
+                f"{result.graph.names[a]}|{result.graph.names[b]}": [
+                    [result.graph.names[v] for v in s] for s in sets
+                ]
+                for (a, b), sets in sorted(skeleton.sepsets.items())
+            },
+        }
+
+
+def _numeric_dtype(dtype: str) -> bool:
+    return dtype.startswith(("float", "int", "uint", "Int", "UInt", "Float", "bool"))
+
+
+def make_strategy(options: dict) -> FedC2SLStrategy:
+    """Build from run options (``flwr run`` config or :func:`fedcausal_flwr.run` keywords)."""
+    engine = {}
+    for key in ("collider_rule", "possible_dsep", "rules", "pds_max_size"):
+        if options.get(key) not in (None, ""):
+            engine[key] = options[key]
+    depth = options.get("max_depth")
+    return FedC2SLStrategy(
+        algorithm=options.get("algorithm", "pc"),
+        ci=options.get("ci", "exact"),
+        test=options.get("test", "chi2"),
+        alpha=float(options.get("alpha", 0.05)),
+        max_depth=None if depth in (None, "", -1) else int(depth),
+        sketch_length=int(options.get("sketch_length", 50)),
+        seed=int(options.get("seed", 0)),
+        engine_options=engine,
+    )
+
+
+def _make_client(partition_id, data, options):
+    from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
+
+    return FedC2SLClient(partition_id, data)
+
+
+register_method(
+    "fedpc",
+    lambda options: make_strategy({**options, "algorithm": "pc"}),
+    _make_client,
+    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2/Fisher-z test",
+)
+register_method(
+    "fedfci",
+    lambda options: make_strategy({**options, "algorithm": "fci"}),
+    _make_client,
+    description="FedC2SL's FedFCI: FCI with a federated chi2/G2/Fisher-z test",
+)
