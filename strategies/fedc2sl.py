@@ -1,7 +1,8 @@
 """FedC2SL (FedPC / FedFCI): PC or FCI on the server, every CI test answered from summed statistics.
 
 Wang et al., "Towards Practical Federated Causal Structure Learning". The server runs the batched
-PC-stable or FCI engine of :mod:`fedcausal_flwr.discovery`; each batch of CI tests (a whole PC level,
+PC-stable or FCI engine of :mod:`fedcausal_flwr.discovery`; each batch of CI tests (a whole PC
+level,
 a Possible-D-Sep subset size, an R4 step) becomes one protocol step.
 
 CI modes (``ci``):

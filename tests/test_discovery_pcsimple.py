@@ -2,9 +2,9 @@
 
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.pcsimple import apply_layer, pcsimple_steps
+from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.stats.oracle import normalise_query
 from fedcausal_flwr.stats.oracles import DSeparationOracle, TableOracle
-from fedcausal_flwr.graphs import Graph
 
 NAMES = ["A", "B", "C", "E", "F", "T"]
 A, B, C, E, F, T = range(6)

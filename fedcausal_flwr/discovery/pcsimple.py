@@ -1,7 +1,9 @@
 """PCsimple: the parents-and-children set of one target, layer by layer (Li et al. 2015).
 
-Layer ``l`` tests every candidate ``X`` against the target ``T`` given subsets ``Z`` of size ``l`` of
-the other candidates; ``X`` leaves the candidate set at the first ``Z`` with ``p > alpha``. Candidates
+Layer ``l`` tests every candidate ``X`` against the target ``T`` given subsets ``Z`` of size ``l``
+of
+the other candidates; ``X`` leaves the candidate set at the first ``Z`` with ``p > alpha``.
+Candidates
 are scanned in ascending index order and ``Z`` in ``itertools.combinations`` order.
 
 By default the candidate pool is updated *on the fly* inside a layer (a removed ``X`` is no longer
@@ -24,7 +26,8 @@ from fedcausal_flwr.stats.oracle import Query, normalise_query
 
 @dataclass
 class LocalSkeleton:
-    """Candidate parents/children of ``target`` and the separating set that removed each other node."""
+    """Candidate parents/children of ``target`` and the separating set that removed each other
+    node."""
 
     target: int
     pc: list[int]

@@ -1,12 +1,14 @@
 """PC-stable adjacency search, one batch of CI tests per level.
 
-At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S`` of size
+At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S`` of
+size
 ``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole level (PC-stable, Colombo and
 Maathuis 2014). All those tests form one batch, so a federated run spends one round per level. An
 edge is removed at the end of the level if any of its tests says independent (``p > alpha``).
 
 Because the whole level is tested anyway, *every* separating set of the removal level is recorded,
-from x's side first, then y's (x < y), each side in ``itertools.combinations`` order. This is what the
+from x's side first, then y's (x < y), each side in ``itertools.combinations`` order. This is what
+the
 collider rules need: the standard rule reads the first set, causal-learn's rule reads all of them
 (``y`` is a collider iff it is in none), the majority/conservative rules count them.
 """
@@ -52,7 +54,8 @@ def pair_key(x: int, y: int) -> Pair:
 
 
 def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then S)."""
+    """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then
+    S)."""
     out = []
     neighbours = [np.flatnonzero(row) for row in adjacency]
     for x, nx in enumerate(neighbours):
@@ -72,7 +75,8 @@ def skeleton_steps(
 ):
     """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
 
-    ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps the
+    ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps
+    the
     conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's PC).
     """
     if not 0 < alpha < 1:

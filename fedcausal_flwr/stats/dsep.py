@@ -102,7 +102,8 @@ def d_connected_batch(adjacency: np.ndarray, xs: np.ndarray, cond: np.ndarray) -
 
 
 def d_separated(adjacency: np.ndarray, x: int, y: int, s: Iterable[int] = ()) -> bool:
-    """Whether ``x`` and ``y`` are d-separated given ``S`` in the DAG ``adjacency[i, j] = i -> j``."""
+    """Whether ``x`` and ``y`` are d-separated given ``S`` in the DAG ``adjacency[i, j] = i ->
+    j``."""
     s = [int(v) for v in s]
     if int(x) == int(y) or int(y) in s:
         raise ValueError(f"d-separation needs distinct x={x}, y={y} outside S")

@@ -24,7 +24,7 @@ def normalise_query(x: int, y: int, s: Sequence[int]) -> Query:
         raise ValueError(f"a CI test needs two different variables, got x = y = {x}")
     if x in s_sorted or y in s_sorted:
         raise ValueError(f"conditioning set {s_sorted} contains a tested variable ({x}, {y})")
-    if any(a == b for a, b in zip(s_sorted, s_sorted[1:])):
+    if len(set(s_sorted)) != len(s_sorted):
         raise ValueError(f"conditioning set {s_sorted} has repeated variables")
     return (x, y, s_sorted) if x < y else (y, x, s_sorted)
 
