@@ -16,7 +16,6 @@ import pandas as pd
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import (
     Partition,
-    from_csv_files,
     split_heterogeneous,
     split_iid,
     split_sizes,
