@@ -203,3 +203,16 @@ def test_cli_user_csvs_with_truth(tmp_path, capsys):
                      str(truth), "--backend", "inprocess"])
     assert code == 0
     assert "shd=" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_ray_engine_gives_the_inprocess_result():
+    net = load_network("asia")
+    parts = split_iid(net.sample(3_000, seed=8), 3, seed=0).clients
+    options = {"alpha": 0.05, "ci": "secure"}
+    inprocess = run_method("fedpc", parts, options, backend="inprocess", secure=True)
+    on_ray = run_method("fedpc", parts, options, backend="ray", secure=True)
+    assert on_ray.graph == inprocess.graph
+    assert on_ray.rounds == inprocess.rounds
+    assert on_ray.ledger == inprocess.ledger
+    assert on_ray.bytes_up == inprocess.bytes_up

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,9 @@ def test_ray_secure_run_equals_inprocess_runs(monkeypatch):
     parts = toy_partitions(3)
     inprocess_plain = run_method("toy", parts)
     inprocess_secure = run_method("toy", parts, secure=True)
-    start = time.perf_counter()
     ray_secure = run_method("toy", parts, backend="ray", secure=True)  # RAY_TMPDIR: conftest
-    elapsed = time.perf_counter() - start
     assert comparable(ray_secure) == comparable(inprocess_secure)
     assert ray_secure.extra == inprocess_plain.extra  # SecAgg+ sum == plain sum, exactly
     ref = toy_reference(dict(enumerate(parts)), [0, 2])
     assert ray_secure.extra["counts"] == ref["counts"]
     assert [e["secure"] for e in ray_secure.ledger] == [False, False, True, False]
-    assert elapsed < 60, f"Ray run took {elapsed:.1f} s"
