@@ -1,4 +1,5 @@
-"""FedC2SL (FedPC / FedFCI): federated answers equal pooled ones, rounds, modes, dropouts, errors."""
+"""FedC2SL (FedPC / FedFCI): federated answers equal pooled ones; rounds, modes, dropouts, errors."""
+errors."""
 
 import json
 
@@ -14,7 +15,7 @@ from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.data.synthetic import random_dag, random_gaussian_network
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation.messages import ClientProtocolError, TooFewClientsError
+from fedcausal_flwr.federation.messages import TooFewClientsError
 from fedcausal_flwr.federation.registry import UnknownMethodError
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph

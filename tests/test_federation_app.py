@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.strategies.base import ProtocolStrategy
 
+from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation import app as flwr_app
 from fedcausal_flwr.federation.localgrid import run_local
 from fedcausal_flwr.federation.messages import ClientProtocolError, Request
 from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.result import Result
+from fedcausal_flwr.strategies.base import ProtocolStrategy
 from tests.test_federation_toy import toy_partitions, toy_reference
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -9,10 +9,9 @@ import functools
 import numpy as np
 import pandas as pd
 import pytest
-from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.strategies.base import ProtocolStrategy
 from flwr.common import ndarrays_to_parameters
 
+from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.apps import make_client_app, make_server_app
 from fedcausal_flwr.federation.localgrid import LocalGrid, run_local
 from fedcausal_flwr.federation.messages import (
@@ -29,6 +28,7 @@ from fedcausal_flwr.federation.registry import UnknownMethodError, get_method
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.result import Result
+from fedcausal_flwr.strategies.base import ProtocolStrategy
 from tests.test_federation_toy import (
     COLUMNS,
     ToyStrategy,

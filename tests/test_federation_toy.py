@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.strategies.base import ProtocolStrategy
 
+from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.messages import SUMMED, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 INT_COLUMNS = ["a", "b", "c"]
 COLUMNS = [*INT_COLUMNS, "x"]
