@@ -1,5 +1,4 @@
-"""FedC2SL (FedPC / FedFCI): federated answers equal pooled ones; rounds, modes, dropouts, errors."""
-errors."""
+"""FedC2SL (FedPC, FedFCI): federated answers equal pooled ones; rounds, modes, dropouts, errors."""
 
 import json
 
