@@ -216,3 +216,14 @@ def test_ray_engine_gives_the_inprocess_result():
     assert on_ray.rounds == inprocess.rounds
     assert on_ray.ledger == inprocess.ledger
     assert on_ray.bytes_up == inprocess.bytes_up
+
+
+def test_flwr_run_config_can_score_against_the_network():
+    from fedcausal_flwr.federation.app import score
+
+    net = load_network("asia")
+    parts = split_iid(net.sample(2_000, seed=9), 2, seed=0).clients
+    result = run_method("fedpc", parts, {"alpha": 0.05}, backend="inprocess")
+    assert result.metrics == {}
+    score(result, "network", "asia")
+    assert {"shd", "adj_f1", "arrow_f1"} <= set(result.metrics)

@@ -50,6 +50,7 @@ DEFAULT_RUN_CONFIG: dict[str, bool | float | int | str] = {
     "min-clients": 0,
     "secure": False,
     "result-path": "",
+    "truth": "",
     "connect-timeout": 60.0,
     "round-timeout": 600.0,
     "max-rounds": 10000,
@@ -132,10 +133,24 @@ def _server_main(grid: Grid, context: Context) -> None:
         max_rounds=int(options["max_rounds"]),
     )
     result = strategy.build_result(config=options)
+    score(result, str(options["truth"]), str(options["network"]))
     if options["result_path"]:
         path = result.save(str(options["result_path"]))
         logger.info("result written to %s", path)
     print(result.summary(), flush=True)
+
+
+def score(result, truth: str, network: str) -> None:
+    """Add metrics: ``truth="network"`` scores against the configured benchmark network's DAG,
+    any other non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
+    if not truth or result.graph is None:
+        return
+    from fedcausal_flwr.api import read_truth, truth_for
+    from fedcausal_flwr.data.networks import load_network
+    from fedcausal_flwr.metrics import graph_metrics
+
+    dag = load_network(network).dag if truth == "network" else read_truth(truth, result.variables)
+    result.metrics.update(graph_metrics(result.graph, truth_for(result.graph, dag)))
 
 
 def _client_fn(context: Context):
