@@ -2,7 +2,8 @@
 
 Encoding: ``marks[i, j]`` is the mark *at node j* on the edge between i and j, so ``i --> j`` is
 ``marks[i, j] == ARROW`` and ``marks[j, i] == TAIL`` (read "i points into j"). ``NONE`` (0) on both
-sides means no edge. This is pcalg's ``amat`` convention; causal-learn stores the transpose with other
+sides means no edge. This is pcalg's ``amat`` convention; causal-learn stores the transpose with
+other
 codes (see :meth:`Graph.to_causallearn`).
 """
 
@@ -31,7 +32,8 @@ _SYMBOL_RIGHT = {TAIL: "-", ARROW: ">", CIRCLE: "o"}
 class Graph:
     """A mixed graph with marks at both ends of every edge.
 
-    ``kind`` says how to read the marks (a CPDAG uses tails for undirected edges; a PAG uses circles).
+    ``kind`` says how to read the marks (a CPDAG uses tails for undirected edges; a PAG uses
+    circles).
     """
 
     names: tuple[str, ...]
@@ -93,7 +95,8 @@ class Graph:
 
     @classmethod
     def from_causallearn(cls, matrix: np.ndarray, names: Sequence[str], kind: str) -> Graph:
-        """From causal-learn's ``G.graph`` (entry [i, j] is the mark at i; -1 tail, 1 arrow, 2 circle)."""
+        """From causal-learn's ``G.graph`` (entry [i, j] is the mark at i; -1 tail, 1 arrow, 2
+        circle)."""
         cl = np.asarray(matrix)
         m = np.vectorize(_FROM_CAUSALLEARN.__getitem__, otypes=[np.int8])(cl.T)
         return cls(tuple(names), m, kind)
@@ -180,7 +183,8 @@ class Graph:
         return np.vectorize(_TO_CAUSALLEARN.__getitem__, otypes=[np.int64])(self.marks.T)
 
     def to_networkx(self) -> nx.DiGraph:
-        """Directed edges as networkx edges; other edges get both directions with a ``marks`` attr."""
+        """Directed edges as networkx edges; other edges get both directions with a ``marks``
+        attr."""
         dg = nx.DiGraph()
         dg.add_nodes_from(self.names)
         for u, v, mu, mv in self.edges():
@@ -194,7 +198,8 @@ class Graph:
         return dg
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "nodes": list(self.names), "edges": [list(e) for e in self.edges()]}
+        return {"kind": self.kind, "nodes": list(self.names), "edges": [list(e) for e in
+        self.edges()]}
 
     @classmethod
     def from_json(cls, obj: dict) -> Graph:
