@@ -2,9 +2,9 @@
 
 pgmpy ships bnlearn's discrete networks as ``.bif.gz`` and four Gaussian ones as ``.json`` under
 ``pgmpy/utils/example_models/``. We read those files directly (importlib.resources + gzip +
-``BIFReader(string=...)``) because ``get_example_model`` is deprecated and ``load_model``
-downloads from the Hugging Face Hub. Parsing costs about 1.5 s per BIF file (pyparsing grammar
-construction), so parsed networks are cached; treat a returned :class:`Network` as read-only.
+our fast reader :func:`fedcausal_flwr.data.bif.read_bif`, checked against pgmpy's ``BIFReader``)
+because ``get_example_model`` is deprecated and ``load_model`` downloads from the Hugging Face
+Hub. Parsed networks are cached; treat a returned :class:`Network` as read-only.
 
 Variable order: ``Network.variables`` is the *file order* (the column order bnlearn and pgmpy
 users see); :attr:`Network.topological_order` gives a topological order (ties by file order),
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
+from fedcausal_flwr.data.bif import read_bif
 from fedcausal_flwr.graphs.graph import Graph
 
 if TYPE_CHECKING:
@@ -293,19 +294,16 @@ def _load_cached(key: str) -> Network:
 
 
 def _read_bif(key: str) -> Network:
-    from pgmpy.readwrite import BIFReader
-
     with gzip.open(_example_dir() / f"{key}.bif.gz") as fh:
         text = fh.read().decode("utf-8")
-    reader = BIFReader(string=text)
-    variables = list(reader.variable_names)
+    bif = read_bif(text, f"{key}.bif.gz")
     return Network(
         name=key,
-        variables=variables,
-        parents={v: list(reader.variable_parents[v]) for v in variables},
+        variables=bif.variables,
+        parents=bif.parents,
         kind="discrete",
-        states={v: list(reader.variable_states[v]) for v in variables},
-        cpts={v: np.asarray(reader.variable_cpds[v], dtype=np.float64) for v in variables},
+        states=bif.states,
+        cpts=bif.cpts,
         description="bnlearn network shipped with pgmpy",
     )
 
