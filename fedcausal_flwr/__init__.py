@@ -1,5 +1,10 @@
 """fedcausal-flwr: federated causal structure learning on Flower."""
 
+import os
+
+# Flower reads this once, at import; federations of private data should not phone home by default.
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
 __version__ = "0.1.0"
 
 

@@ -33,6 +33,9 @@ action        payload                                     reply                 
 
 (*) summed on the server in partition order (deterministic float sums).
 
+``empty_strata_add_dof=True`` reproduces the FedC2SL code's degrees of freedom (+1 for every empty
+stratum of a table; seed-001 digest §2.3.6); the default is causal-learn's correct count.
+
 What the server learns (see the ledger of each result): summed tables (exact/secure), summed margins
 and sketches (sketch), or the pooled covariance (Gaussian). With ``l >= |X||Y|`` the sketch can be
 inverted by the server, which knows the projection (FedC2SL's security caveat, seed-001 digest §3).
@@ -95,6 +98,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         sketch_length: int = 50,
         seed: int = 0,
         engine_options: dict[str, Any] | None = None,
+        empty_strata_add_dof: bool = False,
     ):
         super().__init__()
         for label, value, allowed in (
@@ -122,6 +126,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.alpha, self.max_depth = float(alpha), max_depth
         self.sketch_length, self.seed = int(sketch_length), int(seed)
         self.engine_options = dict(engine_options or {})
+        self.empty_strata_add_dof = bool(empty_strata_add_dof)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
         self.cache: dict[Query, float] = {}
@@ -222,13 +227,16 @@ class FedC2SLStrategy(ProtocolStrategy):
             return
         if request.action == "tables":
             layout = make_layout(queries, self.cards)
-            pvalues = discrete_pvalues(vector, layout, self.test)
+            pvalues = discrete_pvalues(
+                vector, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
+            )
         else:  # sketch
             result = sketch_chi2(
                 vector.astype(np.float64) / SKETCH_SCALE,
                 self._margins,
                 self._layout,
                 self.sketch_length,
+                empty_strata_add_dof=self.empty_strata_add_dof,
             )
             pvalues = result.pvalue
             self._margins, self._layout = None, None
@@ -299,6 +307,8 @@ def make_strategy(options: dict) -> FedC2SLStrategy:
         sketch_length=int(options.get("sketch_length", 50)),
         seed=int(options.get("seed", 0)),
         engine_options=engine,
+        empty_strata_add_dof=str(options.get("empty_strata_add_dof", False)).lower()
+        in ("1", "true", "yes"),
     )
 
 
