@@ -248,9 +248,13 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
             cell += codes_t[ys]
             cell += local_offsets.astype(dtype)[:, None]
             counts = np.bincount(cell.ravel(), minlength=n_cells)
-            target = np.repeat(layout.offsets[qi] - local_offsets, local_sizes)
-            target += np.arange(target.size)
-            out[target] = counts
+            first, last = int(qi[0]), int(qi[-1])
+            if last - first + 1 == qi.size:  # contiguous queries: their tables are one slice
+                out[layout.offsets[first] : layout.offsets[last + 1]] = counts
+            else:
+                target = np.repeat(layout.offsets[qi] - local_offsets, local_sizes)
+                target += np.arange(target.size)
+                out[target] = counts
     return out
 
 
