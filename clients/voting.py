@@ -1,0 +1,82 @@
+"""Client of the voting methods: local CI tests, local graphs, or (pooled reference) raw data.
+
+Mirror of :mod:`fedcausal_flwr.strategies.voting` and :mod:`fedcausal_flwr.strategies.fedpc_vote`
+(see their wire-protocol tables). Unlike a FedC2SL client, this client *decides* things on its own
+data: it runs G2/chi2 tests with a local :class:`~fedcausal_flwr.stats.oracles.DiscreteOracle`
+over the global level sets the server sends, prunes a skeleton, or runs a whole PC/FCI search.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.clients.fedc2sl import cached_codes
+from fedcausal_flwr.discovery.fci import fci
+from fedcausal_flwr.discovery.layerwise import prune_level
+from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.strategies.fedc2sl import decode_queries, encode_queries
+
+
+class VotingClient(ProtocolClient):
+    """One site's data; see the strategy modules for the actions."""
+
+    def _codes(self, payload: dict) -> np.ndarray:
+        return cached_codes(self.data, payload["variables"], payload["levels"], self.partition_id)
+
+    def _oracle(self, payload: dict) -> DiscreteOracle:
+        variables = payload["variables"]
+        cards = [len(payload["levels"][v]) for v in variables]
+        return DiscreteOracle(
+            self._codes(payload),
+            cards,
+            variables,
+            test=payload["test"],
+            client=f"client {self.partition_id}",
+        )
+
+    @action("prune")
+    def prune(self, payload: dict, arrays: list[np.ndarray]):
+        """Prune the broadcast global skeleton at one conditioning-set size with local tests."""
+        adjacency = np.asarray(arrays[0]).astype(bool)
+        p = len(payload["variables"])
+        if adjacency.shape != (p, p):
+            raise ProtocolError(
+                self.partition_id,
+                f"the broadcast skeleton is {adjacency.shape}, expected {p}x{p} for the "
+                f"variables {payload['variables']}",
+            )
+        oracle = self._oracle(payload)
+        level = int(payload["level"])
+        skeleton = prune_level(oracle, adjacency, level, float(payload["alpha"]))
+        rows = [(x, y, s) for (x, y), sets in sorted(skeleton.sepsets.items()) for s in sets]
+        kept = skeleton.adjacency.astype(np.uint8)
+        return [kept, encode_queries(rows)], {"tests": oracle.n_computed}
+
+    @action("pvalues")
+    def pvalues(self, payload: dict, arrays: list[np.ndarray]):
+        """Local p-values of a batch of CI queries (the server combines them)."""
+        oracle = self._oracle(payload)
+        return [oracle.test_batch(decode_queries(arrays[0])).astype(np.float64)], {}
+
+    @action("local_graph")
+    def local_graph(self, payload: dict, arrays: list[np.ndarray]):
+        """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
+        oracle = self._oracle(payload)
+        depth = payload.get("max_depth")
+        if payload["algorithm"] == "pc":
+            result = pc(oracle, float(payload["alpha"]), max_depth=depth)
+        elif payload["algorithm"] == "fci":
+            result = fci(oracle, float(payload["alpha"]), max_depth=depth)
+        else:
+            raise ProtocolError(
+                self.partition_id, f"unknown algorithm {payload['algorithm']!r}; expected pc|fci"
+            )
+        return [result.graph.marks.astype(np.int8)], {"tests": oracle.n_computed}
+
+    @action("raw_data")
+    def raw_data(self, payload: dict, arrays: list[np.ndarray]):
+        """The whole local data set, encoded over the global levels (pooled reference only)."""
+        return [self._codes(payload).astype(np.int64)], {}

@@ -1,0 +1,354 @@
+"""Layer-wise voting FedPC (Huang, Guo, Yu et al., arXiv 2211.06919; the skeleton step of FedLCS).
+
+Not FedC2SL's FedPC (``fedpc``): here every CI test runs on one client's data and the server only
+counts votes. Layer by layer (conditioning-set size ``l = 0, 1, ...``):
+
+1. the server broadcasts the current global skeleton;
+2. each client prunes it once at size ``l`` with its own tests (PC-stable within the layer:
+   conditioning sets are subsets of ``adj(x) \\ {y}`` in the *broadcast* skeleton, every test of
+   the layer is run, an edge goes if any test says ``p > alpha``; see
+   :mod:`fedcausal_flwr.discovery.layerwise`) and returns the edges it kept plus every separating
+   set it found;
+3. the server keeps an edge iff ``votes >= ratio * K`` (K = clients that answered this layer).
+   The comparison is real-valued, i.e. ``votes >= ceil(ratio * K)``, with ``ratio`` read as the
+   decimal it prints as (``0.3 * 10`` is exactly 3): FedLCS's Eq. 2. FedPC's MATLAB code uses
+   ``round(ratio * K)`` instead, which differs e.g. at ratio 0.4, K = 3 (1 vote vs 2). Default
+   ``ratio = 0.5``; FedLCS uses 0.4, FedPC's code 0.3. For a removed edge the server keeps the
+   union of the removing clients' separating sets (all distinct sets, partition order).
+
+The layers stop when no node has more than ``l`` neighbours in the global skeleton, or after
+``max_depth``.
+
+Orientation (``orientation="maxp"``, default): consistent separating sets by the largest p-value
+over clients (FedPC's ``max_p``; FedLCS §5.2). For every unshielded pair ``x, z`` of the final
+skeleton the candidates are all ``S`` in ``(adj(x) | adj(z)) \\ {x, z}`` with ``|S| <= sep_depth``
+(default 3, as FedPC's code). In ONE extra round every client returns its p-value of
+``x _||_ z | S`` for every candidate. Per pair the server picks, among the (client, S) with
+``p > alpha``, the largest p; ties go to the first in the order (|S| ascending, then
+``itertools.combinations`` order, then partition id ascending), i.e. strict ``>`` while scanning.
+A triple ``x - y - z`` is a collider iff ``y`` is not in the chosen set. **If no client finds any
+independent candidate, the pair's triples stay undecided** (neither collider nor non-collider);
+FedPC's MATLAB ``orient_dis`` declares a v-structure in that case, which is a bug not copied here.
+(FedLCS stops its per-level search at the first level where no client is independent; this
+implementation scans all levels up to ``sep_depth``, as FedPC's ``max_p`` does.) Then colliders are
+oriented and Meek's rules applied with :func:`~fedcausal_flwr.graphs.orientation.orient_cpdag`
+(causal-learn's conflict policy: a collider meeting an edge already pointing away from y is
+skipped; causal-learn's Meek R1-R3).
+
+``orientation="sepsets"`` skips the extra round and decides colliders from the voted separating
+sets of the skeleton phase (collider iff ``y`` is in none of them, causal-learn's rule). With one
+client this is exactly PC-stable (:func:`fedcausal_flwr.discovery.pc.pc`).
+
+Wire protocol (after the built-in ``hello``; queries and separating sets travel as int64 matrices
+of rows ``[x, y, S..., -1 padding]``):
+
+===========  ====================================  =====================================  ======
+action       payload                               reply (per client; server sees each)   summed
+===========  ====================================  =====================================  ======
+``prune``    ``variables, levels, test, alpha,     uint8 ``p x p`` kept skeleton + int64  no
+             level`` + uint8 global skeleton       rows ``[x, y, S...]`` (its sepsets)
+``pvalues``  ``variables, levels, test``           float64 local p-value per candidate    no
+             + candidate queries
+===========  ====================================  =====================================  ======
+
+What the server learns: each client's keep/remove decision on every edge at every layer, the
+separating sets that removed them, and, in the orientation round, each client's p-value of every
+candidate test (continuous statistics of its data). No raw data and no counts.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
+from fedcausal_flwr.discovery.skeleton import pair_key
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.graphs.orientation import ColliderOrientation, orient_cpdag
+from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.strategies.fedc2sl import decode_queries, encode_queries
+from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, make_client, parse_common
+
+ORIENTATIONS = ("maxp", "sepsets")
+Pair = tuple[int, int]
+
+
+def vote_threshold(ratio: float | str | Fraction, n_clients: int) -> int:
+    """Smallest vote count with ``votes >= ratio * n_clients`` (exact: ratio read as a decimal)."""
+    exact = Fraction(str(ratio)) if not isinstance(ratio, Fraction) else ratio
+    if not 0 < exact <= 1:
+        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
+    if n_clients < 1:
+        raise ValueError(f"need at least one client, got {n_clients}")
+    return math.ceil(exact * n_clients)
+
+
+def candidate_queries(adjacency: np.ndarray, sep_depth: int) -> tuple[list[Query], list[tuple]]:
+    """Max-p candidates: for each unshielded pair (x < z), every S in the union of both
+    neighbourhoods (minus x, z) with ``|S| <= sep_depth``; returns queries and per-pair spans
+    ``(x, z, start, stop)`` into them."""
+    queries: list[Query] = []
+    spans = []
+    for x, z in unshielded_pairs(adjacency):
+        pool = [int(v) for v in np.flatnonzero(adjacency[x] | adjacency[z]) if v not in (x, z)]
+        start = len(queries)
+        for size in range(min(sep_depth, len(pool)) + 1):
+            queries.extend((x, z, s) for s in combinations(pool, size))
+        spans.append((x, z, start, len(queries)))
+    return queries, spans
+
+
+def max_pvalue_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | None:
+    """In a (clients x candidates) block, the first (candidate, client) with the largest
+    ``p > alpha`` scanning candidates outer, clients inner; ``None`` if no p exceeds alpha."""
+    scores = np.where(block > alpha, block, -np.inf).T  # candidates x clients, NaN -> -inf
+    if scores.size == 0:
+        return None
+    flat = int(np.argmax(scores))
+    if not np.isfinite(scores.flat[flat]):
+        return None
+    candidate, client = divmod(flat, block.shape[0])
+    return candidate, client, float(scores.flat[flat])
+
+
+class FedPCVoteStrategy(DiscreteMethodStrategy):
+    """Layer-wise voting FedPC; see the module docstring for rules, ties and the wire protocol."""
+
+    name = "fedpc-vote"
+
+    def __init__(
+        self,
+        ratio: float | str = 0.5,
+        sep_depth: int = 3,
+        orientation: str = "maxp",
+        **common: Any,
+    ):
+        super().__init__(**common)
+        vote_threshold(ratio, 1)  # validates the ratio
+        if orientation not in ORIENTATIONS:
+            raise ValueError(f"unknown orientation {orientation!r}; expected one of {ORIENTATIONS}")
+        if sep_depth < 0:
+            raise ValueError(f"sep_depth must be >= 0, got {sep_depth}")
+        self.ratio, self.sep_depth, self.orientation = ratio, int(sep_depth), orientation
+        self.adjacency: np.ndarray | None = None
+        self.level = 0
+        self.phase = "skeleton"
+        self.layers: list[dict] = []
+        self.sepsets: dict[Pair, list[tuple[int, ...]]] = {}
+        self.candidates: list[Query] = []
+        self.spans: list[tuple] = []
+        self.chosen: dict[Pair, dict | None] = {}
+        self.graph: Graph | None = None
+        self.colliders: ColliderOrientation | None = None
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        if self.adjacency is None:
+            self.start()
+            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+        if self.phase == "skeleton":
+            if self._layer_due():
+                payload = {**self.base_payload(), "level": self.level}
+                return Request("prune", payload, arrays=[self.adjacency.astype(np.uint8)])
+            self.phase = "orient"
+            if self.orientation == "maxp":
+                self.candidates, self.spans = candidate_queries(self.adjacency, self.sep_depth)
+        if self.orientation == "sepsets" or not self.candidates:
+            self._orient()
+            return None
+        payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
+        return Request("pvalues", payload, arrays=[encode_queries(self.candidates)])
+
+    def _layer_due(self) -> bool:
+        if self.max_depth is not None and self.level > self.max_depth:
+            return False
+        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == "prune":
+            self._vote_layer(replies)
+        else:
+            self._choose_sepsets(replies)
+            self._orient()
+
+    # ------------------------------------------------------------------ skeleton
+    def _vote_layer(self, replies: list[Reply]) -> None:
+        before = self.adjacency
+        kept = [self._kept(r, before) for r in replies]
+        client_sets = [
+            self._client_sepsets(r, before, k) for r, k in zip(replies, kept, strict=True)
+        ]
+        votes = np.sum(kept, axis=0, dtype=np.int64)
+        threshold = vote_threshold(self.ratio, len(replies))
+        after = before & (votes >= threshold)
+        removed = list(zip(*np.nonzero(np.triu(before & ~after, k=1)), strict=True))
+        for x, y in removed:
+            key = (int(x), int(y))
+            sets = [s for per_client in client_sets for s in per_client.get(key, [])]
+            self.sepsets[key] = list(dict.fromkeys(sets))
+        names = self.variables
+        rows, cols = np.nonzero(np.triu(before, k=1))
+        self.layers.append(
+            {
+                "level": self.level,
+                "clients": [r.client for r in replies],
+                "threshold": threshold,
+                "edges_before": len(rows),
+                "removed": len(removed),
+                "votes": {
+                    f"{names[a]}|{names[b]}": int(votes[a, b])
+                    for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
+                },
+                "client_tests": {str(r.client): int(r.meta.get("tests", 0)) for r in replies},
+            }
+        )
+        self.annotate(level=self.level, threshold=threshold, removed=len(removed))
+        self.adjacency = after
+        self.level += 1
+
+    def _kept(self, reply: Reply, before: np.ndarray) -> np.ndarray:
+        kept = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+        if kept.shape != before.shape or not np.isin(kept, (0, 1)).all():
+            raise ClientProtocolError(
+                f"client {reply.client} sent a kept skeleton of shape {kept.shape}, expected a "
+                f"0/1 matrix of shape {before.shape}"
+            )
+        kept = kept.astype(bool)
+        if np.any(kept != kept.T) or np.any(kept & ~before):
+            raise ClientProtocolError(
+                f"client {reply.client} sent a kept skeleton that is not symmetric or adds edges "
+                "absent from the broadcast skeleton"
+            )
+        return kept
+
+    def _client_sepsets(
+        self, reply: Reply, before: np.ndarray, kept: np.ndarray
+    ) -> dict[Pair, list[tuple[int, ...]]]:
+        rows = decode_queries(reply.arrays[1]) if len(reply.arrays) > 1 else []
+        out: dict[Pair, list[tuple[int, ...]]] = {}
+        for x, y, s in rows:
+            key = pair_key(x, y)
+            if not (0 <= key[0] < key[1] < len(kept)) or not before[key] or kept[key]:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent a separating set for the pair {key}, which it "
+                    "did not remove at this layer"
+                )
+            if len(s) != self.level or any(v in key or not 0 <= v < len(kept) for v in s):
+                raise ClientProtocolError(
+                    f"client {reply.client} sent the separating set {s} for {key} at layer "
+                    f"{self.level}"
+                )
+            out.setdefault(key, []).append(tuple(sorted(s)))
+        dropped = np.triu(before & ~kept, k=1)
+        missing = [(int(a), int(b)) for a, b in zip(*np.nonzero(dropped), strict=True)]
+        missing = [k for k in missing if k not in out]
+        if missing:
+            raise ClientProtocolError(
+                f"client {reply.client} removed {missing} without a separating set"
+            )
+        return out
+
+    # ------------------------------------------------------------------ orientation
+    def _choose_sepsets(self, replies: list[Reply]) -> None:
+        n = len(self.candidates)
+        local = []
+        for r in replies:
+            values = np.asarray(r.arrays[0], dtype=np.float64) if r.arrays else np.zeros(0)
+            if values.shape != (n,):
+                raise ClientProtocolError(
+                    f"client {r.client} sent {values.shape} p-values for {n} candidate tests"
+                )
+            local.append(values)
+        pvalues = np.stack(local)
+        for x, z, start, stop in self.spans:
+            pick = max_pvalue_choice(pvalues[:, start:stop], self.alpha)
+            if pick is None:
+                self.chosen[(x, z)] = None
+                continue
+            candidate, client, p = pick
+            self.chosen[(x, z)] = {
+                "set": self.candidates[start + candidate][2],
+                "p": p,
+                "client": replies[client].client,
+            }
+        undecided = sum(v is None for v in self.chosen.values())
+        self.annotate(tests=n, pairs=len(self.spans), undecided_pairs=undecided)
+
+    def _orient(self) -> None:
+        graph = undirected_graph(self.variables, self.adjacency)
+        if self.orientation == "sepsets":
+            self.colliders = orient_cpdag(
+                graph, self.sepsets, rule="causallearn", conflict="existing", meek="causallearn"
+            )
+        else:
+            everyone = tuple(range(len(self.variables)))
+            decisions = {}
+            for (x, z), choice in self.chosen.items():
+                if choice is None:  # two contradicting sets: every triple is "ambiguous"
+                    others = tuple(v for v in everyone if v not in (x, z))
+                    decisions[(x, z)] = [others, ()]
+                else:
+                    decisions[(x, z)] = [choice["set"]]
+            self.colliders = orient_cpdag(
+                graph, decisions, rule="conservative", conflict="existing", meek="causallearn"
+            )
+        self.graph = graph
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        names = self.variables
+
+        def pair_name(pair: Pair) -> str:
+            return f"{names[pair[0]]}|{names[pair[1]]}"
+
+        def triples(items: list) -> list[list[str]]:
+            return [[names[a], names[b], names[c]] for a, b, c in items]
+
+        chosen = {
+            pair_name(pair): None
+            if c is None
+            else {"set": [names[v] for v in c["set"]], "p": c["p"], "client": c["client"]}
+            for pair, c in sorted(self.chosen.items())
+        }
+        return {
+            "graph": self.graph,
+            "variables": list(names),
+            "ratio": str(self.ratio),
+            "orientation": self.orientation,
+            "layers": self.layers,
+            "sepsets": {
+                pair_name(pair): [[names[v] for v in s] for s in sets]
+                for pair, sets in sorted(self.sepsets.items())
+            },
+            "consistent_sepsets": chosen,
+            "orientation_tests": len(self.candidates),
+            "colliders": triples(self.colliders.colliders),
+            "undecided_triples": triples(self.colliders.ambiguous),
+            "collider_conflicts": triples(self.colliders.conflicts),
+        }
+
+
+def make_strategy(options: dict) -> FedPCVoteStrategy:
+    """Build from run options: ``alpha, test, max_depth, ratio, sep_depth, orientation``."""
+    return FedPCVoteStrategy(
+        ratio=0.5 if options.get("ratio") in (None, "") else options["ratio"],
+        sep_depth=3 if options.get("sep_depth") in (None, "") else int(options["sep_depth"]),
+        orientation=str(options.get("orientation") or "maxp"),
+        **parse_common(options),
+    )
+
+
+register_method(
+    "fedpc-vote",
+    make_strategy,
+    make_client,
+    description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",
+)

@@ -1,0 +1,478 @@
+"""Voting baselines, the local-only baseline and the pooled reference (FedC2SL paper, §2.8 digest).
+
+Every method here lets each client decide on its own data (G2 or Pearson chi2 at level ``alpha``
+over the global level sets) and the server only combines the decisions:
+
+* ``pc-vote`` / ``fci-vote`` (PC-Voting / FCI-Voting): each client runs PC (FCI) alone and sends
+  its endpoint-mark matrix; the server votes entry-wise (:func:`majority_marks`). The entries are
+  voted independently, so the voted graph **may be inconsistent**: it need not be the CPDAG (PAG)
+  of any DAG (MAG), and may contain directed cycles.
+* ``pc-cit-vote`` / ``fci-cit-vote`` (PC-CIT-Voting / FCI-CIT-Voting): the server runs the batched
+  PC (FCI) engine; every CI test of a batch is answered by the clients' local p-values, combined
+  by :func:`vote_pvalues`. One round per batch, like FedC2SL.
+* ``local``: each client runs PC (or FCI) alone; nothing is combined. The result's main graph is
+  the lowest partition id's graph; all client graphs are in ``extra["client_graphs"]`` and
+  :func:`local_summary` scores them (``local-avg``, and ``local-best``, an oracle that needs the
+  truth to pick a client).
+* ``pooled``: the **centralised reference, not a federated method**: every client sends its raw
+  (encoded) data and the server runs PC (FCI) on the union. It is the upper bound the federated
+  methods are compared with, and it is NOT private (the ledger shows ``raw_data`` messages).
+
+Rules, with ties (all order-independent: they depend on counts, not on client order):
+
+* mark vote (:func:`majority_marks`): an edge is present iff a **strict majority** of the clients
+  have it (a tie is not a majority: no edge; Na & Yang-style presence vote, seed-003 digest §4.3).
+  Each endpoint mark of a present edge is the most frequent mark among the clients that have
+  the edge, ties to the **smallest code** (tail < arrow < circle; the same order in causal-learn's
+  -1/1/2 coding, as FedC2SL's ``np.argmax(np.bincount(...))``). Deciding presence first keeps the
+  result a valid graph; FedC2SL votes "no edge" as one more code, which can leave half-edges.
+* CI vote (:func:`vote_pvalues`): if a **strict majority** of the clients find ``p > alpha`` the
+  test returns the largest client p-value (independent), otherwise the smallest one (dependent);
+  a tie counts as dependent (seed-001 digest §2.8). A NaN p-value counts as dependent. The local
+  tests follow causal-learn's dof rule; FedC2SL's code adds +1 dof per empty local stratum,
+  which is not replicated here.
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; queries travel
+as an int64 matrix of rows ``[x, y, S..., -1 padding]``):
+
+================  ==================================  ===================================  ======
+action            payload                             reply (per client; server sees each)  summed
+================  ==================================  ===================================  ======
+``local_graph``   ``variables, levels, test, alpha,   int8 ``p x p`` endpoint marks of the   no
+                  max_depth, algorithm``              client's own PC/FCI graph
+``pvalues``       ``variables, levels, test``         float64 local p-values, one per       no
+                  + queries                           query
+``raw_data``      ``variables, levels``               int64 ``n_k x p`` data codes          no
+================  ==================================  ===================================  ======
+
+What the server learns: ``local_graph``: every client's whole local graph; ``pvalues``: every
+client's p-value of every test the search asks (continuous statistics of its data, which reveal
+effect and sample sizes); ``raw_data``: everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.discovery.driver import StepRunner, with_cache
+from fedcausal_flwr.discovery.fci import fci, fci_steps
+from fedcausal_flwr.discovery.pc import pc, pc_steps
+from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
+from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.result import Result
+from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
+from fedcausal_flwr.strategies.fedc2sl import encode_queries
+
+TESTS = ("chi2", "g2")
+ALGORITHMS = ("pc", "fci")
+GRAPH_KIND = {"pc": "CPDAG", "fci": "PAG"}
+MARK_ORDER = (TAIL, ARROW, CIRCLE)  # tie order of the mark vote: smallest code first
+
+
+# ============================================================================ combination rules
+def majority_marks(stack: np.ndarray) -> np.ndarray:
+    """Entry-wise vote over client mark matrices ``stack`` (K x p x p); see the module docstring.
+
+    An edge is kept iff more than K/2 clients have it; each of its endpoint marks is the most
+    frequent one among those clients, ties to the smallest code (tail < arrow < circle).
+    """
+    stack = np.asarray(stack)
+    if stack.ndim != 3 or stack.shape[1] != stack.shape[2] or stack.shape[0] == 0:
+        raise ValueError(f"expected a non-empty K x p x p stack of marks, got shape {stack.shape}")
+    n_clients = stack.shape[0]
+    present = 2 * np.count_nonzero(stack != NONE, axis=0) > n_clients
+    counts = np.stack([np.count_nonzero(stack == mark, axis=0) for mark in MARK_ORDER])
+    winner = np.asarray(MARK_ORDER, dtype=np.int8)[np.argmax(counts, axis=0)]
+    return np.where(present, winner, NONE).astype(np.int8)
+
+
+def vote_pvalues(pvalues: np.ndarray, alpha: float) -> np.ndarray:
+    """Combine client p-values (K x Q) test by test: strict majority ``p > alpha`` -> max p, else
+    min p (a tie is dependent; NaN counts as dependent and is ignored by max/min)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] == 0:
+        raise ValueError(f"expected a non-empty K x Q matrix of p-values, got shape {p.shape}")
+    independent = p > alpha
+    majority = 2 * independent.sum(axis=0) > p.shape[0]
+    largest = np.where(independent, p, -np.inf).max(axis=0, initial=-np.inf)
+    smallest = np.where(np.isnan(p), np.inf, p).min(axis=0, initial=np.inf)
+    smallest = np.where(np.isinf(smallest), np.nan, smallest)
+    return np.where(majority, largest, smallest)
+
+
+# ============================================================================ shared set-up
+def parse_common(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``alpha``, ``test`` and ``max_depth`` from run options (``""``, ``None``, -1: no cap)."""
+    depth = options.get("max_depth")
+    return {
+        "alpha": float(options.get("alpha", 0.05)),
+        "test": str(options.get("test", "chi2")),
+        "max_depth": None if depth in (None, "", -1) else int(depth),
+    }
+
+
+def require_discrete_columns(info: Mapping[int, ClientInfo], method: str) -> None:
+    """Same columns everywhere, no missing values, every column discrete (integer/categorical)."""
+    require_same_columns(info)
+    columns = info[min(info)].columns
+    for pid in sorted(info):
+        for col in columns:
+            if info[pid].n_missing.get(col, 0):
+                raise ValueError(
+                    f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing values; "
+                    f"{method} needs complete data"
+                )
+            if info[pid].levels.get(col) is None or info[pid].dtypes[col].startswith("float"):
+                raise ValueError(
+                    f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
+                    f"discrete; {method} runs G2/chi2 tests, which need integer or categorical "
+                    "values"
+                )
+
+
+class DiscreteMethodStrategy(ProtocolStrategy):
+    """Common set-up: options, discrete-data checks, global level sets and cardinalities."""
+
+    def __init__(self, alpha: float = 0.05, test: str = "chi2", max_depth: int | None = None):
+        super().__init__()
+        if test not in TESTS:
+            raise ValueError(
+                f"unknown test {test!r} for {self.name}; expected one of {TESTS} (these methods "
+                "run discrete tests only)"
+            )
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0 or None, got {max_depth}")
+        self.alpha, self.test, self.max_depth = float(alpha), test, max_depth
+        self.levels: dict[str, list] = {}
+        self.cards = np.zeros(0, dtype=np.int64)
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        require_discrete_columns(info, self.name)
+
+    @property
+    def started(self) -> bool:
+        return bool(self.levels)
+
+    def start(self) -> None:
+        """Fix the global level sets (after hello); every client encodes over them."""
+        levels = self.global_levels()
+        self.levels = {v: levels[v] for v in self.variables}
+        self.cards = np.array([len(self.levels[v]) for v in self.variables], dtype=np.int64)
+        for v, card in zip(self.variables, self.cards, strict=True):
+            if card < 2:
+                raise ValueError(
+                    f"variable {v!r} has a single level {self.levels[v]} over all clients; a "
+                    "CI test needs at least two"
+                )
+
+    def base_payload(self) -> dict[str, Any]:
+        return {
+            "variables": self.variables,
+            "levels": self.levels,
+            "test": self.test,
+            "alpha": self.alpha,
+        }
+
+    def client_marks(self, reply: Reply) -> np.ndarray:
+        """A client's mark matrix, checked (shape, codes, both ends marked)."""
+        p = len(self.variables)
+        marks = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+        if marks.shape != (p, p):
+            raise ClientProtocolError(
+                f"client {reply.client} sent a graph of shape {marks.shape}, expected {p}x{p}"
+            )
+        try:
+            Graph(tuple(self.variables), marks)
+        except ValueError as err:
+            raise ClientProtocolError(
+                f"client {reply.client} sent an invalid graph: {err}"
+            ) from None
+        if not np.isin(marks, (NONE, TAIL, ARROW, CIRCLE)).all():
+            raise ClientProtocolError(f"client {reply.client} sent unknown mark codes")
+        return marks.astype(np.int8)
+
+
+# ============================================================================ local graphs
+class LocalGraphsStrategy(DiscreteMethodStrategy):
+    """One round: every client runs PC/FCI alone and sends its graph. Subclasses combine them."""
+
+    def __init__(self, algorithm: str = "pc", **common: Any):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        self.algorithm = algorithm
+        super().__init__(**common)
+        self.client_graphs: dict[int, Graph] = {}
+        self.client_tests: dict[int, int] = {}
+        self.graph: Graph | None = None
+
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        if not self.started:
+            self.start()
+        payload = {**self.base_payload(), "max_depth": self.max_depth, "algorithm": self.algorithm}
+        return Request("local_graph", payload)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        kind = GRAPH_KIND[self.algorithm]
+        names = tuple(self.variables)
+        self.client_graphs = {r.client: Graph(names, self.client_marks(r), kind) for r in replies}
+        self.client_tests = {r.client: int(r.meta.get("tests", 0)) for r in replies}
+        self.graph = self.combine()
+        self.annotate(clients=len(replies))
+
+    def combine(self) -> Graph:
+        raise NotImplementedError
+
+
+class GraphVoteStrategy(LocalGraphsStrategy):
+    """PC-Voting / FCI-Voting: entry-wise vote over the clients' graphs (may be inconsistent)."""
+
+    def __init__(self, algorithm: str = "pc", **common: Any):
+        self.name = f"{algorithm}-vote"
+        super().__init__(algorithm, **common)
+
+    def combine(self) -> Graph:
+        stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
+        return Graph(tuple(self.variables), majority_marks(stack), GRAPH_KIND[self.algorithm])
+
+    def result_payload(self) -> dict:
+        return {
+            "graph": self.graph,
+            "variables": list(self.variables),
+            "vote": "edge iff > K/2 clients have it; marks by plurality, ties to tail<arrow<circle",
+            "client_edges": {str(c): g.n_edges() for c, g in sorted(self.client_graphs.items())},
+            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+        }
+
+
+class LocalStrategy(LocalGraphsStrategy):
+    """Each client alone: no combination. Main graph = lowest partition id's graph."""
+
+    name = "local"
+
+    def combine(self) -> Graph:
+        return self.client_graphs[min(self.client_graphs)]
+
+    def result_payload(self) -> dict:
+        return {
+            "graph": self.graph,
+            "variables": list(self.variables),
+            "main_graph": f"client {min(self.client_graphs)} (use local_summary for avg/best)",
+            "client_graphs": [
+                {"client": c, "graph": g.to_json()} for c, g in sorted(self.client_graphs.items())
+            ],
+            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+        }
+
+
+def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
+    """Score every client graph of a ``local`` result: ``local-avg`` and ``local-best``.
+
+    ``truth``: the true DAG (converted to the graphs' kind, CPDAG or PAG without latents) or a
+    reference already of that kind. ``local-avg`` is the mean of each metric over the clients (a
+    metric average, not an aggregated graph). ``local-best`` is the client with the highest
+    ``arrow_f1`` (ties: lowest partition id) and its metrics; it is an **oracle** (it needs the
+    truth to choose), an optimistic bound rather than a deployable method.
+    """
+    entries = result.extra.get("client_graphs")
+    if not entries:
+        raise KeyError(
+            f"result of method {result.method!r} has no extra['client_graphs']; "
+            "local_summary needs a 'local' result"
+        )
+    graphs = {int(e["client"]): Graph.from_json(e["graph"]) for e in entries}
+    kind = next(iter(graphs.values())).kind
+    reference = truth
+    if truth.kind == "DAG" and kind == "CPDAG":
+        reference = dag_to_cpdag(truth)
+    elif truth.kind == "DAG" and kind == "PAG":
+        reference = dag_to_pag(truth, [])
+    elif truth.kind != kind:
+        raise ValueError(f"truth is a {truth.kind} but the client graphs are {kind}s")
+    scores = {c: graph_metrics(g, reference) for c, g in sorted(graphs.items())}
+    keys = sorted(next(iter(scores.values())))
+    average = {k: float(np.mean([s[k] for s in scores.values()])) for k in keys}
+    best_client = max(scores, key=lambda c: (scores[c]["arrow_f1"], -c))
+    best = {**scores[best_client], "client": best_client, "oracle": True}
+    return {"local-avg": average, "local-best": best}
+
+
+# ============================================================================ CI-test voting
+class CITVoteStrategy(DiscreteMethodStrategy):
+    """PC-CIT-Voting / FCI-CIT-Voting: server-side search, each CI test decided by client vote."""
+
+    def __init__(self, algorithm: str = "pc", **common: Any):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        self.name = f"{algorithm}-cit-vote"
+        super().__init__(**common)
+        self.algorithm = algorithm
+        self.cache: dict[Query, float] = {}
+        self.runner: StepRunner | None = None
+        self.batches: list[dict] = []
+
+    def next_request(self) -> Request | None:
+        if self.runner is None:
+            self.start()
+            engine = pc_steps if self.algorithm == "pc" else fci_steps
+            steps = engine(self.variables, self.alpha, self.max_depth)
+            self.runner = StepRunner(with_cache(steps, self.cache))
+        if self.runner.done:
+            return None
+        payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
+        return Request("pvalues", payload, arrays=[encode_queries(self.runner.pending)])
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        n_queries = len(self.runner.pending)
+        local = np.stack([_pvalue_vector(r, n_queries) for r in replies])
+        combined = vote_pvalues(local, self.alpha)
+        independent = int(np.count_nonzero(combined > self.alpha))
+        self.batches.append(
+            {"round": self.current_round, "tests": n_queries, "independent": independent}
+        )
+        self.annotate(batch=len(self.batches) - 1, tests=n_queries)
+        self.runner.answer(combined)
+
+    def result_payload(self) -> dict:
+        result = self.runner.result
+        return {
+            "graph": result.graph,
+            "variables": list(result.graph.names),
+            "tests": len(self.cache),
+            "batches": self.batches,
+            "pc_levels": len(result.skeleton.levels),
+        }
+
+
+def _pvalue_vector(reply: Reply, n_queries: int) -> np.ndarray:
+    values = np.asarray(reply.arrays[0], dtype=np.float64) if reply.arrays else np.zeros(0)
+    if values.shape != (n_queries,):
+        raise ClientProtocolError(
+            f"client {reply.client} sent {values.shape} p-values for a batch of {n_queries} tests"
+        )
+    return values
+
+
+# ============================================================================ pooled reference
+class PooledStrategy(DiscreteMethodStrategy):
+    """Centralised reference: raw data to the server, PC/FCI on the union. NOT private."""
+
+    name = "pooled"
+
+    def __init__(self, algorithm: str = "pc", **common: Any):
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        super().__init__(**common)
+        self.algorithm = algorithm
+        self.result = None
+        self.rows: dict[int, int] = {}
+
+    def next_request(self) -> Request | None:
+        if self.result is not None:
+            return None
+        if not self.started:
+            self.start()
+        return Request("raw_data", {"variables": self.variables, "levels": self.levels})
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        p = len(self.variables)
+        parts = []
+        for reply in replies:
+            codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
+            if codes.ndim != 2 or codes.shape[1] != p:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
+                )
+            parts.append(codes.astype(np.int64))
+            self.rows[reply.client] = int(codes.shape[0])
+        oracle = DiscreteOracle(np.concatenate(parts), self.cards, self.variables, test=self.test)
+        search = pc if self.algorithm == "pc" else fci
+        self.result = search(oracle, self.alpha, max_depth=self.max_depth)
+        self.annotate(rows=int(sum(self.rows.values())))
+
+    def result_payload(self) -> dict:
+        return {
+            "graph": self.result.graph,
+            "variables": list(self.result.graph.names),
+            "reference": "centralised: clients sent raw data (not private)",
+            "rows": {str(c): n for c, n in sorted(self.rows.items())},
+            "tests": self.result.n_tests,
+        }
+
+
+# ============================================================================ registration
+def _algorithm(options: Mapping[str, Any]) -> str:
+    return str(options.get("algorithm") or "pc")
+
+
+def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStrategy:
+    return GraphVoteStrategy(algorithm, **parse_common(options))
+
+
+def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
+    return CITVoteStrategy(algorithm, **parse_common(options))
+
+
+def make_local(options: Mapping[str, Any]) -> LocalStrategy:
+    return LocalStrategy(_algorithm(options), **parse_common(options))
+
+
+def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
+    return PooledStrategy(_algorithm(options), **parse_common(options))
+
+
+def make_client(partition_id, data, options):
+    from fedcausal_flwr.clients.voting import VotingClient
+
+    return VotingClient(partition_id, data)
+
+
+for _alg in ALGORITHMS:
+    register_method(
+        f"{_alg}-vote",
+        lambda options, _alg=_alg: make_graph_vote(options, _alg),
+        make_client,
+        description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
+    )
+    register_method(
+        f"{_alg}-cit-vote",
+        lambda options, _alg=_alg: make_cit_vote(options, _alg),
+        make_client,
+        description=(
+            f"{_alg.upper()}-CIT-Voting: server-side {_alg.upper()}, each CI test by client "
+            "majority (max p if independent, else min p)"
+        ),
+    )
+register_method(
+    "local",
+    make_local,
+    make_client,
+    description="each client alone runs PC (algorithm=fci: FCI); see local_summary for avg/best",
+)
+register_method(
+    "pooled",
+    make_pooled,
+    make_client,
+    description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",
+)
+
+__all__ = [
+    "CITVoteStrategy",
+    "GraphVoteStrategy",
+    "LocalStrategy",
+    "PooledStrategy",
+    "local_summary",
+    "majority_marks",
+    "vote_pvalues",
+]

@@ -1,0 +1,391 @@
+"""Voting methods: fedpc-vote, pc/fci-vote, pc/fci-cit-vote, local, pooled.
+
+One client equals pooled PC/FCI; every method runs on ALARM at K = 5 and 30; fedpc-vote's layer
+votes are recomputed from the clients' own data; combination rules, ties and the max-p fix.
+"""
+
+import math
+from dataclasses import replace
+from itertools import combinations
+
+import numpy as np
+import pytest
+
+from fedcausal_flwr.api import make_partition, run
+from fedcausal_flwr.clients.voting import VotingClient
+from fedcausal_flwr.data import load_network
+from fedcausal_flwr.discovery.driver import drive
+from fedcausal_flwr.discovery.fci import fci
+from fedcausal_flwr.discovery.layerwise import prune_level
+from fedcausal_flwr.discovery.pc import pc, undirected_graph
+from fedcausal_flwr.discovery.skeleton import skeleton_steps
+from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.graphs import Graph
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL
+from fedcausal_flwr.graphs.orientation import orient_cpdag
+from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.strategies.fedpc_vote import (
+    make_strategy as make_fedpc_vote,
+)
+from fedcausal_flwr.strategies.fedpc_vote import (
+    max_pvalue_choice,
+    vote_threshold,
+)
+from fedcausal_flwr.strategies.voting import local_summary, majority_marks, vote_pvalues
+
+METHODS = ["pooled", "fedpc-vote", "pc-vote", "pc-cit-vote", "fci-vote", "fci-cit-vote", "local"]
+SAMPLES, SEED = 10_000, 0
+
+
+@pytest.fixture(scope="module")
+def alarm():
+    net = load_network("alarm")
+    pooled = net.sample(SAMPLES, seed=SEED)
+    codes = net.sample_codes(SAMPLES, seed=SEED).astype(np.int64)
+    return net, pooled, codes
+
+
+@pytest.fixture(scope="module")
+def alarm_oracle(alarm):
+    net, _, codes = alarm
+    return DiscreteOracle(codes, net.cards, net.variables, test="chi2")
+
+
+@pytest.fixture(scope="module")
+def alarm_pc(alarm_oracle):
+    return pc(alarm_oracle, alpha=0.05)
+
+
+@pytest.fixture(scope="module")
+def alarm_runs():
+    """``get(method, k, **options)``: api.run on ALARM x 10k, memoised across tests."""
+    cache = {}
+
+    def get(method, k, **options):
+        key = (method, k, tuple(sorted(options.items())))
+        if key not in cache:
+            cache[key] = run(
+                method,
+                network="alarm",
+                samples=SAMPLES,
+                clients=k,
+                backend="inprocess",
+                seed=SEED,
+                **options,
+            )
+        return cache[key]
+
+    return get
+
+
+def client_codes(frame, net):
+    """A client frame's category codes (the network's state order, i.e. net.cards)."""
+    return np.column_stack([frame[v].cat.codes.to_numpy() for v in net.variables]).astype(np.int64)
+
+
+# ============================================================================ one client = pooled
+@pytest.mark.parametrize("method", ["pc-vote", "pc-cit-vote", "local", "pooled"])
+def test_one_client_equals_pooled_pc(alarm, alarm_pc, method):
+    _, pooled, _ = alarm
+    result = run_method(method, [pooled], {"alpha": 0.05}, backend="inprocess")
+    assert result.graph.kind == "CPDAG"
+    assert result.graph == alarm_pc.graph
+
+
+def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
+    _, pooled, _ = alarm
+    result = run_method("fedpc-vote", [pooled], {"orientation": "sepsets"}, backend="inprocess")
+    assert result.graph == alarm_pc.graph
+    names = alarm_pc.graph.names
+    expected = {
+        f"{names[a]}|{names[b]}": [[names[v] for v in s] for s in sets]
+        for (a, b), sets in alarm_pc.skeleton.sepsets.items()
+    }
+    assert result.extra["sepsets"] == expected
+    assert [lv["level"] for lv in result.extra["layers"]] == [
+        lv["level"] for lv in alarm_pc.skeleton.levels
+    ]
+    assert result.rounds == 1 + len(alarm_pc.skeleton.levels)  # hello + one round per layer
+
+
+def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
+    """Default orientation: pooled skeleton, and max-p sets equal a brute-force search."""
+    _, pooled, _ = alarm
+    result = run_method("fedpc-vote", [pooled], {}, backend="inprocess")
+    adjacency = alarm_pc.skeleton.adjacency
+    assert np.array_equal(result.graph.adjacency(), adjacency)
+    names = list(alarm_pc.graph.names)
+    chosen = {}
+    for x in range(len(names)):
+        for z in range(x + 1, len(names)):
+            if adjacency[x, z] or not (adjacency[x] & adjacency[z]).any():
+                continue
+            pool = sorted(set(np.flatnonzero(adjacency[x] | adjacency[z]).tolist()) - {x, z})
+            best, best_p = None, -1.0
+            for size in range(min(3, len(pool)) + 1):
+                for s in combinations(pool, size):
+                    p = float(alarm_oracle.test_batch([(x, z, s)])[0])
+                    if p > 0.05 and p > best_p:
+                        best, best_p = s, p
+            chosen[(x, z)] = best
+    reported = result.extra["consistent_sepsets"]
+    assert len(reported) == len(chosen) > 0
+    for (x, z), s in chosen.items():
+        entry = reported[f"{names[x]}|{names[z]}"]
+        assert (entry is None) == (s is None)
+        if s is not None:
+            assert entry["set"] == [names[v] for v in s] and entry["client"] == 0
+    # independent path: orient the pooled skeleton with the standard rule on those sets
+    assert all(s is not None for s in chosen.values())
+    graph = undirected_graph(names, adjacency)
+    orient_cpdag(
+        graph,
+        {k: [s] for k, s in chosen.items()},
+        rule="standard",
+        conflict="existing",
+        meek="causallearn",
+    )
+    assert result.graph == graph
+    assert result.rounds == 1 + len(alarm_pc.skeleton.levels) + 1
+    assert [e["kind"] for e in result.ledger][-1] == "pvalues"
+
+
+@pytest.mark.parametrize("method", ["fci-vote", "fci-cit-vote"])
+def test_one_client_equals_pooled_fci(alarm, alarm_oracle, method):
+    _, pooled, _ = alarm
+    reference = fci(alarm_oracle, alpha=0.05)
+    result = run_method(method, [pooled], {"alpha": 0.05}, backend="inprocess")
+    assert result.graph.kind == "PAG"
+    assert result.graph == reference.graph
+
+
+# ============================================================================ ALARM, K = 5 and 30
+@pytest.mark.parametrize("k", [5, 30])
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_runs_on_alarm(alarm_runs, alarm_pc, method, k):
+    result = alarm_runs(method, k)
+    assert {"arrow_f1", "shd"} <= set(result.metrics)
+    assert 0.3 < result.metrics["arrow_f1"] <= 1.0
+    assert 0 <= result.metrics["shd"] < 46  # ALARM has 46 edges
+    assert result.graph.kind == ("PAG" if method.startswith("fci") else "CPDAG")
+    assert result.config["clients"] == k and not result.dropped_clients
+    kinds = [e["kind"] for e in result.ledger]
+    assert kinds[0] == "hello" and not any(e["summed"] for e in result.ledger)
+    assert ("raw_data" in kinds) == (method == "pooled")  # only the reference moves data
+    if method == "pooled":
+        assert result.graph == alarm_pc.graph  # whatever the split
+    if method in ("pc-vote", "fci-vote", "local", "pooled"):
+        assert result.rounds == 2
+    if method == "fedpc-vote":
+        assert result.rounds == 1 + len(result.extra["layers"]) + 1
+        assert set(kinds[1:-1]) == {"prune"} and kinds[-1] == "pvalues"
+
+
+@pytest.mark.parametrize("k", [5, 30])
+def test_fedpc_vote_keeps_only_edges_with_enough_votes(alarm_runs, k):
+    result = alarm_runs("fedpc-vote", k)
+    layers = result.extra["layers"]
+    threshold = math.ceil(0.5 * k)
+    surviving = None
+    for layer in layers:
+        assert layer["threshold"] == threshold and len(layer["clients"]) == k
+        kept = {pair for pair, votes in layer["votes"].items() if votes >= threshold}
+        if surviving is not None:
+            assert set(layer["votes"]) == surviving  # the next layer starts from the kept edges
+        assert layer["removed"] == len(layer["votes"]) - len(kept)
+        surviving = kept
+    final = {f"{u}|{v}" for u, v, _, _ in result.graph.edges()}
+    assert final == surviving
+    for layer in layers:  # no final edge ever had fewer than ceil(ratio*K) votes
+        assert all(layer["votes"][pair] >= threshold for pair in final)
+
+
+def test_fedpc_vote_layer_votes_recomputed_from_client_data(alarm, alarm_runs):
+    net, pooled, _ = alarm
+    k, ratio = 5, 0.4
+    result = alarm_runs("fedpc-vote", k, ratio=ratio)
+    oracles = [
+        DiscreteOracle(client_codes(f, net), net.cards, net.variables, test="chi2")
+        for f in make_partition(pooled, k, "iid", SEED).clients
+    ]
+    names = net.variables
+    adjacency = ~np.eye(len(names), dtype=bool)
+    threshold = vote_threshold(ratio, k)
+    assert threshold == 2
+    for layer in result.extra["layers"]:
+        kept = [prune_level(o, adjacency, layer["level"], 0.05).adjacency for o in oracles]
+        votes = np.sum(kept, axis=0)
+        rows, cols = np.nonzero(np.triu(adjacency, k=1))
+        assert layer["votes"] == {
+            f"{names[a]}|{names[b]}": int(votes[a, b]) for a, b in zip(rows, cols, strict=True)
+        }
+        adjacency = adjacency & (votes >= threshold)
+    assert np.array_equal(result.graph.adjacency(), adjacency)
+
+
+def test_local_summary_scores_every_client(alarm, alarm_runs):
+    net, pooled, _ = alarm
+    result = alarm_runs("local", 5)
+    summary = local_summary(result, net.dag)
+    graphs = {e["client"]: Graph.from_json(e["graph"]) for e in result.extra["client_graphs"]}
+    assert sorted(graphs) == [0, 1, 2, 3, 4]
+    assert result.graph == graphs[0]
+    part = make_partition(pooled, 5, "iid", SEED).clients
+    for c in (0, 3):  # client graphs are each client's own PC
+        own = pc(DiscreteOracle(client_codes(part[c], net), net.cards, net.variables, "chi2"))
+        assert graphs[c] == own.graph
+    per_client = [local_summary(_only(result, c), net.dag)["local-avg"] for c in graphs]
+    assert summary["local-avg"]["shd"] == pytest.approx(np.mean([s["shd"] for s in per_client]))
+    best = max(range(5), key=lambda c: (per_client[c]["arrow_f1"], -c))
+    assert summary["local-best"]["client"] == best and summary["local-best"]["oracle"]
+    assert summary["local-best"]["arrow_f1"] == max(s["arrow_f1"] for s in per_client)
+    with pytest.raises(KeyError, match="client_graphs"):
+        local_summary(alarm_runs("pc-vote", 5), net.dag)
+
+
+def _only(result, client):
+    entries = [e for e in result.extra["client_graphs"] if e["client"] == client]
+    return replace(result, extra={"client_graphs": entries})
+
+
+# ============================================================================ rules and ties
+def test_vote_threshold_is_exact_decimal_ceiling():
+    assert vote_threshold(0.4, 3) == 2  # FedPC's round(1.2) would give 1
+    assert vote_threshold(0.3, 10) == 3  # 0.3 * 10 is 3.0000000000000004 in floats
+    assert vote_threshold(0.1, 10) == 1
+    assert vote_threshold(0.5, 5) == 3 and vote_threshold(0.5, 4) == 2
+    assert vote_threshold("0.4", 30) == 12 and vote_threshold(1, 7) == 7
+    for bad in (0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="ratio"):
+            vote_threshold(bad, 5)
+
+
+def test_majority_marks_rules_and_ties():
+    def stack(*entries):
+        out = np.zeros((len(entries), 2, 2), dtype=np.int8)
+        for k, (at1, at0) in enumerate(entries):  # marks at node 1 and at node 0
+            out[k, 0, 1], out[k, 1, 0] = at1, at0
+        return out
+
+    arrow = (ARROW, TAIL)  # 0 --> 1
+    back = (TAIL, ARROW)  # 0 <-- 1
+    none = (NONE, NONE)
+    und = (TAIL, TAIL)
+    # presence needs a strict majority: 1 of 2 is a tie, so no edge
+    assert not majority_marks(stack(arrow, none)).any()
+    assert np.array_equal(majority_marks(stack(arrow, arrow, none))[0], [NONE, ARROW])
+    # one arrow, one reversed: each end ties tail vs arrow -> tail (smallest code)
+    assert np.array_equal(majority_marks(stack(arrow, back)), [[NONE, TAIL], [TAIL, NONE]])
+    # plurality among the clients that have the edge, not among all clients
+    # (voting "no edge" as one more code would tie none vs arrow at node 1)
+    voted = majority_marks(stack(arrow, arrow, back, none, none))
+    assert voted[0, 1] == ARROW and voted[1, 0] == TAIL
+    voted = majority_marks(stack(und, back, back))
+    assert voted[0, 1] == TAIL and voted[1, 0] == ARROW
+    # circles lose ties to arrows and tails
+    pag = majority_marks(stack((CIRCLE, CIRCLE), (ARROW, CIRCLE)))
+    assert pag[0, 1] == ARROW and pag[1, 0] == CIRCLE
+    # order-independent
+    s = stack(arrow, back, und, none, arrow, (CIRCLE, ARROW))
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert np.array_equal(majority_marks(s[rng.permutation(len(s))]), majority_marks(s))
+    with pytest.raises(ValueError, match="K x p x p"):
+        majority_marks(np.zeros((2, 3)))
+
+
+def test_vote_pvalues_strict_majority():
+    p = np.array(
+        [
+            [0.5, 0.5, 0.01, np.nan],
+            [0.2, 0.01, 0.02, 0.9],
+            [0.01, 0.3, 0.6, 0.8],
+            [0.3, 0.02, 0.001, 0.7],
+        ]
+    )
+    combined = vote_pvalues(p, 0.05)
+    assert combined[0] == 0.5  # 3 of 4 independent: max
+    assert combined[1] == 0.01  # 2 of 4 is a tie: dependent, min
+    assert combined[2] == 0.001  # 1 of 4: min
+    assert combined[3] == 0.9  # NaN counts as dependent; 3 of 4 independent: max
+    assert vote_pvalues(np.array([[np.nan], [np.nan]]), 0.05)[0] != 0.05  # NaN, not a decision
+    assert np.isnan(vote_pvalues(np.array([[np.nan], [np.nan]]), 0.05)[0])
+
+
+def test_max_pvalue_choice_ties_and_empty():
+    block = np.array([[0.01, 0.7, 0.7], [0.7, 0.2, 0.9]])  # clients x candidates
+    assert max_pvalue_choice(block, 0.05) == (2, 1, 0.9)
+    tie = np.array([[0.01, 0.7], [0.7, 0.7]])
+    assert max_pvalue_choice(tie, 0.05) == (0, 1, 0.7)  # first candidate, then lowest client
+    assert max_pvalue_choice(np.array([[0.01, 0.05], [np.nan, 0.0]]), 0.05) is None
+
+
+class NeverIndependentClient(VotingClient):
+    """Answers every orientation test with p = 0: no separating set is ever found."""
+
+    def pvalues(self, payload, arrays):
+        out, meta = super().pvalues(payload, arrays)
+        return [np.zeros_like(out[0])], meta
+
+
+def test_no_separating_set_leaves_the_triple_undecided():
+    """FedPC's MATLAB orients a collider when max_p finds nothing; we must not."""
+    net = load_network("asia")
+    parts = make_partition(net.sample(4_000, seed=1), 2, "iid", 0).clients
+    plain = run_method("fedpc-vote", parts, {}, backend="inprocess")
+    assert plain.extra["colliders"]  # asia has colliders to find
+    factory = PartitionedClients(lambda pid, data: NeverIndependentClient(pid, data), parts)
+    result = run_protocol(make_fedpc_vote({}), factory, 2, backend="inprocess")
+    assert np.array_equal(result.graph.adjacency(), plain.graph.adjacency())
+    assert all(v is None for v in result.extra["consistent_sepsets"].values())
+    assert result.extra["undecided_triples"] and not result.extra["colliders"]
+    assert not np.any(result.graph.marks == ARROW)  # no collider, so nothing to propagate
+
+
+# ============================================================================ errors
+def test_bad_options_and_data_are_clear_errors():
+    net = load_network("asia")
+    parts = make_partition(net.sample(1_000, seed=2), 2, "iid", 0).clients
+    with pytest.raises(ValueError, match="discrete tests only"):
+        run_method("pc-vote", parts, {"test": "fisherz"}, backend="inprocess")
+    with pytest.raises(ValueError, match="ratio"):
+        run_method("fedpc-vote", parts, {"ratio": 0}, backend="inprocess")
+    with pytest.raises(ValueError, match="orientation"):
+        run_method("fedpc-vote", parts, {"orientation": "random"}, backend="inprocess")
+    with pytest.raises(ValueError, match="algorithm"):
+        run_method("local", parts, {"algorithm": "ges"}, backend="inprocess")
+    floats = [p.copy() for p in parts]
+    floats[1]["xray"] = np.linspace(0, 1, len(floats[1]))
+    with pytest.raises(ValueError, match="client 1 column 'xray'"):
+        run_method("pc-cit-vote", floats, {}, backend="inprocess")
+    missing = [p.copy() for p in parts]
+    missing[0].loc[missing[0].index[0], "smoke"] = None
+    with pytest.raises(ValueError, match="client 0 column 'smoke' has 1 missing"):
+        run_method("fedpc-vote", missing, {}, backend="inprocess")
+
+
+def test_prune_level_is_one_level_of_the_pc_skeleton(alarm_oracle, alarm_pc):
+    """The client step reuses the skeleton engine: levels chained = PC-stable skeleton."""
+    adjacency = ~np.eye(alarm_oracle.n_vars, dtype=bool)
+    for level in range(len(alarm_pc.skeleton.levels)):
+        adjacency = prune_level(alarm_oracle, adjacency, level, 0.05).adjacency
+    reference = drive(skeleton_steps(alarm_oracle.n_vars, 0.05), alarm_oracle)
+    assert np.array_equal(adjacency, reference.adjacency)
+    with pytest.raises(ValueError, match="symmetric"):
+        prune_level(alarm_oracle, np.ones((3, 3), dtype=bool), 0, 0.05)
+
+
+# ============================================================================ Ray engine
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fedpc-vote", "pc-vote", "pooled"])
+def test_ray_engine_gives_the_inprocess_result(method):
+    """One Ray run per wire format: prune/pvalues (fedpc-vote, also pc/fci-cit-vote's action),
+    local_graph (pc/fci-vote, local) and raw_data (pooled)."""
+    net = load_network("asia")
+    parts = make_partition(net.sample(3_000, seed=8), 3, "iid", 0).clients
+    inprocess = run_method(method, parts, {}, backend="inprocess")
+    on_ray = run_method(method, parts, {}, backend="ray")
+    assert on_ray.graph == inprocess.graph
+    assert on_ray.rounds == inprocess.rounds
+    assert on_ray.ledger == inprocess.ledger
+    assert on_ray.extra == inprocess.extra
