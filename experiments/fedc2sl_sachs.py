@@ -70,11 +70,25 @@ def fedpc(ci: str, paper_dof: bool = False) -> MethodFn:
     return run
 
 
-# name -> fn(partition, seed, alpha) -> learned CPDAG. Baselines (PC-Voting, ...) go here.
+def baseline(method: str) -> MethodFn:
+    """A registered voting baseline (chi2, in-process backend)."""
+
+    def run(partition: Partition, seed: int, alpha: float) -> Graph:
+        result = fedcausal_flwr.run(
+            method, data=partition, backend="inprocess", seed=seed, test="chi2", alpha=alpha
+        )
+        return result.graph
+
+    return run
+
+
+# name -> fn(partition, seed, alpha) -> learned CPDAG.
 METHODS: dict[str, MethodFn] = {
     "FedPC-sketch": fedpc("sketch"),
     "FedPC-exact": fedpc("exact"),
     "FedPC-sketch-paper-dof": fedpc("sketch", paper_dof=True),
+    "PC-Voting": baseline("pc-vote"),
+    "PC-CIT-Voting": baseline("pc-cit-vote"),
 }
 
 # The paper's mean SHD (causal-learn 0.1.2.8 definition) per K, from the authors' logs

@@ -21,6 +21,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05)
     p.add_argument("--max-depth", type=int, default=None, help="largest conditioning set")
     p.add_argument("--sketch-length", type=int, default=50)
+    p.add_argument("--ratio", type=float, default=None,
+                   help="voting methods: keep an edge with votes >= ratio * K (default 0.5)")
+    p.add_argument("--orientation", default=None, choices=["maxp", "sepsets"],
+                   help="fedpc-vote: separating sets by largest client p-value, or voted sets")
+    p.add_argument("--sep-depth", type=int, default=None,
+                   help="fedpc-vote: largest candidate separating set in the max-p round")
+    p.add_argument("--algorithm", default=None, choices=["pc", "fci"],
+                   help="local / pooled: the search each client (or the server) runs")
     p.add_argument("--network", default="alarm", help="benchmark network (see `networks`)")
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--clients", type=int, default=10)
@@ -55,8 +63,9 @@ def _run(args: argparse.Namespace) -> int:
         "alpha": args.alpha,
         "sketch_length": args.sketch_length,
     }
-    if args.max_depth is not None:
-        options["max_depth"] = args.max_depth
+    for key in ("max_depth", "ratio", "orientation", "sep_depth", "algorithm"):
+        if getattr(args, key) is not None:
+            options[key] = getattr(args, key)
     data = from_csv_files(args.data) if args.data else None
     result = run(
         args.method,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
-from fedcausal_flwr.discovery.skeleton import Skeleton, _apply_level, level_queries
+from fedcausal_flwr.discovery.skeleton import Skeleton, apply_level, level_queries
 from fedcausal_flwr.stats.oracle import CIOracle
 
 
@@ -35,7 +35,7 @@ def level_steps(adjacency: np.ndarray, level: int, alpha: float):
     queries = level_queries(adjacency, level)
     if queries:
         pvalues = yield queries
-        removed = _apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
+        removed = apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
         result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})

@@ -98,7 +98,7 @@ def skeleton_steps(
         if not queries:
             continue
         pvalues = yield queries
-        removed = _apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
+        removed = apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
         result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})
@@ -106,7 +106,7 @@ def skeleton_steps(
     return result
 
 
-def _apply_level(
+def apply_level(
     result: Skeleton, queries: list[Query], pvalues: np.ndarray, alpha: float, level: int
 ) -> list[Pair]:
     """Record p-values and separating sets of one level; return the pairs to remove."""
