@@ -1,0 +1,621 @@
+"""Strategy comparison studies: a resumable sweep of methods x networks x K x seeds.
+
+Every run is a function of ``(network, samples, clients, partition, seed)`` for its data, derived
+here exactly as :func:`fedcausal_flwr.api.run` derives it (sample the network with ``seed``, then
+``make_partition(pooled, clients, partition, seed)``), so competing methods see the same client
+data; each run record carries a hash of that data (``data_hash``) to prove it.
+
+Layout of ``out/``:
+
+* ``runs/<key>.json``: one record per run (status, error, metrics, costs, the full Result); the
+  key is made from method/network/n/K/partition/seed/options, so a re-run skips what exists.
+* ``results.csv``: one row per run, rebuilt from all run records (never duplicates); a ``local``
+  run adds the rows ``local-avg`` and ``local-best-oracle`` (:func:`local_summary`).
+* ``summary.csv`` / ``summary.txt``: mean and sd per network x method x K for the current sweep.
+* ``plots/*.png``: metrics against K, costs, and one learned graph against its truth.
+
+Method specs are a registered name with optional options, ``name:key=value:key=value`` (e.g.
+``fedpc:ci=sketch``). Network specs are a benchmark name or a random FedC2SL-style discrete ER
+network ``er:d=20[:degree=2][:cards=2-5]`` (graph, CPTs and sample all drawn with the run's seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+
+from fedcausal_flwr.data.partition import Partition
+
+RECORD_VERSION = 1
+DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
+LOCAL_ROWS = {"local-avg": "local-avg", "local-best": "local-best-oracle"}
+ROW_COLUMNS = (
+    "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
+    "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
+)  # fmt: skip
+SYNTHETIC_DEFAULTS = {"degree": 2.0, "cards": (2, 5), "concentration": (0.1, 1.0)}
+
+
+# ============================================================================ specs
+def parse_value(text: str) -> Any:
+    """``"3"`` -> 3, ``"0.1"`` -> 0.1, ``"true"``/``"false"``/``"none"``, anything else a string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"fedpc:ci=sketch:alpha=0.01"`` -> ``("fedpc", {"ci": "sketch", "alpha": 0.01})``."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a method or network spec must be a non-empty string, got {spec!r}")
+    name, *parts = spec.strip().split(":")
+    options: dict[str, Any] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"spec {spec!r}: option {part!r} is not key=value")
+        options[key.strip().replace("-", "_")] = parse_value(value)
+    return name.strip(), options
+
+
+def parse_int_list(text: str | Iterable[int], what: str = "values") -> list[int]:
+    """``"0-4"`` -> [0..4], ``"2,4,8"`` -> [2, 4, 8], ``"0-2,7"`` -> [0, 1, 2, 7]; order kept."""
+    if not isinstance(text, str):
+        return [int(v) for v in text]
+    values: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep and lo:
+                start, stop = int(lo), int(hi)
+                if stop < start:
+                    raise ValueError
+                values.extend(range(start, stop + 1))
+            else:
+                values.append(int(part))
+        except ValueError:
+            raise ValueError(f"cannot read {what} {text!r}: use e.g. 0-4 or 2,4,8") from None
+    if not values:
+        raise ValueError(f"no {what} in {text!r}")
+    return list(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep; ``options`` are the method options (common ones merged in)."""
+
+    method: str
+    network: str
+    samples: int
+    clients: int
+    partition: str
+    seed: int
+    options: tuple[tuple[str, Any], ...] = ()
+    backend: str = "inprocess"
+    partition_options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def registered_method(self) -> str:
+        return parse_spec(self.method)[0]
+
+    @property
+    def run_options(self) -> dict[str, Any]:
+        return {**dict(self.options), **parse_spec(self.method)[1]}
+
+    @property
+    def key(self) -> str:
+        """File-name-safe identity: method/network/n/K/partition/seed plus an options digest."""
+        identity = json.dumps(
+            [sorted(self.run_options.items()), sorted(dict(self.partition_options).items())],
+            sort_keys=True,
+            default=str,
+        )
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
+        name = f"{self.method}__{self.network}__n{self.samples}__K{self.clients}__{self.partition}"
+        safe = "".join(c if c.isalnum() or c in "-_.=" else "-" for c in name)
+        return f"{safe}__s{self.seed}__{digest}"
+
+
+def plan_runs(
+    methods: Sequence[str],
+    networks: Sequence[str],
+    clients: Sequence[int],
+    samples: int,
+    partition: str = "iid",
+    seeds: Sequence[int] = (0,),
+    backend: str = "inprocess",
+    options: dict[str, Any] | None = None,
+    partition_options: dict[str, Any] | None = None,
+) -> list[RunSpec]:
+    """Every combination, ordered so that all methods of one (network, K, seed) are adjacent."""
+    from fedcausal_flwr.federation.registry import get_method
+
+    for method in methods:
+        get_method(parse_spec(method)[0])  # unknown method: a KeyError listing the known ones
+    for network in networks:
+        network_for(network, 0)  # unknown network / bad synthetic spec: fail before the sweep
+    common = tuple(sorted((options or {}).items()))
+    part_opts = tuple(sorted((partition_options or {}).items()))
+    return [
+        RunSpec(m, net, int(samples), int(k), partition, int(s), common, backend, part_opts)
+        for net in networks
+        for k in clients
+        for s in seeds
+        for m in methods
+    ]
+
+
+# ============================================================================ data
+@cache
+def _synthetic_network(d: int, degree: float, cards: tuple[int, int], seed: int) -> Any:
+    from fedcausal_flwr.data.synthetic import random_dag, random_discrete_network
+
+    dag = random_dag(d, expected_degree=degree, seed=seed, method="er")
+    return random_discrete_network(
+        dag,
+        card_range=cards,
+        seed=seed,
+        concentration=SYNTHETIC_DEFAULTS["concentration"],
+        name=f"er-d{d}-seed{seed}",
+    )
+
+
+def network_for(spec: str, seed: int) -> Any:
+    """The :class:`Network` behind a network spec (a synthetic one depends on ``seed``)."""
+    from fedcausal_flwr.data import load_network
+
+    name, opts = parse_spec(spec)
+    if name != "er":
+        if opts:
+            raise ValueError(f"network {spec!r}: only synthetic 'er:d=...' specs take options")
+        return load_network(name)
+    unknown = sorted(set(opts) - {"d", "degree", "cards"})
+    if unknown or "d" not in opts:
+        raise ValueError(
+            f"synthetic network {spec!r}: expected er:d=<nodes>[:degree=<mean degree>]"
+            f"[:cards=<lo>-<hi>], got options {sorted(opts)}"
+        )
+    cards = opts.get("cards", SYNTHETIC_DEFAULTS["cards"])
+    if isinstance(cards, str):
+        cards = tuple(parse_int_list(cards, "cards"))
+        cards = (min(cards), max(cards))
+    elif isinstance(cards, int):
+        cards = (cards, cards)
+    d = opts["d"]
+    if not isinstance(d, int) or d < 2:
+        raise ValueError(f"synthetic network {spec!r}: d must be an integer >= 2, got {d!r}")
+    degree = float(opts.get("degree", SYNTHETIC_DEFAULTS["degree"]))
+    return _synthetic_network(d, degree, tuple(cards), int(seed))
+
+
+def run_data(spec: RunSpec) -> tuple[Partition, Any]:
+    """The client data and true DAG of a run, derived as :func:`api.run` does for a network."""
+    from fedcausal_flwr.api import make_partition
+
+    net = network_for(spec.network, spec.seed)
+    pooled = net.sample(spec.samples, seed=spec.seed)
+    part = make_partition(
+        pooled, spec.clients, spec.partition, spec.seed, **dict(spec.partition_options)
+    )
+    return part, net.dag
+
+
+def partition_hash(part: Partition | Sequence[pd.DataFrame]) -> str:
+    """A digest of every client's rows, columns and order: equal iff the client data are equal."""
+    frames = part.clients if isinstance(part, Partition) else list(part)
+    digest = hashlib.sha256()
+    for frame in frames:
+        digest.update(json.dumps([str(c) for c in frame.columns]).encode())
+        digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+# ============================================================================ one run
+def execute_run(spec: RunSpec) -> dict[str, Any]:
+    """Run one spec and return its record; an exception becomes ``status="failed"``."""
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    record: dict[str, Any] = {
+        "record_version": RECORD_VERSION,
+        "key": spec.key,
+        "method": spec.method,
+        "run_method": spec.registered_method,
+        "network": spec.network,
+        "n": spec.samples,
+        "K": spec.clients,
+        "partition": spec.partition,
+        "seed": spec.seed,
+        "options": {k: v for k, v in sorted(spec.run_options.items())},
+        "partition_options": dict(spec.partition_options),
+        "backend": spec.backend,
+        "status": "failed",
+        "error": "",
+        "data_hash": "",
+        "metrics": {},
+        "derived": {},
+        "rounds": 0,
+        "bytes_up": 0,
+        "bytes_down": 0,
+        "wall_s": 0.0,
+        "result": None,
+    }
+    started = time.perf_counter()
+    try:
+        from fedcausal_flwr.api import run
+
+        part, dag = run_data(spec)
+        record["data_hash"] = partition_hash(part)
+        result = run(
+            spec.registered_method,
+            data=part,
+            truth=dag,
+            backend=spec.backend,
+            seed=spec.seed,
+            **spec.run_options,
+        )
+        if spec.registered_method == "local":
+            from fedcausal_flwr.strategies.voting import local_summary
+
+            summary = local_summary(result, dag)
+            record["derived"] = {LOCAL_ROWS[k]: v for k, v in summary.items()}
+        record.update(
+            status="ok",
+            metrics=result.metrics,
+            rounds=result.rounds,
+            bytes_up=result.bytes_up,
+            bytes_down=result.bytes_down,
+            wall_s=result.wall_s,
+            result=result.to_json(),
+        )
+    except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
+        record["error"] = f"{type(err).__name__}: {err}"
+        record["wall_s"] = time.perf_counter() - started
+    return json.loads(json.dumps(record, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays (metrics, options) as JSON-native values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} in a run record")
+
+
+def record_path(out: Path, key: str) -> Path:
+    return Path(out) / "runs" / f"{key}.json"
+
+
+def write_record(out: Path, record: dict[str, Any]) -> Path:
+    """Write atomically (temp file + rename), so a killed sweep never leaves a half record."""
+    path = record_path(out, record["key"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A stored record, or None when the file is unreadable (it is then re-run)."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and "key" in record else None
+
+
+# ============================================================================ progress
+class Progress:
+    """Plain-text progress with counts and ETA on stderr (one line per update off a terminal)."""
+
+    def __init__(self, total: int, skipped: int, stream: TextIO | None = None, enabled=True):
+        self.total, self.skipped, self.done, self.failed = total, skipped, 0, 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def update(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        self.failed += record.get("status") != "ok"
+        if not self.enabled:
+            return
+        todo = self.total - self.skipped
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.done * (todo - self.done)
+        width = 24
+        filled = int(width * self.done / max(todo, 1))
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{todo} runs "
+            f"({self.skipped} skipped, {self.failed} failed) {elapsed:.0f}s elapsed, "
+            f"ETA {eta:.0f}s | {record['method']} {record['network']} K={record['K']} "
+            f"seed={record['seed']}: {record['status']}"
+        )
+        end = "\n" if not self.tty or self.done == todo else ""
+        self.stream.write(("\r" if self.tty else "") + line + end)
+        self.stream.flush()
+
+
+# ============================================================================ the sweep
+@dataclass
+class Study:
+    """What a sweep did and produced; ``frame`` holds the current sweep's rows only."""
+
+    out: Path
+    frame: pd.DataFrame
+    summary: pd.DataFrame
+    n_planned: int
+    n_run: int
+    n_skipped: int
+    n_failed: int
+    plots: list[Path] = field(default_factory=list)
+
+    def summary_text(self, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
+        return format_summary(self.summary, metrics)
+
+
+def run_sweep(
+    specs: Sequence[RunSpec],
+    out: str | Path,
+    jobs: int = 1,
+    retry_failed: bool = False,
+    progress: bool = True,
+    on_run_done: Callable[[dict[str, Any]], None] | None = None,
+    start_method: str = "spawn",
+) -> tuple[int, int, int]:
+    """Run every spec without a stored record; returns (run, skipped, failed).
+
+    ``jobs > 1`` uses a process pool (``start_method`` spawn, fork or forkserver); each record is
+    written as soon as its run ends, then ``on_run_done(record)`` is called.
+    """
+    out = Path(out)
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    pending: list[RunSpec] = []
+    for spec in dict.fromkeys(specs):  # a repeated spec runs once
+        stored = read_record(record_path(out, spec.key))
+        if stored is None or (retry_failed and stored.get("status") != "ok"):
+            pending.append(spec)
+    n_skipped = len(dict.fromkeys(specs)) - len(pending)
+    bar = Progress(n_skipped + len(pending), n_skipped, enabled=progress)
+
+    def finish(record: dict[str, Any]) -> None:
+        write_record(out, record)
+        bar.update(record)
+        if on_run_done is not None:
+            on_run_done(record)
+
+    if jobs == 1 or len(pending) <= 1:
+        for spec in pending:
+            finish(execute_run(spec))
+        return len(pending), n_skipped, bar.failed
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    context = multiprocessing.get_context(start_method)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures: dict[Future, RunSpec] = {pool.submit(execute_run, s): s for s in pending}
+        remaining = set(futures)
+        try:
+            while remaining:
+                done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                for future in done:
+                    try:
+                        record = future.result()
+                    except Exception as err:  # noqa: BLE001 - e.g. a worker process died
+                        record = execute_failed(futures[future], err)
+                    finish(record)
+        except BaseException:
+            for future in remaining:
+                future.cancel()
+            raise
+    return len(pending), n_skipped, bar.failed
+
+
+def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
+    """The record of a run whose worker failed outside :func:`execute_run` (e.g. it died)."""
+    return {
+        "record_version": RECORD_VERSION,
+        "key": spec.key,
+        "method": spec.method,
+        "run_method": spec.registered_method,
+        "network": spec.network,
+        "n": spec.samples,
+        "K": spec.clients,
+        "partition": spec.partition,
+        "seed": spec.seed,
+        "options": dict(sorted(spec.run_options.items())),
+        "partition_options": dict(spec.partition_options),
+        "backend": spec.backend,
+        "status": "failed",
+        "error": f"worker failed: {type(err).__name__}: {err}",
+        "data_hash": "",
+        "metrics": {},
+        "derived": {},
+        "rounds": 0,
+        "bytes_up": 0,
+        "bytes_down": 0,
+        "wall_s": 0.0,
+        "result": None,
+    }
+
+
+# ============================================================================ tables
+def record_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results.csv rows of one record: the run, plus local-avg / local-best-oracle."""
+    base = {col: record.get(col, "") for col in ROW_COLUMNS}
+    base["options"] = json.dumps(record.get("options", {}), sort_keys=True)
+    base["error"] = record.get("error") or ""
+    rows = [{**base, **_scalar_metrics(record.get("metrics", {}))}]
+    for label, metrics in sorted(record.get("derived", {}).items()):
+        rows.append({**base, "method": label, **_scalar_metrics(metrics)})
+    return rows
+
+
+def _scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "client"}
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """Every stored run of ``out/runs`` as one tidy frame (one row per run and derived row)."""
+    paths = sorted((Path(out) / "runs").glob("*.json"))
+    records = [r for r in map(read_record, paths) if r is not None]
+    rows = [row for record in records for row in record_rows(record)]
+    frame = pd.DataFrame(rows, columns=None if rows else list(ROW_COLUMNS))
+    if frame.empty:
+        return frame
+    metric_cols = sorted(c for c in frame.columns if c not in ROW_COLUMNS)
+    ordered = ["method", "network", "n", "K", "partition", "seed", *metric_cols]
+    ordered += ["rounds", "bytes_up", "bytes_down", "wall_s", "status", "error"]
+    ordered += ["options", "data_hash", "key"]
+    frame = frame[ordered].sort_values(["network", "n", "partition", "K", "seed", "method", "key"])
+    return frame.reset_index(drop=True)
+
+
+def write_results(out: str | Path) -> tuple[Path, pd.DataFrame]:
+    """Rebuild ``out/results.csv`` from the run records (so rows are never duplicated)."""
+    frame = load_results(out)
+    path = Path(out) / "results.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:
+    """Mean, sd and count of each metric per network x method x K over successful runs."""
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    present = [m for m in metrics if m in ok.columns]
+    if ok.empty or not present:
+        return pd.DataFrame(columns=["network", "method", "K", "runs"])
+    groups = ok.groupby(["network", "method", "K"], sort=False)[present]
+    table = groups.agg(["mean", "std"])
+    table.columns = [f"{m}_{stat}" for m, stat in table.columns]
+    table["runs"] = groups.size()
+    return table.reset_index()
+
+
+def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
+    """Mean ± sd per method (rows) x K (columns), one block per network and metric."""
+    if summary.empty:
+        return "no successful runs to summarise"
+    blocks = []
+    for network, per_net in summary.groupby("network", sort=False):
+        ks = sorted(per_net["K"].unique())
+        for metric in metrics:
+            if f"{metric}_mean" not in per_net:
+                continue
+            header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
+            lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
+            for method, rows in per_net.groupby("method", sort=False):
+                cells = []
+                for k in ks:
+                    row = rows[rows["K"] == k]
+                    if row.empty:
+                        cells.append(f"{'-':>16}")
+                        continue
+                    mean, sd = row[f"{metric}_mean"].iloc[0], row[f"{metric}_std"].iloc[0]
+                    sd = 0.0 if math.isnan(sd) else sd
+                    cells.append(f"{f'{mean:.3g} ± {sd:.2g}':>16}")
+                lines.append(f"{method:<24}" + "".join(cells))
+            blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+# ============================================================================ the one call
+def compare(
+    methods: Sequence[str],
+    networks: Sequence[str],
+    clients: Sequence[int] | str,
+    samples: int = 10_000,
+    partition: str = "iid",
+    seeds: Sequence[int] | str = (0,),
+    backend: str = "inprocess",
+    jobs: int = 1,
+    out: str | Path = "results",
+    options: dict[str, Any] | None = None,
+    partition_options: dict[str, Any] | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    plots: bool = True,
+    graph_run: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    on_run_done: Callable[[dict[str, Any]], None] | None = None,
+    start_method: str = "spawn",
+) -> Study:
+    """Run (or resume) a comparison sweep, then write results.csv, the summary and the plots.
+
+    ``options`` apply to every method (e.g. ``{"alpha": 0.01}``); a method spec's own options
+    override them. ``graph_run``: the key of the run whose learned graph is drawn against the truth
+    (default: the first method's run on the first network at the largest K and first seed).
+    """
+    clients = parse_int_list(clients, "clients")
+    seeds = parse_int_list(seeds, "seeds")
+    if not methods or not networks:
+        raise ValueError("give at least one method and one network")
+    specs = plan_runs(
+        methods, networks, clients, samples, partition, seeds, backend, options, partition_options
+    )
+    out = Path(out)
+    n_run, n_skipped, n_failed = run_sweep(
+        specs, out, jobs, retry_failed, progress, on_run_done, start_method
+    )
+    _, everything = write_results(out)
+    keys = {s.key for s in specs}
+    frame = everything[everything["key"].isin(keys)].reset_index(drop=True)
+    summary = summarise(frame, metrics)
+    summary.to_csv(out / "summary.csv", index=False)
+    (out / "summary.txt").write_text(format_summary(summary, metrics) + "\n")
+    study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
+    if plots:
+        from fedcausal_flwr.plots import plot_study
+
+        chosen = graph_run or default_graph_run(specs, frame)
+        study.plots = plot_study(frame, out, metrics, chosen)
+    return study
+
+
+def default_graph_run(specs: Sequence[RunSpec], frame: pd.DataFrame) -> str | None:
+    """The first method's successful run on the first network at the largest K, lowest seed."""
+    ok = set(frame.loc[frame["status"] == "ok", "key"]) if not frame.empty else set()
+    ranked = sorted(
+        (s for s in specs if s.key in ok),
+        key=lambda s: (
+            s.network != specs[0].network,
+            s.method != specs[0].method,
+            -s.clients,
+            s.seed,
+        ),
+    )
+    return ranked[0].key if ranked else None
+
+
+def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, Any]]:
+    """The learned graph of a stored run, its truth of the same kind, and the record."""
+    from fedcausal_flwr.api import truth_for
+    from fedcausal_flwr.graphs import Graph
+
+    record = read_record(record_path(Path(out), key))
+    if record is None:
+        raise KeyError(f"no run record {key!r} under {Path(out) / 'runs'}")
+    if record.get("status") != "ok" or not (record.get("result") or {}).get("graph"):
+        raise ValueError(f"run {key!r} has no learned graph (status {record.get('status')})")
+    learned = Graph.from_json(record["result"]["graph"])
+    dag = network_for(record["network"], int(record["seed"])).dag
+    return learned, truth_for(learned, dag), record
