@@ -1,0 +1,89 @@
+"""FedLCS client: PCsimple layers and separating-set p-values on its own rows.
+
+Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (see its wire-protocol table). Flower builds a new
+client object per message, so the local oracle (and its test cache) is remembered per data frame,
+like :func:`~fedcausal_flwr.clients.fedc2sl.cached_codes`, and scoped to the run (the server's
+``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches) is
+computed once. ``meta["tests"]`` is the number of tests computed for
+this message.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+
+import numpy as np
+
+from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.voting import VotingClient
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.strategies.fedlcs import answer_prune, answer_sepsets
+
+_ORACLES: dict[int, tuple[weakref.ref, str, CIOracle]] = {}
+
+
+class FedLCSClient(VotingClient):
+    """One site's data; answers ``lcs_prune`` and ``lcs_sepsets`` with local G2/chi2 tests."""
+
+    def lcs_oracle(self, payload: dict) -> CIOracle:
+        """The site's CI oracle for this payload, kept for the life of the data frame."""
+        key = json.dumps(
+            [
+                payload["variables"],
+                [payload["levels"][v] for v in payload["variables"]],
+                payload["test"],
+                payload.get("session"),
+            ],
+            default=str,
+        )
+        hit = _ORACLES.get(id(self.data))
+        if hit is not None and hit[0]() is self.data and hit[1] == key:
+            return hit[2]
+        oracle = self._oracle(payload)
+        frame_id = id(self.data)
+        _ORACLES[frame_id] = (
+            weakref.ref(self.data, lambda _: _ORACLES.pop(frame_id, None)),
+            key,
+            oracle,
+        )
+        return oracle
+
+    def _jobs(self, payload: dict, width: int) -> list:
+        jobs = payload.get("jobs")
+        p = len(payload["variables"])
+        if not isinstance(jobs, list):
+            raise ProtocolError(self.partition_id, "the request carries no list of jobs")
+        out = []
+        for job in jobs:
+            if len(job) != width:
+                raise ProtocolError(self.partition_id, f"malformed job {job!r}")
+            ids = [*job[:-2], *job[-2]] if width == 3 else [job[0], job[1], *job[2]]
+            if any(not 0 <= int(v) < p for v in ids):
+                raise ProtocolError(
+                    self.partition_id, f"job {job!r} names a variable outside 0..{p - 1}"
+                )
+            if width == 3:
+                out.append((int(job[0]), tuple(int(v) for v in job[1]), int(job[2])))
+            else:
+                out.append((int(job[0]), int(job[1]), tuple(int(v) for v in job[2]), int(job[3])))
+        return out
+
+    @action("lcs_prune")
+    def lcs_prune(self, payload: dict, arrays: list[np.ndarray]):
+        """PCsimple layer ``l`` of every job's candidate set: one keep flag per candidate."""
+        oracle = self.lcs_oracle(payload)
+        before = oracle.n_computed
+        jobs = self._jobs(payload, 3)
+        kept = answer_prune(oracle, jobs, float(payload["alpha"]), bool(payload.get("stable")))
+        flags = [int(v in k) for (_, cpc, _), k in zip(jobs, kept, strict=True) for v in cpc]
+        return [np.array(flags, dtype=np.uint8)], {"tests": oracle.n_computed - before}
+
+    @action("lcs_sepsets")
+    def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]):
+        """p-values of every subset of size ``l`` of the pool; NaN unless independent."""
+        oracle = self.lcs_oracle(payload)
+        before = oracle.n_computed
+        values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]))
+        return [values.astype(np.float64)], {"tests": oracle.n_computed - before}

@@ -1,0 +1,772 @@
+"""FedLCS: federated local causal structure of target variables (Yu et al., Sci China Inf Sci 2025).
+
+The server learns, for each target T, its parents, children and still-undirected neighbours;
+clients only ever run CI tests on their own rows. Three stages, all driven by one search
+(:func:`lcs_search`) that yields *requests* and is answered either by a federation (votes, max-p)
+or by one local oracle (:func:`local_structure`, used for the per-client and pooled baselines):
+
+**FLSke** (layer-wise federated PCsimple). For every variable V whose parents-and-children set is
+needed, the server broadcasts V's current candidate set and a layer ``l``; each client replays
+PCsimple's layer ``l`` on it with its own tests
+(:func:`~fedcausal_flwr.discovery.pcsimple.apply_layer`, on-the-fly pool unless ``stable``) and
+returns one keep flag per candidate. The server keeps a candidate with ``votes >= ratio * K``
+(K = clients answering; exact decimal comparison, i.e. ``ceil(ratio * K)`` votes, Eq. 2 of the
+paper: ratio 0.4 gives 2 of 3, 2 of 5, 4 of 10, 6 of 15; FedPC's MATLAB ``round`` would give 1 of
+3). A variable stops when (digest A2) ``stop_unchanged`` is on, ``l >= 1`` and the layer removed
+nothing; when ``|CPC| <= l`` for the next layer; or after ``max_level`` (default 6, inclusive).
+**All pending variables advance together**: one round per layer, whatever their number.
+
+**FLSori**. PC sets of every member of PC_T (one batched FLSke stage), then the AND rule: an edge
+u - v exists iff v is in PC_u and u in PC_v when both are learned; if only PC_u is learned, v in
+PC_u keeps it provisionally (digest A6). For every unshielded ``a - T - b`` (a, b not adjacent)
+the consistent separating set is searched over ``U = (PC_a | PC_b) \\ {a, b}``, level ``l = 0, 1,
+...`` up to ``sep_depth`` (default 3, as FedPC's code; the paper gives no value): each client
+tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` in U (``itertools.combinations`` order) and
+uploads the p-values above alpha only (NaN otherwise). The server keeps the level's largest
+p over (subsets, clients) with :func:`~fedcausal_flwr.strategies.fedpc_vote.max_pvalue_choice`
+(first maximum: subset order, then partition id) and the overall maximum over levels with strict
+``>`` (lower levels win ties). ``sep_stop="first_empty"`` stops a pair at the first level where no
+client found an independent set (the paper's literal rule, which misses a collider whose ends are
+marginally dependent); the default ``"after_found"`` stops at the first empty level *after* a set
+was found. No set found: the triple stays undecided (never a collider). Pairs of all triples and
+all targets are searched in the same rounds. Colliders (``T`` not in the set) are oriented in
+causal-learn's triple order without overwriting arrowheads, then Meek R1-R4
+(:func:`~fedcausal_flwr.graphs.orientation.orient_colliders`, ``apply_meek``).
+
+**FLEori** (extension, then backtracking by Meek). While some T - X stays undirected, up to
+``extension_depth`` (default 2) rings: depth 1 learns the PC sets of the neighbours of the
+undirected X and examines triples centred at X; depth d > 1 learns the next ring and examines
+triples centred at ring d - 1. After each depth the orientation is rebuilt from the skeleton
+knowledge and every separating-set decision, so new arrows propagate back to T. The undirected
+X of one depth are handled together (the paper treats them one after another). An outer node
+whose PC set is unknown has unknown adjacencies to other outer nodes; triples are examined only
+at centres whose neighbours are all learned, so every pair decided is known to be non-adjacent.
+
+What stays undirected is reported as ``undirected``. The paper orients it at random under
+acyclicity; ``random_orient=True`` does so (seeded by ``seed`` and the target), **off** by default.
+
+Caches: PC sets and separating-set decisions are deterministic functions of the variable (pair),
+so they are shared across targets; several targets (option ``target="A,B"`` or ``"all"``) run in
+the same rounds and give exactly the per-target results.
+
+Wire protocol (after ``hello``; ``variables, levels, test, alpha`` in every payload):
+
+================  ========================================  =====================================
+action            payload                                    reply (per client, server sees each)
+================  ========================================  =====================================
+``lcs_prune``     ``jobs = [[V, [CPC...], l], ...]``,        uint8 keep flag per candidate, jobs
+                  ``stable``                                 concatenated
+``lcs_sepsets``   ``jobs = [[a, b, [U...], l], ...]``        float64 p per subset of size l of U
+                                                             (NaN where p <= alpha), concatenated
+================  ========================================  =====================================
+
+What the server learns: each client's keep/remove decision for every candidate of every layer,
+and the p-values of the conditioning sets under which a client found a triple's ends independent.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.discovery.pcsimple import apply_layer
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.orientation import apply_meek, orient_colliders, pair_key
+from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
+from fedcausal_flwr.strategies.fedpc_vote import max_pvalue_choice, vote_threshold
+from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, parse_common
+
+SEP_STOPS = ("after_found", "first_empty")
+Pair = tuple[int, int]
+PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, level)
+SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, level)
+SepChoice = tuple[tuple[int, ...], float, int]  # (set, p, client position)
+
+
+# ============================================================================ options and state
+@dataclass(frozen=True)
+class LCSOptions:
+    """Search options (see the module docstring for their meaning and defaults)."""
+
+    alpha: float = 0.05
+    max_level: int = 6
+    stable: bool = False
+    stop_unchanged: bool = True
+    sep_depth: int = 3
+    sep_stop: str = "after_found"
+    extension_depth: int = 2
+    random_orient: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        for name in ("max_level", "sep_depth", "extension_depth"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.sep_stop not in SEP_STOPS:
+            raise ValueError(f"unknown sep_stop {self.sep_stop!r}; expected one of {SEP_STOPS}")
+
+
+@dataclass(frozen=True)
+class PruneRequest:
+    """One FLSke layer for several variables: keep flags per candidate are wanted."""
+
+    jobs: list[PruneJob]
+
+
+@dataclass(frozen=True)
+class SepsetRequest:
+    """One level of the consistent separating-set search for several pairs."""
+
+    jobs: list[SepsetJob]
+
+
+@dataclass
+class Knowledge:
+    """What the search has learned so far (shared by all targets)."""
+
+    pc: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    layers: dict[int, list[dict]] = field(default_factory=dict)
+    sepsets: dict[Pair, dict | None] = field(default_factory=dict)
+
+
+@dataclass
+class LocalStructure:
+    """FedLCS output for one target (indices into the variable list)."""
+
+    target: int
+    parents: list[int]
+    children: list[int]
+    undirected: list[int]
+    nodes: list[int]  # variables touched, ascending
+    marks: np.ndarray  # marks over ``nodes``
+    colliders: list[tuple[int, int, int]]
+    undecided_pairs: list[Pair]
+    depth_reached: int
+    randomly_oriented: list[int] = field(default_factory=list)
+
+    def graph(self, names: Sequence[str]) -> Graph:
+        """The local graph over the touched variables (kind ``LOCAL``)."""
+        return Graph(tuple(names[v] for v in self.nodes), self.marks, "LOCAL")
+
+
+@dataclass
+class _Need:
+    pcs: set[int] = field(default_factory=set)
+    pairs: dict[Pair, tuple[int, ...]] = field(default_factory=dict)  # pair -> pool
+
+
+# ============================================================================ the search
+def lcs_search(
+    n_vars: int, targets: Sequence[int], options: LCSOptions
+) -> Generator[PruneRequest | SepsetRequest, list, tuple[dict[int, LocalStructure], Knowledge]]:
+    """Generator: yields requests (one round each), returns per-target structures + knowledge.
+
+    A :class:`PruneRequest` is answered with the kept candidates per job (list of tuples), a
+    :class:`SepsetRequest` with the level's best ``(set, p, client)`` per job or ``None``.
+    """
+    for t in targets:
+        if not 0 <= t < n_vars:
+            raise KeyError(f"target index {t} is not one of the {n_vars} variables")
+    kb = Knowledge()
+    programs = {t: _target_program(n_vars, t, kb, options) for t in dict.fromkeys(targets)}
+    needs = {t: next(p) for t, p in programs.items()}
+    results: dict[int, LocalStructure] = {}
+    while needs:
+        pcs = sorted(set().union(*(n.pcs for n in needs.values())) - set(kb.pc))
+        if pcs:
+            yield from _flske(n_vars, pcs, kb, options)
+        else:
+            pairs: dict[Pair, tuple[int, ...]] = {}
+            for n in needs.values():
+                pairs.update((k, v) for k, v in n.pairs.items() if k not in kb.sepsets)
+            if pairs:
+                yield from _sepset_search(sorted(pairs.items()), kb, options)
+        for t in list(needs):
+            need = needs[t]
+            if need.pcs - set(kb.pc) or set(need.pairs) - set(kb.sepsets):
+                continue
+            try:
+                needs[t] = next(programs[t])
+            except StopIteration as stop:
+                results[t] = stop.value
+                del needs[t]
+    return results, kb
+
+
+def _flske(n_vars: int, variables: list[int], kb: Knowledge, options: LCSOptions):
+    """Batched FLSke: every variable's layer l in the same request."""
+    cpc = {v: tuple(u for u in range(n_vars) if u != v) for v in variables}
+    level = dict.fromkeys(variables, 0)
+    active = [v for v in variables if len(cpc[v]) > 0 and options.max_level >= 0]
+    for v in variables:
+        kb.layers[v] = []
+    while active:
+        jobs = [(v, cpc[v], level[v]) for v in active]
+        kept = yield PruneRequest(jobs)
+        still = []
+        for (v, before, lv), now in zip(jobs, kept, strict=True):
+            now = tuple(now)
+            removed = [u for u in before if u not in now]
+            kb.layers[v].append({"level": lv, "candidates": len(before), "removed": removed})
+            cpc[v], level[v] = now, lv + 1
+            unchanged = options.stop_unchanged and lv >= 1 and not removed
+            if not unchanged and len(now) > lv + 1 and lv + 1 <= options.max_level:
+                still.append(v)
+        active = still
+    kb.pc.update(cpc)
+
+
+def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, options: LCSOptions):
+    """Batched max-p consistent separating-set search, one level per request."""
+    best: dict[Pair, dict | None] = dict.fromkeys((p for p, _ in pairs), None)
+    pools = dict(pairs)
+    level = dict.fromkeys(pools, 0)
+    active = list(pools)
+    while active:
+        jobs = [(a, b, pools[(a, b)], level[(a, b)]) for a, b in active]
+        answers = yield SepsetRequest(jobs)
+        still = []
+        for (a, b, pool, lv), answer in zip(jobs, answers, strict=True):
+            key = (a, b)
+            if answer is None:
+                if options.sep_stop == "first_empty" or best[key] is not None:
+                    continue
+            else:
+                subset, p, client = answer
+                if best[key] is None or p > best[key]["p"]:
+                    best[key] = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
+            if lv + 1 <= min(options.sep_depth, len(pool)):
+                level[key] = lv + 1
+                still.append(key)
+        active = still
+    kb.sepsets.update(best)
+
+
+def _target_program(n_vars: int, t: int, kb: Knowledge, options: LCSOptions):
+    """The FedLCS logic for one target; yields what it needs, returns its structure."""
+    yield _Need(pcs={t})
+    yield _Need(pcs=set(kb.pc[t]))
+    known = {t, *kb.pc[t]}
+    centres = [t]
+    pairs = _unshielded_pairs(kb, known, centres)
+    yield _Need(pairs=pairs)
+    examined = set(pairs)
+    depth = 0
+    nodes, marks = _orient(kb, known, examined)
+    previous_ring: list[int] = []
+    while depth < options.extension_depth:
+        undirected = _undirected_at(nodes, marks, t)
+        if not undirected:
+            break
+        depth += 1
+        centres = undirected if depth == 1 else previous_ring
+        ring = sorted({v for c in centres for v in kb.pc[c]} - known)
+        if ring:
+            yield _Need(pcs=set(ring))
+            known |= set(ring)
+        pairs = {k: v for k, v in _unshielded_pairs(kb, known, centres).items()}
+        if pairs:
+            yield _Need(pairs=pairs)
+            examined |= set(pairs)
+        nodes, marks = _orient(kb, known, examined)
+        previous_ring = ring
+    randomly = []
+    if options.random_orient:
+        randomly = _orient_randomly(nodes, marks, t, options.seed)
+    local = nodes.index(t)
+    row, col = marks[local], marks[:, local]
+    parents = [nodes[i] for i in np.flatnonzero((col == ARROW) & (row == TAIL))]
+    children = [nodes[i] for i in np.flatnonzero((row == ARROW) & (col == TAIL))]
+    undirected = [nodes[i] for i in np.flatnonzero((row == TAIL) & (col == TAIL))]
+    colliders = _collider_list(nodes, marks, kb, examined)
+    return LocalStructure(
+        target=t,
+        parents=parents,
+        children=children,
+        undirected=undirected,
+        nodes=nodes,
+        marks=marks,
+        colliders=colliders,
+        undecided_pairs=sorted(k for k in examined if kb.sepsets[k] is None),
+        depth_reached=depth,
+        randomly_oriented=randomly,
+    )
+
+
+def _adjacent(kb: Knowledge, known: set[int], u: int, v: int) -> bool:
+    """AND rule where both PC sets are learned; one-sided where only one is."""
+    in_u = u in known and v in kb.pc[u]
+    in_v = v in known and u in kb.pc[v]
+    if u in known and v in known:
+        return in_u and in_v
+    return in_u or in_v
+
+
+def _neighbours(kb: Knowledge, known: set[int], c: int) -> list[int]:
+    return [v for v in kb.pc[c] if _adjacent(kb, known, c, v)]
+
+
+def _unshielded_pairs(
+    kb: Knowledge, known: set[int], centres: Iterable[int]
+) -> dict[Pair, tuple[int, ...]]:
+    """Non-adjacent pairs a, b around each centre whose neighbours are all learned, with pools."""
+    out: dict[Pair, tuple[int, ...]] = {}
+    for c in centres:
+        around = _neighbours(kb, known, c)
+        if any(v not in known for v in around):
+            continue
+        for a, b in combinations(sorted(around), 2):
+            if not _adjacent(kb, known, a, b):
+                pool = tuple(sorted((set(kb.pc[a]) | set(kb.pc[b])) - {a, b}))
+                out[pair_key(a, b)] = pool
+    return out
+
+
+def _orient(kb: Knowledge, known: set[int], examined: set[Pair]) -> tuple[list[int], np.ndarray]:
+    """Rebuild the local graph from the skeleton knowledge: colliders, then Meek R1-R4."""
+    nodes = sorted(known | {v for c in known for v in kb.pc[c]})
+    index = {v: i for i, v in enumerate(nodes)}
+    n = len(nodes)
+    marks = np.zeros((n, n), dtype=np.int8)
+    for c in sorted(known):
+        for v in kb.pc[c]:
+            if _adjacent(kb, known, c, v):
+                marks[index[c], index[v]] = marks[index[v], index[c]] = TAIL
+    graph = Graph(tuple(str(v) for v in nodes), marks, "LOCAL")
+    adj = (marks != NONE).astype(np.int64)
+    candidates = np.triu(((adj @ adj) > 0) & (adj == 0), k=1)
+    np.fill_diagonal(candidates, False)
+    everyone = tuple(range(n))
+    decisions: dict[Pair, list[tuple[int, ...]]] = {}
+    for i, j in zip(*np.nonzero(candidates), strict=True):
+        # undecided marker: with the conservative rule every centre is "ambiguous"
+        decisions[(int(i), int(j))] = [tuple(v for v in everyone if v not in (i, j)), ()]
+    for a, b in sorted(examined):
+        choice = kb.sepsets.get((a, b))
+        if choice is not None and a in index and b in index:
+            decisions[pair_key(index[a], index[b])] = [tuple(index[v] for v in choice["set"])]
+    orient_colliders(graph, decisions, rule="conservative", conflict="existing")
+    apply_meek(graph, mode="complete")
+    return nodes, graph.marks
+
+
+def _undirected_at(nodes: list[int], marks: np.ndarray, t: int) -> list[int]:
+    i = nodes.index(t)
+    return [nodes[j] for j in np.flatnonzero((marks[i] == TAIL) & (marks[:, i] == TAIL))]
+
+
+def _collider_list(
+    nodes: list[int], marks: np.ndarray, kb: Knowledge, examined: set[Pair]
+) -> list[tuple[int, int, int]]:
+    out = []
+    index = {v: i for i, v in enumerate(nodes)}
+    for a, b in sorted(examined):
+        choice = kb.sepsets.get((a, b))
+        if choice is None or a not in index or b not in index:
+            continue
+        ia, ib = index[a], index[b]
+        for ic in np.flatnonzero((marks[ia] != NONE) & (marks[ib] != NONE)):
+            if marks[ia, ic] == ARROW and marks[ib, ic] == ARROW and nodes[ic] not in choice["set"]:
+                out.append((a, nodes[ic], b))
+    return out
+
+
+def _orient_randomly(nodes: list[int], marks: np.ndarray, t: int, seed: int) -> list[int]:
+    """The paper's completion: orient T's undirected edges at random, never closing a cycle."""
+    rng = np.random.default_rng([seed, t])
+    i = nodes.index(t)
+    done = []
+    for v in _undirected_at(nodes, marks, t):
+        j = nodes.index(v)
+        if marks[i, j] != TAIL or marks[j, i] != TAIL:
+            continue  # oriented by Meek after an earlier random choice
+        first = (i, j) if rng.random() < 0.5 else (j, i)
+        for a, b in (first, first[::-1]):
+            if not _reaches(marks, b, a):
+                marks[a, b], marks[b, a] = ARROW, TAIL
+                break
+        done.append(v)
+        graph = Graph(tuple(map(str, nodes)), marks, "LOCAL")
+        apply_meek(graph, mode="complete")
+        marks[:] = graph.marks
+    return done
+
+
+def _reaches(marks: np.ndarray, start: int, goal: int) -> bool:
+    """Is there a directed path start --> ... --> goal?"""
+    directed = (marks == ARROW) & (marks.T == TAIL)
+    seen, stack = {start}, [start]
+    while stack:
+        u = stack.pop()
+        if u == goal:
+            return True
+        for w in np.flatnonzero(directed[u]):
+            if int(w) not in seen:
+                seen.add(int(w))
+                stack.append(int(w))
+    return False
+
+
+# ============================================================================ answering
+def sepset_queries(job: SepsetJob) -> list[tuple[int, int, tuple[int, ...]]]:
+    """The tests of one separating-set job, in ``itertools.combinations`` order."""
+    a, b, pool, level = job
+    return [(a, b, z) for z in combinations(pool, level)]
+
+
+def answer_prune(
+    oracle: CIOracle, jobs: Sequence[PruneJob], alpha: float, stable: bool, first: int = 4
+) -> list[tuple[int, ...]]:
+    """One client's kept candidates per job: PCsimple's layer with its own tests.
+
+    The result is exactly a sequential replay (:func:`apply_layer`), but tests are fetched in
+    batches: each pass replays every job, treating unknown p-values as "dependent" to carry on,
+    and every candidate that met an unknown test gets its next tests (in scan order, a prefix that
+    at least doubles) in ONE oracle batch. A candidate removed early thus costs few tests beyond
+    the one that removed it, and the number of batches grows with log(tests per candidate).
+    """
+    scans: dict[tuple[int, int], list] = {}
+    for j, (v, cpc, lv) in enumerate(jobs):
+        for x in cpc:
+            others = [u for u in cpc if u != x]
+            scans[(j, x)] = [normalise_query(x, v, z) for z in combinations(others, lv)]
+    position = {key: {q: i for i, q in enumerate(qs)} for key, qs in scans.items()}
+    fetched = dict.fromkeys(scans, 0)
+    known: dict = {}
+    while True:
+        short: dict[tuple[int, int], int] = {}
+        kept_lists = []
+        for j, (v, cpc, lv) in enumerate(jobs):
+
+            def pvalue(q, j=j, v=v, short=short):
+                if q in known:
+                    return known[q]
+                key = (j, q[1] if q[0] == v else q[0])
+                short.setdefault(key, position[key][q])
+                return 0.0  # speculative "dependent"; this pass is replayed after the fetch
+
+            kept_lists.append(tuple(apply_layer(v, cpc, lv, pvalue, alpha, stable)[0]))
+        if not short:
+            return kept_lists
+        batch = []
+        for key, at in short.items():
+            stop = min(len(scans[key]), max(2 * fetched[key], at + first))
+            batch.extend(q for q in scans[key][at:stop] if q not in known)
+            fetched[key] = stop
+        batch = list(dict.fromkeys(batch))
+        known.update(zip(batch, oracle.test_batch(batch).tolist(), strict=True))
+
+
+def answer_sepsets(oracle: CIOracle, jobs: Sequence[SepsetJob], alpha: float) -> np.ndarray:
+    """One client's p-values of every job's subsets, NaN where not independent (not revealed)."""
+    queries = [q for job in jobs for q in sepset_queries(job)]
+    if not queries:
+        return np.zeros(0)
+    pvalues = oracle.test_batch(queries)
+    return np.where(pvalues > alpha, pvalues, np.nan)
+
+
+def choose_sepsets(
+    jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float
+) -> list[SepChoice | None]:
+    """Per job, the largest p over (subsets, clients) of a ``clients x tests`` matrix."""
+    out: list[SepChoice | None] = []
+    start = 0
+    for job in jobs:
+        subsets = list(combinations(job[2], job[3]))
+        pick = max_pvalue_choice(pvalues[:, start : start + len(subsets)], alpha)
+        start += len(subsets)
+        out.append(None if pick is None else (subsets[pick[0]], pick[2], pick[1]))
+    return out
+
+
+def local_structure(
+    oracle: CIOracle, targets: Sequence[int], options: LCSOptions
+) -> tuple[dict[int, LocalStructure], Knowledge]:
+    """Run the whole search against one oracle (one site, or pooled data): LCS without votes."""
+    steps = lcs_search(oracle.n_vars, targets, options)
+    try:
+        request = next(steps)
+        while True:
+            if isinstance(request, PruneRequest):
+                answer = answer_prune(oracle, request.jobs, options.alpha, options.stable)
+            else:
+                values = answer_sepsets(oracle, request.jobs, options.alpha)[None, :]
+                answer = choose_sepsets(request.jobs, values, options.alpha)
+            request = steps.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+# ============================================================================ strategy
+def parse_targets(target: str | int | Sequence, variables: Sequence[str]) -> list[int]:
+    """Target names (or indices) -> indices; ``"all"`` = every variable; comma-separated allowed."""
+    if target is None or target == "":
+        raise ValueError("fedlcs needs the option 'target' (a variable name, names, or 'all')")
+    if isinstance(target, str):
+        if target.strip() == "all":
+            return list(range(len(variables)))
+        items: list = [s.strip() for s in target.split(",") if s.strip()]
+    elif isinstance(target, int):
+        items = [target]
+    else:
+        items = list(target)
+    out = []
+    for item in items:
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            if not 0 <= int(item) < len(variables):
+                raise KeyError(f"target index {item} is out of range for {len(variables)} vars")
+            out.append(int(item))
+        elif str(item) in variables:
+            out.append(list(variables).index(str(item)))
+        else:
+            raise KeyError(f"target {item!r} is not a variable; the clients have {list(variables)}")
+    return list(dict.fromkeys(out))
+
+
+class FedLCSStrategy(DiscreteMethodStrategy):
+    """FedLCS server: see the module docstring for rules, ties and the wire protocol."""
+
+    name = "fedlcs"
+
+    def __init__(
+        self,
+        target: str | int | Sequence = "",
+        ratio: float | str = 0.4,
+        lcs: LCSOptions | None = None,
+        **common: Any,
+    ):
+        super().__init__(**common)
+        vote_threshold(ratio, 1)
+        self.target_option = target
+        self.ratio = ratio
+        self.options = lcs or LCSOptions(alpha=self.alpha)
+        if self.options.alpha != self.alpha:
+            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
+        self.targets: list[int] = []
+        self.steps: Generator | None = None
+        self.request: PruneRequest | SepsetRequest | None = None
+        self.results: dict[int, LocalStructure] | None = None
+        self.knowledge: Knowledge | None = None
+        self.client_tests: dict[int, int] = {}
+        self.stage_rounds = {"prune": 0, "sepsets": 0}
+        self.session = uuid.uuid4().hex  # scopes the clients' test caches to this run
+
+    def next_request(self) -> Request | None:
+        if self.results is not None:
+            return None
+        if self.steps is None:
+            self.start()
+            self.targets = parse_targets(self.target_option, self.variables)
+            self.steps = lcs_search(len(self.variables), self.targets, self.options)
+            self._advance(None)
+        if self.request is None:
+            return None
+        payload = {**self.base_payload(), "session": self.session}
+        if isinstance(self.request, PruneRequest):
+            jobs = [[v, list(cpc), lv] for v, cpc, lv in self.request.jobs]
+            return Request("lcs_prune", {**payload, "jobs": jobs, "stable": self.options.stable})
+        jobs = [[a, b, list(pool), lv] for a, b, pool, lv in self.request.jobs]
+        return Request("lcs_sepsets", {**payload, "jobs": jobs})
+
+    def _advance(self, answer: list | None) -> None:
+        try:
+            self.request = next(self.steps) if answer is None else self.steps.send(answer)
+        except StopIteration as stop:
+            self.request = None
+            self.results, self.knowledge = stop.value
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        for r in replies:
+            self.client_tests[r.client] = self.client_tests.get(r.client, 0) + int(
+                r.meta.get("tests", 0)
+            )
+        if request.action == "lcs_prune":
+            answer = self._vote(replies)
+            self.stage_rounds["prune"] += 1
+            self.annotate(stage="flske", variables=len(answer))
+        else:
+            jobs = self.request.jobs
+            n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
+            values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
+            answer = choose_sepsets(jobs, values, self.alpha)
+            clients = [r.client for r in replies]
+            answer = [None if a is None else (a[0], a[1], clients[a[2]]) for a in answer]
+            self.stage_rounds["sepsets"] += 1
+            self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
+        self._advance(answer)
+
+    def _vector(self, reply: Reply, n: int, dtype) -> np.ndarray:
+        values = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+        if values.shape != (n,):
+            raise ClientProtocolError(
+                f"client {reply.client} sent {values.shape} values, expected {n} for "
+                f"this {self.request.__class__.__name__}"
+            )
+        return values.astype(dtype)
+
+    def _vote(self, replies: list[Reply]) -> list[tuple[int, ...]]:
+        jobs = self.request.jobs
+        n = sum(len(cpc) for _, cpc, _ in jobs)
+        flags = [self._vector(r, n, np.int64) for r in replies]
+        for r, f in zip(replies, flags, strict=True):
+            if not np.isin(f, (0, 1)).all():
+                raise ClientProtocolError(f"client {r.client} sent keep flags other than 0/1")
+        votes = np.sum(flags, axis=0)
+        keep = votes >= vote_threshold(self.ratio, len(replies))
+        out, start = [], 0
+        for _, cpc, _ in jobs:
+            flags = keep[start : start + len(cpc)]
+            out.append(tuple(v for v, k in zip(cpc, flags, strict=True) if k))
+            start += len(cpc)
+        return out
+
+    def result_payload(self) -> dict:
+        names = self.variables
+        kb = self.knowledge
+
+        def named(items: Iterable[int]) -> list[str]:
+            return [names[v] for v in items]
+
+        per_target = {}
+        for t in self.targets:
+            s = self.results[t]
+            per_target[names[t]] = {
+                "parents": named(s.parents),
+                "children": named(s.children),
+                "undirected": named(s.undirected),
+                "pc_flske": named(kb.pc[t]),
+                "graph": s.graph(names).to_json(),
+                "colliders": [named(c) for c in s.colliders],
+                "undecided_pairs": [named(p) for p in s.undecided_pairs],
+                "extension_depth_reached": s.depth_reached,
+                "randomly_oriented": named(s.randomly_oriented),
+            }
+        first = self.results[self.targets[0]]
+        return {
+            "graph": first.graph(names),
+            "variables": named(first.nodes),
+            "target": names[first.target],
+            "parents": per_target[names[first.target]]["parents"],
+            "children": per_target[names[first.target]]["children"],
+            "undirected": per_target[names[first.target]]["undirected"],
+            "targets": per_target,
+            "ratio": str(self.ratio),
+            "options": {k: getattr(self.options, k) for k in self.options.__dataclass_fields__},
+            "skeleton_layers": {
+                names[v]: [
+                    {
+                        "level": lv["level"],
+                        "candidates": lv["candidates"],
+                        "removed": named(lv["removed"]),
+                    }
+                    for lv in layers
+                ]
+                for v, layers in sorted(kb.layers.items())
+            },
+            "pc_sets": {names[v]: named(pc) for v, pc in sorted(kb.pc.items())},
+            "consistent_sepsets": {
+                f"{names[a]}|{names[b]}": None
+                if c is None
+                else {
+                    "set": named(c["set"]),
+                    "p": c["p"],
+                    "client": c["client"],
+                    "level": c["level"],
+                }
+                for (a, b), c in sorted(kb.sepsets.items())
+            },
+            "stage_rounds": dict(self.stage_rounds),
+            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+            "tests": int(sum(self.client_tests.values())),
+        }
+
+
+def full_graph(local: Graph, names: Sequence[str]) -> Graph:
+    """Embed a ``LOCAL`` graph into all ``names`` (untouched pairs: no edge), e.g. for metrics."""
+    marks = np.zeros((len(names), len(names)), dtype=np.int8)
+    idx = [list(names).index(v) for v in local.names]
+    marks[np.ix_(idx, idx)] = local.marks
+    return Graph(tuple(names), marks, "LOCAL")
+
+
+def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = options.get(key)
+    if value in (None, ""):
+        return default
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"option {key!r} must be true or false, got {value!r}")
+        return value.lower() in ("true", "1")
+    return bool(value)
+
+
+def _int(options: Mapping[str, Any], key: str, default: int) -> int:
+    value = options.get(key)
+    return default if value in (None, "") else int(value)
+
+
+def lcs_options(options: Mapping[str, Any]) -> LCSOptions:
+    """:class:`LCSOptions` from run options (``max_depth`` is FLSke's maximum layer)."""
+    common = parse_common(options)
+    return LCSOptions(
+        alpha=common["alpha"],
+        max_level=6 if common["max_depth"] is None else common["max_depth"],
+        stable=_flag(options, "stable", False),
+        stop_unchanged=_flag(options, "stop_unchanged", True),
+        sep_depth=_int(options, "sep_depth", 3),
+        sep_stop=str(options.get("sep_stop") or "after_found"),
+        extension_depth=_int(options, "extension_depth", 2),
+        random_orient=_flag(options, "random_orient", False),
+        seed=_int(options, "seed", 0),
+    )
+
+
+def make_strategy(options: dict) -> FedLCSStrategy:
+    """From run options: ``target, ratio, alpha, test, max_depth, stable, stop_unchanged,
+    sep_depth, sep_stop, extension_depth, random_orient, seed``."""
+    return FedLCSStrategy(
+        target=options.get("target", ""),
+        ratio=0.4 if options.get("ratio") in (None, "") else options["ratio"],
+        lcs=lcs_options(options),
+        **parse_common(options),
+    )
+
+
+def make_client(partition_id, data, options):
+    from fedcausal_flwr.clients.fedlcs import FedLCSClient
+
+    return FedLCSClient(partition_id, data)
+
+
+register_method(
+    "fedlcs",
+    make_strategy,
+    make_client,
+    description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
+)
+
+__all__ = [
+    "FedLCSStrategy",
+    "Knowledge",
+    "LCSOptions",
+    "LocalStructure",
+    "answer_prune",
+    "answer_sepsets",
+    "choose_sepsets",
+    "full_graph",
+    "lcs_options",
+    "lcs_search",
+    "local_structure",
+    "parse_targets",
+]
