@@ -377,10 +377,9 @@ def test_prune_level_is_one_level_of_the_pc_skeleton(alarm_oracle, alarm_pc):
 
 # ============================================================================ Ray engine
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fedpc-vote", "pc-vote", "pooled"])
+@pytest.mark.parametrize("method", ["fedpc-vote", "pc-vote", "pc-cit-vote", "local", "pooled"])
 def test_ray_engine_gives_the_inprocess_result(method):
-    """One Ray run per wire format: prune/pvalues (fedpc-vote, also pc/fci-cit-vote's action),
-    local_graph (pc/fci-vote, local) and raw_data (pooled)."""
+    """One Ray run per method family (fedpc-vote, pc-vote, pc-cit-vote, local, pooled)."""
     net = load_network("asia")
     parts = make_partition(net.sample(3_000, seed=8), 3, "iid", 0).clients
     inprocess = run_method(method, parts, {}, backend="inprocess")
