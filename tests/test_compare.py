@@ -209,9 +209,7 @@ def test_cli_compare_and_experiment_list(tmp_path, capsys):
 
 
 def test_experiment_synthetic_clients_quick(tmp_path, capsys):
-    start = time.perf_counter()
     assert run_experiment("fedc2sl-synthetic-clients", quick=True, out=tmp_path) == 0
-    elapsed = time.perf_counter() - start
     text = capsys.readouterr().out
     assert "PC-Voting" in text and "paper (d=50; ours d=10)" in text
     assert "2.8" in text  # the paper's PC-Voting number at K = 2 is printed beside ours
@@ -220,15 +218,19 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
     # pooled PC and exact FedPC agree run by run
     pivot = frame.pivot_table(index=["K", "seed"], columns="method", values="shd")
     assert (pivot["pooled"] == pivot["fedpc:ci=exact"]).all()
-    assert elapsed < 60
 
 
 def test_experiment_sachs_quick(capfd):
     """Needs ../shared/data/sachs next to the repository (as in CI) and experiments/."""
     assert SACHS.is_dir() and (experiments_dir() / "fedc2sl_sachs.py").is_file()
-    start = time.perf_counter()
     assert run_experiment("fedc2sl-sachs", quick=True) == 0
-    elapsed = time.perf_counter() - start
     text = capfd.readouterr().out
     assert "paper SHD(cl0128)" in text and "15.70" in text and "settings the paper" in text
-    assert elapsed < 60
+
+
+def test_experiment_fedlcs_quick(capfd):
+    assert run_experiment("fedlcs-benchmarks", quick=True) == 0
+    text = capfd.readouterr().out
+    for method in ("fedlcs", "lcs-avg", "lcs-best", "lcs-pooled", "fedpc-vote"):
+        assert f" {method} " in text
+    assert "tests" in text
