@@ -1,0 +1,61 @@
+"""fedCI client: local GLM blocks (information, score, log-likelihood) at the server's coefficients.
+
+Mirror of :mod:`fedcausal_flwr.strategies.fedci`. A model whose variables the client does not hold,
+or whose site list excludes it, gets zeros. Encodings and private intercepts (``site_effect=
+"private"``, never sent) are cached per data frame for the life of the frame, because Flower
+rebuilds the client object for every message.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.data.schema import DataError, Schema
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.stats.glm import ClientTable, local_contribution, n_global_params
+from fedcausal_flwr.strategies.fedci import model_from_row
+
+_TABLES: dict[int, tuple[weakref.ref, Schema, ClientTable]] = {}
+
+
+def cached_table(data, schema: Schema, partition_id: int) -> ClientTable:
+    """One :class:`ClientTable` per (frame, schema), released with the frame."""
+    hit = _TABLES.get(id(data))
+    if hit is not None and hit[0]() is data and hit[1] == schema:
+        return hit[2]
+    table = ClientTable(data, schema, f"client {partition_id}")
+    frame_id = id(data)
+    forget = _TABLES.pop  # bound now: module globals may be gone when the frame dies at exit
+    _TABLES[frame_id] = (weakref.ref(data, lambda _: forget(frame_id, None)), schema, table)
+    return table
+
+
+class FedCIClient(ProtocolClient):
+    """One site's data; see the strategy module for the ``glm`` action."""
+
+    @action("glm")
+    def glm(self, payload: dict, arrays: list[np.ndarray]):
+        schema = Schema.from_json(payload["schema"])
+        table = cached_table(self.data, schema, self.partition_id)
+        betas = np.asarray(arrays[0], dtype=np.float64)
+        parts, offset = [], 0
+        for row in payload["models"]:
+            model = model_from_row(row)
+            size = n_global_params(model, schema)
+            try:
+                parts.append(
+                    local_contribution(
+                        table, self.partition_id, model, betas[offset : offset + size]
+                    )
+                )
+            except DataError as err:
+                raise ProtocolError(self.partition_id, str(err)) from err
+            offset += size
+        if offset != betas.size:
+            raise ProtocolError(
+                self.partition_id, f"got {betas.size} coefficients for models needing {offset}"
+            )
+        return [np.concatenate(parts + [np.zeros(0)])], {}

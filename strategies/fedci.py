@@ -1,0 +1,284 @@
+"""fedCI (Hahn et al.): PC or FCI on mixed data with a federated GLM likelihood-ratio CI test.
+
+The server drives the batched PC/FCI engine of :mod:`fedcausal_flwr.discovery`. For each batch of
+CI tests it fits the four GLMs of every test (x~S, x~y+S, y~S, y~x+S) by federated Newton/IRLS
+(:mod:`fedcausal_flwr.stats.glm`): **one Flower round per IRLS iteration, all unfinished models of
+all tests of the batch advancing in the same round**, so rounds grow with iterations, not with
+tests x iterations. A test uses only the clients observing ``{x, y} + S`` (non-identical variable
+sets); the others send nothing for it, and the result records which took part.
+
+Wire protocol (after ``hello``):
+
+========  =====================================================  ==============================
+action    payload + arrays                                       reply (not summed by SecAgg)
+========  =====================================================  ==============================
+``glm``   ``schema`` (JSON), ``models``: rows                    float64: the packed blocks of
+          ``[response, predictors, site_effect, sites]``;        every model, concatenated
+          array 0: the models' coefficient vectors, concatenated ``[obj, ll, rss, n, Hb+g, H]``
+========  =====================================================  ==============================
+
+The server sums the replies in partition order (plain float sums). SecAgg+ needs a fixed-point
+encoding of these floats (not done yet). What the server learns: the schema, every model's
+coefficients at every iteration (including fixed site coefficients for ``site_effect="fixed"``),
+the summed information matrices, scores, log-likelihoods, RSS and row counts of each model.
+
+``schema``: a :class:`~fedcausal_flwr.data.schema.Schema` JSON string. Without it, kinds come from
+the hello dtypes (float -> continuous, bool -> binary, anything else categorical over the union of
+levels); ordinal variables therefore need an explicit schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.data.schema import Schema, VariableSpec
+from fedcausal_flwr.discovery.driver import StepRunner, with_cache
+from fedcausal_flwr.discovery.fci import fci_steps
+from fedcausal_flwr.discovery.pc import pc_steps
+from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.stats.glm import (
+    SITE_EFFECTS,
+    CITestResult,
+    GLMModel,
+    NewtonState,
+    new_state,
+    packed_size,
+    result_from_states,
+    test_models,
+)
+from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.strategies.base import ProtocolStrategy
+
+ALGORITHMS = ("pc", "fci")
+
+
+def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
+    """Kinds from the hello dtypes, levels as the union (see the module docstring)."""
+    specs: dict[str, VariableSpec] = {}
+    for pid in sorted(info):
+        for col in info[pid].columns:
+            dtype = info[pid].dtypes[col]
+            if dtype.lower().startswith("float"):
+                kind, levels = "continuous", None
+            elif dtype.lower().startswith("bool"):
+                kind, levels = "binary", (False, True)
+            else:
+                if info[pid].levels.get(col) is None:
+                    raise ValueError(
+                        f"client {pid} column {col!r} (dtype {dtype}) reports no level set; pass "
+                        "an explicit schema"
+                    )
+                kind = "categorical"
+                old = specs[col].levels if col in specs else ()
+                levels = tuple(sorted(set(old) | set(info[pid].levels[col]), key=str))
+            if col in specs and specs[col].kind != kind:
+                raise ValueError(f"column {col!r} has different kinds on different clients")
+            specs[col] = VariableSpec(col, kind, levels)
+    return Schema(tuple(specs.values()))
+
+
+def model_row(model: GLMModel) -> list:
+    return [model.response, list(model.predictors), model.site_effect, list(model.sites)]
+
+
+def model_from_row(row: list) -> GLMModel:
+    response, predictors, site_effect, sites = row
+    return GLMModel(str(response), tuple(predictors), str(site_effect), tuple(map(int, sites)))
+
+
+class FedCIStrategy(ProtocolStrategy):
+    """fedCI-PC (``algorithm="pc"``) or fedCI-FCI (``algorithm="fci"``) on mixed data."""
+
+    name = "fedci"
+
+    def __init__(
+        self,
+        algorithm: str = "pc",
+        alpha: float = 0.05,
+        max_depth: int | None = None,
+        site_effect: str = "none",
+        ridge: float = 0.0,
+        tol: float = 1e-5,
+        max_iter: int = 25,
+        schema: Schema | str | None = None,
+        engine_options: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        if site_effect not in SITE_EFFECTS:
+            raise ValueError(f"unknown site_effect {site_effect!r}; use one of {SITE_EFFECTS}")
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        self.name = f"fedci-{algorithm}"
+        self.algorithm, self.alpha, self.max_depth = algorithm, float(alpha), max_depth
+        self.site_effect, self.ridge = site_effect, float(ridge)
+        self.fit_options = {"tol": float(tol), "max_iter": int(max_iter)}
+        self.schema = Schema.from_json(schema) if isinstance(schema, str) else schema
+        self.engine_options = dict(engine_options or {})
+        self.cache: dict[Query, float] = {}
+        self.tests: dict[Query, CITestResult] = {}
+        self.runner: StepRunner | None = None
+        self.batches: list[dict] = []
+        self._fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
+        self._rounds_in_batch = 0
+        self._names: list[str] = []
+
+    # ------------------------------------------------------------------ set-up
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        for pid in sorted(info):
+            for col in info[pid].columns:
+                if info[pid].n_missing.get(col, 0):
+                    raise ValueError(
+                        f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing "
+                        "values; fedCI needs complete columns (drop the column on that client)"
+                    )
+        if self.schema is None:
+            self.schema = schema_from_hello(info)
+        for pid in sorted(info):
+            unknown = [c for c in info[pid].columns if c not in self.schema.names]
+            if unknown:
+                raise ValueError(f"client {pid} columns {unknown} are not in the schema")
+
+    def _start(self) -> None:
+        self._names = list(self.schema.names)
+        if self.algorithm == "pc":
+            steps = pc_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
+        else:
+            steps = fci_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
+        self.runner = StepRunner(with_cache(steps, self.cache))
+
+    def _open_batch(self) -> None:
+        self._fits = []
+        self._rounds_in_batch = 0
+        for query in self.runner.pending:
+            x, y, s = (self._names[query[0]], self._names[query[1]],
+                       [self._names[v] for v in query[2]])  # fmt: skip
+            needed = [x, y, *s]
+            clients = tuple(
+                pid
+                for pid in self.alive_clients
+                if set(needed) <= set(self.client_info[pid].columns)
+            )
+            if not clients:
+                raise ValueError(
+                    f"CI test {x} _||_ {y} | {s}: no client observes all of {needed}; the engine "
+                    "asked a test the federation cannot answer"
+                )
+            models = test_models(x, y, s, self.site_effect, clients)
+            states = [new_state(m, self.schema, self.ridge, **self.fit_options) for m in models]
+            self._fits.append((query, states, clients))
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.runner is None:
+            self._start()
+        if self.runner.done:
+            return None
+        if not self._fits:
+            self._open_batch()
+        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+        payload = {"schema": self.schema.to_json(), "models": [model_row(s.model) for s in pending]}
+        betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
+        return Request("glm", payload, arrays=[betas])
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+        total = None
+        for reply in replies:  # partition order: deterministic float sums
+            vec = np.asarray(reply.arrays[0], dtype=np.float64)
+            total = vec if total is None else total + vec
+        offset = 0
+        for s in pending:
+            size = packed_size(s.n_params)
+            s.update(total[offset : offset + size])
+            offset += size
+        self._rounds_in_batch += 1
+        self.annotate(batch=len(self.batches), models=len(pending))
+        if any(not s.done for _, states, _ in self._fits for s in states):
+            return
+        pvalues = []
+        for query, states, clients in self._fits:
+            x, y = self._names[query[0]], self._names[query[1]]
+            s = [self._names[v] for v in query[2]]
+            res = result_from_states(x, y, s, states, self.schema, clients, self._rounds_in_batch)
+            self.tests[query] = res
+            pvalues.append(res.p_value)
+        self.batches.append(
+            {"round": self.current_round, "tests": len(self._fits), "rounds": self._rounds_in_batch}
+        )
+        self._fits = []
+        self.runner.answer(np.asarray(pvalues, dtype=float))
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        # A batch restarts with the survivors so no model mixes client sets.
+        if self._fits:
+            self._fits = []
+            self.retract_request()
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        result = self.runner.result
+        names = result.graph.names
+        return {
+            "graph": result.graph,
+            "variables": list(names),
+            "tests": len(self.cache),
+            "batches": self.batches,
+            "ci_tests": [
+                {
+                    "x": r.x,
+                    "y": r.y,
+                    "given": list(r.given),
+                    "p_value": r.p_value,
+                    "df": list(r.df),
+                    "clients": list(r.clients),
+                    "n": r.n,
+                }  # fmt: skip
+                for r in self.tests.values()
+            ],
+        }
+
+
+def make_strategy(options: dict) -> FedCIStrategy:
+    """Build from run options (``flwr run`` config or :func:`fedcausal_flwr.run` keywords)."""
+    engine = {}
+    for key in ("collider_rule", "possible_dsep", "rules", "pds_max_size"):
+        if options.get(key) not in (None, ""):
+            engine[key] = options[key]
+    depth = options.get("max_depth")
+    schema = options.get("schema")
+    return FedCIStrategy(
+        algorithm=options.get("algorithm", "pc"),
+        alpha=float(options.get("alpha", 0.05)),
+        max_depth=None if depth in (None, "", -1) else int(depth),
+        site_effect=options.get("site_effect", "none"),
+        ridge=float(options.get("ridge", 0.0)),
+        tol=float(options.get("tol", 1e-5)),
+        max_iter=int(options.get("max_iter", 25)),
+        schema=None if schema in (None, "") else schema,
+        engine_options=engine,
+    )
+
+
+def _make_client(partition_id, data, options):
+    from fedcausal_flwr.clients.fedci import FedCIClient
+
+    return FedCIClient(partition_id, data)
+
+
+register_method(
+    "fedci-pc",
+    lambda options: make_strategy({**options, "algorithm": "pc"}),
+    _make_client,
+    description="fedCI: PC-stable with a federated GLM likelihood-ratio test on mixed data",
+)
+register_method(
+    "fedci-fci",
+    lambda options: make_strategy({**options, "algorithm": "fci"}),
+    _make_client,
+    description="fedCI: FCI with a federated GLM likelihood-ratio test on mixed data",
+)
