@@ -235,30 +235,7 @@ def partition_hash(part: Partition | Sequence[pd.DataFrame]) -> str:
 def execute_run(spec: RunSpec) -> dict[str, Any]:
     """Run one spec and return its record; an exception becomes ``status="failed"``."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    record: dict[str, Any] = {
-        "record_version": RECORD_VERSION,
-        "key": spec.key,
-        "method": spec.method,
-        "run_method": spec.registered_method,
-        "network": spec.network,
-        "n": spec.samples,
-        "K": spec.clients,
-        "partition": spec.partition,
-        "seed": spec.seed,
-        "options": {k: v for k, v in sorted(spec.run_options.items())},
-        "partition_options": dict(spec.partition_options),
-        "backend": spec.backend,
-        "status": "failed",
-        "error": "",
-        "data_hash": "",
-        "metrics": {},
-        "derived": {},
-        "rounds": 0,
-        "bytes_up": 0,
-        "bytes_down": 0,
-        "wall_s": 0.0,
-        "result": None,
-    }
+    record = failed_record(spec, "")
     started = time.perf_counter()
     try:
         from fedcausal_flwr.api import run
@@ -429,8 +406,8 @@ def run_sweep(
     return len(pending), n_skipped, bar.failed
 
 
-def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
-    """The record of a run whose worker failed outside :func:`execute_run` (e.g. it died)."""
+def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:
+    """A run's record before (or without) a result: ``status="failed"`` with ``error``."""
     return {
         "record_version": RECORD_VERSION,
         "key": spec.key,
@@ -445,7 +422,7 @@ def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
         "partition_options": dict(spec.partition_options),
         "backend": spec.backend,
         "status": "failed",
-        "error": f"worker failed: {type(err).__name__}: {err}",
+        "error": error,
         "data_hash": "",
         "metrics": {},
         "derived": {},
@@ -455,6 +432,11 @@ def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
         "wall_s": 0.0,
         "result": None,
     }
+
+
+def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
+    """The record of a run whose worker failed outside :func:`execute_run` (e.g. it died)."""
+    return failed_record(spec, f"worker failed: {type(err).__name__}: {err}")
 
 
 # ============================================================================ tables

@@ -632,64 +632,80 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         return out
 
     def result_payload(self) -> dict:
-        names = self.variables
-        kb = self.knowledge
-
-        def named(items: Iterable[int]) -> list[str]:
-            return [names[v] for v in items]
-
-        per_target = {}
-        for t in self.targets:
-            s = self.results[t]
-            per_target[names[t]] = {
-                "parents": named(s.parents),
-                "children": named(s.children),
-                "undirected": named(s.undirected),
-                "pc_flske": named(kb.pc[t]),
-                "graph": s.graph(names).to_json(),
-                "colliders": [named(c) for c in s.colliders],
-                "undecided_pairs": [named(p) for p in s.undecided_pairs],
-                "extension_depth_reached": s.depth_reached,
-                "randomly_oriented": named(s.randomly_oriented),
-            }
-        first = self.results[self.targets[0]]
         return {
-            "graph": first.graph(names),
-            "variables": named(first.nodes),
-            "target": names[first.target],
-            "parents": per_target[names[first.target]]["parents"],
-            "children": per_target[names[first.target]]["children"],
-            "undirected": per_target[names[first.target]]["undirected"],
-            "targets": per_target,
+            **structure_payload(self.variables, self.targets, self.results, self.knowledge),
             "ratio": str(self.ratio),
-            "options": {k: getattr(self.options, k) for k in self.options.__dataclass_fields__},
-            "skeleton_layers": {
-                names[v]: [
-                    {
-                        "level": lv["level"],
-                        "candidates": lv["candidates"],
-                        "removed": named(lv["removed"]),
-                    }
-                    for lv in layers
-                ]
-                for v, layers in sorted(kb.layers.items())
-            },
-            "pc_sets": {names[v]: named(pc) for v, pc in sorted(kb.pc.items())},
-            "consistent_sepsets": {
-                f"{names[a]}|{names[b]}": None
-                if c is None
-                else {
-                    "set": named(c["set"]),
-                    "p": c["p"],
-                    "client": c["client"],
-                    "level": c["level"],
-                }
-                for (a, b), c in sorted(kb.sepsets.items())
-            },
+            "options": options_dict(self.options),
             "stage_rounds": dict(self.stage_rounds),
             "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
             "tests": int(sum(self.client_tests.values())),
         }
+
+
+def options_dict(options: LCSOptions) -> dict[str, Any]:
+    """The options as a plain dict (payloads, results); ``LCSOptions(**d)`` rebuilds them."""
+    return {k: getattr(options, k) for k in options.__dataclass_fields__}
+
+
+def structure_payload(
+    names: Sequence[str],
+    targets: Sequence[int],
+    results: Mapping[int, LocalStructure],
+    kb: Knowledge,
+) -> dict:
+    """Result fields shared by ``fedlcs`` and ``lcs-pooled``: per-target structure + knowledge."""
+
+    def named(items: Iterable[int]) -> list[str]:
+        return [names[v] for v in items]
+
+    per_target = {}
+    for t in targets:
+        s = results[t]
+        per_target[names[t]] = {
+            "parents": named(s.parents),
+            "children": named(s.children),
+            "undirected": named(s.undirected),
+            "pc_flske": named(kb.pc[t]),
+            "graph": s.graph(names).to_json(),
+            "colliders": [named(c) for c in s.colliders],
+            "undecided_pairs": [named(p) for p in s.undecided_pairs],
+            "extension_depth_reached": s.depth_reached,
+            "randomly_oriented": named(s.randomly_oriented),
+        }
+    first = results[targets[0]]
+    main = per_target[names[first.target]]
+    return {
+        "graph": first.graph(names),
+        "variables": named(first.nodes),
+        "target": names[first.target],
+        "parents": main["parents"],
+        "children": main["children"],
+        "undirected": main["undirected"],
+        "targets": per_target,
+        "skeleton_layers": {
+            names[v]: [
+                {
+                    "level": lv["level"],
+                    "candidates": lv["candidates"],
+                    "removed": named(lv["removed"]),
+                }
+                for lv in layers
+            ]
+            for v, layers in sorted(kb.layers.items())
+        },
+        "pc_sets": {names[v]: named(pc) for v, pc in sorted(kb.pc.items())},
+        "consistent_sepsets": {
+            f"{names[a]}|{names[b]}": None
+            if c is None
+            else {
+                "set": named(c["set"]),
+                "p": c["p"],
+                "client": c["client"],
+                "level": c["level"],
+            }
+            for (a, b), c in sorted(kb.sepsets.items())
+        },
+    }
 
 
 def full_graph(local: Graph, names: Sequence[str]) -> Graph:
