@@ -15,8 +15,13 @@ import numpy as np
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.stats.glm import ClientTable, local_contribution, n_global_params
-from fedcausal_flwr.strategies.fedci import model_from_row
+from fedcausal_flwr.stats.glm import (
+    ClientTable,
+    ci_test_inprocess,
+    local_contribution,
+    n_global_params,
+)
+from fedcausal_flwr.strategies.fedci import encode_fixed, model_from_row
 
 _TABLES: dict[int, tuple[weakref.ref, Schema, ClientTable]] = {}
 
@@ -58,4 +63,33 @@ class FedCIClient(ProtocolClient):
             raise ProtocolError(
                 self.partition_id, f"got {betas.size} coefficients for models needing {offset}"
             )
-        return [np.concatenate(parts + [np.zeros(0)])], {}
+        blocks = np.concatenate(parts + [np.zeros(0)])
+        if "fixed" not in payload:
+            return [blocks], {}
+        fraction_bits, bits, limbs = (int(v) for v in payload["fixed"])
+        try:
+            return [encode_fixed(blocks, fraction_bits, bits, limbs)], {}
+        except OverflowError as err:
+            models = [row[0] for row in payload["models"]]
+            raise ProtocolError(
+                self.partition_id, f"fixed-point encoding of the GLM blocks of {models}: {err}"
+            ) from err
+
+    @action("local_lrt")
+    def local_lrt(self, payload: dict, arrays: list[np.ndarray]):
+        """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
+        schema = Schema.from_json(payload["schema"])
+        table = cached_table(self.data, schema, self.partition_id)
+        options = {"tol": float(payload["tol"]), "max_iter": int(payload["max_iter"])}
+        pvalues = np.full(len(payload["tests"]), np.nan)
+        sizes = np.zeros(len(payload["tests"]), dtype=np.int64)
+        for i, (x, y, given) in enumerate(payload["tests"]):
+            if not table.observes([x, y, *given]):
+                continue
+            try:
+                res = ci_test_inprocess([table], x, y, given, "none", float(payload["ridge"]),
+                                        **options)  # fmt: skip
+            except DataError as err:
+                raise ProtocolError(self.partition_id, str(err)) from err
+            pvalues[i], sizes[i] = res.p_value, res.n
+        return [pvalues, sizes], {}

@@ -13,3 +13,10 @@ def run(*args, **kwargs):
     from fedcausal_flwr.api import run as _run
 
     return _run(*args, **kwargs)
+
+
+def citest(*args, **kwargs):
+    """See :func:`fedcausal_flwr.citest.citest` (imported lazily)."""
+    from fedcausal_flwr.citest import citest as _citest
+
+    return _citest(*args, **kwargs)

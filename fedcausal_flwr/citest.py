@@ -7,6 +7,8 @@ batches the same way, for local engine runs and as the reference of the Flower s
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Sequence
 
 import numpy as np
@@ -115,3 +117,14 @@ class FedCIOracle(CIOracle):
             self.results[q] = res
             out.append(res.p_value)
         return np.asarray(out, dtype=float)
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this submodule rebinds ``fedcausal_flwr.citest`` to it (Python sets the package
+    attribute), so the module itself forwards calls: ``fedcausal_flwr.citest(...)`` always works."""
+
+    def __call__(self, *args, **kwargs) -> CITestResult:
+        return citest(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

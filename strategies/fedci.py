@@ -17,10 +17,25 @@ action    payload + arrays                                       reply (not summ
           array 0: the models' coefficient vectors, concatenated ``[obj, ll, rss, n, Hb+g, H]``
 ========  =====================================================  ==============================
 
-The server sums the replies in partition order (plain float sums). SecAgg+ needs a fixed-point
-encoding of these floats (not done yet). What the server learns: the schema, every model's
+With ``encoding="float"`` the server sums the float64 replies in partition order. With
+``encoding="fixed"`` (the default whenever the run is secure) the ``glm`` request is a secure
+(summed) request and the payload also carries ``fixed = [f, b, L]``: every client rounds each float
+``v`` to the integer ``q = round(v * 2**f)`` and sends it as ``L`` balanced base-``2**b`` digits
+(``q = sum_j d_j 2**(b j)``, ``|d_j| <= 2**(b-1) <= C``), digit-major, as one int64 vector. ``b``
+is the largest width whose digits respect the runtime's exact-sum bound ``C`` (``n * 2C < 2**32``),
+so SecAgg+ sums every digit exactly and the server rebuilds ``sum_k q_k`` (float64, Horner) and
+divides by ``2**f``. Precision lost: at most ``n_clients * 2**-(f+1)`` absolute per summed entry
+(defaults ``f = 30``: < 5e-10 per client) plus float64 rounding; a value with
+``|v| >= 2**(b L - 1 - f)`` cannot be encoded and the client fails with a clear error naming the
+model (raise ``fixed_limbs``). What the server learns: the schema, every model's
 coefficients at every iteration (including fixed site coefficients for ``site_effect="fixed"``),
 the summed information matrices, scores, log-likelihoods, RSS and row counts of each model.
+
+``ci="fisher"`` (baseline, PC or FCI): the ``local_lrt`` action with payload ``schema``,
+``tests`` (rows ``[x, y, S]``), ``ridge``, ``tol``, ``max_iter``; each client runs the same
+symmetric LRT on its own rows and replies with one float64 vector of p-values (nan where it lacks a
+variable). The server combines them by Fisher's method, one round per batch; it learns every local
+p-value (not securely summable).
 
 ``schema``: a :class:`~fedcausal_flwr.data.schema.Schema` JSON string. Without it, kinds come from
 the hello dtypes (float -> continuous, bool -> binary, anything else categorical over the union of
@@ -44,6 +59,7 @@ from fedcausal_flwr.stats.glm import (
     CITestResult,
     GLMModel,
     NewtonState,
+    fisher_combine,
     new_state,
     packed_size,
     result_from_states,
@@ -53,6 +69,51 @@ from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 ALGORITHMS = ("pc", "fci")
+ENCODINGS = ("auto", "float", "fixed")
+CI_TESTS = ("fedci", "fisher")
+FIXED_FRACTION_BITS = 30
+FIXED_LIMBS = 3
+
+
+def digit_bits(clip: int) -> int:
+    """Largest ``b`` with balanced base-``2**b`` digits (``|d| <= 2**(b-1)``) within ``clip``."""
+    if clip < 1:
+        raise ValueError(f"secure bound must be >= 1, got {clip}")
+    return int(clip).bit_length()  # 2**(b-1) <= clip < 2**b
+
+
+def encode_fixed(values: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
+    """Floats -> int64 digits (digit-major, ``limbs * len(values)``); exact float arithmetic.
+
+    Raises :class:`OverflowError` if some ``|round(v 2**f)|`` needs more than ``limbs`` digits.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise OverflowError("non-finite value in the GLM blocks")
+    q = np.rint(np.ldexp(values, fraction_bits))  # integral float, exact (power-of-two scaling)
+    base = float(2**bits)
+    digits = np.empty((limbs, q.size), dtype=np.int64)
+    for j in range(limbs):  # limbs is tiny (<= 4); the vectors are the work
+        high = np.rint(q / base)  # exact: q / base is a power-of-two scaling
+        low = q - high * base  # exact: an integer with |low| <= base / 2
+        digits[j] = low.astype(np.int64)
+        q = high
+    if np.any(q != 0):
+        worst = float(np.max(np.abs(values)))
+        raise OverflowError(
+            f"|value| up to {worst:.3g} does not fit {limbs} digits of {bits} bits at "
+            f"2**{fraction_bits} (limit ~2**{bits * limbs - 1 - fraction_bits}); raise fixed_limbs"
+        )
+    return digits.ravel()
+
+
+def decode_fixed(summed: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
+    """Summed digits -> float sums (Horner over digits, then ``/ 2**f``)."""
+    digits = np.asarray(summed, dtype=np.int64).reshape(limbs, -1).astype(np.float64)
+    total = np.zeros(digits.shape[1])
+    for j in reversed(range(limbs)):
+        total = total * 2.0**bits + digits[j]
+    return np.ldexp(total, -fraction_bits)
 
 
 def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
@@ -105,8 +166,24 @@ class FedCIStrategy(ProtocolStrategy):
         max_iter: int = 25,
         schema: Schema | str | None = None,
         engine_options: dict[str, Any] | None = None,
+        encoding: str = "auto",
+        fixed_fraction_bits: int = FIXED_FRACTION_BITS,
+        fixed_limbs: int = FIXED_LIMBS,
+        ci: str = "fedci",
     ):
         super().__init__()
+        if ci not in CI_TESTS:
+            raise ValueError(f"unknown ci {ci!r}; use one of {CI_TESTS}")
+        self.ci = ci
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}; use one of {ENCODINGS}")
+        if not 0 <= fixed_fraction_bits <= 60 or not 1 <= fixed_limbs <= 8:
+            raise ValueError(
+                f"fixed point needs 0 <= fixed_fraction_bits <= 60 and 1 <= fixed_limbs <= 8, got "
+                f"{fixed_fraction_bits} and {fixed_limbs}"
+            )
+        self.encoding = encoding
+        self.fixed_fraction_bits, self.fixed_limbs = int(fixed_fraction_bits), int(fixed_limbs)
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         if site_effect not in SITE_EFFECTS:
@@ -145,6 +222,10 @@ class FedCIStrategy(ProtocolStrategy):
 
     def _start(self) -> None:
         self._names = list(self.schema.names)
+        if self.encoding == "auto":
+            self.encoding = "fixed" if self.secure_mode else "float"
+        if self.encoding == "float" and self.secure_mode:
+            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
         if self.algorithm == "pc":
             steps = pc_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
         else:
@@ -170,6 +251,10 @@ class FedCIStrategy(ProtocolStrategy):
                 )
             models = test_models(x, y, s, self.site_effect, clients)
             states = [new_state(m, self.schema, self.ridge, **self.fit_options) for m in models]
+            if self.encoding == "fixed":  # quantisation must not look like a worse fit
+                noise = 16.0 * len(self.alive_clients) * 2.0**-self.fixed_fraction_bits
+                for state in states:
+                    state.objective_noise = noise
             self._fits.append((query, states, clients))
 
     # ------------------------------------------------------------------ protocol
@@ -178,17 +263,58 @@ class FedCIStrategy(ProtocolStrategy):
             self._start()
         if self.runner.done:
             return None
+        if self.ci == "fisher":
+            return self._fisher_request()
         if not self._fits:
             self._open_batch()
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
         payload = {"schema": self.schema.to_json(), "models": [model_row(s.model) for s in pending]}
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
+        if self.encoding == "fixed":
+            payload["fixed"] = list(self._fixed_format())
+            return Request("glm", payload, arrays=[betas], secure=True)
         return Request("glm", payload, arrays=[betas])
 
+    def _fixed_format(self) -> tuple[int, int, int]:
+        return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
+
+    def _fisher_request(self) -> Request:
+        rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
+                for q in self.runner.pending]  # fmt: skip
+        payload = {"schema": self.schema.to_json(), "tests": rows, "ridge": self.ridge,
+                   **self.fit_options}  # fmt: skip
+        return Request("local_lrt", payload)
+
+    def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
+        local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
+        sizes = np.vstack([np.asarray(r.arrays[1], dtype=np.int64) for r in replies])
+        pids = [r.client for r in replies]
+        pvalues = []
+        for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, request.payload["tests"],
+                                                   strict=True)):  # fmt: skip
+            took_part = np.isfinite(local[:, i])
+            if not took_part.any():
+                raise ValueError(f"CI test {x} _||_ {y} | {s}: no client observes all of them")
+            stat, df, p = fisher_combine(local[took_part, i])
+            clients = tuple(pid for pid, ok in zip(pids, took_part, strict=True) if ok)
+            n = int(sizes[took_part, i].sum())
+            self.tests[query] = CITestResult(x, y, tuple(s), p, float("nan"), float("nan"), stat,
+                                             stat, df, df, clients, n, 1)  # fmt: skip
+            pvalues.append(p)
+        self.batches.append({"round": self.current_round, "tests": len(pvalues), "rounds": 1})
+        self.annotate(batch=len(self.batches) - 1, tests=len(pvalues))
+        self.runner.answer(np.asarray(pvalues, dtype=float))
+
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == "local_lrt":
+            self._handle_fisher(request, replies)
+            return
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
         total = None
-        for reply in replies:  # partition order: deterministic float sums
+        if request.secure:
+            (summed,) = replies
+            total = decode_fixed(summed.arrays[0], *request.payload["fixed"])
+        for reply in replies if not request.secure else []:  # partition order: deterministic
             vec = np.asarray(reply.arrays[0], dtype=np.float64)
             total = vec if total is None else total + vec
         offset = 0
@@ -261,6 +387,10 @@ def make_strategy(options: dict) -> FedCIStrategy:
         max_iter=int(options.get("max_iter", 25)),
         schema=None if schema in (None, "") else schema,
         engine_options=engine,
+        encoding=options.get("encoding", "auto") or "auto",
+        fixed_fraction_bits=int(options.get("fixed_fraction_bits", FIXED_FRACTION_BITS)),
+        fixed_limbs=int(options.get("fixed_limbs", FIXED_LIMBS)),
+        ci=options.get("ci", "fedci") or "fedci",
     )
 
 

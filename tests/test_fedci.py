@@ -80,3 +80,89 @@ def test_citest_fisher_baseline(mixed):
     assert fisher.df == (6, 6) and fisher.clients == (0, 1, 2)
     with pytest.raises(ValueError, match="method"):
         citest(clients, "X1", "X4", method="pooled")
+
+
+def test_fixed_point_digits_sum_exactly_within_the_secure_bound():
+    from fedcausal_flwr.federation.messages import secure_clip
+    from fedcausal_flwr.strategies.fedci import decode_fixed, digit_bits, encode_fixed
+
+    rng = np.random.default_rng(0)
+    for n_clients in (3, 64):
+        clip = secure_clip(n_clients)
+        bits = digit_bits(clip)
+        assert 2 ** (bits - 1) <= clip < 2**bits
+        parts = [rng.normal(scale=10.0 ** rng.integers(-3, 9, 50)) for _ in range(n_clients)]
+        digits = [encode_fixed(v, 30, bits, 3) for v in parts]
+        assert all(np.max(np.abs(d)) <= clip for d in digits)
+        total = decode_fixed(np.sum(digits, axis=0), 30, bits, 3)
+        exact = np.sum(parts, axis=0)
+        assert np.max(np.abs(total - exact) - 1e-12 * np.abs(exact)) <= n_clients * 2.0**-31
+    with pytest.raises(OverflowError, match="fixed_limbs"):
+        encode_fixed(np.array([2.0**40]), 30, 25, 2)
+
+
+@pytest.mark.parametrize("site_effect", ["none", "private"])
+def test_fedci_secure_aggregation_matches_plain(mixed, site_effect):
+    clients, schema = mixed
+    options = {"schema": schema.dumps(), "site_effect": site_effect, "max_depth": 1}
+    plain = run_method("fedci-pc", clients, options, backend="inprocess")
+    secure = run_method("fedci-pc", clients, options, backend="inprocess", secure=True)
+    key = lambda t: (t["x"], t["y"], tuple(t["given"]))  # noqa: E731
+    expected = {key(t): t["p_value"] for t in plain.extra["ci_tests"]}
+    got = {key(t): t["p_value"] for t in secure.extra["ci_tests"]}
+    assert got.keys() == expected.keys()
+    for k, p in expected.items():  # fixed point (2**-30) costs < 1e-6 relative here
+        assert got[k] == pytest.approx(p, rel=1e-6, abs=1e-12)
+    assert secure.graph == plain.graph
+    assert secure.rounds == plain.rounds
+
+
+def test_cli_citest_on_csv_files(mixed, tmp_path, capsys):
+    from fedcausal_flwr.cli import main
+
+    clients, schema = mixed
+    paths = []
+    for k, df in enumerate(clients):
+        frame = df.drop(columns=["X5"]) if k == 1 else df
+        paths.append(str(tmp_path / f"site{k}.csv"))
+        frame.to_csv(paths[-1], index=False)
+    base = ["citest", "--data", *paths, "--x", "X1", "--y", "X3", "--given", "X2", "X5"]
+    assert main([*base, "--ordinal", "X3", "--site-effect", "fixed"]) == 0
+    out = capsys.readouterr().out
+    parts = [clients[0], clients[1].drop(columns=["X5"]), clients[2]]
+    ref = citest(parts, "X1", "X3", ["X2", "X5"], site_effect="fixed", schema=schema)
+    assert ref.clients == (0, 2)
+    p_line = next(line for line in out.splitlines() if line.startswith("p-value:"))
+    assert float(p_line.split()[1]) == pytest.approx(ref.p_value, rel=1e-5)
+    assert "X3: ordinal" in out and f"df {ref.df_x}" in out and f"{ref.statistic_x:.6g}" in out
+    assert f"2 of 3 took part, n = {ref.n}" in out and "skipped): " + paths[1] in out
+    # without --ordinal the integer column is categorical: another model, another p-value
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "X3: categorical" in out
+    assert main([*base, "--ordinal", "X9"]) == 2
+    assert "X9" in capsys.readouterr().err
+
+
+def test_package_exports_citest_lazily(mixed):
+    import fedcausal_flwr
+
+    clients, schema = mixed
+    res = fedcausal_flwr.citest(clients, "X1", "X2", ["X4"], schema=schema)
+    assert res.p_value == citest(clients, "X1", "X2", ["X4"], schema=schema).p_value
+
+
+def test_fedci_pc_fisher_baseline_matches_citest(mixed):
+    clients, schema = mixed
+    parts = [clients[0], clients[1].drop(columns=["X5"]), clients[2]]
+    options = {"schema": schema.dumps(), "ci": "fisher", "max_depth": 1}
+    result = run_method("fedci-pc", parts, options, backend="inprocess")
+    tests = result.extra["ci_tests"]
+    assert tests and result.rounds == 1 + len(result.extra["batches"])
+    for t in tests:
+        ref = citest(parts, t["x"], t["y"], t["given"], method="fisher", schema=schema)
+        assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
+        assert tuple(t["clients"]) == ref.clients and t["n"] == ref.n
+    assert any(len(t["clients"]) == 2 for t in tests)
+    with pytest.raises(ValueError, match="ci"):
+        run_method("fedci-pc", parts, {**options, "ci": "pooled"}, backend="inprocess")

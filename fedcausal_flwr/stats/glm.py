@@ -336,6 +336,7 @@ class NewtonState:
     tol: float = 1e-5
     max_iter: int = 25
     min_step: float = 1e-8
+    objective_noise: float = 0.0  # absolute noise of the summed objective (fixed-point sums)
     beta_eval: np.ndarray = field(init=False)
     beta: np.ndarray = field(init=False)
     loglik: float = field(init=False, default=float("nan"))
@@ -370,9 +371,8 @@ class NewtonState:
         if self.kind == "continuous":
             sigma2 = max(rss / n, 1e-300)
             objective = loglik = -0.5 * n * (np.log(2 * np.pi * sigma2) + 1)
-        if self.objective is not None and objective < self.objective - 1e-12 * (
-            1 + abs(self.objective)
-        ):
+        slack = max(1e-12 * (1 + abs(self.objective or 0.0)), self.objective_noise)
+        if self.objective is not None and objective < self.objective - slack:
             self._step *= 0.5
             if self._step <= self.min_step:
                 self.status = "bad_fit"
