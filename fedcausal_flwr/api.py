@@ -75,6 +75,18 @@ def truth_for(result_graph: Graph, dag: Graph, latent: Sequence[str] = ()) -> Gr
     return dag.subgraph(observed)
 
 
+def score_graph(result: Result, dag: Graph) -> dict[str, float]:
+    """Metrics of a result against the true DAG: whole-graph metrics against the truth of the
+    learned graph's kind, or FedLCS's local metrics of the target for a ``LOCAL`` graph."""
+    if result.graph.kind == "LOCAL":
+        from fedcausal_flwr.metrics import local_metrics
+        from fedcausal_flwr.strategies.fedlcs import full_graph
+
+        embedded = full_graph(result.graph, dag.names)
+        return local_metrics(embedded, dag, result.extra["target"])
+    return graph_metrics(result.graph, truth_for(result.graph, dag))
+
+
 def run(
     method: str = "fedpc",
     *,
@@ -137,7 +149,6 @@ def run(
         }
     )
     if dag is not None and result.graph is not None:
-        reference = truth_for(result.graph, dag)
-        result.metrics.update(graph_metrics(result.graph, reference))
+        result.metrics.update(score_graph(result, dag))
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     return result

@@ -46,6 +46,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         choices=["pc", "fci"],
         help="local / pooled: the search each client (or the server) runs",
     )
+    p.add_argument(
+        "--target", default=None, help="fedlcs: the target variable (a name, 'A,B' or 'all')"
+    )
+    p.add_argument(
+        "--site-effect",
+        default=None,
+        choices=["none", "fixed", "private"],
+        help="fedci-pc / fedci-fci: how client (site) effects enter the GLMs",
+    )
     p.add_argument("--network", default="alarm", help="benchmark network (see `networks`)")
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--clients", type=int, default=10)
@@ -80,7 +89,15 @@ def _run(args: argparse.Namespace) -> int:
         "alpha": args.alpha,
         "sketch_length": args.sketch_length,
     }
-    for key in ("max_depth", "ratio", "orientation", "sep_depth", "algorithm"):
+    for key in (
+        "max_depth",
+        "ratio",
+        "orientation",
+        "sep_depth",
+        "algorithm",
+        "target",
+        "site_effect",
+    ):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     data = from_csv_files(args.data) if args.data else None

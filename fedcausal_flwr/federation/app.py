@@ -145,12 +145,11 @@ def score(result, truth: str, network: str) -> None:
     any other non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
     if not truth or result.graph is None:
         return
-    from fedcausal_flwr.api import read_truth, truth_for
+    from fedcausal_flwr.api import read_truth, score_graph
     from fedcausal_flwr.data.networks import load_network
-    from fedcausal_flwr.metrics import graph_metrics
 
     dag = load_network(network).dag if truth == "network" else read_truth(truth, result.variables)
-    result.metrics.update(graph_metrics(result.graph, truth_for(result.graph, dag)))
+    result.metrics.update(score_graph(result, dag))
 
 
 def _client_fn(context: Context):
