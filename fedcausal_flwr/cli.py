@@ -14,9 +14,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="fedpc", help="registered method (see `methods`)")
     p.add_argument(
         "--ci",
-        default="exact",
-        choices=["exact", "secure", "sketch"],
-        help="federated CI test: exact sums, SecAgg+ sums, or the FedC2SL sketch",
+        default=None,
+        choices=["exact", "secure", "sketch", "fedci", "fisher"],
+        help="fedpc/fedfci: exact sums (default), SecAgg+ sums, the FedC2SL sketch, fedCI's "
+        "GLM tests on mixed data, or Fisher's combination of local tests",
     )
     p.add_argument("--test", default="chi2", choices=["chi2", "g2", "fisherz"])
     p.add_argument("--alpha", type=float, default=0.05)
@@ -83,13 +84,9 @@ def _run(args: argparse.Namespace) -> int:
     from fedcausal_flwr.api import run
     from fedcausal_flwr.data.partition import from_csv_files
 
-    options = {
-        "ci": args.ci,
-        "test": args.test,
-        "alpha": args.alpha,
-        "sketch_length": args.sketch_length,
-    }
+    options = {"test": args.test, "alpha": args.alpha, "sketch_length": args.sketch_length}
     for key in (
+        "ci",
         "max_depth",
         "ratio",
         "orientation",

@@ -14,6 +14,8 @@ CI modes (``ci``):
   server computes expected counts ``E`` and broadcasts them with a projection seed; (2) summed
   projected residuals ``P (T_k - E/K) / sqrt(E)`` (fixed point, 8 fractional bits); Li's
   geometric-mean estimator per stratum gives the chi2 statistic. Two rounds per batch.
+* ``fedci`` / ``fisher``: mixed data; the run is handed to :mod:`fedcausal_flwr.strategies.fedci`
+  (federated IRLS likelihood-ratio tests, or Fisher's combination of local tests).
 * Gaussian data (``test="fisherz"``): one round of summed moments ``n, sum x, sum x x^T``; every
   Fisher-z test then runs on the server (exact mode only: SecAgg+ sums 32-bit integers).
 
@@ -312,7 +314,25 @@ def make_strategy(options: dict) -> FedC2SLStrategy:
     )
 
 
+GLM_TESTS = ("fedci", "fisher")  # routed to the fedCI strategy (mixed data)
+
+
+def _strategy_for(algorithm: str):
+    def make(options: dict):
+        if options.get("ci") in GLM_TESTS:
+            from fedcausal_flwr.strategies.fedci import make_strategy as fedci_strategy
+
+            return fedci_strategy({**options, "algorithm": algorithm})
+        return make_strategy({**options, "algorithm": algorithm})
+
+    return make
+
+
 def _make_client(partition_id, data, options):
+    if options.get("ci") in GLM_TESTS:
+        from fedcausal_flwr.clients.fedci import FedCIClient
+
+        return FedCIClient(partition_id, data)
     from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
 
     return FedC2SLClient(partition_id, data)
@@ -320,13 +340,15 @@ def _make_client(partition_id, data, options):
 
 register_method(
     "fedpc",
-    lambda options: make_strategy({**options, "algorithm": "pc"}),
+    _strategy_for("pc"),
     _make_client,
-    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2/Fisher-z test",
+    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2/Fisher-z test "
+    "(--ci fedci|fisher: fedCI's GLM tests on mixed data)",
 )
 register_method(
     "fedfci",
-    lambda options: make_strategy({**options, "algorithm": "fci"}),
+    _strategy_for("fci"),
     _make_client,
-    description="FedC2SL's FedFCI: FCI with a federated chi2/G2/Fisher-z test",
+    description="FedC2SL's FedFCI: FCI with a federated chi2/G2/Fisher-z test "
+    "(--ci fedci|fisher: fedCI's GLM tests on mixed data)",
 )
