@@ -7,18 +7,25 @@ Per network and number of clients N (IID split of ``--samples`` rows, seed ``--s
 every node with at least one parent or child (a seeded sample of ``--max-targets`` on larger
 networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
 
-* ``fedlcs``: one federated run for all targets together (shared PC-set cache, batched rounds);
-* ``lcs-avg`` / ``lcs-best``: the same search run by each client alone on its rows
-  (:func:`~fedcausal_flwr.strategies.fedlcs.local_structure`); avg = mean over clients of the
-  per-client target means; best = max F1 and min SHD over clients, chosen independently with the
-  truth (an oracle, digest A16);
-* ``lcs-pooled``: the same search on the pooled rows (LCS-All, not private);
+* ``fedlcs``: one federated run for all targets together (shared PC-set cache, batched rounds),
+  one row per ``--sep-stops`` rule (default ``after_found``, the method's default, and
+  ``first_found``, which stops a pair's separating-set search at the first level where some
+  client found independence: the max over more clients x levels x subsets otherwise picks
+  spurious high-p sets that contain a collider, so F1 falls with N);
+* ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
+  ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
+  search run by each client alone on its rows; avg = mean over clients of the per-client target
+  means; best = the client with the highest mean F1, chosen with the truth (an oracle, digest
+  A16);
+* ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private);
 * ``fedpc-vote``: global layer-wise voting FedPC (ratio 0.4, max-p orientation); the target's
   incident edges are read off its global graph.
 
 Metrics per target (:func:`~fedcausal_flwr.metrics.local_metrics`): arrowhead F1 and local SHD,
-averaged over targets. ``time_s`` is wall time for all targets; ``tests`` counts CI tests computed
-by the clients (summed). The first block compares ONE target on ALARM with a global run.
+averaged over targets. ``time_s`` is wall time for all targets (per client for -avg); ``tests``
+counts CI tests computed by the clients (summed; per client for -avg). The first block runs
+FedLCS for ONE target at a time on ALARM with 5 clients (HR and ``--compare-targets`` - 1 more,
+with the median) against global ``fedpc-vote`` and exact ``fedpc`` runs.
 """
 
 from __future__ import annotations
@@ -36,12 +43,7 @@ from fedcausal_flwr.data.partition import split_iid  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.metrics import local_metrics  # noqa: E402
-from fedcausal_flwr.stats.oracles import DiscreteOracle  # noqa: E402
-from fedcausal_flwr.strategies.fedlcs import LCSOptions, full_graph, local_structure  # noqa: E402
-
-
-def codes_of(frame, variables) -> np.ndarray:
-    return np.column_stack([frame[v].cat.codes.to_numpy() for v in variables]).astype(np.int64)
+from fedcausal_flwr.strategies.fedlcs import full_graph, lcs_local_summary  # noqa: E402
 
 
 def fedpc_tests(result) -> int:
@@ -49,8 +51,19 @@ def fedpc_tests(result) -> int:
     return per_layer + result.extra["orientation_tests"] * len(result.extra["layers"][0]["clients"])
 
 
-def structure_graph(structure, names) -> Graph:
-    return full_graph(structure.graph(names), names)
+def timed(method: str, parts, options: dict):
+    started = time.perf_counter()
+    result = run_method(method, parts, options, backend="inprocess")
+    return result, time.perf_counter() - started
+
+
+def score_targets(result, targets: list[str], net) -> dict[str, float]:
+    """Per-target graphs of a ``fedlcs`` / ``lcs-pooled`` result, scored against the truth."""
+    names = list(net.variables)
+    graphs = {
+        t: full_graph(Graph.from_json(result.extra["targets"][t]["graph"]), names) for t in targets
+    }
+    return score(graphs, net.dag)
 
 
 def score(graphs: dict[str, Graph], truth: Graph) -> dict[str, float]:
@@ -70,22 +83,47 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
     return names
 
 
-def one_target_vs_global(samples: int, clients: int, alpha: float, seed: int) -> None:
+def targets_vs_global(samples: int, clients: int, alpha: float, seed: int, n_targets: int) -> None:
+    """FedLCS for ONE target at a time (HR and more) vs one global run, CI tests and wall time.
+
+    FedLCS and fedpc-vote count tests computed by the clients (summed over clients). Exact
+    FedC2SL ``fedpc`` computes every distinct server-side test once from secure-summed client
+    tables: ``tests`` distinct tests, i.e. ``tests x clients`` per-client tables computed.
+    """
     net = load_network("alarm")
     parts = split_iid(net.sample(samples, seed=seed), clients, seed=seed).clients
-    target = "HR"
-    started = time.perf_counter()
-    lcs = run_method("fedlcs", parts, {"target": target, "alpha": alpha}, backend="inprocess")
-    lcs_s = time.perf_counter() - started
+    targets = ["HR"] + [t for t in pick_targets(net, n_targets, seed) if t != "HR"][: n_targets - 1]
+    print(f"ALARM x {samples}, {clients} clients, one FedLCS run per target:")
+    counts, times = [], []
+    for target in targets:
+        started = time.perf_counter()
+        lcs = run_method("fedlcs", parts, {"target": target, "alpha": alpha}, backend="inprocess")
+        times.append(time.perf_counter() - started)
+        counts.append(lcs.extra["tests"])
+        scores = local_metrics(full_graph(lcs.graph, net.variables), net.dag, target)
+        print(
+            f"  fedlcs {target:<14} tests {counts[-1]:>7}  time {times[-1]:6.2f} s  "
+            f"rounds {lcs.rounds:>3}  F1 {scores['f1']:.3f}  SHD {scores['shd']}"
+        )
+    print(
+        f"  fedlcs median over {len(targets)} targets: tests {int(np.median(counts))}, "
+        f"time {np.median(times):.2f} s (max {max(counts)} tests, {max(times):.2f} s)"
+    )
     started = time.perf_counter()
     glob = run_method("fedpc-vote", parts, {"alpha": alpha, "ratio": 0.4}, backend="inprocess")
     glob_s = time.perf_counter() - started
-    print(f"ALARM x {samples}, {clients} clients, target {target}:")
-    print(f"  fedlcs      tests {lcs.extra['tests']:>8}  time {lcs_s:7.2f} s  rounds {lcs.rounds}")
-    print(f"  fedpc-vote  tests {fedpc_tests(glob):>8}  time {glob_s:7.2f} s  rounds {glob.rounds}")
-    truth = net.dag
-    print(f"  fedlcs {local_metrics(full_graph(lcs.graph, net.variables), truth, target)}")
-    print(f"  fedpc-vote {local_metrics(glob.graph, truth, target)}")
+    print(
+        f"  fedpc-vote (global)  tests {fedpc_tests(glob):>7}  time {glob_s:6.2f} s  "
+        f"rounds {glob.rounds}"
+    )
+    started = time.perf_counter()
+    exact = run_method("fedpc", parts, {"alpha": alpha}, backend="inprocess")
+    exact_s = time.perf_counter() - started
+    distinct = exact.extra["tests"]
+    print(
+        f"  fedpc (global, exact FedC2SL)  distinct tests {distinct}, per-client tables "
+        f"{distinct * clients}  time {exact_s:6.2f} s  rounds {exact.rounds}"
+    )
 
 
 def main() -> None:
@@ -100,99 +138,71 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-global", action="store_true", help="skip the global fedpc-vote run")
     parser.add_argument(
-        "--quick", action="store_true", help="CI-sized: alarm, N = 3, 5, 10 targets"
+        "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
+    )
+    parser.add_argument(
+        "--sep-stops",
+        nargs="+",
+        default=["after_found", "first_found"],
+        help="fedlcs rows, one per separating-set stop rule (LCSOptions.sep_stop)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI-sized: alarm, N = 3, 5, 10 targets (5 in the one-target block)",
     )
     args = parser.parse_args()
     if args.quick:
         args.networks, args.clients, args.max_targets = ["alarm"], [3, 5], 10
+        args.compare_targets = min(args.compare_targets, 5)
 
-    one_target_vs_global(args.samples, 5, args.alpha, args.seed)
-    options = LCSOptions(alpha=args.alpha)
+    targets_vs_global(args.samples, 5, args.alpha, args.seed, args.compare_targets)
     header = (
-        f"{'network':<10} {'N':>3} {'method':<11} {'F1':>6} {'SHD':>6} {'time_s':>8} {'tests':>9}"
+        f"{'network':<10} {'N':>3} {'method':<22} {'F1':>6} {'SHD':>6} {'time_s':>8} {'tests':>9}"
     )
     print("\n" + header + "\n" + "-" * len(header))
     for name in args.networks:
         net = load_network(name)
-        names = list(net.variables)
         targets = pick_targets(net, args.max_targets, args.seed)
-        index = [names.index(t) for t in targets]
+        options = {"target": ",".join(targets), "alpha": args.alpha}
         pooled = net.sample(args.samples, seed=args.seed)
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
             rows = []
-            started = time.perf_counter()
-            fed = run_method(
-                "fedlcs",
-                parts,
-                {"target": ",".join(targets), "alpha": args.alpha},
-                backend="inprocess",
-            )
-            fed_s = time.perf_counter() - started
-            graphs = {
-                t: full_graph(Graph.from_json(fed.extra["targets"][t]["graph"]), names)
-                for t in targets
-            }
-            rows.append(("fedlcs", score(graphs, net.dag), fed_s, fed.extra["tests"]))
+            for stop in args.sep_stops:
+                label = "fedlcs" if stop == "after_found" else f"fedlcs[{stop}]"
+                fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop})
+                rows.append((label, score_targets(fed, targets, net), secs, fed.extra["tests"]))
 
-            per_client, local_s, local_tests = [], 0.0, 0
-            for part in parts:
-                oracle = DiscreteOracle(codes_of(part, names), net.cards, names, test="chi2")
-                started = time.perf_counter()
-                found, _ = local_structure(oracle, index, options)
-                local_s += time.perf_counter() - started
-                local_tests += oracle.n_computed
-                per_client.append(
-                    score({names[t]: structure_graph(s, names) for t, s in found.items()}, net.dag)
-                )
+            local, secs = timed("fedlcs-local", parts, options)
+            summary = lcs_local_summary(local, net.dag)
             rows.append(
                 (
                     "lcs-avg",
-                    {m: float(np.mean([c[m] for c in per_client])) for m in ("f1", "shd")},
-                    local_s / k,
-                    local_tests // k,
+                    summary["fedlcs-local-avg"],
+                    secs / k,
+                    local.extra["tests"] // k,
                 )
             )
-            rows.append(
-                (
-                    "lcs-best",
-                    {
-                        "f1": max(c["f1"] for c in per_client),
-                        "shd": min(c["shd"] for c in per_client),
-                    },
-                    float("nan"),
-                    0,
-                )
-            )
+            rows.append(("lcs-best", summary["fedlcs-local-best"], float("nan"), 0))
 
-            oracle = DiscreteOracle(codes_of(pooled, names), net.cards, names, test="chi2")
-            started = time.perf_counter()
-            found, _ = local_structure(oracle, index, options)
+            union, secs = timed("lcs-pooled", parts, options)
             rows.append(
-                (
-                    "lcs-pooled",
-                    score({names[t]: structure_graph(s, names) for t, s in found.items()}, net.dag),
-                    time.perf_counter() - started,
-                    oracle.n_computed,
-                )
+                ("lcs-pooled", score_targets(union, targets, net), secs, union.extra["tests"])
             )
             if not args.no_global:
-                started = time.perf_counter()
-                glob = run_method(
-                    "fedpc-vote", parts, {"alpha": args.alpha, "ratio": 0.4}, backend="inprocess"
-                )
-                glob_s = time.perf_counter() - started
+                glob, secs = timed("fedpc-vote", parts, {"alpha": args.alpha, "ratio": 0.4})
                 rows.append(
                     (
                         "fedpc-vote",
                         score({t: glob.graph for t in targets}, net.dag),
-                        glob_s,
+                        secs,
                         fedpc_tests(glob),
                     )
                 )
             for method, s, secs, tests in rows:
                 print(
-                    f"{name:<10} {k:>3} {method:<11} {s['f1']:6.3f} {s['shd']:6.2f} "
+                    f"{name:<10} {k:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "
                     f"{secs:8.2f} {tests:>9}",
                     flush=True,
                 )

@@ -28,7 +28,13 @@ p over (subsets, clients) with :func:`~fedcausal_flwr.strategies.fedpc_vote.max_
 ``>`` (lower levels win ties). ``sep_stop="first_empty"`` stops a pair at the first level where no
 client found an independent set (the paper's literal rule, which misses a collider whose ends are
 marginally dependent); the default ``"after_found"`` stops at the first empty level *after* a set
-was found. No set found: the triple stays undecided (never a collider). Pairs of all triples and
+was found; ``"first_found"`` stops at the first level where some client found one (PC's
+"first separating set"). The max over levels x subsets x clients favours spurious high p: with
+more, smaller clients a set containing a true collider (tests of low power, or df = 0 giving
+p = 1) wins over the lower-level true set, so ``after_found`` loses F1 as N grows (ALARM x 5000,
+10 targets: 0.838 at N = 3, 0.531 at N = 5, 0.326 at N = 10) where ``first_found`` keeps it
+(0.838, 0.838, 0.731) with fewer tests; the skeleton (PC sets) is the same at N = 3 and 5.
+No set found: the triple stays undecided (never a collider). Pairs of all triples and
 all targets are searched in the same rounds. Colliders (``T`` not in the set) are oriented in
 causal-learn's triple order without overwriting arrowheads, then Meek R1-R4
 (:func:`~fedcausal_flwr.graphs.orientation.orient_colliders`, ``apply_meek``).
@@ -80,11 +86,14 @@ from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Reque
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.orientation import apply_meek, orient_colliders, pair_key
+from fedcausal_flwr.metrics import local_metrics
+from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
+from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies.fedpc_vote import max_pvalue_choice, vote_threshold
 from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, parse_common
 
-SEP_STOPS = ("after_found", "first_empty")
+SEP_STOPS = ("after_found", "first_empty", "first_found")
 Pair = tuple[int, int]
 PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, level)
 SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, level)
@@ -245,6 +254,8 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
                 subset, p, client = answer
                 if best[key] is None or p > best[key]["p"]:
                     best[key] = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
+                if options.sep_stop == "first_found":
+                    continue
             if lv + 1 <= min(options.sep_depth, len(pool)):
                 level[key] = lv + 1
                 still.append(key)
@@ -425,7 +436,12 @@ def sepset_queries(job: SepsetJob) -> list[tuple[int, int, tuple[int, ...]]]:
 
 
 def answer_prune(
-    oracle: CIOracle, jobs: Sequence[PruneJob], alpha: float, stable: bool, first: int = 4
+    oracle: CIOracle,
+    jobs: Sequence[PruneJob],
+    alpha: float,
+    stable: bool,
+    first: int = 4,
+    growth: float = 2.0,
 ) -> list[tuple[int, ...]]:
     """One client's kept candidates per job: PCsimple's layer with its own tests.
 
@@ -434,6 +450,10 @@ def answer_prune(
     and every candidate that met an unknown test gets its next tests (in scan order, a prefix that
     at least doubles) in ONE oracle batch. A candidate removed early thus costs few tests beyond
     the one that removed it, and the number of batches grows with log(tests per candidate).
+    Tests that condition on a candidate scanned earlier whose fate is still open, or on one this
+    pass removed, are not fetched speculatively (with the on-the-fly pool the replay may never
+    ask them); the first open candidate of a job is always served, so every pass progresses.
+    ``first`` and ``growth`` set the prefix sizes (fewer tests vs fewer oracle batches).
     """
     scans: dict[tuple[int, int], list] = {}
     for j, (v, cpc, lv) in enumerate(jobs):
@@ -458,10 +478,25 @@ def answer_prune(
             kept_lists.append(tuple(apply_layer(v, cpc, lv, pvalue, alpha, stable)[0]))
         if not short:
             return kept_lists
+        removed = [set(cpc) - set(kept) for (_, cpc, _), kept in zip(jobs, kept_lists, strict=True)]
+        pending: dict[int, list[int]] = {}
+        for j, x in short:
+            pending.setdefault(j, []).append(x)
         batch = []
         for key, at in short.items():
-            stop = min(len(scans[key]), max(2 * fetched[key], at + first))
-            batch.extend(q for q in scans[key][at:stop] if q not in known)
+            j, x = key
+            # on the fly, a candidate scanned earlier whose fate is still open may leave the
+            # pool: defer tests that condition on it (the first open candidate never waits)
+            rank = {u: i for i, u in enumerate(jobs[j][1])}
+            unsure = set() if stable else {u for u in pending[j] if rank[u] < rank[x]}
+            if unsure and not unsure.isdisjoint(scans[key][at][2]):
+                continue
+            stop = min(len(scans[key]), max(math.ceil(growth * fetched[key]), at + first))
+            skip = removed[j] | unsure
+            batch.append(scans[key][at])  # the test the replay asked
+            batch.extend(
+                q for q in scans[key][at + 1 : stop] if q not in known and skip.isdisjoint(q[2])
+            )
             fetched[key] = stop
         batch = list(dict.fromkeys(batch))
         known.update(zip(batch, oracle.test_batch(batch).tolist(), strict=True))
@@ -708,6 +743,177 @@ def structure_payload(
     }
 
 
+# ============================================================================ baselines
+class LCSLocalStrategy(DiscreteMethodStrategy):
+    """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
+
+    One round (action ``lcs_local``, payload ``targets`` + ``lcs`` options): every client returns an
+    int8 ``n_targets x p x p`` stack, each slice the target's local graph embedded into all
+    variables (:func:`full_graph`). Nothing is combined: the main result is the lowest partition
+    id's, ``extra["client_graphs"]`` holds all, and :func:`lcs_local_summary` scores them
+    (``-avg`` and the oracle ``-best``, like ``local``'s :func:`local_summary`). The server
+    learns every client's local structures.
+    """
+
+    name = "fedlcs-local"
+
+    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
+        super().__init__(**common)
+        self.target_option = target
+        self.options = lcs or LCSOptions(alpha=self.alpha)
+        if self.options.alpha != self.alpha:
+            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
+        self.targets: list[int] = []
+        self.client_graphs: dict[int, dict[str, Graph]] = {}
+        self.client_tests: dict[int, int] = {}
+
+    def next_request(self) -> Request | None:
+        if self.client_graphs:
+            return None
+        self.start()
+        self.targets = parse_targets(self.target_option, self.variables)
+        payload = {**self.base_payload(), "targets": self.targets}
+        return Request("lcs_local", {**payload, "lcs": options_dict(self.options)})
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        p, names = len(self.variables), tuple(self.variables)
+        for r in replies:
+            stack = np.asarray(r.arrays[0]) if r.arrays else np.zeros(0)
+            if stack.shape != (len(self.targets), p, p):
+                raise ClientProtocolError(
+                    f"client {r.client} sent graphs of shape {stack.shape}, expected "
+                    f"{(len(self.targets), p, p)}"
+                )
+            if not np.isin(stack, (NONE, TAIL, ARROW)).all():
+                raise ClientProtocolError(f"client {r.client} sent unknown mark codes")
+            try:
+                graphs = {
+                    names[t]: Graph(names, m.astype(np.int8), "LOCAL")
+                    for t, m in zip(self.targets, stack, strict=True)
+                }
+            except ValueError as err:
+                raise ClientProtocolError(
+                    f"client {r.client} sent an invalid graph: {err}"
+                ) from None
+            self.client_graphs[r.client] = graphs
+            self.client_tests[r.client] = int(r.meta.get("tests", 0))
+        self.annotate(clients=len(replies))
+
+    def result_payload(self) -> dict:
+        main = self.client_graphs[min(self.client_graphs)]
+        first = self.variables[self.targets[0]]
+        per_target = {t: _incident(g, t) for t, g in main.items()}
+        return {
+            "graph": main[first],
+            "variables": list(self.variables),
+            "target": first,
+            **per_target[first],
+            "targets": per_target,
+            "main_graph": f"client {min(self.client_graphs)} (use lcs_local_summary for avg/best)",
+            "client_graphs": [
+                {"client": c, "targets": {t: g.to_json() for t, g in graphs.items()}}
+                for c, graphs in sorted(self.client_graphs.items())
+            ],
+            "options": options_dict(self.options),
+            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+            "tests": int(sum(self.client_tests.values())),
+        }
+
+
+def _incident(graph: Graph, target: str) -> dict[str, list[str]]:
+    """Parents, children and undirected neighbours of ``target`` in ``graph``."""
+    t = graph.index(target)
+    row, col = graph.marks[t], graph.marks[:, t]
+    pick = {
+        "parents": (col == ARROW) & (row == TAIL),
+        "children": (row == ARROW) & (col == TAIL),
+        "undirected": (row == TAIL) & (col == TAIL),
+    }
+    return {k: [graph.names[i] for i in np.flatnonzero(m)] for k, m in pick.items()}
+
+
+def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
+    """Score a ``fedlcs-local`` result: ``fedlcs-local-avg`` and ``fedlcs-local-best``.
+
+    Per client: the mean over targets of :func:`~fedcausal_flwr.metrics.local_metrics` against
+    the true DAG ``truth``. ``-avg`` is the mean of those over clients; ``-best`` is the client
+    with the highest mean F1 (ties: lowest partition id), an **oracle** (it needs the truth).
+    """
+    entries = result.extra.get("client_graphs")
+    if not entries or "targets" not in entries[0]:
+        raise KeyError(
+            f"result of method {result.method!r} has no per-target extra['client_graphs']; "
+            "lcs_local_summary needs a 'fedlcs-local' result"
+        )
+    scores = {}
+    for entry in entries:
+        rows = [
+            local_metrics(full_graph(Graph.from_json(g), truth.names), truth, t)
+            for t, g in entry["targets"].items()
+        ]
+        scores[int(entry["client"])] = {
+            k: float(np.mean([r[k] for r in rows])) for k in ("precision", "recall", "f1", "shd")
+        }
+    average = {
+        k: float(np.mean([s[k] for s in scores.values()])) for k in next(iter(scores.values()))
+    }
+    best_client = max(scores, key=lambda c: (scores[c]["f1"], -c))
+    best = {**scores[best_client], "client": best_client, "oracle": True}
+    return {"fedlcs-local-avg": average, "fedlcs-local-best": best}
+
+
+class LCSPooledStrategy(DiscreteMethodStrategy):
+    """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
+    raw (encoded) rows (action ``raw_data``, as ``pooled``) and the server runs the same search on
+    the union with one oracle (:func:`local_structure`): the upper bound for ``fedlcs``."""
+
+    name = "lcs-pooled"
+
+    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
+        super().__init__(**common)
+        self.target_option = target
+        self.options = lcs or LCSOptions(alpha=self.alpha)
+        if self.options.alpha != self.alpha:
+            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
+        self.targets: list[int] = []
+        self.rows: dict[int, int] = {}
+        self.found: tuple[dict[int, LocalStructure], Knowledge] | None = None
+        self.n_tests = 0
+
+    def next_request(self) -> Request | None:
+        if self.found is not None:
+            return None
+        self.start()
+        self.targets = parse_targets(self.target_option, self.variables)
+        return Request("raw_data", {"variables": self.variables, "levels": self.levels})
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        p = len(self.variables)
+        parts = []
+        for reply in replies:
+            codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
+            if codes.ndim != 2 or codes.shape[1] != p:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
+                )
+            parts.append(codes.astype(np.int64))
+            self.rows[reply.client] = int(codes.shape[0])
+        oracle = DiscreteOracle(np.concatenate(parts), self.cards, self.variables, test=self.test)
+        self.found = local_structure(oracle, self.targets, self.options)
+        self.n_tests = oracle.n_computed
+        self.annotate(rows=int(sum(self.rows.values())))
+
+    def result_payload(self) -> dict:
+        results, kb = self.found
+        return {
+            **structure_payload(self.variables, self.targets, results, kb),
+            "reference": "centralised: clients sent raw data (not private)",
+            "options": options_dict(self.options),
+            "rows": {str(c): n for c, n in sorted(self.rows.items())},
+            "tests": int(self.n_tests),
+        }
+
+
 def full_graph(local: Graph, names: Sequence[str]) -> Graph:
     """Embed a ``LOCAL`` graph into all ``names`` (untouched pairs: no edge), e.g. for metrics."""
     marks = np.zeros((len(names), len(names)), dtype=np.int8)
@@ -759,6 +965,20 @@ def make_strategy(options: dict) -> FedLCSStrategy:
     )
 
 
+def make_local_strategy(options: dict) -> LCSLocalStrategy:
+    """``fedlcs-local`` from run options (as ``fedlcs``, without ``ratio``)."""
+    return LCSLocalStrategy(
+        target=options.get("target", ""), lcs=lcs_options(options), **parse_common(options)
+    )
+
+
+def make_pooled_strategy(options: dict) -> LCSPooledStrategy:
+    """``lcs-pooled`` from run options (as ``fedlcs``, without ``ratio``)."""
+    return LCSPooledStrategy(
+        target=options.get("target", ""), lcs=lcs_options(options), **parse_common(options)
+    )
+
+
 def make_client(partition_id, data, options):
     from fedcausal_flwr.clients.fedlcs import FedLCSClient
 
@@ -771,9 +991,23 @@ register_method(
     make_client,
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
 )
+register_method(
+    "fedlcs-local",
+    make_local_strategy,
+    make_client,
+    description="each client alone runs the FedLCS search; see lcs_local_summary for avg/best",
+)
+register_method(
+    "lcs-pooled",
+    make_pooled_strategy,
+    make_client,
+    description="LCS-All, centralised reference (NOT private): raw data, the search on the union",
+)
 
 __all__ = [
     "FedLCSStrategy",
+    "LCSLocalStrategy",
+    "LCSPooledStrategy",
     "Knowledge",
     "LCSOptions",
     "LocalStructure",
@@ -781,8 +1015,11 @@ __all__ = [
     "answer_sepsets",
     "choose_sepsets",
     "full_graph",
+    "lcs_local_summary",
     "lcs_options",
     "lcs_search",
     "local_structure",
+    "options_dict",
     "parse_targets",
+    "structure_payload",
 ]

@@ -203,3 +203,141 @@ def test_batched_prune_equals_sequential_pcsimple_layer():
         assert got == want
         superset = {q for v, c, lv in jobs for q in layer_queries(v, c, lv)}
         assert sequential.n_computed <= batched.n_computed < len(superset)
+        # speculation is bounded: few tests beyond what the one-at-a-time replay needs
+        assert batched.n_computed <= 1.6 * sequential.n_computed
+
+
+# ============================================================================ baselines
+BASELINE_TARGETS = ["HR", "CO", "VENTLUNG"]
+
+
+@pytest.fixture(scope="module")
+def alarm_rows():
+    net = load_network("alarm")
+    return net, net.sample(3000, seed=2)
+
+
+def incident(extra):
+    return {t: (o["parents"], o["children"], o["undirected"]) for t, o in extra["targets"].items()}
+
+
+def test_one_client_baselines_equal_fedlcs(alarm_rows):
+    """With one client, per-client search, pooled search and the federation are the same run."""
+    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
+
+    net, frame = alarm_rows
+    options = {"target": ",".join(BASELINE_TARGETS)}
+    runs = {m: run_method(m, [frame], options) for m in ("fedlcs", "fedlcs-local", "lcs-pooled")}
+    want = incident(runs["fedlcs"].extra)
+    assert sorted(want) == sorted(BASELINE_TARGETS)
+    assert any(p or c for p, c, _ in want.values())  # something was oriented
+    assert incident(runs["fedlcs-local"].extra) == want
+    assert incident(runs["lcs-pooled"].extra) == want
+    assert runs["lcs-pooled"].extra["pc_sets"] == runs["fedlcs"].extra["pc_sets"]
+    summary = lcs_local_summary(runs["fedlcs-local"], net.dag)
+    avg, best = summary["fedlcs-local-avg"], summary["fedlcs-local-best"]
+    assert best["oracle"] and best["client"] == 0
+    assert {k: best[k] for k in avg} == avg
+
+
+def test_baselines_on_alarm_with_three_clients(alarm_rows):
+    """fedlcs-local: each client's graphs are its own local search; lcs-pooled: the search on the
+    union of the rows, after a raw_data round (labelled not private)."""
+    from fedcausal_flwr.clients.fedc2sl import encode_columns
+    from fedcausal_flwr.data.partition import split_iid
+    from fedcausal_flwr.graphs.graph import Graph
+    from fedcausal_flwr.stats.oracles import DiscreteOracle
+    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
+
+    net, frame = alarm_rows
+    names = list(net.variables)
+    parts = split_iid(frame, 3, seed=0).clients
+    levels = {v: sorted(frame[v].cat.categories.tolist()) for v in names}
+    targets = [names.index(t) for t in BASELINE_TARGETS]
+
+    def search(rows):
+        codes = encode_columns(rows, names, levels, 0)
+        oracle = DiscreteOracle(codes, [len(levels[v]) for v in names], names, "chi2")
+        return local_structure(oracle, targets, LCSOptions())[0]
+
+    options = {"target": ",".join(BASELINE_TARGETS)}
+    local = run_method("fedlcs-local", parts, options)
+    assert local.rounds == 2 and [e["kind"] for e in local.ledger] == ["hello", "lcs_local"]
+    per_client = {}
+    for entry, part in zip(local.extra["client_graphs"], parts, strict=True):
+        found = search(part)
+        for t in targets:
+            got = Graph.from_json(entry["targets"][names[t]])
+            assert got == full_graph(found[t].graph(names), names)
+        per_client[entry["client"]] = [
+            local_metrics(full_graph(found[t].graph(names), names), net.dag, names[t])["f1"]
+            for t in targets
+        ]
+    summary = lcs_local_summary(local, net.dag)
+    means = {c: float(np.mean(v)) for c, v in per_client.items()}
+    assert summary["fedlcs-local-avg"]["f1"] == pytest.approx(np.mean(list(means.values())))
+    assert summary["fedlcs-local-best"]["f1"] == pytest.approx(max(means.values()))
+    assert len(set(means.values())) > 1  # the clients differ: avg and best are not the same
+
+    pooled = run_method("lcs-pooled", parts, options)
+    assert [e["kind"] for e in pooled.ledger] == ["hello", "raw_data"]
+    assert "not private" in pooled.extra["reference"]
+    found = search(frame.iloc[np.concatenate([p.index.to_numpy() for p in parts])])
+    for t in targets:
+        out = pooled.extra["targets"][names[t]]
+        assert out["parents"] == [names[v] for v in found[t].parents]
+        assert out["children"] == [names[v] for v in found[t].children]
+        assert out["undirected"] == [names[v] for v in found[t].undirected]
+    with pytest.raises(KeyError, match="fedlcs-local"):
+        lcs_local_summary(pooled, net.dag)
+
+
+@pytest.mark.slow
+def test_ray_engine_gives_the_inprocess_result():
+    """Same structure, knowledge, rounds and ledger on Flower's Ray engine (3 clients)."""
+    from fedcausal_flwr.data.partition import split_iid
+
+    net = load_network("asia")
+    parts = split_iid(net.sample(3_000, seed=8), 3, seed=0).clients
+    options = {"target": "either,lung", "test": "g2"}
+    inprocess = run_method("fedlcs", parts, options, backend="inprocess")
+    on_ray = run_method("fedlcs", parts, options, backend="ray")
+    assert on_ray.graph == inprocess.graph
+    counts = ("client_tests", "tests")
+    assert {k: v for k, v in on_ray.extra.items() if k not in counts} == {
+        k: v for k, v in inprocess.extra.items() if k not in counts
+    }
+    # the client's cross-round test cache lives per data frame, which Ray may rebuild
+    assert on_ray.extra["tests"] >= inprocess.extra["tests"] > 0
+    assert on_ray.rounds == inprocess.rounds
+    assert on_ray.ledger == inprocess.ledger
+    assert on_ray.bytes_down == inprocess.bytes_down  # (bytes_up carry the test counts)
+
+
+def test_separating_set_stop_rules():
+    """Pair (0, 1), pool (2, 3): level 0 finds a set with p = 0.5, level 1 one with p = 0.9, level 2
+    none. after_found and first_empty keep the level-1 set (max over levels); first_found stops
+    at level 0 with the level-0 set."""
+    from fedcausal_flwr.strategies.fedlcs import Knowledge, SepsetRequest, _sepset_search
+
+    answers = {0: ((), 0.5, 0), 1: ((2,), 0.9, 1), 2: None}
+
+    def drive(stop):
+        kb = Knowledge()
+        steps = _sepset_search([((0, 1), (2, 3))], kb, LCSOptions(sep_stop=stop))
+        levels = []
+        try:
+            request = next(steps)
+            while True:
+                assert isinstance(request, SepsetRequest)
+                levels.append(request.jobs[0][3])
+                request = steps.send([answers[levels[-1]]])
+        except StopIteration:
+            return levels, kb.sepsets[(0, 1)]
+
+    levels, chosen = drive("after_found")
+    assert levels == [0, 1, 2] and chosen["set"] == (2,) and chosen["level"] == 1
+    levels, chosen = drive("first_found")
+    assert levels == [0] and chosen["set"] == () and chosen["p"] == 0.5
+    levels, chosen = drive("first_empty")
+    assert levels == [0, 1, 2] and chosen["set"] == (2,)
