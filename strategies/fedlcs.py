@@ -89,9 +89,8 @@ from fedcausal_flwr.graphs.orientation import apply_meek, orient_colliders, pair
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
-from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies.fedpc_vote import max_pvalue_choice, vote_threshold
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, parse_common
+from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, parse_common, pooled_oracle
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
 Pair = tuple[int, int]
@@ -888,17 +887,7 @@ class LCSPooledStrategy(DiscreteMethodStrategy):
         return Request("raw_data", {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        p = len(self.variables)
-        parts = []
-        for reply in replies:
-            codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
-            if codes.ndim != 2 or codes.shape[1] != p:
-                raise ClientProtocolError(
-                    f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
-                )
-            parts.append(codes.astype(np.int64))
-            self.rows[reply.client] = int(codes.shape[0])
-        oracle = DiscreteOracle(np.concatenate(parts), self.cards, self.variables, test=self.test)
+        oracle = pooled_oracle(replies, self.variables, self.cards, self.test, self.rows)
         self.found = local_structure(oracle, self.targets, self.options)
         self.n_tests = oracle.n_computed
         self.annotate(rows=int(sum(self.rows.values())))

@@ -276,6 +276,24 @@ class LocalStrategy(LocalGraphsStrategy):
         }
 
 
+def pooled_oracle(
+    replies: list[Reply], variables: list[str], cards, test: str, rows: dict[int, int]
+) -> DiscreteOracle:
+    """A centralised oracle over the clients' raw encoded rows (``raw_data`` replies, in partition
+    order); ``rows`` gets each client's row count."""
+    p = len(variables)
+    parts = []
+    for reply in replies:
+        codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
+        if codes.ndim != 2 or codes.shape[1] != p:
+            raise ClientProtocolError(
+                f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
+            )
+        parts.append(codes.astype(np.int64))
+        rows[reply.client] = int(codes.shape[0])
+    return DiscreteOracle(np.concatenate(parts), cards, variables, test=test)
+
+
 def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
     """Score every client graph of a ``local`` result: ``local-avg`` and ``local-best``.
 
@@ -386,17 +404,7 @@ class PooledStrategy(DiscreteMethodStrategy):
         return Request("raw_data", {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        p = len(self.variables)
-        parts = []
-        for reply in replies:
-            codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
-            if codes.ndim != 2 or codes.shape[1] != p:
-                raise ClientProtocolError(
-                    f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
-                )
-            parts.append(codes.astype(np.int64))
-            self.rows[reply.client] = int(codes.shape[0])
-        oracle = DiscreteOracle(np.concatenate(parts), self.cards, self.variables, test=self.test)
+        oracle = pooled_oracle(replies, self.variables, self.cards, self.test, self.rows)
         search = pc if self.algorithm == "pc" else fci
         self.result = search(oracle, self.alpha, max_depth=self.max_depth)
         self.annotate(rows=int(sum(self.rows.values())))
