@@ -67,17 +67,7 @@ def plot_metric_vs_clients(frame: pd.DataFrame, metric: str, path: str | Path) -
     )
     for ax, network in zip(axes[0], networks, strict=False):
         per_net = ok[ok["network"] == network]
-        for method, rows in per_net.groupby("method", sort=False):
-            stats = rows.groupby("K")[metric].agg(["mean", "std"]).sort_index()
-            ax.errorbar(
-                stats.index,
-                stats["mean"],
-                yerr=stats["std"].fillna(0.0),
-                marker="o",
-                capsize=3,
-                label=method,
-                linestyle="--" if method in DERIVED_METHODS else "-",
-            )
+        _method_lines(ax, per_net, metric)
         _k_axis(ax, per_net["K"])
         ax.set_title(network)
         ax.set_ylabel(metric)
@@ -85,6 +75,22 @@ def plot_metric_vs_clients(frame: pd.DataFrame, metric: str, path: str | Path) -
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _method_lines(ax, per_net: pd.DataFrame, column: str) -> None:
+    """One error-bar line per method: mean +- sd of ``column`` over seeds, against K (derived
+    rows such as local-avg dashed)."""
+    for method, rows in per_net.groupby("method", sort=False):
+        stats = rows.groupby("K")[column].agg(["mean", "std"]).sort_index()
+        ax.errorbar(
+            stats.index,
+            stats["mean"],
+            yerr=stats["std"].fillna(0.0),
+            marker="o",
+            capsize=3,
+            label=method,
+            linestyle="--" if method in DERIVED_METHODS else "-",
+        )
 
 
 def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -103,16 +109,7 @@ def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
             (("rounds", "rounds"), ("bytes_total", "bytes up + down"))
         ):
             ax = axes[row][col]
-            for method, rows in per_net.groupby("method", sort=False):
-                stats = rows.groupby("K")[column].agg(["mean", "std"]).sort_index()
-                ax.errorbar(
-                    stats.index,
-                    stats["mean"],
-                    yerr=stats["std"].fillna(0.0),
-                    marker="o",
-                    capsize=3,
-                    label=method,
-                )
+            _method_lines(ax, per_net, column)
             if (per_net[column] > 0).any():
                 ax.set_yscale("log")
             _k_axis(ax, per_net["K"])

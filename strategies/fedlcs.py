@@ -743,7 +743,19 @@ def structure_payload(
 
 
 # ============================================================================ baselines
-class LCSLocalStrategy(DiscreteMethodStrategy):
+class LCSBaselineStrategy(DiscreteMethodStrategy):
+    """Shared set-up of FedLCS's baselines: the target option and the search options."""
+
+    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
+        super().__init__(**common)
+        self.target_option = target
+        self.options = lcs or LCSOptions(alpha=self.alpha)
+        if self.options.alpha != self.alpha:
+            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
+        self.targets: list[int] = []
+
+
+class LCSLocalStrategy(LCSBaselineStrategy):
     """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
 
     One round (action ``lcs_local``, payload ``targets`` + ``lcs`` options): every client returns an
@@ -757,12 +769,7 @@ class LCSLocalStrategy(DiscreteMethodStrategy):
     name = "fedlcs-local"
 
     def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
-        super().__init__(**common)
-        self.target_option = target
-        self.options = lcs or LCSOptions(alpha=self.alpha)
-        if self.options.alpha != self.alpha:
-            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
-        self.targets: list[int] = []
+        super().__init__(target, lcs, **common)
         self.client_graphs: dict[int, dict[str, Graph]] = {}
         self.client_tests: dict[int, int] = {}
 
@@ -861,7 +868,7 @@ def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
     return {"fedlcs-local-avg": average, "fedlcs-local-best": best}
 
 
-class LCSPooledStrategy(DiscreteMethodStrategy):
+class LCSPooledStrategy(LCSBaselineStrategy):
     """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
     raw (encoded) rows (action ``raw_data``, as ``pooled``) and the server runs the same search on
     the union with one oracle (:func:`local_structure`): the upper bound for ``fedlcs``."""
@@ -869,12 +876,7 @@ class LCSPooledStrategy(DiscreteMethodStrategy):
     name = "lcs-pooled"
 
     def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
-        super().__init__(**common)
-        self.target_option = target
-        self.options = lcs or LCSOptions(alpha=self.alpha)
-        if self.options.alpha != self.alpha:
-            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
-        self.targets: list[int] = []
+        super().__init__(target, lcs, **common)
         self.rows: dict[int, int] = {}
         self.found: tuple[dict[int, LocalStructure], Knowledge] | None = None
         self.n_tests = 0

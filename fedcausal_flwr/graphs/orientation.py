@@ -213,38 +213,33 @@ def _causallearn_adjacency_list(marks: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
+def _causallearn_paths(marks: np.ndarray) -> list[Triple]:
+    """Every path a0 - a1 - b1 (a0 != b1) over causal-learn's adjacency list, in its order."""
+    adj = _causallearn_adjacency_list(marks)
+    by_first: dict[int, list[int]] = {}
+    for q, (a0, _) in enumerate(adj):
+        by_first.setdefault(a0, []).append(q)
+    out = []
+    for a0, a1 in adj:
+        for q in by_first.get(a1, ()):
+            b1 = adj[q][1]
+            if a0 != b1:
+                out.append((a0, a1, b1))
+    return out
+
+
 def causallearn_unshielded_triples(marks: np.ndarray) -> list[Triple]:
     """``CausalGraph.find_unshielded_triples()`` in causal-learn's order (both (x,y,z) and (z,y,x)).
 
     On an undirected skeleton this is the order "y ascending, then x, then z".
     """
-    adj = _causallearn_adjacency_list(marks)
-    by_first: dict[int, list[int]] = {}
-    for q, (a0, _) in enumerate(adj):
-        by_first.setdefault(a0, []).append(q)
-    out = []
-    for a0, a1 in adj:
-        for q in by_first.get(a1, ()):
-            b1 = adj[q][1]
-            if a0 != b1 and marks[a0, b1] == NONE:
-                out.append((a0, a1, b1))
-    return out
+    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] == NONE]
 
 
 def causallearn_triangles(marks: np.ndarray) -> list[Triple]:
     """``CausalGraph.find_triangles()`` in causal-learn's order."""
-    adj = _causallearn_adjacency_list(marks)
-    by_first: dict[int, list[int]] = {}
-    for q, (a0, _) in enumerate(adj):
-        by_first.setdefault(a0, []).append(q)
-    out = []
-    for a0, a1 in adj:
-        for q in by_first.get(a1, ()):
-            b1 = adj[q][1]
-            # "(a0, b1) in Adj": a tail or an arrow at b1 on the edge a0-b1
-            if a0 != b1 and marks[a0, b1] in (TAIL, ARROW):
-                out.append((a0, a1, b1))
-    return out
+    # "(a0, b1) in Adj": a tail or an arrow at b1 on the edge a0-b1
+    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] in (TAIL, ARROW)]
 
 
 def causallearn_kites(
