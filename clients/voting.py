@@ -26,14 +26,22 @@ class VotingClient(ProtocolClient):
     def _codes(self, payload: dict) -> np.ndarray:
         return cached_codes(self.data, payload["variables"], payload["levels"], self.partition_id)
 
-    def _oracle(self, payload: dict) -> DiscreteOracle:
+    def _oracle(self, payload: dict, rows: np.ndarray | None = None) -> DiscreteOracle:
+        """A local oracle over the global levels (on ``rows`` of the data if given).
+
+        ``payload["reliability"]`` (optional, FedECD): tests with fewer than that many rows per
+        cell are unreliable, p = NaN, which every rule here reads as dependent.
+        """
         variables = payload["variables"]
         cards = [len(payload["levels"][v]) for v in variables]
+        codes = self._codes(payload)
+        reliability = payload.get("reliability")
         return DiscreteOracle(
-            self._codes(payload),
+            codes if rows is None else codes[rows],
             cards,
             variables,
             test=payload["test"],
+            reliability=None if reliability is None else float(reliability),
             client=f"client {self.partition_id}",
         )
 

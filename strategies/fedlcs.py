@@ -90,7 +90,13 @@ from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
 from fedcausal_flwr.strategies.fedpc_vote import max_pvalue_choice, vote_threshold
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, parse_common, pooled_oracle
+from fedcausal_flwr.strategies.voting import (
+    DiscreteMethodStrategy,
+    option_flag,
+    option_number,
+    parse_common,
+    pooled_oracle,
+)
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
 Pair = tuple[int, int]
@@ -913,35 +919,19 @@ def full_graph(local: Graph, names: Sequence[str]) -> Graph:
     return Graph(tuple(names), marks, "LOCAL")
 
 
-def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = options.get(key)
-    if value in (None, ""):
-        return default
-    if isinstance(value, str):
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise ValueError(f"option {key!r} must be true or false, got {value!r}")
-        return value.lower() in ("true", "1")
-    return bool(value)
-
-
-def _int(options: Mapping[str, Any], key: str, default: int) -> int:
-    value = options.get(key)
-    return default if value in (None, "") else int(value)
-
-
 def lcs_options(options: Mapping[str, Any]) -> LCSOptions:
     """:class:`LCSOptions` from run options (``max_depth`` is FLSke's maximum layer)."""
     common = parse_common(options)
     return LCSOptions(
         alpha=common["alpha"],
         max_level=6 if common["max_depth"] is None else common["max_depth"],
-        stable=_flag(options, "stable", False),
-        stop_unchanged=_flag(options, "stop_unchanged", True),
-        sep_depth=_int(options, "sep_depth", 3),
+        stable=option_flag(options, "stable", False),
+        stop_unchanged=option_flag(options, "stop_unchanged", True),
+        sep_depth=option_number(options, "sep_depth", 3),
         sep_stop=str(options.get("sep_stop") or "after_found"),
-        extension_depth=_int(options, "extension_depth", 2),
-        random_orient=_flag(options, "random_orient", False),
-        seed=_int(options, "seed", 0),
+        extension_depth=option_number(options, "extension_depth", 2),
+        random_orient=option_flag(options, "random_orient", False),
+        seed=option_number(options, "seed", 0),
     )
 
 

@@ -119,6 +119,29 @@ def parse_common(options: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def option_flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A boolean run option: ``true/false/1/0`` (any case) or a bool; empty -> ``default``."""
+    value = options.get(key)
+    if value in (None, ""):
+        return default
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"option {key!r} must be true or false, got {value!r}")
+        return value.lower() in ("true", "1")
+    return bool(value)
+
+
+def option_number(options: Mapping[str, Any], key: str, default: Any, kind: type = int) -> Any:
+    """A numeric run option converted with ``kind``; empty -> ``default``."""
+    value = options.get(key)
+    if value in (None, ""):
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option {key!r} must be a {kind.__name__}, got {value!r}") from None
+
+
 def require_discrete_columns(info: Mapping[int, ClientInfo], method: str) -> None:
     """Same columns everywhere, no missing values, every column discrete (integer/categorical)."""
     require_same_columns(info)

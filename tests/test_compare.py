@@ -234,3 +234,19 @@ def test_experiment_fedlcs_quick(capfd):
     for method in ("fedlcs", "lcs-avg", "lcs-best", "lcs-pooled", "fedpc-vote"):
         assert f" {method} " in text
     assert "tests" in text
+
+
+def test_experiment_fedecd_quick(tmp_path, capfd):
+    assert run_experiment("fedecd-grid", quick=True, out=tmp_path, jobs=2) == 0
+    text = capfd.readouterr().out
+    assert "FedECD vs best non-oracle baseline" in text and "+7.53%" in text
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert set(summary["method"]) == {
+        "fedecd", "fedpc-vote", "pc-vote", "local-avg", "local-best-oracle"
+    }  # fmt: skip
+    assert set(summary["K"]) == {10, 30}
+    assert summary["dag_arrow_f1"].between(0, 1).all()
+    assert (tmp_path / "arrow_f1_vs_K_dag.png").stat().st_size > 0
+    # a re-run finds every run cached
+    assert run_experiment("fedecd-grid", quick=True, out=tmp_path, jobs=2) == 0
+    assert "0 to do" in capfd.readouterr().out

@@ -10,8 +10,9 @@ from fedcausal_flwr.data.bif import read_bif
 from fedcausal_flwr.data.networks import _example_dir
 
 
-@pytest.mark.parametrize("name", ["asia", "sachs", "child", "insurance", "alarm", "water",
-                                  "win95pts", "hepar2"])
+@pytest.mark.parametrize(
+    "name", ["asia", "sachs", "child", "insurance", "alarm", "water", "win95pts", "hepar2"]
+)
 def test_reader_matches_pgmpy(name):
     text = gzip.open(_example_dir() / f"{name}.bif.gz").read().decode()
     ours = read_bif(text, name)

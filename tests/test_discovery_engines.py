@@ -17,8 +17,18 @@ from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle, GaussianOracle
 
-SMALL_NETWORKS = ["asia", "cancer", "earthquake", "survey", "sachs", "child", "insurance", "water",
-                  "mildew", "alarm"]
+SMALL_NETWORKS = [
+    "asia",
+    "cancer",
+    "earthquake",
+    "survey",
+    "sachs",
+    "child",
+    "insurance",
+    "water",
+    "mildew",
+    "alarm",
+]
 
 
 # ------------------------------------------------------------------ perfect CI answers
@@ -34,8 +44,18 @@ def test_pc_with_dseparation_oracle_returns_true_cpdag(name):
 
 @pytest.mark.parametrize(
     "name,latent_fraction",
-    [("asia", 0.1), ("cancer", 0.0), ("earthquake", 0.0), ("survey", 0.0), ("sachs", 0.1),
-     ("child", 0.1), ("insurance", 0.0), ("water", 0.0), ("mildew", 0.1), ("alarm", 0.1)],
+    [
+        ("asia", 0.1),
+        ("cancer", 0.0),
+        ("earthquake", 0.0),
+        ("survey", 0.0),
+        ("sachs", 0.1),
+        ("child", 0.1),
+        ("insurance", 0.0),
+        ("water", 0.0),
+        ("mildew", 0.1),
+        ("alarm", 0.1),
+    ],
 )
 def test_fci_with_dseparation_oracle_returns_true_pag(name, latent_fraction):
     dag = load_network(name).dag
@@ -70,16 +90,24 @@ def _cl_test_name(test):
     return {"g2": "gsq", "chi2": "chisq"}[test]
 
 
-@pytest.mark.parametrize("case,test", [("alarm10k", "g2"), ("alarm10k", "chi2"),
-                                       ("child5k", "chi2"), ("sachs853", "chi2"),
-                                       ("sachs853", "g2")])
+@pytest.mark.parametrize(
+    "case,test",
+    [
+        ("alarm10k", "g2"),
+        ("alarm10k", "chi2"),
+        ("child5k", "chi2"),
+        ("sachs853", "chi2"),
+        ("sachs853", "g2"),
+    ],
+)
 def test_pc_equals_causallearn_on_discrete_data(case, test):
     data = DISCRETE[case]
     names = padded_names(data.shape[1])
     cards = data.max(axis=0) + 1
     ours = pc(DiscreteOracle(data, cards, names, test=test), alpha=0.05)
-    theirs = cl_pc(data, 0.05, _cl_test_name(test), stable=True, show_progress=False,
-                   node_names=names)
+    theirs = cl_pc(
+        data, 0.05, _cl_test_name(test), stable=True, show_progress=False, node_names=names
+    )
     assert ours.graph == Graph.from_causallearn(theirs.G.graph, names, "CPDAG")
 
 
@@ -106,8 +134,9 @@ def _cl_fci(data, test, names):
 # causal-learn's FCI applies the selection-bias rules R5-R7 unconditionally and decides R4 with two
 # extra tests; our default is Zhang's rule set without selection bias (the PAG the truth defines),
 # so the comparison uses rules="causallearn", which reproduces its loop.
-@pytest.mark.parametrize("case,test", [("alarm10k", "g2"), ("child5k", "chi2"),
-                                       ("sachs853", "chi2")])
+@pytest.mark.parametrize(
+    "case,test", [("alarm10k", "g2"), ("child5k", "chi2"), ("sachs853", "chi2")]
+)
 def test_fci_equals_causallearn_on_discrete_data(case, test):
     data = DISCRETE[case]
     names = padded_names(data.shape[1])

@@ -50,8 +50,9 @@ def test_one_batch_per_layer():
 def test_dseparation_oracle_gives_true_parents_and_children():
     # A -> T <- B, T -> C, C -> D, E -> D, A -> C
     names = ["A", "B", "T", "C", "D", "E"]
-    dag = Graph.from_edges(names, [("A", "T"), ("B", "T"), ("T", "C"), ("C", "D"), ("E", "D"),
-                                   ("A", "C")])
+    dag = Graph.from_edges(
+        names, [("A", "T"), ("B", "T"), ("T", "C"), ("C", "D"), ("E", "D"), ("A", "C")]
+    )
     oracle = DSeparationOracle(dag)
     result = drive(pcsimple_steps(len(names), 2, alpha=0.05), oracle)
     assert sorted(result.pc) == [0, 1, 3]

@@ -39,8 +39,9 @@ def alarm_pooled_pc(alarm):
 
 def test_pooled_reference_equals_causallearn(alarm, alarm_pooled_pc):
     net, _, codes = alarm
-    theirs = cl_pc(codes, 0.05, "chisq", stable=True, show_progress=False,
-                   node_names=list(net.variables))
+    theirs = cl_pc(
+        codes, 0.05, "chisq", stable=True, show_progress=False, node_names=list(net.variables)
+    )
     # name order differs from index order, but PC's skeleton and orientation only use indices
     assert alarm_pooled_pc.graph == Graph.from_causallearn(theirs.G.graph, net.variables, "CPDAG")
 
@@ -49,8 +50,7 @@ def test_pooled_reference_equals_causallearn(alarm, alarm_pooled_pc):
 def test_exact_fedpc_equals_pooled_pc(alarm, alarm_pooled_pc, k):
     _, pooled, _ = alarm
     part = split_iid(pooled, k, seed=k)
-    result = run_method("fedpc", part.clients, {"alpha": 0.05, "test": "chi2"},
-                        backend="inprocess")
+    result = run_method("fedpc", part.clients, {"alpha": 0.05, "test": "chi2"}, backend="inprocess")
     assert result.graph == alarm_pooled_pc.graph
     levels = result.extra["pc_levels"]
     assert levels == len(alarm_pooled_pc.skeleton.levels)
@@ -61,15 +61,14 @@ def test_exact_fedpc_equals_pooled_pc(alarm, alarm_pooled_pc, k):
     assert kinds == {"hello", "tables"}
 
 
-
-
 def test_fedfci_equals_pooled_fci():
     net = load_network("child")
     pooled = net.sample(5_000, seed=1)
     codes = net.sample_codes(5_000, seed=1).astype(np.int64)
     reference = fci(DiscreteOracle(codes, net.cards, net.variables, test="chi2"), alpha=0.05)
-    result = run_method("fedfci", split_iid(pooled, 5, seed=0).clients, {"alpha": 0.05},
-                        backend="inprocess")
+    result = run_method(
+        "fedfci", split_iid(pooled, 5, seed=0).clients, {"alpha": 0.05}, backend="inprocess"
+    )
     assert result.graph.kind == "PAG"
     assert result.graph == reference.graph
 
@@ -78,8 +77,9 @@ def test_secure_mode_gives_the_plain_graph():
     net = load_network("asia")
     part = split_iid(net.sample(3_000, seed=2), 3, seed=0).clients
     plain = run_method("fedpc", part, {"alpha": 0.05}, backend="inprocess")
-    secure = run_method("fedpc", part, {"alpha": 0.05, "ci": "secure"}, backend="inprocess",
-                        secure=True)
+    secure = run_method(
+        "fedpc", part, {"alpha": 0.05, "ci": "secure"}, backend="inprocess", secure=True
+    )
     assert secure.graph == plain.graph
     assert all(e["secure"] for e in secure.ledger if e["kind"] == "tables")
     assert not any(e["secure"] for e in plain.ledger)
@@ -89,8 +89,9 @@ def test_sketch_mode_two_rounds_per_batch_and_close_to_exact():
     net = load_network("asia")
     part = split_iid(net.sample(5_000, seed=3), 4, seed=0).clients
     exact = run_method("fedpc", part, {"alpha": 0.05}, backend="inprocess")
-    sketch = run_method("fedpc", part, {"alpha": 0.05, "ci": "sketch", "sketch_length": 200},
-                        backend="inprocess")
+    sketch = run_method(
+        "fedpc", part, {"alpha": 0.05, "ci": "sketch", "sketch_length": 200}, backend="inprocess"
+    )
     batches = len(sketch.extra["batches"])
     assert sketch.rounds == 1 + 2 * batches
     assert [e["kind"] for e in sketch.ledger][1:3] == ["margins", "sketch"]
@@ -102,8 +103,12 @@ def test_sketch_mode_two_rounds_per_batch_and_close_to_exact():
 def test_fisherz_needs_one_statistics_round():
     dag = random_dag(15, 2, seed=0)
     data = random_gaussian_network(dag, seed=0).sample(4_000, seed=0)
-    result = run_method("fedpc", split_iid(data, 3, seed=0).clients,
-                        {"test": "fisherz", "alpha": 0.05}, backend="inprocess")
+    result = run_method(
+        "fedpc",
+        split_iid(data, 3, seed=0).clients,
+        {"test": "fisherz", "alpha": 0.05},
+        backend="inprocess",
+    )
     reference = pc(GaussianOracle(data.to_numpy(), list(data.columns)), alpha=0.05)
     assert result.graph == reference.graph
     assert result.rounds == 2
@@ -132,16 +137,22 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
         return FlakyClient(pid, data) if pid == 2 else FedC2SLClient(pid, data)
 
     strategy = make_strategy({"algorithm": "pc", "alpha": 0.05})
-    result = run_protocol(strategy, PartitionedClients(make_client, parts), 4,
-                          backend="inprocess", min_clients=3)
+    result = run_protocol(
+        strategy, PartitionedClients(make_client, parts), 4, backend="inprocess", min_clients=3
+    )
     assert [d["client"] for d in result.dropped_clients] == [2]
     assert result.dropped_clients[0]["round"] == 3  # hello, level 0, then level 1 failed
     assert "went away" in result.dropped_clients[0]["reason"]
     assert result.graph is not None and result.graph.n_edges() > 0
     with pytest.raises(TooFewClientsError, match="went away"):
         FlakyClient.calls = {}
-        run_protocol(make_strategy({"algorithm": "pc"}), PartitionedClients(make_client, parts),
-                     4, backend="inprocess", min_clients=4)
+        run_protocol(
+            make_strategy({"algorithm": "pc"}),
+            PartitionedClients(make_client, parts),
+            4,
+            backend="inprocess",
+            min_clients=4,
+        )
 
 
 def test_bad_input_names_client_and_column():
@@ -168,19 +179,46 @@ def test_result_json_has_the_shared_fields(tmp_path):
     result = run_method("fedpc", parts, {"alpha": 0.05}, backend="inprocess")
     path = result.save(tmp_path / "r.json")
     obj = json.loads(path.read_text())
-    for key in ("method", "config", "variables", "graph", "metrics", "rounds", "bytes_up",
-                "bytes_down", "wall_s", "dropped_clients", "ledger"):
+    for key in (
+        "method",
+        "config",
+        "variables",
+        "graph",
+        "metrics",
+        "rounds",
+        "bytes_up",
+        "bytes_down",
+        "wall_s",
+        "dropped_clients",
+        "ledger",
+    ):
         assert key in obj
     assert obj["graph"]["kind"] == "CPDAG"
-    assert all(len(e) == 4 and {e[2], e[3]} <= {"tail", "arrow", "circle"}
-               for e in obj["graph"]["edges"])
+    assert all(
+        len(e) == 4 and {e[2], e[3]} <= {"tail", "arrow", "circle"} for e in obj["graph"]["edges"]
+    )
     assert Result.load(path).graph == result.graph
 
 
 def test_cli_run_writes_json_and_reports_metrics(tmp_path, capsys):
     out = tmp_path / "res.json"
-    code = cli_main(["run", "--method", "fedpc", "--network", "asia", "--samples", "2000",
-                     "--clients", "3", "--backend", "inprocess", "--out", str(out)])
+    code = cli_main(
+        [
+            "run",
+            "--method",
+            "fedpc",
+            "--network",
+            "asia",
+            "--samples",
+            "2000",
+            "--clients",
+            "3",
+            "--backend",
+            "inprocess",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "shd=" in printed and "rounds" in printed
@@ -199,8 +237,19 @@ def test_cli_user_csvs_with_truth(tmp_path, capsys):
         part.to_csv(paths[-1], index=False)
     truth = tmp_path / "truth.csv"
     pd.DataFrame(net.edges, columns=["cause", "effect"]).to_csv(truth, index=False)
-    code = cli_main(["run", "--method", "fedpc", "--data", *map(str, paths), "--truth",
-                     str(truth), "--backend", "inprocess"])
+    code = cli_main(
+        [
+            "run",
+            "--method",
+            "fedpc",
+            "--data",
+            *map(str, paths),
+            "--truth",
+            str(truth),
+            "--backend",
+            "inprocess",
+        ]
+    )
     assert code == 0
     assert "shd=" in capsys.readouterr().out
 

@@ -555,3 +555,39 @@ def test_fci_causallearn_mode_matches_causallearn_on_random_marks():
         for rule, n in counts.items():
             fired[rule] = fired.get(rule, 0) + (n > 0)
     assert all(fired[r] > 0 for r in ("R1R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10"))
+
+
+# ============================================================================ PDAG -> DAG
+def test_pdag_to_dag_extends_every_cpdag_into_its_class():
+    import networkx as nx
+
+    from fedcausal_flwr.data.synthetic import random_dag
+    from fedcausal_flwr.graphs.orientation import pdag_to_dag
+    from fedcausal_flwr.graphs.truth import dag_to_cpdag
+
+    for seed in range(25):
+        dag = random_dag(12, expected_degree=3.0, seed=seed)
+        cpdag = dag_to_cpdag(dag)
+        extension, consistent = pdag_to_dag(cpdag)
+        assert consistent
+        assert nx.is_directed_acyclic_graph(extension.to_networkx())
+        assert dag_to_cpdag(extension) == cpdag
+        assert extension.adjacency().tolist() == dag.adjacency().tolist()
+
+
+def test_pdag_to_dag_reports_a_pdag_without_extension():
+    from fedcausal_flwr.graphs.orientation import pdag_to_dag
+
+    names = ["a", "b", "c", "d"]
+    square = Graph.from_edges(
+        names, [(u, v, "tail", "tail") for u, v in ["ab", "bc", "cd", "da"]], kind="CPDAG"
+    )
+    extension, consistent = pdag_to_dag(square)
+    assert not consistent
+    assert extension.n_edges() == 4
+    assert all(
+        extension.is_directed(*e) or extension.is_directed(*e[::-1])
+        for e in [(0, 1), (1, 2), (2, 3), (3, 0)]
+    )
+    with pytest.raises(ValueError, match="circles"):
+        pdag_to_dag(Graph.complete(names, kind="PAG"))

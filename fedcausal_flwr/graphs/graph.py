@@ -198,8 +198,11 @@ class Graph:
         return dg
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "nodes": list(self.names), "edges": [list(e) for e in
-        self.edges()]}
+        return {
+            "kind": self.kind,
+            "nodes": list(self.names),
+            "edges": [list(e) for e in self.edges()],
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> Graph:

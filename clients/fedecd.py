@@ -1,0 +1,96 @@
+"""Client of FedECD: local layer pruning, bootstrap evidence, bootstrap BDeu searches.
+
+Mirror of :mod:`fedcausal_flwr.strategies.fedecd` (see its wire-protocol table). The ``prune``
+action is the voting client's (:class:`~fedcausal_flwr.clients.voting.VotingClient`), with the
+payload's reliability rule. Resamples come from
+:func:`~fedcausal_flwr.discovery.bootstrap.bootstrap_rows` seeded by ``(seed, partition id,
+replicate)``: the same replicate is the same resample in both phases and on every backend.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.voting import VotingClient
+from fedcausal_flwr.discovery.bootstrap import (
+    bootstrap_rows,
+    evidence_queries,
+    independence_evidence,
+    vote_directions,
+)
+from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
+from fedcausal_flwr.federation.messages import ProtocolError
+
+
+class FedECDClient(VotingClient):
+    """One site's data; see the strategy module for the actions."""
+
+    def _replicate_rows(self, payload: dict, replicate: int) -> np.ndarray | None:
+        if not payload.get("resample", True):
+            return None
+        return bootstrap_rows(len(self.data), int(payload["seed"]), self.partition_id, replicate)
+
+    def _square(self, payload: dict, array: np.ndarray, what: str) -> np.ndarray:
+        p = len(payload["variables"])
+        matrix = np.asarray(array)
+        if matrix.shape != (p, p):
+            raise ProtocolError(
+                self.partition_id, f"the broadcast {what} is {matrix.shape}, expected {p}x{p}"
+            )
+        return matrix.astype(bool)
+
+    @action("bootstrap_weights")
+    def bootstrap_weights(self, payload: dict, arrays: list[np.ndarray]):
+        """Eq. 5-6: per removed edge, the bootstrap mean of the weighted independence evidence."""
+        skeleton = self._square(payload, arrays[0], "skeleton")
+        pairs = np.asarray(arrays[1], dtype=np.int64).reshape(-1, 2)
+        alpha, rule = float(payload["alpha"]), str(payload["evidence"])
+        try:
+            queries, owner, side = evidence_queries(skeleton, pairs, int(payload["level"]), rule)
+        except ValueError as err:
+            raise ProtocolError(self.partition_id, str(err)) from None
+        total = np.zeros(len(pairs))
+        n_boot = int(payload["bootstraps"])
+        tests = 0
+        for replicate in range(n_boot):
+            oracle = self._oracle(payload, self._replicate_rows(payload, replicate))
+            pvalues = oracle.test_batch(queries) if queries else np.zeros(0)
+            total += independence_evidence(pvalues, owner, side, len(pairs), alpha, rule)
+            tests += oracle.n_computed
+        return [total / n_boot], {"tests": tests}
+
+    @action("orient")
+    def orient(self, payload: dict, arrays: list[np.ndarray]):
+        """Eq. 8-9: one BDeu hill climbing per resample inside the skeleton, then the direction
+        vote over the resamples; sends the voted 0/1 matrix (both entries = undirected tie)."""
+        allowed = self._square(payload, arrays[0], "skeleton")
+        variables = payload["variables"]
+        cards = [len(payload["levels"][v]) for v in variables]
+        codes = self._codes(payload)
+        votes = np.zeros(allowed.shape, dtype=np.int64)
+        searched = 0.0
+        evaluations = 0
+        for replicate in range(int(payload["bootstraps"])):
+            rows = self._replicate_rows(payload, replicate)
+            started = time.perf_counter()
+            scorer = BDeuScorer(
+                codes if rows is None else codes[rows],
+                cards,
+                ess=float(payload["ess"]),
+                structure_prior=bool(payload["structure_prior"]),
+            )
+            found = hill_climb(
+                scorer,
+                allowed,
+                tabu_length=int(payload["tabu_length"]),
+                max_barren=int(payload["max_barren"]),
+                lower_triangle_compat=bool(payload["lower_triangle_compat"]),
+            )
+            searched += time.perf_counter() - started
+            evaluations += found.local_evaluations
+            votes += found.dag.astype(np.int64)
+        voted = vote_directions(votes, str(payload["tie_rule"]))
+        return [voted], {"score_seconds": searched, "local_evaluations": evaluations}
