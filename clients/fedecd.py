@@ -52,15 +52,18 @@ class FedECDClient(VotingClient):
             queries, owner, side = evidence_queries(skeleton, pairs, int(payload["level"]), rule)
         except ValueError as err:
             raise ProtocolError(self.partition_id, str(err)) from None
-        total = np.zeros(len(pairs))
         n_boot = int(payload["bootstraps"])
-        tests = 0
-        for replicate in range(n_boot):
-            oracle = self._oracle(payload, self._replicate_rows(payload, replicate))
-            pvalues = oracle.test_batch(queries) if queries else np.zeros(0)
-            total += independence_evidence(pvalues, owner, side, len(pairs), alpha, rule)
-            tests += oracle.n_computed
-        return [total / n_boot], {"tests": tests}
+        everything = np.arange(len(self.data))
+        row_sets = [
+            everything if rows is None else rows
+            for rows in (self._replicate_rows(payload, r) for r in range(n_boot))
+        ]
+        oracle = self._oracle(payload)
+        pvalues = oracle.test_resamples(queries, row_sets)  # B x Q, one batched test
+        total = np.zeros(len(pairs))
+        for replicate_pvalues in pvalues:
+            total += independence_evidence(replicate_pvalues, owner, side, len(pairs), alpha, rule)
+        return [total / n_boot], {"tests": oracle.n_computed}
 
     @action("orient")
     def orient(self, payload: dict, arrays: list[np.ndarray]):

@@ -182,3 +182,22 @@ def test_table_oracle_fedlcs_toy():
         TableOracle({("E", "T", ()): 1.0, ("T", "E", ()): 0.0}, names)
     assert math.isclose(oracle.test_batch([(3, 5, ()), (5, 3, ())]).sum(), 2.0)
     assert oracle.n_computed == 4
+
+
+def test_discrete_oracle_resamples_equal_fresh_oracles_per_resample():
+    from fedcausal_flwr.data import load_network
+    from fedcausal_flwr.discovery.bootstrap import bootstrap_rows
+
+    net = load_network("child")
+    codes = net.sample_codes(400, seed=3).astype(np.int64)
+    queries = [(0, 1, ()), (3, 2, (5,)), (1, 7, (2, 4)), (6, 9, (0, 1, 2)), (8, 10, (11, 12, 13))]
+    row_sets = [bootstrap_rows(len(codes), 1, 0, r) for r in range(4)] + [np.arange(len(codes))]
+    for options in ({}, {"reliability": 5.0}, {"reliability": 5.0, "max_cells": 200}):
+        oracle = DiscreteOracle(codes, net.cards, net.variables, test="g2", **options)
+        batched = oracle.test_resamples(queries, row_sets)
+        for r, rows in enumerate(row_sets):
+            fresh = DiscreteOracle(codes[rows], net.cards, net.variables, test="g2", **options)
+            np.testing.assert_array_equal(batched[r], fresh.test_batch(queries))
+        assert np.isnan(batched).any() == ("reliability" in options)
+    with pytest.raises(ValueError, match="resample rows"):
+        oracle.test_resamples(queries, [np.array([len(codes)])])
