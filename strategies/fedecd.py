@@ -31,7 +31,8 @@ nothing (the paper's rule; default ``"levels"``, the code's).
 
 **Phase 2, orientation** (``orient``): each client runs one BDeu tabu hill climbing per resample
 (ESS 10 plus the reference's ``ln(1 / (ESS + 1))`` per parent; tabu list 100, 15 barren
-iterations; :func:`~fedcausal_flwr.discovery.score.hill_climb`) restricted to the skeleton, with
+iterations; our :func:`~fedcausal_flwr.discovery.score.hill_climb`, 43-170x faster than pgmpy's
+on the same moves, see that module) restricted to the skeleton, with
 both orientations of every edge allowed (``lower_triangle_compat`` emulates the code's CPM quirk),
 and votes the directions of its ``bootstraps`` DAGs; the server votes the client graphs the same
 way (:func:`~fedcausal_flwr.discovery.bootstrap.vote_directions`): presence by union, direction
