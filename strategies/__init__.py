@@ -1,3 +1,11 @@
 """Server sides of the methods (one module per method; importing registers them)."""
 
-from fedcausal_flwr.strategies import fedc2sl, fedci, fedecd, fedlcs, fedpc_vote, voting  # noqa: F401
+from fedcausal_flwr.strategies import (  # noqa: F401
+    fedc2sl,
+    fedci,
+    fedecd,
+    fedlcs,
+    fedpc_vote,
+    tpss,
+    voting,
+)

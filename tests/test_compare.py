@@ -250,3 +250,17 @@ def test_experiment_fedecd_quick(tmp_path, capfd):
     # a re-run finds every run cached
     assert run_experiment("fedecd-grid", quick=True, out=tmp_path, jobs=2) == 0
     assert "0 to do" in capfd.readouterr().out
+
+
+def test_experiments_fedcdnv_quick(tmp_path, capfd):
+    """Sachs needs ../shared/data/sachs next to the repository (as in CI)."""
+    assert run_experiment("fedcdnv-synthetic", quick=True, out=tmp_path / "synthetic") == 0
+    text = capfd.readouterr().out
+    assert "Table 2, FedCDnv" in text
+    for method in ("fedcdnv", "fedcdnv-vote", "fci-base"):
+        assert f"\n{method} " in text
+    assert run_experiment("fedcdnv-sachs", quick=True, out=tmp_path / "sachs") == 0
+    text = capfd.readouterr().out
+    assert "0.6967 / 0.2861" in text and "0.6800 / 0.3030" in text
+    frame = pd.read_csv(tmp_path / "sachs" / "results.csv")
+    assert {"fedcdnv", "fedcdnv-vote", "fci-base", "fedpc-vote", "fedfci"} <= set(frame["method"])

@@ -1,0 +1,537 @@
+"""FedCDnv with the two-level priority selection strategy (Wang, Cao, Yu, Liang, ICML 2025).
+
+Clients observe **non-identical variable sets** ``O_k``; the result is one PAG (FedG) over their
+union ``O`` plus FeddG, FedG restricted to the pairs the paper's theory calls definite. Two
+communication rounds after ``hello`` (Algorithm 1):
+
+1. ``fcdnv_init``: every client runs FCI (G2, alpha 0.05) on its own columns and sends its PAG.
+   The server builds G0 (an adjacency if any client reports it, arrowheads unioned, tails dropped)
+   and the status matrix ``stat`` (Theorem 3.1, Lemmas 3.2, 3.3) from G0 and the overlap pattern.
+2. ``fcdnv_update``: G0 is broadcast; every client runs C-Update (imports G0's v-structures and
+   orients ``Y --> B`` after extra local CI tests) and sends its updated PAG, its per-pair
+   p-values transformed by Eq. (2) and its separating sets. The server decides each pair where
+   the observing clients disagree by TPSS: Level 1 drops the edge if Conditions 3.6 / 3.7 explain
+   the disagreement by the variable sets, else Level 2 keeps it iff ``val > 0`` (Eqs. 1, 3).
+   Arrowheads are copied from the updated PAGs of the clients reporting the edge.
+
+Methods registered here:
+
+* ``fedcdnv``: the above.
+* ``fedcdnv-vote``: the same pipeline (FCI, G0, C-Update, arrowhead union) with TPSS replaced by a
+  plain majority of the clients observing the pair (a tie is no edge); its clients send no
+  p-values and no separating sets.
+* ``fci-base``: FCI on each client, then a sample-size-weighted vote
+  ``sum_c (n_c / n') * (+-1) > 0`` and the arrowhead union; one round, no C-Update.
+
+Choices where the paper is open (seed-000 digest; [REC] = the digest's recommendation, all
+switchable through :class:`~fedcausal_flwr.discovery.tpss.TPSSOptions` run options):
+
+* per-pair p-value ``P_k[i, j]``: the maximum over every CI test FCI ran on the pair (skeleton
+  and Possible-D-Sep phases) [REC]; C-Update's tests do not feed it [REC];
+* separating set per removed pair: the first one FCI recorded (minimum size among those tried);
+  clients send them in round 2 [REC]; the server needs them for Condition 3.7;
+* G0: tails dropped, arrowheads at both ends give ``<->``;
+* ``stat``: Lemma 3.3's pair {A, B} is looked for in ``(A_X | A_Y) - {X, Y}``; the lemmas also
+  turn non-adjacent overlapping pairs from -2 into -1 (``lemma_scope="all"`` [REC]);
+* C-Update: only the arrowhead at the collider is imported [REC]; step (b) runs whenever Y is
+  observed, with ``|Z| <= update_depth`` (3), all imports before any propagation, a propagation
+  that would put a tail over an arrowhead at Y skipped; Zhang's rules are not re-run
+  (``update_rules``);
+* Eq. (2): out-of-band p-values are sent raw [REC]; ``p = alpha`` is ``-0.0`` (in the band);
+  the band edges are ``alpha - theta1``, ``alpha + theta2`` rounded to 12 decimals;
+* TPSS runs only where the observing clients disagree (the paper's text); agreeing pairs keep
+  the consensus, pairs nobody observes jointly are not adjacent;
+* Level 1 (``level1="per_edge_type"`` [REC]): every reporting client must be explained, ``<->``
+  by Condition 3.6 (tails at Y accepted [REC]), ``o-o / o-> / <-o`` by Condition 3.7 (every
+  denying client's sepset non-empty and not inside the reporting client's variables); an edge
+  with a tail is never explained;
+* Level 2: "definite" read as ``|stat| = 2`` with the client's own adjacency deciding causal or
+  non-causal [REC]; Eq. (3)'s numerator ``phat * |K|`` over all observing clients, denominator
+  ``sum phat (non-stable) + #stable`` [REC], ``w`` not clipped [REC], ``w = 0`` on a zero
+  denominator; out-of-band non-stable ``phat`` = the raw p-value [REC]; ``val = 0``: no edge;
+* FeddG: FedG's edges with ``stat = 2`` (of G0) and the ``stat = -2`` non-edges; a ``stat = 2``
+  pair TPSS removed is neither [REC] (``feddg_status="fedg"`` recomputes ``stat`` on FedG);
+* FedG's marks: the arrowhead union, plus a tail where every client reporting the edge has one
+  (``tails="consensus"``, default; ``"drop"`` is the paper's arrowheads-only FedG, every other
+  mark a circle; arrowhead metrics are the same under both);
+* clients that drop out after round 1 still shaped G0 and ``stat``; round 2 aggregates the rest.
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets, ``fci`` the
+FCI options; ids are global variable ids, matrices over the client's own variables in global
+order):
+
+================  ===================================  ====================================  ======
+action            payload                              reply (per client; server sees each)   summed
+================  ===================================  ====================================  ======
+``fcdnv_init``    ``variables, levels, test, alpha,    int64 ids ``d_k``; int8 ``d_k x d_k``   no
+                  fci``                                PAG marks (Pag0); meta ``n_rows``
+``fcdnv_update``  + ``update_depth, update_rules,      ids; int8 PagU; with statistics:       no
+                  theta1, theta2, send_statistics``    float64 ``d_k x d_k`` transformed
+                  + int8 ``d x d`` G0                  p-values, int64 sepset rows
+                                                       ``[x, y, S..., -1 padding]``
+================  ===================================  ====================================  ======
+
+What the server learns: each client's variable set and row count, its initial and updated PAGs,
+one p-value per pair (Eq. 2 is invertible given alpha, theta1, theta2 and the PAG's adjacency, so
+the transform hides nothing) and its separating sets. Every client receives G0, the union graph
+over all clients' variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedcausal_flwr.discovery.tpss import (
+    PairDecision,
+    TPSSOptions,
+    majority_adjacency,
+    observed_mask,
+    overlap_matrix,
+    restrict_to_definite,
+    status_matrix,
+    stitch_order,
+    tpss_adjacency,
+    transfer_arrowheads,
+    union_graph,
+    weighted_adjacency,
+)
+from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.metrics import adjacency_metrics, edge_fdr, non_edge_fdr, orientation_metrics
+from fedcausal_flwr.result import Result
+from fedcausal_flwr.strategies.base import ProtocolStrategy
+from fedcausal_flwr.strategies.fedc2sl import decode_queries
+from fedcausal_flwr.strategies.voting import TESTS
+
+METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
+POSSIBLE_DSEP = ("sequential", "stable", "off")
+FCI_RULES = ("zhang", "causallearn")
+Pair = tuple[int, int]
+
+
+def require_discrete_subsets(info: Mapping[int, ClientInfo], method: str) -> None:
+    """Every client's own columns: at least one, distinct, complete and discrete."""
+    for pid in sorted(info):
+        columns = info[pid].columns
+        if not columns:
+            raise ValueError(f"client {pid} has no columns; {method} needs variables")
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"client {pid} has repeated column names {columns}")
+        for col in columns:
+            if info[pid].n_missing.get(col, 0):
+                raise ValueError(
+                    f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing values; "
+                    f"{method} needs complete data"
+                )
+            if info[pid].levels.get(col) is None or info[pid].dtypes[col].startswith("float"):
+                raise ValueError(
+                    f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
+                    f"discrete; {method} runs G2/chi2 tests, which need integer or categorical "
+                    "values"
+                )
+
+
+class FedCDnvStrategy(ProtocolStrategy):
+    """FedCDnv (``method="fedcdnv"``) and its baselines ``fedcdnv-vote`` and ``fci-base``."""
+
+    def __init__(
+        self,
+        method: str = "fedcdnv",
+        test: str = "g2",
+        max_depth: int | None = None,
+        possible_dsep: str = "sequential",
+        pds_max_size: int | None = None,
+        fci_rules: str = "zhang",
+        options: TPSSOptions | None = None,
+    ):
+        super().__init__()
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; expected one of {sorted(METHODS)}")
+        if test not in TESTS:
+            raise ValueError(f"unknown test {test!r} for {method}; expected one of {TESTS}")
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0 or None, got {max_depth}")
+        if possible_dsep not in POSSIBLE_DSEP:
+            raise ValueError(f"unknown possible_dsep {possible_dsep!r}; expected {POSSIBLE_DSEP}")
+        if fci_rules not in FCI_RULES:
+            raise ValueError(f"unknown fci_rules {fci_rules!r}; expected one of {FCI_RULES}")
+        self.name = method
+        self.aggregation = METHODS[method]
+        self.test = test
+        self.options = options or TPSSOptions()
+        self.fci = {
+            "max_depth": max_depth,
+            "possible_dsep": possible_dsep,
+            "pds_max_size": pds_max_size,
+            "rules": fci_rules,
+        }
+        self.union: list[str] = []
+        self.levels: dict[str, list] = {}
+        self.observed: dict[int, np.ndarray] = {}
+        self.sizes: dict[int, int] = {}
+        self.initial: dict[int, np.ndarray] = {}
+        self.updated: dict[int, np.ndarray] = {}
+        self.ptil: dict[int, np.ndarray] = {}
+        self.sepsets: dict[int, dict[Pair, tuple[int, ...]]] = {}
+        self.client_meta: dict[int, dict] = {}
+        self.g0: np.ndarray | None = None
+        self.status: np.ndarray | None = None
+        self.overlap: np.ndarray | None = None
+        self.fedg: np.ndarray | None = None
+        self.decisions: list[PairDecision] = []
+        self.aggregated_clients: list[int] = []
+
+    # ------------------------------------------------------------------ set-up
+    @property
+    def variables(self) -> list[str]:
+        """The union of the clients' variables (after hello), in a stitched global order."""
+        return list(self.union) if self.union else super().variables
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        require_discrete_subsets(info, self.name)
+
+    def _start(self) -> None:
+        pids = sorted(self.client_info)
+        self.union = stitch_order([self.client_info[p].columns for p in pids])
+        merged = self.global_levels()
+        self.levels = {v: merged[v] for v in self.union}
+        for v, levels in self.levels.items():
+            if levels is None or len(levels) < 2:
+                raise ValueError(
+                    f"variable {v!r} has levels {levels} over all clients; a CI test needs at "
+                    "least two"
+                )
+        index = {v: k for k, v in enumerate(self.union)}
+        self.observed = {
+            p: np.array([index[c] for c in self.union if c in set(self.client_info[p].columns)])
+            for p in pids
+        }
+
+    def _payload(self) -> dict[str, Any]:
+        return {
+            "variables": self.union,
+            "levels": self.levels,
+            "test": self.test,
+            "alpha": self.options.alpha,
+            "fci": self.fci,
+        }
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.fedg is not None:
+            return None
+        if self.g0 is None:
+            self._start()
+            return Request("fcdnv_init", self._payload())
+        payload = {
+            **self._payload(),
+            "update_depth": self.options.update_depth,
+            "update_rules": self.options.update_rules,
+            "theta1": self.options.theta1,
+            "theta2": self.options.theta2,
+            "send_statistics": self.aggregation == "tpss",
+        }
+        return Request("fcdnv_update", payload, arrays=[self.g0])
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == "fcdnv_init":
+            self._integrate(replies)
+            if self.aggregation == "weighted":
+                self._finish_fci_base()
+        else:
+            self._aggregate(replies)
+
+    # ------------------------------------------------------------------ round 1
+    def _client_graph(self, reply: Reply, what: str) -> np.ndarray:
+        """Check a reply's ids and ``d_k x d_k`` marks; return the marks embedded in ``d x d``."""
+        expected = self.observed[reply.client]
+        ids = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+        if ids.shape != expected.shape or not np.array_equal(ids, expected):
+            raise ClientProtocolError(
+                f"client {reply.client} sent variable ids {ids.tolist()} with its {what}, but "
+                f"its columns are ids {expected.tolist()}"
+            )
+        k = len(expected)
+        marks = np.asarray(reply.arrays[1]) if len(reply.arrays) > 1 else np.zeros(0)
+        if marks.shape != (k, k) or not np.isin(marks, (NONE, TAIL, ARROW, CIRCLE)).all():
+            raise ClientProtocolError(
+                f"client {reply.client} sent a {what} of shape {marks.shape} (expected {k}x{k}) "
+                "or with unknown mark codes"
+            )
+        try:
+            Graph(tuple(self.union[i] for i in expected), marks)
+        except ValueError as err:
+            raise ClientProtocolError(
+                f"client {reply.client} sent an invalid {what}: {err}"
+            ) from None
+        out = np.zeros((len(self.union), len(self.union)), dtype=np.int8)
+        out[np.ix_(expected, expected)] = marks
+        return out
+
+    def _integrate(self, replies: list[Reply]) -> None:
+        for r in replies:
+            self.initial[r.client] = self._client_graph(r, "PAG")
+            n_rows = int(r.meta.get("n_rows", -1))
+            if n_rows != self.client_info[r.client].n_rows:
+                raise ClientProtocolError(
+                    f"client {r.client} reports n_k = {n_rows} but said "
+                    f"{self.client_info[r.client].n_rows} rows in hello"
+                )
+            self.sizes[r.client] = n_rows
+            self.client_meta[r.client] = {"init_tests": int(r.meta.get("tests", 0))}
+        pids = sorted(self.initial)
+        d = len(self.union)
+        mask = observed_mask([self.observed[p] for p in pids], d)
+        self.overlap = overlap_matrix(mask)
+        self.g0 = union_graph(np.stack([self.initial[p] for p in pids]))
+        self.status = status_matrix(self.g0 != NONE, self.overlap, self.options.lemma_scope)
+        counts = self._status_counts(self.status)
+        self.annotate(g0_edges=int(np.count_nonzero(np.triu(self.g0 != NONE))), **counts)
+
+    def _finish_fci_base(self) -> None:
+        pids = sorted(self.initial)
+        marks = np.stack([self.initial[p] for p in pids])
+        mask = observed_mask([self.observed[p] for p in pids], len(self.union))
+        adjacency = weighted_adjacency(marks, mask, [self.sizes[p] for p in pids])
+        self.aggregated_clients = pids
+        self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
+
+    # ------------------------------------------------------------------ round 2
+    def _statistics(self, reply: Reply, marks: np.ndarray) -> None:
+        ids = self.observed[reply.client]
+        k = len(ids)
+        if len(reply.arrays) != 4:
+            raise ClientProtocolError(
+                f"client {reply.client} sent {len(reply.arrays)} arrays; expected ids, PAG, "
+                "transformed p-values and separating sets"
+            )
+        ptil = np.asarray(reply.arrays[2], dtype=np.float64)
+        if ptil.shape != (k, k):
+            raise ClientProtocolError(
+                f"client {reply.client} sent p-values of shape {ptil.shape}, expected {k}x{k}"
+            )
+        full = np.full((len(self.union), len(self.union)), np.nan)
+        full[np.ix_(ids, ids)] = ptil
+        self.ptil[reply.client] = full
+        allowed = set(ids.tolist())
+        adjacent = marks != NONE
+        sepsets: dict[Pair, tuple[int, ...]] = {}
+        try:
+            rows = decode_queries(np.asarray(reply.arrays[3]))
+        except ValueError as err:
+            raise ClientProtocolError(
+                f"client {reply.client} sent bad separating sets: {err}"
+            ) from None
+        for x, y, s in rows:
+            key = (min(x, y), max(x, y))
+            if not ({x, y, *s} <= allowed) or x == y or adjacent[x, y] or key in sepsets:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent the separating set {list(s)} for the pair "
+                    f"{key}, which is not a non-adjacent pair of its variables (or repeats)"
+                )
+            sepsets[key] = tuple(sorted(s))
+        sub = adjacent[np.ix_(ids, ids)]
+        rows_, cols_ = np.nonzero(np.triu(~sub, k=1))
+        missing = [
+            (int(ids[a]), int(ids[b]))
+            for a, b in zip(rows_.tolist(), cols_.tolist(), strict=True)
+            if (int(ids[a]), int(ids[b])) not in sepsets
+        ]
+        if missing:
+            raise ClientProtocolError(
+                f"client {reply.client} gave no separating set for its non-adjacent pairs {missing}"
+            )
+        self.sepsets[reply.client] = sepsets
+
+    def _aggregate(self, replies: list[Reply]) -> None:
+        for r in replies:
+            marks = self._client_graph(r, "updated PAG")
+            if np.any((marks != NONE) != (self.initial[r.client] != NONE)):
+                raise ClientProtocolError(
+                    f"client {r.client} changed adjacencies in C-Update (it may change marks only)"
+                )
+            self.updated[r.client] = marks
+            if self.aggregation == "tpss":
+                self._statistics(r, marks)
+            self.client_meta[r.client].update(
+                update_tests=int(r.meta.get("tests", 0)),
+                imported=int(r.meta.get("imported", 0)),
+                propagated=int(r.meta.get("propagated", 0)),
+                conflicts=int(r.meta.get("conflicts", 0)),
+            )
+        pids = sorted(self.updated)
+        self.aggregated_clients = pids
+        marks = np.stack([self.updated[p] for p in pids])
+        mask = observed_mask([self.observed[p] for p in pids], len(self.union))
+        if self.aggregation == "tpss":
+            adjacency, self.decisions = tpss_adjacency(
+                marks,
+                mask,
+                np.stack([self.ptil[p] for p in pids]),
+                [self.sizes[p] for p in pids],
+                self.status,
+                [self.sepsets[p] for p in pids],
+                self.options,
+            )
+            # decisions index clients by position: report partition ids
+            for dec in self.decisions:
+                dec.reporting = [pids[c] for c in dec.reporting]
+                dec.denying = [pids[c] for c in dec.denying]
+                dec.reasons = {pids[c]: why for c, why in dec.reasons.items()}
+        else:
+            adjacency = majority_adjacency(marks, mask)
+        self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
+        level1 = sum(d.level == 1 for d in self.decisions)
+        self.annotate(fedg_edges=int(np.count_nonzero(np.triu(adjacency))), level1_removed=level1)
+
+    # ------------------------------------------------------------------ result
+    @staticmethod
+    def _status_counts(status: np.ndarray) -> dict[str, int]:
+        upper = status[np.triu_indices(status.shape[0], k=1)]
+        names = {
+            -2: "definite_noncausal",
+            -1: "nondefinite_noncausal",
+            1: "nondefinite_causal",
+            2: "definite_causal",
+        }
+        return {names[v]: int(np.count_nonzero(upper == v)) for v in (-2, -1, 1, 2)}
+
+    def feddg_status(self) -> np.ndarray:
+        if self.options.feddg_status == "fedg":
+            return status_matrix(self.fedg != NONE, self.overlap, self.options.lemma_scope)
+        return self.status
+
+    def result_payload(self) -> dict:
+        names = tuple(self.union)
+        status = self.feddg_status()
+        feddg, definite_edges, definite_non_edges = restrict_to_definite(self.fedg, status)
+
+        def pair_name(i: int, j: int) -> str:
+            return f"{names[i]}|{names[j]}"
+
+        never = np.argwhere(np.triu(~self.overlap, k=1))
+        pids = sorted(self.observed)
+        pairwise = all(
+            np.intersect1d(self.observed[a], self.observed[b]).size > 0
+            for k, a in enumerate(pids)
+            for b in pids[k + 1 :]
+        )
+        clients = {
+            str(p): {
+                "variables": [names[i] for i in self.observed[p]],
+                "n_rows": self.sizes.get(p),
+                "init_edges": int(np.count_nonzero(np.triu(self.initial[p] != NONE)))
+                if p in self.initial
+                else None,
+                **self.client_meta.get(p, {}),
+            }
+            for p in pids
+        }
+        return {
+            "graph": Graph(names, self.fedg, "PAG"),
+            "variables": list(names),
+            "aggregation": self.aggregation,
+            "feddg": Graph(names, feddg, "PAG").to_json(),
+            "g0": Graph(names, self.g0, "PAG").to_json(),
+            "status": status.astype(int).tolist(),
+            "status_source": self.options.feddg_status,
+            "status_counts": self._status_counts(status),
+            "definite_edges": int(np.count_nonzero(np.triu(definite_edges))),
+            "definite_non_edges": int(np.count_nonzero(np.triu(definite_non_edges))),
+            "never_together": [pair_name(int(i), int(j)) for i, j in never],
+            "pairwise_overlap": bool(pairwise),
+            "clients": clients,
+            "aggregated_clients": list(self.aggregated_clients),
+            "decisions": [
+                {
+                    "pair": pair_name(*d.pair),
+                    "reporting": d.reporting,
+                    "denying": d.denying,
+                    "level": d.level,
+                    "value": d.value,
+                    "adjacent": d.adjacent,
+                    "reasons": {str(c): why for c, why in d.reasons.items()},
+                }
+                for d in self.decisions
+            ],
+            "options": {"test": self.test, "fci": dict(self.fci), **asdict(self.options)},
+        }
+
+
+# ============================================================================ scoring
+def score_result(result: Result, truth: Graph) -> dict[str, float]:
+    """FedCDnv's metrics of a result of this module against the true PAG over the union.
+
+    ``adj_*`` (pre-edge, rec-edge, F1-edge), ``arrow_*`` (pre/rec/F1-orie read as arrowhead
+    precision / recall, the digest's [REC]), and Table 2's FDR-C / FDR-dC / FDR-nC / FDR-dnC
+    with the definite pairs of ``result.extra["status"]`` (+2 and -2).
+    """
+    learned = result.graph
+    names = list(learned.names)  # the status matrix is in the result graph's node order
+    status = np.asarray(result.extra["status"])
+    pairs_pos = [(names[i], names[j]) for i, j in np.argwhere(np.triu(status == 2, k=1))]
+    pairs_neg = [(names[i], names[j]) for i, j in np.argwhere(np.triu(status == -2, k=1))]
+    adj = adjacency_metrics(learned, truth)
+    arr = orientation_metrics(learned, truth)
+    return {
+        "adj_precision": adj["precision"],
+        "adj_recall": adj["recall"],
+        "adj_f1": adj["f1"],
+        "arrow_precision": arr["precision"],
+        "arrow_recall": arr["recall"],
+        "arrow_f1": arr["f1"],
+        "fdr_c": edge_fdr(learned, truth),
+        "fdr_dc": edge_fdr(learned, truth, pairs_pos),
+        "fdr_nc": non_edge_fdr(learned, truth),
+        "fdr_dnc": non_edge_fdr(learned, truth, pairs_neg),
+        "n_edges": learned.n_edges(),
+    }
+
+
+# ============================================================================ registration
+def _optional_int(value: Any) -> int | None:
+    return None if value in (None, "", -1, "-1") else int(value)
+
+
+def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
+    """Build from run options: ``alpha, test, max_depth, possible_dsep, pds_max_size, fci_rules``
+    and every :class:`TPSSOptions` field."""
+    return FedCDnvStrategy(
+        method,
+        test=str(options.get("test") or "g2"),
+        max_depth=_optional_int(options.get("max_depth")),
+        possible_dsep=str(options.get("possible_dsep") or "sequential"),
+        pds_max_size=_optional_int(options.get("pds_max_size")),
+        fci_rules=str(options.get("fci_rules") or "zhang"),
+        options=TPSSOptions.from_options(options),
+    )
+
+
+def make_client(partition_id: int, data: pd.DataFrame, options: Mapping[str, Any]) -> Any:
+    from fedcausal_flwr.clients.tpss import FedCDnvClient
+
+    return FedCDnvClient(partition_id, data)
+
+
+DESCRIPTIONS = {
+    "fedcdnv": "FedCDnv (Wang et al.): local FCI on non-identical variable sets, G0, C-Update, "
+    "TPSS aggregation; FedG + FeddG over the union",
+    "fedcdnv-vote": "FedCDnv with TPSS replaced by a plain majority of the observing clients",
+    "fci-base": "local FCI per client, sample-size-weighted adjacency vote, arrowhead union",
+}
+
+for _method in METHODS:
+    register_method(
+        _method,
+        lambda options, _method=_method: make_strategy(options, _method),
+        make_client,
+        description=DESCRIPTIONS[_method],
+    )
+
+__all__ = ["FedCDnvStrategy", "make_strategy", "require_discrete_subsets", "score_result"]
