@@ -88,7 +88,7 @@ from fedcausal_flwr.discovery.bootstrap import (
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
-from fedcausal_flwr.strategies.fedpc_vote import vote_threshold
+from fedcausal_flwr.strategies.fedpc_vote import kept_skeleton, vote_threshold
 from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, option_flag, option_number
 
 STOP_RULES = ("levels", "no_removal")
@@ -210,7 +210,7 @@ class FedECDStrategy(DiscreteMethodStrategy):
     # ------------------------------------------------------------------ phase 1
     def _vote_layer(self, replies: list[Reply]) -> None:
         before = self.adjacency
-        kept = [self._kept(r, before) for r in replies]
+        kept = [kept_skeleton(r, before) for r in replies]
         votes = np.sum(kept, axis=0, dtype=np.int64)
         threshold = vote_threshold("0.5", len(replies))
         after = before & (votes >= threshold)
@@ -233,21 +233,6 @@ class FedECDStrategy(DiscreteMethodStrategy):
             self.phase = "evidence"
         else:
             self.level += 1
-
-    def _kept(self, reply: Reply, before: np.ndarray) -> np.ndarray:
-        kept = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
-        if kept.shape != before.shape or not np.isin(kept, (0, 1)).all():
-            raise ClientProtocolError(
-                f"client {reply.client} sent a kept skeleton of shape {kept.shape}, expected a "
-                f"0/1 matrix of shape {before.shape}"
-            )
-        kept = kept.astype(bool)
-        if np.any(kept != kept.T) or np.any(kept & ~before):
-            raise ClientProtocolError(
-                f"client {reply.client} sent a kept skeleton that is not symmetric or adds edges "
-                "absent from the broadcast skeleton"
-            )
-        return kept
 
     def _restore(self, replies: list[Reply]) -> None:
         n = len(self.removed)

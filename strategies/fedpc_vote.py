@@ -117,6 +117,23 @@ def max_pvalue_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float]
     return candidate, client, float(scores.flat[flat])
 
 
+def kept_skeleton(reply: Reply, before: np.ndarray) -> np.ndarray:
+    """A client's reply to ``prune``: its kept skeleton, checked (0/1, symmetric, no new edges)."""
+    kept = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+    if kept.shape != before.shape or not np.isin(kept, (0, 1)).all():
+        raise ClientProtocolError(
+            f"client {reply.client} sent a kept skeleton of shape {kept.shape}, expected a "
+            f"0/1 matrix of shape {before.shape}"
+        )
+    kept = kept.astype(bool)
+    if np.any(kept != kept.T) or np.any(kept & ~before):
+        raise ClientProtocolError(
+            f"client {reply.client} sent a kept skeleton that is not symmetric or adds edges "
+            "absent from the broadcast skeleton"
+        )
+    return kept
+
+
 class FedPCVoteStrategy(DiscreteMethodStrategy):
     """Layer-wise voting FedPC; see the module docstring for rules, ties and the wire protocol."""
 
@@ -182,7 +199,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
     # ------------------------------------------------------------------ skeleton
     def _vote_layer(self, replies: list[Reply]) -> None:
         before = self.adjacency
-        kept = [self._kept(r, before) for r in replies]
+        kept = [kept_skeleton(r, before) for r in replies]
         client_sets = [
             self._client_sepsets(r, before, k) for r, k in zip(replies, kept, strict=True)
         ]
@@ -213,21 +230,6 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         self.annotate(level=self.level, threshold=threshold, removed=len(removed))
         self.adjacency = after
         self.level += 1
-
-    def _kept(self, reply: Reply, before: np.ndarray) -> np.ndarray:
-        kept = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
-        if kept.shape != before.shape or not np.isin(kept, (0, 1)).all():
-            raise ClientProtocolError(
-                f"client {reply.client} sent a kept skeleton of shape {kept.shape}, expected a "
-                f"0/1 matrix of shape {before.shape}"
-            )
-        kept = kept.astype(bool)
-        if np.any(kept != kept.T) or np.any(kept & ~before):
-            raise ClientProtocolError(
-                f"client {reply.client} sent a kept skeleton that is not symmetric or adds edges "
-                "absent from the broadcast skeleton"
-            )
-        return kept
 
     def _client_sepsets(
         self, reply: Reply, before: np.ndarray, kept: np.ndarray

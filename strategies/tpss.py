@@ -103,16 +103,24 @@ from fedcausal_flwr.discovery.tpss import (
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.metrics import adjacency_metrics, edge_fdr, non_edge_fdr, orientation_metrics
+from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 from fedcausal_flwr.strategies.fedc2sl import decode_queries
-from fedcausal_flwr.strategies.voting import TESTS
+from fedcausal_flwr.strategies.voting import TESTS, require_discrete_values
 
 METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
 POSSIBLE_DSEP = ("sequential", "stable", "off")
 FCI_RULES = ("zhang", "causallearn")
 Pair = tuple[int, int]
+SCORE_KEYS = (
+    "adj_precision",
+    "adj_recall",
+    "adj_f1",
+    "arrow_precision",
+    "arrow_recall",
+    "arrow_f1",
+)
 
 
 def require_discrete_subsets(info: Mapping[int, ClientInfo], method: str) -> None:
@@ -123,18 +131,7 @@ def require_discrete_subsets(info: Mapping[int, ClientInfo], method: str) -> Non
             raise ValueError(f"client {pid} has no columns; {method} needs variables")
         if len(set(columns)) != len(columns):
             raise ValueError(f"client {pid} has repeated column names {columns}")
-        for col in columns:
-            if info[pid].n_missing.get(col, 0):
-                raise ValueError(
-                    f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing values; "
-                    f"{method} needs complete data"
-                )
-            if info[pid].levels.get(col) is None or info[pid].dtypes[col].startswith("float"):
-                raise ValueError(
-                    f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
-                    f"discrete; {method} runs G2/chi2 tests, which need integer or categorical "
-                    "values"
-                )
+    require_discrete_values(info, method)
 
 
 class FedCDnvStrategy(ProtocolStrategy):
@@ -477,15 +474,9 @@ def score_result(result: Result, truth: Graph) -> dict[str, float]:
     status = np.asarray(result.extra["status"])
     pairs_pos = [(names[i], names[j]) for i, j in np.argwhere(np.triu(status == 2, k=1))]
     pairs_neg = [(names[i], names[j]) for i, j in np.argwhere(np.triu(status == -2, k=1))]
-    adj = adjacency_metrics(learned, truth)
-    arr = orientation_metrics(learned, truth)
+    summary = graph_metrics(learned, truth)  # arrowheads = FedCDnv's orientation metric
     return {
-        "adj_precision": adj["precision"],
-        "adj_recall": adj["recall"],
-        "adj_f1": adj["f1"],
-        "arrow_precision": arr["precision"],
-        "arrow_recall": arr["recall"],
-        "arrow_f1": arr["f1"],
+        **{k: summary[k] for k in SCORE_KEYS},
         "fdr_c": edge_fdr(learned, truth),
         "fdr_dc": edge_fdr(learned, truth, pairs_pos),
         "fdr_nc": non_edge_fdr(learned, truth),

@@ -145,9 +145,13 @@ def option_number(options: Mapping[str, Any], key: str, default: Any, kind: type
 def require_discrete_columns(info: Mapping[int, ClientInfo], method: str) -> None:
     """Same columns everywhere, no missing values, every column discrete (integer/categorical)."""
     require_same_columns(info)
-    columns = info[min(info)].columns
+    require_discrete_values(info, method)
+
+
+def require_discrete_values(info: Mapping[int, ClientInfo], method: str) -> None:
+    """Every client's own columns: no missing values, discrete (integer/categorical)."""
     for pid in sorted(info):
-        for col in columns:
+        for col in info[pid].columns:
             if info[pid].n_missing.get(col, 0):
                 raise ValueError(
                     f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing values; "
