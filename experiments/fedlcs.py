@@ -10,8 +10,8 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
 * ``fedlcs``: one federated run for all targets together (shared PC-set cache, batched rounds),
   one row per ``--sep-stops`` rule (default ``after_found``, the method's default, and
   ``first_found``, which stops a pair's separating-set search at the first level where some
-  client found independence: the max over more clients x levels x subsets otherwise picks
-  spurious high-p sets that contain a collider, so F1 falls with N);
+  client found independence; which is better depends on the network, see the strategy's
+  docstring for the measured comparison);
 * ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
   ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
   search run by each client alone on its rows; avg = mean over clients of the per-client target

@@ -31,9 +31,12 @@ marginally dependent); the default ``"after_found"`` stops at the first empty le
 was found; ``"first_found"`` stops at the first level where some client found one (PC's
 "first separating set"). The max over levels x subsets x clients favours spurious high p: with
 more, smaller clients a set containing a true collider (tests of low power, or df = 0 giving
-p = 1) wins over the lower-level true set, so ``after_found`` loses F1 as N grows (ALARM x 5000,
-10 targets: 0.838 at N = 3, 0.531 at N = 5, 0.326 at N = 10) where ``first_found`` keeps it
-(0.838, 0.838, 0.731) with fewer tests; the skeleton (PC sets) is the same at N = 3 and 5.
+p = 1) can win over the lower-level true set. Measured with ``experiments/fedlcs.py`` (5000
+rows, up to 40 targets, N = 3, 5, 10, 15; mean arrowhead F1 ``after_found`` / ``first_found``):
+insurance .660/.570, .599/.511, .513/.414, .473/.468; win95pts .354/.318, .301/.253, .240/.183,
+.193/.179; andes .681/.641, .666/.582, .607/.510, .448/.424; alarm .746/.717, .579/.699,
+.407/.611, .270/.535. ``after_found`` is better in 13 of 16 settings and stays the default;
+ALARM with 5 or more clients is the exception where stopping at the first set found is better.
 No set found: the triple stays undecided (never a collider). Pairs of all triples and
 all targets are searched in the same rounds. Colliders (``T`` not in the set) are oriented in
 causal-learn's triple order without overwriting arrowheads, then Meek R1-R4
