@@ -201,3 +201,29 @@ def test_discrete_oracle_resamples_equal_fresh_oracles_per_resample():
         assert np.isnan(batched).any() == ("reliability" in options)
     with pytest.raises(ValueError, match="resample rows"):
         oracle.test_resamples(queries, [np.array([len(codes)])])
+
+
+def test_reliability_decided_before_counting_equals_the_table_rule():
+    """The oracle skips unreliable tests before counting; the p-values must be those of the rule
+    applied to the counted tables (contingency.discrete_tests)."""
+    from fedcausal_flwr.data import load_network
+    from fedcausal_flwr.stats.contingency import count_tables, discrete_tests, make_layout
+
+    net = load_network("child")
+    codes = net.sample_codes(300, seed=4).astype(np.int64)
+    codes[:, 3] = np.minimum(codes[:, 3], 1)  # a variable whose top levels are never observed
+    rng = np.random.default_rng(0)
+    queries = []
+    for k in range(4):
+        for _ in range(40):
+            x, y, *s = rng.choice(20, size=k + 2, replace=False).tolist()
+            queries.append((x, y, tuple(s)))
+    for arity in ("max_observed", "global"):
+        options = {"reliability": 5.0, "reliability_arity": arity}
+        oracle = DiscreteOracle(codes, net.cards, net.variables, test="g2", **options)
+        got = oracle.test_batch(queries)
+        layout = make_layout(queries, net.cards)
+        tables = count_tables(np.ascontiguousarray(codes.T), layout)
+        expected = discrete_tests(tables, layout, "g2", **options).pvalue
+        np.testing.assert_array_equal(got, expected)
+        assert 0 < np.isnan(got).sum() < len(queries)

@@ -87,11 +87,41 @@ class DiscreteOracle(CIOracle):
             raise ValueError(f"unknown reliability_arity {reliability_arity!r}")
         self.max_cells = max_cells
 
+    def arities(self, codes: np.ndarray | None = None) -> np.ndarray:
+        """Per-variable arities of the reliability rule on ``codes`` (default: all rows)."""
+        codes = self.codes if codes is None else codes
+        if self.options["reliability_arity"] == "global":
+            return self.cards.astype(np.float64)
+        if codes.shape[0] == 0:
+            return np.zeros(self.n_vars)
+        return codes.max(axis=0).astype(np.float64) + 1.0
+
+    def reliable(self, queries: Sequence[Query], arities: np.ndarray, n_rows: int) -> np.ndarray:
+        """Which queries pass the reliability rule, decided before any counting: every row falls
+        in every table, so a table's size is ``n_rows`` and its observed arities are the
+        sample's. All True when the rule is off."""
+        ok = np.ones(len(queries), dtype=bool)
+        threshold = self.options["reliability"]
+        if threshold is None:
+            return ok
+        by_size: dict[int, list[int]] = {}
+        for i, (_, _, s) in enumerate(queries):
+            by_size.setdefault(len(s), []).append(i)
+        for k, members in by_size.items():
+            rows = np.array([(queries[i][0], queries[i][1], *queries[i][2]) for i in members])
+            product = arities[rows.reshape(len(members), k + 2)].prod(axis=1)
+            ok[members] = (n_rows > 0) & (n_rows >= threshold * product)
+        return ok
+
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        pvals = np.full(len(queries), self.options["unreliable_pvalue"], dtype=np.float64)
+        keep = np.flatnonzero(self.reliable(queries, self.arities(), len(self.codes)))
+        if keep.size < len(queries):  # unreliable tests are decided without counting
+            pvals[keep] = self.compute_batch([queries[i] for i in keep.tolist()])
+            return pvals
         cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
         dense = [i for i, c in enumerate(cells) if c <= self.max_cells]
         sparse = [i for i, c in enumerate(cells) if c > self.max_cells]
-        pvals = np.empty(len(queries))
         if dense:
             layout = make_layout([queries[i] for i in dense], self.cards, self.max_cells)
             tables = count_tables(self.codes_t, layout)
@@ -109,20 +139,28 @@ class DiscreteOracle(CIOracle):
         layout is built once and the tables of every resample go through ONE batched test, so the
         per-group overhead is paid once instead of ``B`` times.
         """
-        keys = list(dict.fromkeys(self.check_query(q) for q in queries))
-        position = {k: i for i, k in enumerate(keys)}
+        all_keys = list(dict.fromkeys(self.check_query(q) for q in queries))
+        position = {k: i for i, k in enumerate(all_keys)}
         order = [position[self.check_query(q)] for q in queries]
         n_sets = len(row_sets)
-        pvals = np.empty((n_sets, len(keys)))
-        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in keys]
-        dense = [i for i, c in enumerate(cells) if c <= self.max_cells]
-        sparse = [i for i, c in enumerate(cells) if c > self.max_cells]
         samples = [np.asarray(rows, dtype=np.int64) for rows in row_sets]
         for rows in samples:
             if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= len(self.codes))):
                 raise ValueError(
                     f"resample rows must be indices into the {len(self.codes)} rows of the data"
                 )
+        full = np.full((n_sets, len(all_keys)), self.options["unreliable_pvalue"], dtype=float)
+        # only tests reliable on some resample are counted (on every resample; the rule then
+        # marks the others exactly as a fresh oracle would)
+        reliable_somewhere = np.zeros(len(all_keys), dtype=bool)
+        for rows in samples:
+            reliable_somewhere |= self.reliable(all_keys, self.arities(self.codes[rows]), len(rows))
+        counted = np.flatnonzero(reliable_somewhere)
+        keys = [all_keys[i] for i in counted.tolist()]
+        pvals = np.empty((n_sets, len(keys)))
+        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in keys]
+        dense = [i for i, c in enumerate(cells) if c <= self.max_cells]
+        sparse = [i for i, c in enumerate(cells) if c > self.max_cells]
         for chunk in _chunks_by_cells([cells[i] for i in dense], n_sets, _RESAMPLE_CELLS):
             members = [dense[i] for i in chunk]
             layout = make_layout([keys[i] for i in members], self.cards, self.max_cells)
@@ -147,10 +185,11 @@ class DiscreteOracle(CIOracle):
                     max_cells=self.max_cells, **self.options,
                 )  # fmt: skip
                 pvals[r, sparse] = [part._sparse_pvalue(keys[i]) for i in sparse]
+        full[:, counted] = pvals
         self.n_asked += len(queries) * n_sets
         self.n_computed += len(keys) * n_sets
         self.n_batches += 1
-        return pvals[:, order]
+        return full[:, order]
 
     def _sparse_pvalue(self, query: Query) -> float:
         """Counts over observed S-configurations only, for tables too large to lay out densely."""
