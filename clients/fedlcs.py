@@ -41,6 +41,7 @@ class FedLCSClient(VotingClient):
                 payload["variables"],
                 [payload["levels"][v] for v in payload["variables"]],
                 payload["test"],
+                payload.get("reliability"),
                 payload.get("session"),
             ],
             default=str,

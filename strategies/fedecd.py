@@ -89,7 +89,12 @@ from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Reque
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.strategies.fedpc_vote import kept_skeleton, vote_threshold
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, option_flag, option_number
+from fedcausal_flwr.strategies.voting import (
+    DiscreteMethodStrategy,
+    option_flag,
+    option_number,
+    parse_reliability,
+)
 
 STOP_RULES = ("levels", "no_removal")
 
@@ -120,13 +125,11 @@ class FedECDStrategy(DiscreteMethodStrategy):
         test: str = "g2",
         max_depth: int | None = 3,
     ):
-        super().__init__(alpha=alpha, test=test, max_depth=max_depth)
+        super().__init__(alpha=alpha, test=test, max_depth=max_depth, reliability=reliability)
         if bootstraps < 1:
             raise ValueError(f"bootstraps must be >= 1, got {bootstraps}")
         if not 0 <= tau <= 1:
             raise ValueError(f"tau must be in [0, 1], got {tau}")
-        if reliability is not None and reliability < 0:
-            raise ValueError(f"reliability must be >= 0 or None, got {reliability}")
         for value, allowed, what in (
             (evidence, EVIDENCE_RULES, "evidence"),
             (stop, STOP_RULES, "stop"),
@@ -140,7 +143,7 @@ class FedECDStrategy(DiscreteMethodStrategy):
             raise ValueError("tabu_length and max_barren must be >= 0")
         if seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")
-        self.bootstraps, self.tau, self.reliability = int(bootstraps), float(tau), reliability
+        self.bootstraps, self.tau = int(bootstraps), float(tau)
         self.resample, self.evidence, self.stop = bool(resample), evidence, stop
         self.tie_rule, self.allow_cycles = tie_rule, bool(allow_cycles)
         self.search = {
@@ -161,9 +164,6 @@ class FedECDStrategy(DiscreteMethodStrategy):
         self.dropped: list[tuple[int, int]] = []
         self.graph: Graph | None = None
         self.score_seconds: dict[str, float] = {}
-
-    def base_payload(self) -> dict[str, Any]:
-        return {**super().base_payload(), "reliability": self.reliability}
 
     def bootstrap_payload(self) -> dict[str, Any]:
         return {
@@ -340,16 +340,13 @@ def make_strategy(options: dict) -> FedECDStrategy:
     reliability (0 or 'none': off), resample, evidence, stop, tie_rule, allow_cycles, ess,
     structure_prior, tabu_length, max_barren, lower_triangle_compat, seed``."""
     depth = options.get("max_depth")
-    reliability = options.get("reliability")
-    if isinstance(reliability, str) and reliability.lower() == "none":
-        reliability = 0
     return FedECDStrategy(
         alpha=option_number(options, "alpha", 0.01, float),
         test=str(options.get("test") or "g2"),
         max_depth=3 if depth in (None, "") else (None if int(depth) == -1 else int(depth)),
         bootstraps=option_number(options, "bootstraps", 15, int),
         tau=option_number(options, "tau", 0.05, float),
-        reliability=5.0 if reliability in (None, "") else (float(reliability) or None),
+        reliability=parse_reliability(options.get("reliability"), 5.0),
         resample=option_flag(options, "resample", True),
         evidence=str(options.get("evidence") or "union"),
         stop=str(options.get("stop") or "levels"),

@@ -898,7 +898,9 @@ class LCSPooledStrategy(LCSBaselineStrategy):
         return Request("raw_data", {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        oracle = pooled_oracle(replies, self.variables, self.cards, self.test, self.rows)
+        oracle = pooled_oracle(
+            replies, self.variables, self.cards, self.test, self.rows, self.reliability
+        )
         self.found = local_structure(oracle, self.targets, self.options)
         self.n_tests = oracle.n_computed
         self.annotate(rows=int(sum(self.rows.values())))

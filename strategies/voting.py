@@ -31,6 +31,10 @@ Rules, with ties (all order-independent: they depend on counts, not on client or
   a tie counts as dependent (seed-001 digest §2.8). A NaN p-value counts as dependent. The local
   tests follow causal-learn's dof rule; FedC2SL's code adds +1 dof per empty local stratum,
   which is not replicated here.
+* option ``reliability`` (off by default; every method here, the pooled reference included):
+  the Causal Learner rule FedECD's experiments use, a test runs only if it has at least that
+  many rows per cell of its table (``n / (a_x a_y prod a_s)``, arities = highest observed code
+  + 1); otherwise its p-value is NaN, i.e. dependent.
 
 Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; queries travel
 as an int64 matrix of rows ``[x, y, S..., -1 padding]``):
@@ -109,14 +113,31 @@ def vote_pvalues(pvalues: np.ndarray, alpha: float) -> np.ndarray:
 
 
 # ============================================================================ shared set-up
-def parse_common(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``alpha``, ``test`` and ``max_depth`` from run options (``""``, ``None``, -1: no cap)."""
+def parse_common(options: Mapping[str, Any], reliability: float | None = None) -> dict[str, Any]:
+    """``alpha``, ``test``, ``max_depth`` (``""``, ``None``, -1: no cap) and ``reliability``
+    (``0`` or ``"none"``: off; empty: the method's default ``reliability``) from run options."""
     depth = options.get("max_depth")
     return {
         "alpha": float(options.get("alpha", 0.05)),
         "test": str(options.get("test", "chi2")),
         "max_depth": None if depth in (None, "", -1) else int(depth),
+        "reliability": parse_reliability(options.get("reliability"), reliability),
     }
+
+
+def parse_reliability(value: Any, default: float | None) -> float | None:
+    """The reliability option: a minimum of rows per table cell, or None (off)."""
+    if value in (None, ""):
+        return default
+    if isinstance(value, str) and value.lower() == "none":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"option 'reliability' must be a number or 'none', got {value!r}"
+        ) from None
+    return number or None
 
 
 def option_flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -168,7 +189,13 @@ def require_discrete_values(info: Mapping[int, ClientInfo], method: str) -> None
 class DiscreteMethodStrategy(ProtocolStrategy):
     """Common set-up: options, discrete-data checks, global level sets and cardinalities."""
 
-    def __init__(self, alpha: float = 0.05, test: str = "chi2", max_depth: int | None = None):
+    def __init__(
+        self,
+        alpha: float = 0.05,
+        test: str = "chi2",
+        max_depth: int | None = None,
+        reliability: float | None = None,
+    ):
         super().__init__()
         if test not in TESTS:
             raise ValueError(
@@ -179,7 +206,10 @@ class DiscreteMethodStrategy(ProtocolStrategy):
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         if max_depth is not None and max_depth < 0:
             raise ValueError(f"max_depth must be >= 0 or None, got {max_depth}")
+        if reliability is not None and reliability < 0:
+            raise ValueError(f"reliability must be >= 0 or None, got {reliability}")
         self.alpha, self.test, self.max_depth = float(alpha), test, max_depth
+        self.reliability = None if not reliability else float(reliability)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
 
@@ -208,6 +238,7 @@ class DiscreteMethodStrategy(ProtocolStrategy):
             "levels": self.levels,
             "test": self.test,
             "alpha": self.alpha,
+            "reliability": self.reliability,
         }
 
     def client_marks(self, reply: Reply) -> np.ndarray:
@@ -304,7 +335,12 @@ class LocalStrategy(LocalGraphsStrategy):
 
 
 def pooled_oracle(
-    replies: list[Reply], variables: list[str], cards, test: str, rows: dict[int, int]
+    replies: list[Reply],
+    variables: list[str],
+    cards,
+    test: str,
+    rows: dict[int, int],
+    reliability: float | None = None,
 ) -> DiscreteOracle:
     """A centralised oracle over the clients' raw encoded rows (``raw_data`` replies, in partition
     order); ``rows`` gets each client's row count."""
@@ -318,7 +354,9 @@ def pooled_oracle(
             )
         parts.append(codes.astype(np.int64))
         rows[reply.client] = int(codes.shape[0])
-    return DiscreteOracle(np.concatenate(parts), cards, variables, test=test)
+    return DiscreteOracle(
+        np.concatenate(parts), cards, variables, test=test, reliability=reliability
+    )
 
 
 def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
@@ -431,7 +469,9 @@ class PooledStrategy(DiscreteMethodStrategy):
         return Request("raw_data", {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        oracle = pooled_oracle(replies, self.variables, self.cards, self.test, self.rows)
+        oracle = pooled_oracle(
+            replies, self.variables, self.cards, self.test, self.rows, self.reliability
+        )
         search = pc if self.algorithm == "pc" else fci
         self.result = search(oracle, self.alpha, max_depth=self.max_depth)
         self.annotate(rows=int(sum(self.rows.values())))

@@ -388,3 +388,20 @@ def test_ray_engine_gives_the_inprocess_result(method):
     assert on_ray.rounds == inprocess.rounds
     assert on_ray.ledger == inprocess.ledger
     assert on_ray.extra == inprocess.extra
+
+
+def test_reliability_option_reaches_the_clients_tests():
+    """``reliability`` (FedECD's Causal Learner rule) reaches every client's and the pooled
+    reference's tests: with one client each method equals PC on an oracle with the same rule."""
+    net = load_network("child")
+    pooled = net.sample(500, seed=1)
+    codes = net.sample_codes(500, seed=1).astype(np.int64)
+    assert [len(np.unique(codes[:, j])) for j in range(len(net.cards))] == list(net.cards)
+    ruled = DiscreteOracle(codes, net.cards, net.variables, test="g2", reliability=5.0)
+    expected = pc(ruled, alpha=0.05).graph
+    assert expected != pc(DiscreteOracle(codes, net.cards, net.variables, test="g2"), 0.05).graph
+    for method in ("local", "pc-vote", "pooled"):
+        result = run_method(method, [pooled], {"test": "g2", "reliability": 5})
+        assert result.graph == expected, method
+    with pytest.raises(ValueError, match="reliability"):
+        run_method("pc-vote", [pooled], {"reliability": "lots"})
