@@ -6,7 +6,9 @@
 
 Per network and seed, ``--samples`` rows are drawn from the network and split i.i.d. over K
 clients (sizes differ by at most one row; the paper's code uses contiguous blocks and drops the
-remainder). Methods, all with alpha = 0.01, G2 and conditioning sets up to 3 (the paper's code):
+remainder). Methods, all with alpha = 0.01, G2 with the Causal Learner reliability rule (a test
+needs 5 rows per table cell, else it counts as dependent; the baselines' toolbox uses the same
+test) and conditioning sets up to 3 (the paper's code):
 
 * ``fedecd`` (tau 0.05, the paper's) and ``fedecd-tau0.1`` (the code's), B = 15, other options at
   their defaults (see ``strategies/fedecd.py``);
@@ -54,7 +56,7 @@ from fedcausal_flwr.graphs.orientation import pdag_to_dag  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_cpdag  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 
-COMMON = {"alpha": 0.01, "test": "g2", "max_depth": 3}
+COMMON = {"alpha": 0.01, "test": "g2", "max_depth": 3, "reliability": 5}
 BASELINES = {
     "fedpc-vote": ("fedpc-vote", {**COMMON, "ratio": 0.3}),
     "pc-vote": ("pc-vote", COMMON),
@@ -115,8 +117,13 @@ def one_run(task: dict) -> list[dict]:
     return rows
 
 
-def task_key(task: dict) -> str:
+def task_label(task: dict) -> str:
     return f"{task['network']}|{task['K']}|{task['seed']}|{task['samples']}|{task['method']}"
+
+
+def task_key(task: dict) -> str:
+    """The cache key: the label plus the run options (changing an option re-runs)."""
+    return f"{task_label(task)}|{json.dumps(task['options'], sort_keys=True)}"
 
 
 def load_done(path: Path) -> tuple[list[dict], set[str]]:
@@ -126,7 +133,7 @@ def load_done(path: Path) -> tuple[list[dict], set[str]]:
             if line.strip():
                 record = json.loads(line)
                 done.add(record["key"])
-                rows.extend(record["rows"])
+                rows.extend({**row, "key": record["key"]} for row in record["rows"])
     return rows, done
 
 
@@ -202,21 +209,19 @@ def main() -> None:
     print(f"{len(tasks)} runs, {len(tasks) - len(todo)} cached, {len(todo)} to do", flush=True)
     with cache.open("a") as sink, ProcessPoolExecutor(max(1, args.jobs)) as pool:
         for task, new in zip(todo, pool.map(one_run, todo), strict=True):
+            new = [{**row, "key": task_key(task)} for row in new]
             sink.write(json.dumps({"key": task_key(task), "rows": new}, default=float) + "\n")
             sink.flush()
             rows.extend(new)
             fedecd = [r for r in new if r["method"].startswith("fedecd")]
             extra = f" score share {fedecd[0]['score_share']:.0%}" if fedecd else ""
             print(
-                f"  {task_key(task):45s} {new[0]['time_s']:7.1f} s  DAG Ar_F1 "
+                f"  {task_label(task):45s} {new[0]['time_s']:7.1f} s  DAG Ar_F1 "
                 f"{new[0]['dag_arrow_f1']:.3f}{extra}",
                 flush=True,
             )
     wanted = {task_key(t) for t in tasks}
-    frame = pd.DataFrame(rows)
-    frame = frame[
-        frame.apply(lambda r: task_key({**r, "method": _task_label(r["method"])}) in wanted, axis=1)
-    ]
+    frame = pd.DataFrame([r for r in rows if r["key"] in wanted]).drop(columns="key")
     metric_cols = [c for c in frame.columns if c.startswith(("dag_", "cpdag_"))] + ["time_s"]
     summary = frame.groupby(["network", "K", "method"], sort=False)[metric_cols].mean()
     summary = summary.reset_index()
@@ -240,10 +245,6 @@ def main() -> None:
     print("\nwall time per run (s):")
     print(times.round(1).to_string())
     _plots(frame, out)
-
-
-def _task_label(method: str) -> str:
-    return "local" if method.startswith("local") else method
 
 
 def _plots(frame: pd.DataFrame, out: Path) -> None:
