@@ -136,6 +136,13 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--max-targets", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-layer",
+        type=int,
+        default=6,
+        help="FLSke's maximum layer (the paper's 6); hub-heavy networks (pigs: PC sets of ~40) "
+        "need millions of layer-6 tests per variable",
+    )
     parser.add_argument("--no-global", action="store_true", help="skip the global fedpc-vote run")
     parser.add_argument(
         "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
@@ -164,7 +171,7 @@ def main() -> None:
     for name in args.networks:
         net = load_network(name)
         targets = pick_targets(net, args.max_targets, args.seed)
-        options = {"target": ",".join(targets), "alpha": args.alpha}
+        options = {"target": ",".join(targets), "alpha": args.alpha, "max_depth": args.max_layer}
         pooled = net.sample(args.samples, seed=args.seed)
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
@@ -191,7 +198,11 @@ def main() -> None:
                 ("lcs-pooled", score_targets(union, targets, net), secs, union.extra["tests"])
             )
             if not args.no_global:
-                glob, secs = timed("fedpc-vote", parts, {"alpha": args.alpha, "ratio": 0.4})
+                glob, secs = timed(
+                    "fedpc-vote",
+                    parts,
+                    {"alpha": args.alpha, "ratio": 0.4, "max_depth": args.max_layer},
+                )
                 rows.append(
                     (
                         "fedpc-vote",
