@@ -454,8 +454,8 @@ def answer_prune(
     """One client's kept candidates per job: PCsimple's layer with its own tests.
 
     The result is exactly a sequential replay (:func:`apply_layer`), but tests are fetched in
-    batches: each pass replays every job, treating unknown p-values as "dependent" to carry on,
-    and every candidate that met an unknown test gets its next tests (in scan order, a prefix that
+    batches: each pass replays every job; a candidate that meets an unknown test stays open (kept,
+    its later tests not scanned in this pass), and every open candidate gets its next tests (in scan order, a prefix that
     at least doubles) in ONE oracle batch. A candidate removed early thus costs few tests beyond
     the one that removed it, and the number of batches grows with log(tests per candidate).
     Tests that condition on a candidate scanned earlier whose fate is still open, or on one this
@@ -481,7 +481,7 @@ def answer_prune(
                     return known[q]
                 key = (j, q[1] if q[0] == v else q[0])
                 short.setdefault(key, position[key][q])
-                return 0.0  # speculative "dependent"; this pass is replayed after the fetch
+                return None  # open: this candidate stays until the fetch; the pass is replayed
 
             kept_lists.append(tuple(apply_layer(v, cpc, lv, pvalue, alpha, stable)[0]))
         if not short:

@@ -53,17 +53,24 @@ def apply_layer(
     target: int,
     candidates: Sequence[int],
     level: int,
-    pvalue: Callable[[Query], float],
+    pvalue: Callable[[Query], float | None],
     alpha: float,
     stable: bool = False,
 ) -> tuple[list[int], dict[int, tuple[int, ...]]]:
-    """Replay one layer sequentially; return the kept candidates and the new separating sets."""
+    """Replay one layer sequentially; return the kept candidates and the new separating sets.
+
+    ``pvalue`` may return ``None`` for a test not known yet (a batched replay): the candidate's
+    fate is then open, it stays for now and its later tests are not scanned.
+    """
     current = list(candidates)
     found: dict[int, tuple[int, ...]] = {}
     for x in candidates:
         pool = [v for v in (candidates if stable else current) if v != x]
         for z in combinations(pool, level):
-            if pvalue(normalise_query(x, target, z)) > alpha:
+            p = pvalue(normalise_query(x, target, z))
+            if p is None:
+                break
+            if p > alpha:
                 found[x] = tuple(z)
                 current.remove(x)
                 break
