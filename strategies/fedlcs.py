@@ -454,10 +454,12 @@ def answer_prune(
     """One client's kept candidates per job: PCsimple's layer with its own tests.
 
     The result is exactly a sequential replay (:func:`apply_layer`), but tests are fetched in
-    batches: each pass replays every job; a candidate that meets an unknown test stays open (kept,
-    its later tests not scanned in this pass), and every open candidate gets its next tests (in scan order, a prefix that
-    at least doubles) in ONE oracle batch. A candidate removed early thus costs few tests beyond
-    the one that removed it, and the number of batches grows with log(tests per candidate).
+    batches: each pass replays every job; a candidate that meets an unknown test stays open
+    (kept, its later tests not scanned in this pass), and every open candidate gets its next
+    tests (in scan order, a prefix that at least doubles) in ONE oracle batch. A candidate
+    removed early thus costs few tests beyond the one that removed it, and the number of batches
+    grows with log(tests per candidate). Each job remembers how many leading subsets of a
+    candidate are known dependent, so a pass does not rescan them.
     Tests that condition on a candidate scanned earlier whose fate is still open, or on one this
     pass removed, are not fetched speculatively (with the on-the-fly pool the replay may never
     ask them); the first open candidate of a job is always served, so every pass progresses.
@@ -471,6 +473,7 @@ def answer_prune(
     position = {key: {q: i for i, q in enumerate(qs)} for key, qs in scans.items()}
     fetched = dict.fromkeys(scans, 0)
     known: dict = {}
+    resumes: list[dict] = [{} for _ in jobs]
     while True:
         short: dict[tuple[int, int], int] = {}
         kept_lists = []
@@ -483,7 +486,8 @@ def answer_prune(
                 short.setdefault(key, position[key][q])
                 return None  # open: this candidate stays until the fetch; the pass is replayed
 
-            kept_lists.append(tuple(apply_layer(v, cpc, lv, pvalue, alpha, stable)[0]))
+            kept = apply_layer(v, cpc, lv, pvalue, alpha, stable, resume=resumes[j])[0]
+            kept_lists.append(tuple(kept))
         if not short:
             return kept_lists
         removed = [set(cpc) - set(kept) for (_, cpc, _), kept in zip(jobs, kept_lists, strict=True)]

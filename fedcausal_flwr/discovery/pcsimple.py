@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, islice
 
 from fedcausal_flwr.stats.oracle import Query, normalise_query
 
@@ -56,19 +56,26 @@ def apply_layer(
     pvalue: Callable[[Query], float | None],
     alpha: float,
     stable: bool = False,
+    resume: dict | None = None,
 ) -> tuple[list[int], dict[int, tuple[int, ...]]]:
     """Replay one layer sequentially; return the kept candidates and the new separating sets.
 
     ``pvalue`` may return ``None`` for a test not known yet (a batched replay): the candidate's
-    fate is then open, it stays for now and its later tests are not scanned.
+    fate is then open, it stays for now and its later tests are not scanned. ``resume`` (kept by
+    the caller across replays) remembers, per candidate and pool, how many leading subsets are
+    already known to be dependent, so a replay does not scan them again.
     """
     current = list(candidates)
     found: dict[int, tuple[int, ...]] = {}
     for x in candidates:
         pool = [v for v in (candidates if stable else current) if v != x]
-        for z in combinations(pool, level):
+        key = (x, tuple(pool))
+        start = 0 if resume is None else resume.get(key, 0)
+        for index, z in enumerate(islice(combinations(pool, level), start, None), start):
             p = pvalue(normalise_query(x, target, z))
             if p is None:
+                if resume is not None:
+                    resume[key] = index
                 break
             if p > alpha:
                 found[x] = tuple(z)
