@@ -53,7 +53,6 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import fedcausal_flwr.strategies.tpss  # noqa: E402, F401  (registers the FedCDnv methods)
 from fedcausal_flwr.api import read_truth  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import (  # noqa: E402
@@ -71,7 +70,7 @@ from fedcausal_flwr.federation.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag  # noqa: E402
 from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics  # noqa: E402
-from fedcausal_flwr.strategies.tpss import score_result  # noqa: E402
+from fedcausal_flwr.strategies.tpss import SCORE_KEYS, score_result  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sachs"
 SACHS_FILE, SACHS_TRUTH = "sachs_discrete_853.txt", "sachs_bnlearn_edges_17.csv"
@@ -99,15 +98,7 @@ PAPER_TABLE2 = {
     80: (0.0929, 0.1043, 0.0325, 0.0309),
     100: (0.1380, 0.1351, 0.0099, 0.0092),
 }
-METRICS = (
-    "adj_precision",
-    "adj_recall",
-    "adj_f1",
-    "arrow_precision",
-    "arrow_recall",
-    "arrow_f1",
-    "arrow_mag_f1",
-)
+METRICS = (*SCORE_KEYS, "arrow_mag_f1")
 FDRS = ("fdr_c", "fdr_dc", "fdr_nc", "fdr_dnc")
 
 
