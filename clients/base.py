@@ -8,10 +8,14 @@ A method subclasses :class:`ProtocolClient` and registers one handler per action
         def colsum(self, payload: dict, arrays: list[np.ndarray]):
             return [self.data.to_numpy().sum(axis=0)], {"n": len(self.data)}
 
+A built-in method names its actions with the constants of its :mod:`fedcausal_flwr.protocols`
+module, which its strategy imports too (a client never imports a strategy).
+
 A handler gets the request's JSON payload and broadcast arrays and returns ``(arrays, meta)``;
 ``meta`` must be JSON-serialisable. For a ``secure`` request it must return exactly one flat integer
 vector with ``|value| <= C`` (checked here, before anything is sent). The built-in ``hello`` action
-reports the partition id, row count, columns, dtypes and level sets.
+reports the partition id, row count, columns, dtypes, level sets and a fingerprint of the data (a
+digest that identifies it for reproducibility and reveals nothing else).
 
 Flower rebuilds the client object for every message; state that must survive between rounds lives
 in ``self.context.state`` (persisted per node by Flower), never in attributes.
@@ -29,6 +33,7 @@ from flwr.app import Context
 from flwr.client import NumPyClient
 
 import fedcausal_flwr
+from fedcausal_flwr.data.fingerprint import frame_fingerprint
 from fedcausal_flwr.federation.messages import (
     HELLO,
     KEY_ACTION,
@@ -185,5 +190,6 @@ class ProtocolClient(NumPyClient):
             "levels": levels,
             "n_missing": n_missing,
             "version": fedcausal_flwr.__version__,
+            "fingerprint": frame_fingerprint(self.data),
         }
         return [], meta

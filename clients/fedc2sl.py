@@ -16,10 +16,11 @@ import pandas as pd
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
+from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import local_tables, make_layout, table_marginals
 from fedcausal_flwr.stats.gaussian import local_moments
 from fedcausal_flwr.stats.sketch import client_sketch
-from fedcausal_flwr.strategies.fedc2sl import SKETCH_SCALE, decode_queries
 
 
 def encode_columns(
@@ -81,17 +82,17 @@ class FedC2SLClient(ProtocolClient):
             codes, cards, layout, variables=variables, client=f"client {self.partition_id}"
         )
 
-    @action("tables")
+    @action(TABLES)
     def tables(self, payload: dict, arrays: list[np.ndarray]):
         vector, _ = self._tables(payload, arrays)
         return [vector], {}
 
-    @action("margins")
+    @action(MARGINS)
     def margins(self, payload: dict, arrays: list[np.ndarray]):
         vector, layout = self._tables(payload, arrays)
         return [table_marginals(vector, layout).astype(np.int64)], {}
 
-    @action("sketch")
+    @action(SKETCH)
     def sketch(self, payload: dict, arrays: list[np.ndarray]):
         vector, layout = self._tables(payload, arrays)
         expected = arrays[1]
@@ -100,7 +101,7 @@ class FedC2SLClient(ProtocolClient):
         )
         return [np.rint(share * SKETCH_SCALE).astype(np.int64)], {}
 
-    @action("moments")
+    @action(MOMENTS)
     def moments(self, payload: dict, arrays: list[np.ndarray]):
         variables = payload["variables"]
         data = self.data[variables].to_numpy(dtype=np.float64)

@@ -15,13 +15,13 @@ import numpy as np
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
 from fedcausal_flwr.stats.glm import (
     ClientTable,
     ci_test_inprocess,
     local_contribution,
     n_global_params,
 )
-from fedcausal_flwr.strategies.fedci import encode_fixed, model_from_row
 
 _TABLES: dict[int, tuple[weakref.ref, Schema, ClientTable]] = {}
 
@@ -41,7 +41,7 @@ def cached_table(data, schema: Schema, partition_id: int) -> ClientTable:
 class FedCIClient(ProtocolClient):
     """One site's data; see the strategy module for the ``glm`` action."""
 
-    @action("glm")
+    @action(GLM)
     def glm(self, payload: dict, arrays: list[np.ndarray]):
         schema = Schema.from_json(payload["schema"])
         table = cached_table(self.data, schema, self.partition_id)
@@ -75,7 +75,7 @@ class FedCIClient(ProtocolClient):
                 self.partition_id, f"fixed-point encoding of the GLM blocks of {models}: {err}"
             ) from err
 
-    @action("local_lrt")
+    @action(LOCAL_LRT)
     def local_lrt(self, payload: dict, arrays: list[np.ndarray]):
         """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
         schema = Schema.from_json(payload["schema"])

@@ -23,6 +23,7 @@ from fedcausal_flwr.discovery.bootstrap import (
 )
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
 from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
 
 
 class FedECDClient(VotingClient):
@@ -42,7 +43,7 @@ class FedECDClient(VotingClient):
             )
         return matrix.astype(bool)
 
-    @action("bootstrap_weights")
+    @action(BOOTSTRAP_WEIGHTS)
     def bootstrap_weights(self, payload: dict, arrays: list[np.ndarray]):
         """Eq. 5-6: per removed edge, the bootstrap mean of the weighted independence evidence."""
         skeleton = self._square(payload, arrays[0], "skeleton")
@@ -65,7 +66,7 @@ class FedECDClient(VotingClient):
             total += independence_evidence(replicate_pvalues, owner, side, len(pairs), alpha, rule)
         return [total / n_boot], {"tests": oracle.n_computed}
 
-    @action("orient")
+    @action(ORIENT)
     def orient(self, payload: dict, arrays: list[np.ndarray]):
         """Eq. 8-9: one BDeu hill climbing per resample inside the skeleton, then the direction
         vote over the resamples; sends the voted 0/1 matrix (both entries = undirected tie)."""

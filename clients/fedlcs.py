@@ -18,15 +18,16 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import action
 from fedcausal_flwr.clients.voting import VotingClient
-from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.stats.oracle import CIOracle
-from fedcausal_flwr.strategies.fedlcs import (
+from fedcausal_flwr.discovery.lcs import (
     LCSOptions,
     answer_prune,
     answer_sepsets,
     full_graph,
     local_structure,
 )
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
+from fedcausal_flwr.stats.oracle import CIOracle
 
 _ORACLES: dict[int, tuple[weakref.ref, str, CIOracle]] = {}
 
@@ -78,7 +79,7 @@ class FedLCSClient(VotingClient):
                 out.append((int(job[0]), int(job[1]), tuple(int(v) for v in job[2]), int(job[3])))
         return out
 
-    @action("lcs_prune")
+    @action(LCS_PRUNE)
     def lcs_prune(self, payload: dict, arrays: list[np.ndarray]):
         """PCsimple layer ``l`` of every job's candidate set: one keep flag per candidate."""
         oracle = self.lcs_oracle(payload)
@@ -88,7 +89,7 @@ class FedLCSClient(VotingClient):
         flags = [int(v in k) for (_, cpc, _), k in zip(jobs, kept, strict=True) for v in cpc]
         return [np.array(flags, dtype=np.uint8)], {"tests": oracle.n_computed - before}
 
-    @action("lcs_sepsets")
+    @action(LCS_SEPSETS)
     def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]):
         """p-values of every subset of size ``l`` of the pool; NaN unless independent."""
         oracle = self.lcs_oracle(payload)
@@ -96,7 +97,7 @@ class FedLCSClient(VotingClient):
         values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]))
         return [values.astype(np.float64)], {"tests": oracle.n_computed - before}
 
-    @action("lcs_local")
+    @action(LCS_LOCAL)
     def lcs_local(self, payload: dict, arrays: list[np.ndarray]):
         """``fedlcs-local``: the whole search on this site's rows; one p x p graph per target."""
         names = payload["variables"]

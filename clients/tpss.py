@@ -20,9 +20,10 @@ from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.tpss import LocalFCI, c_update_steps, local_fci, transform_pvalues
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
 from fedcausal_flwr.stats.oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle
-from fedcausal_flwr.strategies.fedc2sl import encode_queries
 
 STATE_KEY = "fedcdnv-local-fci"  # the arrays
 STATE_ID = "fedcdnv-local-fci-key"  # which request they answer (one RecordDict namespace)
@@ -89,7 +90,7 @@ class FedCDnvClient(ProtocolClient):
             state.config_records[STATE_ID] = ConfigRecord({"key": key})
         return result
 
-    @action("fcdnv_init")
+    @action(FCDNV_INIT)
     def init(self, payload: dict, arrays: list[np.ndarray]):
         """C-InitPag: FCI on the site's variables; send their global ids and the PAG."""
         variables = self.own_variables(payload)
@@ -99,7 +100,7 @@ class FedCDnvClient(ProtocolClient):
         meta = {"n_rows": int(len(self.data)), "tests": int(oracle.n_computed)}
         return [ids, result.graph.marks.astype(np.int8)], meta
 
-    @action("fcdnv_update")
+    @action(FCDNV_UPDATE)
     def update(self, payload: dict, arrays: list[np.ndarray]):
         """C-Update with the broadcast G0; send the updated PAG, and (``send_statistics``) the
         transformed p-values and the separating sets in global ids."""

@@ -16,8 +16,9 @@ from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
+from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PRUNE, PVALUES, RAW_DATA
 from fedcausal_flwr.stats.oracles import DiscreteOracle
-from fedcausal_flwr.strategies.fedc2sl import decode_queries, encode_queries
 
 
 class VotingClient(ProtocolClient):
@@ -45,7 +46,7 @@ class VotingClient(ProtocolClient):
             client=f"client {self.partition_id}",
         )
 
-    @action("prune")
+    @action(PRUNE)
     def prune(self, payload: dict, arrays: list[np.ndarray]):
         """Prune the broadcast global skeleton at one conditioning-set size with local tests."""
         adjacency = np.asarray(arrays[0]).astype(bool)
@@ -63,13 +64,13 @@ class VotingClient(ProtocolClient):
         kept = skeleton.adjacency.astype(np.uint8)
         return [kept, encode_queries(rows)], {"tests": oracle.n_computed}
 
-    @action("pvalues")
+    @action(PVALUES)
     def pvalues(self, payload: dict, arrays: list[np.ndarray]):
         """Local p-values of a batch of CI queries (the server combines them)."""
         oracle = self._oracle(payload)
         return [oracle.test_batch(decode_queries(arrays[0])).astype(np.float64)], {}
 
-    @action("local_graph")
+    @action(LOCAL_GRAPH)
     def local_graph(self, payload: dict, arrays: list[np.ndarray]):
         """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
         oracle = self._oracle(payload)
@@ -84,7 +85,7 @@ class VotingClient(ProtocolClient):
             )
         return [result.graph.marks.astype(np.int8)], {"tests": oracle.n_computed}
 
-    @action("raw_data")
+    @action(RAW_DATA)
     def raw_data(self, payload: dict, arrays: list[np.ndarray]):
         """The whole local data set, encoded over the global levels (pooled reference only)."""
         return [self._codes(payload).astype(np.int64)], {}

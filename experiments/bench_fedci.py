@@ -104,7 +104,7 @@ def rounds_benchmark(n: int = 2000, ks: tuple[int, ...] = (4, 8, 12)) -> None:
         tests = res.extra["ci_tests"]
         gaps_fisher = []
         for t in tests:
-            fisher = citest(part.clients, t["x"], t["y"], t["given"], method="fisher",
+            fisher = citest(part.clients, t["x"], t["y"], t["given"], ci="fisher",
                             schema=schema)  # fmt: skip
             gaps_fisher.append(np.log10(fisher.p_value) - np.log10(t["p_value"]))
         print(

@@ -1,17 +1,19 @@
 """FedC2SL's Sachs experiment (Fig. 4): FedPC's SHD for K = 2..64 IID clients, next to the paper.
 
-    python experiments/fedc2sl_sachs.py [--data DIR] [--seeds 10] [--clients 2 4 8 16 32 64]
-                                        [--methods NAME ...] [--quick]
+    python -m fedcausal_flwr.experiments.fedc2sl_sachs [--data DIR] [--seeds 10]
+        [--clients 2 4 8 16 32 64] [--methods NAME ...] [--quick]
+
+(or ``python experiments/fedc2sl_sachs.py ...`` from a source checkout).
 
 Data: the discrete Sachs set (853 rows x 11 proteins, 3 levels each; ``sachs_discrete_853.txt``,
 space separated) and the 17-edge bnlearn DAG (``sachs_bnlearn_edges_17.csv``, ``cause,effect``),
-both read from ``--data`` (default ``../shared/data/sachs`` next to the repository; the project
-does not ship them). For every K and seed, the pooled rows are split IID with that seed, and each
+both shipped with the package (:mod:`fedcausal_flwr.data.reference`); ``--data DIR`` reads the two
+files from DIR instead. For every K and seed, the pooled rows are split IID with that seed, and each
 method in :data:`METHODS` runs on the split (FedPC: chi2, alpha 0.05, in-process backend; the seed
-also sets the sketch projections). Printed per K and method: mean (sd) SHD in causal-learn
-0.1.2.8's definition (the paper's) and in the standard one, both against the CPDAG of the 17-edge
-DAG, how many runs gave exactly the pooled PC's CPDAG, mean seconds per run, and the paper's
-number (the authors' logs, seed-001 digest section 6.3). Also centralised PC on the pooled rows.
+also sets the sketch projections). Printed per K and method: mean (sd) SHD in causal-learn 0.1.2.8's
+definition (the paper's) and in the standard one, both against the CPDAG of the 17-edge DAG, how
+many runs gave exactly the pooled PC's CPDAG, mean seconds per run, and the paper's number (the
+authors' logs, seed-001 digest section 6.3). Also centralised PC on the pooled rows.
 ``--quick``: K = 2 and 64, 2 seeds.
 
 Adding a method: put ``name -> fn(partition, seed, alpha) -> Graph`` (a CPDAG over the data's
@@ -32,8 +34,14 @@ import numpy as np
 import pandas as pd
 
 import fedcausal_flwr
-from fedcausal_flwr.api import read_truth
 from fedcausal_flwr.data import Partition, Schema, split_iid
+from fedcausal_flwr.data.reference import (
+    SACHS_DISCRETE_FILE,
+    SACHS_DISCRETE_TRUTH_FILE,
+    read_edge_list,
+    read_sachs_discrete,
+    sachs_file,
+)
 from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.graph import ARROW
@@ -41,9 +49,8 @@ from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sachs"
-DATA_FILE = "sachs_discrete_853.txt"
-TRUTH_FILE = "sachs_bnlearn_edges_17.csv"
+DATA_FILE = SACHS_DISCRETE_FILE
+TRUTH_FILE = SACHS_DISCRETE_TRUTH_FILE
 CLIENTS = (2, 4, 8, 16, 32, 64)
 QUICK_CLIENTS = (2, 64)
 
@@ -117,19 +124,24 @@ Differences from FedC2SL's code: we orient with causal-learn 0.1.4.8's PC defaul
   numbers are means over 40 runs (their logs)."""
 
 
-def load_sachs(directory: Path) -> tuple[pd.DataFrame, Graph]:
-    """The discrete Sachs frame and the DAG over its columns; a clear error if files are missing."""
-    data_path, truth_path = directory / DATA_FILE, directory / TRUTH_FILE
+def load_sachs(directory: Path | None = None) -> tuple[pd.DataFrame, Graph]:
+    """The discrete Sachs frame and the DAG over its columns: the packaged files, or those in
+    ``directory``; a clear error if files are missing."""
+    if directory is None:
+        data_path, truth_path = sachs_file(DATA_FILE), sachs_file(TRUTH_FILE)
+    else:
+        data_path, truth_path = directory / DATA_FILE, directory / TRUTH_FILE
     missing = [str(p) for p in (data_path, truth_path) if not p.is_file()]
     if missing:
         raise FileNotFoundError(
-            f"Sachs data not found: {missing}. The project does not ship it; pass --data DIR with "
-            f"{DATA_FILE} (853 rows, space separated, header) and {TRUTH_FILE} (cause,effect)."
+            f"Sachs data not found: {missing}. --data DIR needs {DATA_FILE} (853 rows, space "
+            f"separated, header) and {TRUTH_FILE} (cause,effect); without --data the packaged "
+            "files are used."
         )
-    frame = pd.read_csv(data_path, sep=r"\s+")
+    frame = read_sachs_discrete(data_path)
     if frame.shape != (853, 11):
         raise ValueError(f"{data_path}: expected 853 rows x 11 columns, got {frame.shape}")
-    return frame, read_truth(truth_path, list(frame.columns))
+    return frame, read_edge_list(truth_path, list(frame.columns))
 
 
 def pooled_pc(frame: pd.DataFrame, alpha: float) -> dict[str, Graph | None]:
@@ -159,7 +171,12 @@ def mean_sd(values: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of the two files")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help=f"folder holding {DATA_FILE} and {TRUTH_FILE} (default: the packaged files)",
+    )
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
     parser.add_argument("--clients", type=int, nargs="+", default=list(CLIENTS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))

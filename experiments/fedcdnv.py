@@ -1,8 +1,11 @@
 """FedCDnv vs FedCDnv-vote vs FCI-base (Wang et al., ICML 2025) in the paper's settings.
 
-    python experiments/fedcdnv.py [--parts default nodes clients networks sachs identical]
-        [--seeds 10] [--quick] [--split random|structured] [--fraction 0.85] [--clients 6]
-        [--out DIR] [--plot] [--data DIR]
+    python -m fedcausal_flwr.experiments.fedcdnv
+        [--parts default nodes clients networks sachs identical] [--seeds 10] [--quick]
+        [--split random|structured] [--fraction 0.85] [--clients 6] [--out DIR] [--plot]
+        [--data DIR]
+
+(or ``python experiments/fedcdnv.py ...`` from a source checkout).
 
 Parts (each prints the three methods side by side, mean ± sd over seeds, and the paper's numbers
 where it gives any):
@@ -21,8 +24,9 @@ where it gives any):
 * ``networks``: child, insurance, alarm, child3, alarm3 with the same defaults (Fig. 6).
 * ``sachs``: discrete Sachs (853 x 11), 6 IID clients, each observing a random 9 of the 11
   (Table 1), and the identical-sets case (Table 6) with fedpc-vote and FedC2SL's fedfci added.
-  Truth: the 17-edge bnlearn DAG (no latents), read from ``--data`` (default
-  ``../shared/data/sachs`` next to the repository; a missing file is an error).
+  Truth: the 17-edge bnlearn DAG (no latents). Data and truth are shipped with the package
+  (:mod:`fedcausal_flwr.data.reference`); ``--data DIR`` reads the two files from DIR instead
+  (a missing file is an error).
 * ``identical``: the default synthetic setting with identical variable sets, adding fedpc-vote
   and fedfci (Fig. 10).
 
@@ -53,13 +57,19 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedcausal_flwr.api import read_truth  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import (  # noqa: E402
     drop_latents,
     split_iid,
     split_sizes,
     split_variable_subsets,
+)
+from fedcausal_flwr.data.reference import (  # noqa: E402
+    SACHS_DISCRETE_FILE,
+    SACHS_DISCRETE_TRUTH_FILE,
+    read_edge_list,
+    read_sachs_discrete,
+    sachs_file,
 )
 from fedcausal_flwr.data.synthetic import (  # noqa: E402
     choose_latents,
@@ -72,8 +82,7 @@ from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag  # noqa: E402
 from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics  # noqa: E402
 from fedcausal_flwr.strategies.tpss import SCORE_KEYS, score_result  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sachs"
-SACHS_FILE, SACHS_TRUTH = "sachs_discrete_853.txt", "sachs_bnlearn_edges_17.csv"
+SACHS_FILE, SACHS_TRUTH = SACHS_DISCRETE_FILE, SACHS_DISCRETE_TRUTH_FILE
 OURS = ("fedcdnv", "fedcdnv-vote", "fci-base")
 IDENTICAL_EXTRA = ("fedpc-vote", "fedfci")
 PAPER_NAMES = {"fedcdnv": "FedCDnv", "fedcdnv-vote": "FedCDnv-vote", "fci-base": "FCI-base"}
@@ -168,18 +177,23 @@ def network_case(name: str, setting: Setting, seed: int) -> Case:
     return split_case(net, net.dag, latent, replace(setting, nodes=net.n_nodes), seed)
 
 
-def load_sachs(directory: Path) -> tuple[pd.DataFrame, Graph]:
-    paths = [directory / SACHS_FILE, directory / SACHS_TRUTH]
+def load_sachs(directory: Path | None = None) -> tuple[pd.DataFrame, Graph]:
+    """The discrete Sachs frame and the DAG over its columns: the packaged files, or those in
+    ``directory``."""
+    if directory is None:
+        paths = [sachs_file(SACHS_FILE), sachs_file(SACHS_TRUTH)]
+    else:
+        paths = [directory / SACHS_FILE, directory / SACHS_TRUTH]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(
-            f"Sachs data not found: {missing}; the project does not ship it. Pass --data DIR "
-            f"holding {SACHS_FILE} (853 rows, space separated, header) and {SACHS_TRUTH}."
+            f"Sachs data not found: {missing}. --data DIR needs {SACHS_FILE} (853 rows, space "
+            f"separated, header) and {SACHS_TRUTH} (cause,effect)."
         )
-    frame = pd.read_csv(paths[0], sep=r"\s+")
+    frame = read_sachs_discrete(paths[0])
     if frame.shape != (853, 11):
         raise ValueError(f"{paths[0]}: expected 853 rows x 11 columns, got {frame.shape}")
-    return frame, read_truth(paths[1], list(frame.columns))
+    return frame, read_edge_list(paths[1], list(frame.columns))
 
 
 def sachs_case(frame: pd.DataFrame, dag: Graph, seed: int, identical: bool) -> Case:
@@ -291,7 +305,12 @@ def main() -> int:
     parser.add_argument("--split", choices=("random", "structured"), default="random")
     parser.add_argument("--fraction", type=float, default=0.85, help="delta = |O_k| / |O|")
     parser.add_argument("--clients", type=int, default=6, help="m outside the clients sweep")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Sachs folder")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help=f"folder holding {SACHS_FILE} and {SACHS_TRUTH} (default: the packaged files)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", action="store_true", help="plots of the clients sweep")
     args = parser.parse_args()

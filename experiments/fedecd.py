@@ -50,6 +50,7 @@ import pandas as pd  # noqa: E402
 
 from fedcausal_flwr.api import make_partition  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
+from fedcausal_flwr.federation.registry import get_method  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.graphs.orientation import pdag_to_dag  # noqa: E402
@@ -94,7 +95,8 @@ def one_run(task: dict) -> list[dict]:
     net = load_network(task["network"])
     pooled = net.sample(task["samples"], seed=task["seed"])
     parts = make_partition(pooled, task["K"], "iid", seed=task["seed"]).clients
-    registered, options = task["registered"], {**task["options"], "seed": task["seed"]}
+    registered = task["registered"]
+    options = get_method(registered).seeded(task["options"], task["seed"])
     started = time.perf_counter()
     result = run_method(registered, parts, options, backend="inprocess")
     seconds = time.perf_counter() - started

@@ -2,8 +2,15 @@
 
 import os
 
-# Flower reads this once, at import; federations of private data should not phone home by default.
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+# Nothing the project starts phones out: Flower's telemetry and update check stay off, and no Flower
+# process installs an app's dependencies at run time. Every Flower process the project starts
+# inherits these (a user who wants them can set them before importing the package).
+for _name, _value in (
+    ("FLWR_TELEMETRY_ENABLED", "0"),
+    ("FLWR_DISABLE_UPDATE_CHECK", "1"),
+    ("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1"),
+):
+    os.environ.setdefault(_name, _value)
 
 __version__ = "0.1.0"
 
@@ -13,6 +20,13 @@ def run(*args, **kwargs):
     from fedcausal_flwr.api import run as _run
 
     return _run(*args, **kwargs)
+
+
+def rerun(*args, **kwargs):
+    """See :func:`fedcausal_flwr.api.rerun` (imported lazily)."""
+    from fedcausal_flwr.api import rerun as _rerun
+
+    return _rerun(*args, **kwargs)
 
 
 def citest(*args, **kwargs):

@@ -1,52 +1,33 @@
 """``fedcausal_flwr.run``: one call from data (or a benchmark network) to a scored :class:`Result`.
 
 The command line is a thin wrapper over this module. A run is a function of (data, partition,
-method options, seed): the same arguments give the same graph on every backend.
+method options, seed): the same arguments give the same graph on every backend, and the result
+records every effective option, the run settings, the data's provenance and fingerprint and the
+software versions, so :func:`rerun` reproduces it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fedcausal_flwr.data import load_network
-from fedcausal_flwr.data.partition import (
-    Partition,
-    split_heterogeneous,
-    split_iid,
-    split_sizes,
-)
-from fedcausal_flwr.federation.registry import get_method, known_methods
+from fedcausal_flwr.data.fingerprint import data_fingerprint
+from fedcausal_flwr.data.partition import Partition, from_csv_files
+from fedcausal_flwr.data.specs import make_partition, sample_partition
+from fedcausal_flwr.federation.registry import check_secure, get_method
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
+from fedcausal_flwr.settings import NETWORK_SETTINGS, resolve_settings
 
-PARTITIONS = ("iid", "dirichlet", "heterogeneous")
-
-
-def make_partition(
-    pooled: pd.DataFrame, clients: int, partition: str = "iid", seed: int = 0, **options: Any
-) -> Partition:
-    """Split a pooled frame into ``clients`` parts by a named rule (see :mod:`.data.partition`)."""
-    if partition == "iid":
-        return split_iid(pooled, clients, seed=seed)
-    if partition == "dirichlet":
-        return split_sizes(
-            pooled,
-            k=clients,
-            alpha=float(options.get("dirichlet_alpha", 1.0)),
-            seed=seed,
-            min_rows=int(options.get("min_rows", 10)),
-        )
-    if partition == "heterogeneous":
-        return split_heterogeneous(pooled, clients, seed=seed)
-    raise ValueError(f"unknown partition {partition!r}; expected one of {PARTITIONS}")
+__all__ = ["make_partition", "read_truth", "rerun", "run", "score_graph", "truth_for"]
 
 
 def read_truth(path: str | Path, variables: Sequence[str]) -> Graph:
@@ -79,8 +60,8 @@ def score_graph(result: Result, dag: Graph) -> dict[str, float]:
     """Metrics of a result against the true DAG: whole-graph metrics against the truth of the
     learned graph's kind, or FedLCS's local metrics of the target for a ``LOCAL`` graph."""
     if result.graph.kind == "LOCAL":
+        from fedcausal_flwr.discovery.lcs import full_graph
         from fedcausal_flwr.metrics import local_metrics
-        from fedcausal_flwr.strategies.fedlcs import full_graph
 
         embedded = full_graph(result.graph, dag.names)
         return local_metrics(embedded, dag, result.extra["target"])
@@ -88,15 +69,15 @@ def score_graph(result: Result, dag: Graph) -> dict[str, float]:
 
 
 def run(
-    method: str = "fedpc",
+    method: str,
     *,
     data: Sequence[pd.DataFrame] | Partition | None = None,
-    network: str | None = "alarm",
-    samples: int = 10_000,
-    clients: int = 10,
-    partition: str = "iid",
-    backend: str = "ray",
-    seed: int = 0,
+    network: str | None = None,
+    samples: int | None = None,
+    clients: int | None = None,
+    partition: str | None = None,
+    seed: int | None = None,
+    backend: str | None = None,
     truth: Graph | str | Path | None = None,
     min_clients: int | None = None,
     secure: bool | None = None,
@@ -104,51 +85,191 @@ def run(
 ) -> Result:
     """Run ``method`` on client data and score it when a ground truth is known.
 
-    ``data``: one DataFrame per client (or a :class:`Partition`); otherwise ``samples`` rows of the
-    benchmark ``network`` drawn with ``seed`` and split into ``clients`` by ``partition``.
-    ``truth``: a DAG (:class:`Graph`) or a ``cause,effect`` CSV; for a network, its DAG.
-    ``secure``: route summed statistics through SecAgg+ (default: on when ``ci="secure"``).
-    Every other keyword is a method option (``ci``, ``test``, ``alpha``, ``max_depth``, ...).
+    Parameters
+    ----------
+    method : str
+        A registered method (``fedcausal-flwr methods`` lists them with their options).
+    data : sequence of DataFrame or Partition, optional
+        One frame per client. Without it, ``samples`` rows of ``network`` are drawn with ``seed``
+        and split into ``clients`` by ``partition``.
+    network, samples, clients, partition, seed, backend, min_clients, secure
+        Run settings (:data:`fedcausal_flwr.settings.RUN_SETTINGS`); ``None`` takes the default.
+        ``network`` and ``data`` are alternatives, and the network settings do not apply with
+        ``data``.
+    truth : Graph or path, optional
+        A DAG or a ``cause,effect`` CSV for the metrics; with a network, its DAG by default.
+    **method_options
+        The method's own options (``alpha``, ``max_depth``, ...), validated before the first
+        round: an unknown name, a wrong type or an out-of-range value is an :class:`OptionError`.
     """
-    if method not in known_methods():
-        get_method(method)  # raises with the list of known methods
+    settings_raw = {
+        "network": network,
+        "samples": samples,
+        "clients": clients,
+        "partition": partition,
+        "seed": seed,
+        "backend": backend,
+        "min_clients": min_clients,
+        "secure": secure,
+    }
+    return execute(method, settings_raw, method_options, data=data, truth=truth, door="python")
+
+
+def execute(
+    method: str,
+    settings_raw: Mapping[str, Any],
+    options_raw: Mapping[str, Any],
+    *,
+    data: Sequence[pd.DataFrame] | Partition | None = None,
+    files: Sequence[str | Path] | None = None,
+    truth: Graph | str | Path | None = None,
+    door: str = "python",
+    expect_fingerprint: str | None = None,
+    source: Mapping[str, Any] | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> Result:
+    """The body of every single-run door: settings and options as typed on ``door``.
+
+    ``files``: one CSV per client (read here; recorded in the result for :func:`rerun`).
+    ``expect_fingerprint``: a re-run's recorded data fingerprint; other data is an error.
+    ``source``: where in-memory ``data`` came from, for the result's provenance.
+    ``announce``: called with one line saying what is about to run (no default stays silent).
+    """
     started = time.perf_counter()
+    spec = get_method(method)
+    with_data = data is not None or files is not None
+    settings = resolve_settings(settings_raw, with_data=with_data, door=door)
+    options = spec.resolve(
+        spec.seeded(options_raw, settings["seed"]), door
+    )  # fail on a bad option before reading any data
+    check_secure(spec, options, settings["secure"], door)
     dag: Graph | None = None
-    if data is not None:
-        part = data if isinstance(data, Partition) else None
-        frames = list(part.clients) if part is not None else list(data)
-        config = {"data": f"{len(frames)} client frames"}
+    if files is not None:
+        frames = list(from_csv_files([str(f) for f in files]).clients)
+        source: dict[str, Any] = {
+            "source": "files",
+            "files": [str(Path(f).resolve()) for f in files],
+        }
+    elif data is not None:
+        frames = list(data.clients) if isinstance(data, Partition) else list(data)
+        source = dict(source or {"source": "frames"})
     else:
-        if network is None:
-            raise ValueError("give either data (one frame per client) or a network name")
-        net = load_network(network)
-        pooled = net.sample(samples, seed=seed)
-        part = make_partition(pooled, clients, partition, seed, **method_options)
+        part, net = sample_partition(
+            settings["network"],
+            settings["samples"],
+            settings["clients"],
+            settings["partition"],
+            settings["seed"],
+        )
         frames = list(part.clients)
         dag = net.dag
-        config = {"network": network, "samples": samples, "partition": partition}
-    if truth is not None:
-        variables = list(frames[0].columns)
-        dag = truth if isinstance(truth, Graph) else read_truth(truth, variables)
-    options = {k: v for k, v in method_options.items() if k not in ("dirichlet_alpha", "min_rows")}
-    options.setdefault("seed", seed)
-    if secure is None:
-        secure = options.get("ci") == "secure"
-    result = run_method(
-        method, frames, options, backend=backend, secure=bool(secure), min_clients=min_clients
-    )
-    result.config.update(
-        {
-            "method": method,
-            "clients": len(frames),
-            "backend": backend,
-            "seed": seed,
-            "secure": bool(secure),
-            **config,
-            **options,
+        source = {
+            "source": "network",
+            **{key: settings[key] for key in ("network", "samples", "partition")},
         }
+    if not frames:
+        raise OptionError("no client data: give at least one frame or file")
+    if expect_fingerprint is not None and data_fingerprint(frames) != expect_fingerprint:
+        raise OptionError(
+            f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
+            f"vs {expect_fingerprint}): the files changed or other data was given"
+        )
+    if announce is not None:
+        where = (
+            f"{settings['network']}, {settings['samples']} rows split {settings['partition']} "
+            f"into {settings['clients']} clients"
+            if source["source"] == "network"
+            else f"{len(frames)} clients' data"
+        )
+        announce(
+            f"{method} on {where}; seed {settings['seed']}, backend {settings['backend']}"
+            + (", secure" if settings["secure"] else "")
+        )
+    truth_label = None
+    if truth is not None:
+        dag = truth if isinstance(truth, Graph) else read_truth(truth, list(frames[0].columns))
+        truth_label = "graph" if isinstance(truth, Graph) else str(Path(truth).resolve())
+    elif dag is not None:
+        truth_label = "network"
+    result = run_method(
+        method,
+        frames,
+        options,
+        backend=settings["backend"],
+        secure=settings["secure"],
+        min_clients=settings["min_clients"],
+        door=door,
+        data=source,
     )
+    result.config["run"]["seed"] = settings["seed"]
+    result.config["truth"] = truth_label
     if dag is not None and result.graph is not None:
         result.metrics.update(score_graph(result, dag))
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     return result
+
+
+def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`execute` needs to repeat a recorded run: method, settings, options, files."""
+    try:
+        method = config["method"]
+        options = dict(config["options"])
+        run_settings = dict(config["run"])
+        data = dict(config["data"])
+    except (KeyError, TypeError):
+        raise OptionError(
+            "this result's config has no method/options/run/data record (written by an older "
+            "version?); it cannot be re-run"
+        ) from None
+    settings = {k: run_settings.get(k) for k in ("seed", "backend", "min_clients", "secure")}
+    files = None
+    if data.get("source") == "network":
+        settings.update({k: data.get(k) for k in ("network", "samples", "partition")})
+        settings["clients"] = data.get("clients")
+    elif data.get("source") == "files":
+        files = list(data["files"])
+    else:
+        raise OptionError(
+            f"the recorded run used data of source {data.get('source')!r} (in-memory frames or a "
+            "deployment's sites), which a re-run cannot read back; run it again on that data"
+        )
+    return {
+        "method": method,
+        "settings": settings,
+        "options": options,
+        "files": files,
+        "fingerprint": data.get("fingerprint"),
+        "truth": config.get("truth"),
+    }
+
+
+def rerun(result: Result | str | Path, **overrides: Any) -> Result:
+    """Repeat a recorded run (a :class:`Result` or its JSON file) and check the data is the same.
+
+    ``overrides`` change run settings (``backend="ray"``) or method options; the recorded data
+    fingerprint is checked either way.
+    """
+    if not isinstance(result, Result):
+        result = Result.load(result)
+    args = rerun_arguments(result.config)
+    settings, options = args["settings"], args["options"]
+    spec = get_method(args["method"])
+    for key, value in overrides.items():
+        if key in settings:
+            settings[key] = value
+        elif key in spec.options:
+            options[key] = value
+        else:
+            raise OptionError(spec.options.unknown_message(key, spec.owner, "python"))
+    truth = args["truth"] if args["truth"] not in (None, "network", "graph") else None
+    if args["files"] is not None:
+        settings = {k: v for k, v in settings.items() if k not in NETWORK_SETTINGS}
+    return execute(
+        args["method"],
+        settings,
+        options,
+        files=args["files"],
+        truth=truth,
+        door="python",
+        expect_fingerprint=args["fingerprint"],
+    )

@@ -48,24 +48,25 @@ def citest(
     given: Sequence[str] = (),
     site_effect: str = "none",
     backend: str = "inprocess",
-    method: str = "fedci",
+    ci: str = "fedci",
     schema: Schema | None = None,
     ridge: float = 0.0,
     tol: float = 1e-5,
 ) -> CITestResult:
     """Test ``x _||_ y | given`` over client frames ``data``.
 
-    ``method="fedci"``: the federated symmetric LRT (equals the pooled LRT; ``site_effect`` none,
-    fixed or private). ``method="fisher"``: each client runs the same LRT alone and the p-values
-    are combined by Fisher's method (``statistic`` is Fisher's T, ``df`` is ``2k``).
+    ``ci="fedci"``: the federated symmetric LRT (equals the pooled LRT; ``site_effect`` none,
+    fixed or private). ``ci="fisher"``: each client runs the same LRT alone and the p-values
+    are combined by Fisher's method (``statistic`` is Fisher's T, ``df`` is ``2k``). The same
+    spelling as the ``ci`` option of ``fedci-pc`` / ``fedci-fci``.
     """
     if backend != "inprocess":
         raise ValueError(f"backend {backend!r} is not supported yet; use 'inprocess'")
-    if method not in CI_METHODS:
-        raise ValueError(f"unknown method {method!r}; use one of {CI_METHODS}")
+    if ci not in CI_METHODS:
+        raise ValueError(f"unknown ci {ci!r}; use one of {CI_METHODS}")
     tables = _tables(data, schema)
     given = list(given)
-    if method == "fedci":
+    if ci == "fedci":
         return ci_test_inprocess(tables, x, y, given, site_effect, ridge, tol=tol)
     check_test(tables[0].schema, x, y, given)
     clients = participants(tables, [x, y, *given])

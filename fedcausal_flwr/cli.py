@@ -4,120 +4,172 @@ wrapper over the Python API."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from fedcausal_flwr.options import (
+    Option,
+    OptionError,
+    canonical,
+    closest,
+    show_value,
+    spell,
+)
+from fedcausal_flwr.settings import NETWORK_SETTINGS
+
+RUN_USAGE = (
+    "fedcausal-flwr run --method NAME (--network NET | --data CSV [CSV ...]) [run settings] "
+    "[method options]\n       fedcausal-flwr run --config RESULT.json [overrides]"
+)
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run one federated method and print a summary")
-    p.add_argument("--method", default="fedpc", help="registered method (see `methods`)")
-    p.add_argument(
-        "--ci",
-        default=None,
-        choices=["exact", "secure", "sketch", "fedci", "fisher"],
-        help="fedpc/fedfci: exact sums (default), SecAgg+ sums, the FedC2SL sketch, fedCI's "
-        "GLM tests on mixed data, or Fisher's combination of local tests",
-    )
-    p.add_argument("--test", default="chi2", choices=["chi2", "g2", "fisherz"])
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--max-depth", type=int, default=None, help="largest conditioning set")
-    p.add_argument("--sketch-length", type=int, default=50)
-    p.add_argument(
-        "--ratio",
-        type=float,
-        default=None,
-        help="voting methods: keep an edge with votes >= ratio * K (default 0.5)",
-    )
-    p.add_argument(
-        "--orientation",
-        default=None,
-        choices=["maxp", "sepsets"],
-        help="fedpc-vote: separating sets by largest client p-value, or voted sets",
-    )
-    p.add_argument(
-        "--sep-depth",
-        type=int,
-        default=None,
-        help="fedpc-vote: largest candidate separating set in the max-p round",
-    )
-    p.add_argument(
-        "--algorithm",
-        default=None,
-        choices=["pc", "fci"],
-        help="local / pooled: the search each client (or the server) runs",
-    )
-    p.add_argument(
-        "--target", default=None, help="fedlcs: the target variable (a name, 'A,B' or 'all')"
-    )
-    p.add_argument(
-        "--site-effect",
-        default=None,
-        choices=["none", "fixed", "private"],
-        help="fedci-pc / fedci-fci: how client (site) effects enter the GLMs",
-    )
-    p.add_argument("--network", default="alarm", help="benchmark network (see `networks`)")
-    p.add_argument("--samples", type=int, default=10_000)
-    p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--partition", default="iid", choices=["iid", "dirichlet", "heterogeneous"])
-    p.add_argument(
-        "--data",
-        nargs="+",
-        default=None,
-        metavar="CSV",
-        help="one CSV per client (instead of --network)",
-    )
-    p.add_argument("--truth", default=None, metavar="CSV", help="cause,effect edges for metrics")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default="ray", choices=["ray", "inprocess"])
-    p.add_argument("--secure", action="store_true", help="SecAgg+ for every summed statistic")
-    p.add_argument(
-        "--min-clients",
-        type=int,
-        default=None,
-        help="continue after dropouts while at least this many clients remain",
-    )
-    p.add_argument("--out", default=None, help="write the result JSON here")
+def _help_text(option: Option) -> str:
+    """An option's help line: what it does, what it takes, its default and the paper's value."""
+    default = "(required)" if option.required else f"default {show_value(option.default)}"
+    text = f"{option.help}; {option.describe_type()}; {default}"
+    if option.paper:
+        text += f"; paper: {option.paper}"
+    return text.replace("%", "%%")
 
 
-def _run(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.api import run
-    from fedcausal_flwr.data.partition import from_csv_files
+def _add_option_flag(group: argparse._ActionsContainer, option: Option) -> None:
+    kwargs: dict[str, Any] = {"default": None, "dest": option.name, "help": _help_text(option)}
+    if option.kind == "bool":
+        kwargs.update(nargs="?", const="true", metavar="BOOL")
+    else:
+        kwargs["metavar"] = option.name.upper()
+    group.add_argument(spell(option.name, "cli"), **kwargs)
 
-    options = {"test": args.test, "alpha": args.alpha, "sketch_length": args.sketch_length}
-    for key in (
-        "ci",
-        "max_depth",
-        "ratio",
-        "orientation",
-        "sep_depth",
-        "algorithm",
-        "target",
-        "site_effect",
-    ):
-        if getattr(args, key) is not None:
-            options[key] = getattr(args, key)
-    data = from_csv_files(args.data) if args.data else None
-    result = run(
-        args.method,
-        data=data,
-        network=None if data is not None else args.network,
-        samples=args.samples,
-        clients=args.clients,
-        partition=args.partition,
-        backend=args.backend,
-        seed=args.seed,
-        truth=args.truth,
-        min_clients=args.min_clients,
-        secure=True if args.secure else None,
-        **options,
+
+def run_parser(method: str | None) -> argparse.ArgumentParser:
+    """The ``run`` parser: run settings, data, output, and ``method``'s declared options."""
+    from fedcausal_flwr.federation.registry import get_method
+    from fedcausal_flwr.settings import RUN_SETTINGS
+
+    parser = argparse.ArgumentParser(
+        prog="fedcausal-flwr run",
+        usage=RUN_USAGE,
+        description="Run one federated method and print a summary. Options are validated "
+        "before the first round; `fedcausal-flwr methods NAME` lists a method's options.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--method", default=None, help="registered method (see `methods`)")
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="RESULT.json",
+        help="re-run a recorded result (its method, options, settings and data; the data "
+        "fingerprint is checked); other flags override it",
+    )
+    parser.add_argument("--data", nargs="+", default=None, metavar="CSV", help="one CSV per client")
+    parser.add_argument(
+        "--truth", default=None, metavar="CSV", help="cause,effect edges for metrics"
+    )
+    parser.add_argument("--out", default=None, help="write the result JSON here")
+    settings = parser.add_argument_group("run settings")
+    for option in RUN_SETTINGS:
+        _add_option_flag(settings, option)
+    if method is not None:
+        spec = get_method(method)
+        group = parser.add_argument_group(
+            f"{method} options", spec.description + (f" ({spec.paper})" if spec.paper else "")
+        )
+        for option in spec.options:
+            if option.name in RUN_SETTINGS:  # the method's seed is the run's --seed
+                continue
+            _add_option_flag(group, option)
+    return parser
+
+
+def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method: str) -> str:
+    """The error for flags the parser did not take: the closest valid flag and the lists."""
+    from fedcausal_flwr.federation.registry import get_method, known_methods
+    from fedcausal_flwr.settings import RUN_SETTINGS
+
+    spec = get_method(method)
+    flag = next((a for a in leftover if a.startswith("-")), leftover[0]).split("=")[0]
+    if not flag.startswith("-"):
+        return f"unexpected argument {flag!r} (options are --name value)"
+    if any(canonical(flag) in get_method(m).options for m in known_methods()):
+        return spec.options.unknown_message(flag, spec.owner, "cli")  # another method's option
+    run_flags = [a for action in parser._actions for a in action.option_strings]
+    method_flags = [spell(o.name, "cli") for o in spec.options if o.name not in RUN_SETTINGS]
+    hint = closest(flag, run_flags + method_flags)
+    if hint is not None and hint not in method_flags:
+        return f"unknown option {flag!r} (did you mean {hint}?)"
+    return spec.options.unknown_message(flag, spec.owner, "cli")
+
+
+def _run_command(argv: list[str]) -> int:
+    from fedcausal_flwr.api import execute, rerun_arguments
+    from fedcausal_flwr.federation.registry import get_method
+    from fedcausal_flwr.result import Result
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--method", default=None)
+    pre.add_argument("--config", default=None)
+    pre.add_argument("-h", "--help", action="store_true")
+    early, _ = pre.parse_known_args(argv)
+    recorded = None
+    if early.config is not None:
+        recorded = rerun_arguments(Result.load(early.config).config)
+        if early.method is not None and early.method != recorded["method"]:
+            raise OptionError(
+                f"--config {early.config} re-runs method {recorded['method']!r}; drop --method "
+                f"{early.method} (or run that method without --config)"
+            )
+    method = early.method or (recorded["method"] if recorded else None)
+    parser = run_parser(method)
+    if early.help:
+        parser.print_help()
+        if method is None:
+            print("\nadd --method NAME to see its options (or: fedcausal-flwr methods NAME)")
+        return 0
+    if method is None:
+        raise OptionError(
+            "give --method NAME (see `fedcausal-flwr methods`) or --config RESULT.json"
+        )
+    args, leftover = parser.parse_known_args(argv)
+    if leftover:
+        raise OptionError(_unknown_flags(leftover, parser, method))
+    from fedcausal_flwr.settings import RUN_SETTINGS
+
+    settings = {o.name: getattr(args, o.name) for o in RUN_SETTINGS}
+    spec_options = {o.name for o in get_method(method).options if o.name not in RUN_SETTINGS}
+    options = {
+        spell(name, "cli"): getattr(args, name)
+        for name in spec_options
+        if getattr(args, name) is not None
+    }
+    files, truth, fingerprint = args.data, args.truth, None
+    if recorded is not None:
+        base = {k: v for k, v in recorded["settings"].items() if v is not None}
+        if files is not None:  # the same data moved: read it there, the fingerprint decides
+            base = {k: v for k, v in base.items() if k not in NETWORK_SETTINGS}
+        settings = {**base, **{k: v for k, v in settings.items() if v is not None}}
+        given = {canonical(k) for k in options}
+        options = {
+            **{spell(k, "cli"): v for k, v in recorded["options"].items() if k not in given},
+            **options,
+        }
+        files = files if files is not None else recorded["files"]
+        if truth is None and recorded["truth"] not in (None, "network", "graph"):
+            truth = recorded["truth"]
+        fingerprint = recorded["fingerprint"]
+    result = execute(
+        method,
+        settings,
+        options,
+        files=files,
+        truth=truth,
+        door="cli",
+        expect_fingerprint=fingerprint,
+        announce=lambda line: print(f"running {line}", flush=True),
     )
     print(result.summary())
-    if result.dropped_clients:
-        for d in result.dropped_clients:
-            print(
-                f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}"
-            )
+    for d in result.dropped_clients:
+        print(f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}")
     if args.out:
         path = result.save(args.out)
         print(f"  result written to {path}")
@@ -138,15 +190,94 @@ def _networks(args: argparse.Namespace) -> int:
 def _methods(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.registry import get_method, known_methods
 
-    for name in known_methods():
-        print(f"{name:16s} {get_method(name).description}")
+    if args.markdown:
+        print(methods_markdown())
+        return 0
+    if args.name is None:
+        for name in known_methods():
+            print(f"{name:16s} {get_method(name).description}")
+        print("\n`fedcausal-flwr methods NAME` lists a method's options")
+        return 0
+    spec = get_method(args.name)
+    print(f"{spec.name}: {spec.description}" + (f" ({spec.paper})" if spec.paper else ""))
+    if not len(spec.options):
+        print("no options")
+        return 0
+    print("options (command line spelling; Python keywords and run-config keys use the same "
+          "names with _ / -):")  # fmt: skip
+    for name, values, default, help_text, paper in spec.options.table("cli"):
+        print(f"  {name} {values}; default {default}")
+        print(f"      {help_text}" + (f" [paper: {paper}]" if paper else ""))
     return 0
 
 
+def methods_markdown() -> str:
+    """Every method's options as Markdown tables (docs/methods.md is this text)."""
+    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    blocks = [
+        "# Method options",
+        "",
+        "Generated by `fedcausal-flwr methods --markdown` from each method's declared options "
+        "(a test checks this file is current). Every door reads the same declaration: Python "
+        "keywords (`max_depth=3`), command-line flags (`--max-depth 3`), `compare` method specs "
+        "(`fedpc:max_depth=3`) and the run config's `options` string (`options='max-depth=3'`).",
+    ]
+    for name in builtin_methods():
+        spec = get_method(name)
+        blocks += [
+            "",
+            f"## `{name}`",
+            "",
+            spec.description + (f" ({spec.paper})." if spec.paper else "."),
+        ]
+        if not len(spec.options):
+            blocks += ["", "No options."]
+            continue
+        blocks += [
+            "",
+            "| option | values | default | paper | what it does |",
+            "|---|---|---|---|---|",
+        ]
+        for option in spec.options:
+            default = "required" if option.required else show_value(option.default)
+            blocks.append(
+                f"| `{option.name}` | {cell(option.describe_type())} | `{default}` | "
+                f"{cell(option.paper) or '-'} | {cell(option.help)} |"
+            )
+    return "\n".join(blocks) + "\n"
+
+
+def defaults_vs_papers() -> str:
+    """Markdown bullets: every default that differs from its paper (or the authors' code where
+    the paper is silent), and why; the README's list is this text (a test checks it)."""
+    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+
+    grouped: dict[tuple, list[str]] = {}
+    for name in builtin_methods():
+        for option in get_method(name).options:
+            if option.why:
+                key = (option.name, show_value(option.default), option.paper, option.why)
+                grouped.setdefault(key, []).append(name)
+    lines = []
+    for (option, default, paper, why), methods in grouped.items():
+        names = ", ".join(f"`{m}`" for m in methods)
+        lines.append(
+            f"- {names} `{option}`: `{default}` (paper: {paper}). {why[0].upper()}{why[1:]}."
+        )
+    return "\n".join(lines)
+
+
 def _add_compare(sub: argparse._SubParsersAction) -> None:
+    from fedcausal_flwr.settings import RUN_SETTINGS
+
     p = sub.add_parser(
         "compare",
         help="sweep methods x networks x K x seeds (resumable); results.csv, summary, plots",
+        allow_abbrev=False,
     )
     p.add_argument(
         "--methods",
@@ -159,21 +290,17 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         help="comma list: benchmark names or er:d=20[:degree=2][:cards=2-5]",
     )
     p.add_argument("--clients", required=True, help="K values, e.g. 5,10,20 or 2-4")
-    p.add_argument("--samples", type=int, default=10_000)
-    p.add_argument("--partition", default="iid", choices=["iid", "dirichlet", "heterogeneous"])
-    p.add_argument(
-        "--dirichlet-alpha",
-        type=float,
-        default=None,
-        help="--partition dirichlet: concentration of the client sizes",
-    )
     p.add_argument("--seeds", default="0", help="e.g. 0-4 or 0,3,7")
-    p.add_argument("--backend", default="inprocess", choices=["ray", "inprocess"])
+    for name in ("samples", "partition", "backend"):
+        option = RUN_SETTINGS[name]
+        p.add_argument(spell(name, "cli"), default=option.default, help=_help_text(option))
     p.add_argument("--jobs", type=int, default=1, help="parallel processes (each run independent)")
     p.add_argument("--out", default="results", help="output folder (runs/, results.csv, plots/)")
-    p.add_argument("--alpha", type=float, default=None, help="every method's alpha")
-    p.add_argument("--test", default=None, choices=["chi2", "g2", "fisherz"])
-    p.add_argument("--max-depth", type=int, default=None)
+    p.add_argument(
+        "--alpha", default=None, help="alpha of every method that has one (else a warning)"
+    )
+    p.add_argument("--test", default=None, help="test of every method that has one")
+    p.add_argument("--max-depth", default=None, help="max_depth of every method that has one")
     p.add_argument("--metrics", default="shd,adj_f1,arrow_f1", help="summarised and plotted")
     p.add_argument("--graph-run", default=None, help="run key whose graph is drawn vs the truth")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -193,9 +320,6 @@ def _compare(args: argparse.Namespace) -> int:
         for key in ("alpha", "test", "max_depth")
         if getattr(args, key) is not None
     }
-    partition_options = {}
-    if args.dirichlet_alpha is not None:
-        partition_options["dirichlet_alpha"] = args.dirichlet_alpha
     metrics = _split(args.metrics)
     study = compare(
         methods=_split(args.methods),
@@ -208,12 +332,12 @@ def _compare(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         out=args.out,
         options=options,
-        partition_options=partition_options,
         metrics=metrics,
         plots=not args.no_plots,
         graph_run=args.graph_run,
         retry_failed=args.retry_failed,
         progress=not args.quiet,
+        warn=lambda line: print(f"fedcausal-flwr: warning: {line}", file=sys.stderr),
     )
     print(study.summary_text(metrics))
     print(
@@ -258,7 +382,13 @@ def _add_citest(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--y", required=True)
     p.add_argument("--given", nargs="*", default=[], metavar="Z")
     p.add_argument("--site-effect", default="none", choices=["none", "fixed", "private"])
-    p.add_argument("--method", default="fedci", choices=["fedci", "fisher"])
+    p.add_argument(
+        "--ci",
+        default="fedci",
+        choices=["fedci", "fisher"],
+        help="fedCI's federated likelihood-ratio test, or Fisher's combination of local tests "
+        "(the same spelling as `run --method fedci-pc --ci fisher`)",
+    )
     p.add_argument("--ridge", type=float, default=0.0)
     for kind in ("ordinal", "categorical", "continuous", "binary"):
         p.add_argument(
@@ -322,13 +452,13 @@ def _citest(args: argparse.Namespace) -> int:
     else:
         schema = citest_schema(frames, overrides)
     res = citest(frames, args.x, args.y, args.given, site_effect=args.site_effect,
-                 method=args.method, schema=schema, ridge=args.ridge)  # fmt: skip
+                 ci=args.ci, schema=schema, ridge=args.ridge)  # fmt: skip
     given = ", ".join(res.given) or "-"
-    print(f"test: {res.x} _||_ {res.y} | {given}  ({args.method}, site effect {args.site_effect})")
+    print(f"test: {res.x} _||_ {res.y} | {given}  ({args.ci}, site effect {args.site_effect})")
     for name in (res.x, res.y, *res.given):
         print(f"  {name}: {schema[name].kind}")
     print(f"p-value: {res.p_value:.6g}")
-    if args.method == "fedci":
+    if args.ci == "fedci":
         print(f"  {res.x} ~ {res.y} + Z: LRT statistic {res.statistic_x:.6g}, df {res.df_x}, "
               f"p {res.p_x:.6g}")  # fmt: skip
         print(f"  {res.y} ~ {res.x} + Z: LRT statistic {res.statistic_y:.6g}, df {res.df_y}, "
@@ -345,21 +475,27 @@ def _citest(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="fedcausal-flwr", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_run(sub)
+    sub.add_parser(
+        "run",
+        help="run one federated method and print a summary (`run --method NAME --help`)",
+        add_help=False,
+    )
     nets = sub.add_parser("networks", help="list the embedded benchmark networks")
     nets.add_argument(
         "--describe", action="store_true", help="also parse and print node/edge counts"
     )
-    sub.add_parser("methods", help="list the registered methods")
+    methods = sub.add_parser("methods", help="list the registered methods, or one's options")
+    methods.add_argument("name", nargs="?", default=None, help="a method: print its options")
+    methods.add_argument(
+        "--markdown", action="store_true", help="every method's options as Markdown tables"
+    )
     _add_compare(sub)
     _add_experiment(sub)
     _add_citest(sub)
-    args = parser.parse_args(argv)
     handlers = {
-        "run": _run,
         "networks": _networks,
         "methods": _methods,
         "compare": _compare,
@@ -367,6 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "citest": _citest,
     }
     try:
+        if argv and argv[0] == "run":  # its flags depend on the method: parsed in two steps
+            return _run_command(argv[1:])
+        args = parser.parse_args(argv)
         return handlers[args.command](args)
     except (ValueError, KeyError, FileNotFoundError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err

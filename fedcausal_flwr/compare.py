@@ -1,22 +1,23 @@
 """Strategy comparison studies: a resumable sweep of methods x networks x K x seeds.
 
 Every run is a function of ``(network, samples, clients, partition, seed)`` for its data, derived
-here exactly as :func:`fedcausal_flwr.api.run` derives it (sample the network with ``seed``, then
-``make_partition(pooled, clients, partition, seed)``), so competing methods see the same client
-data; each run record carries a hash of that data (``data_hash``) to prove it.
+exactly as :func:`fedcausal_flwr.api.run` derives it
+(:func:`~fedcausal_flwr.data.specs.sample_partition`), so competing methods see the same client
+data; each run record carries the data's fingerprint (``data_hash``) to prove it.
 
 Layout of ``out/``:
 
 * ``runs/<key>.json``: one record per run (status, error, metrics, costs, the full Result); the
-  key is made from method/network/n/K/partition/seed/options, so a re-run skips what exists.
+  key is made from method/network/n/K/partition/seed and every effective option (defaults
+  included), so a re-run skips what exists and a changed default runs anew.
 * ``results.csv``: one row per run, rebuilt from all run records (never duplicates); a ``local``
   run adds the rows ``local-avg`` and ``local-best-oracle`` (:func:`local_summary`).
 * ``summary.csv`` / ``summary.txt``: mean and sd per network x method x K for the current sweep.
 * ``plots/*.png``: metrics against K, costs, and one learned graph against its truth.
 
 Method specs are a registered name with optional options, ``name:key=value:key=value`` (e.g.
-``fedpc:ci=sketch``). Network specs are a benchmark name or a random FedC2SL-style discrete ER
-network ``er:d=20[:degree=2][:cards=2-5]`` (graph, CPTs and sample all drawn with the run's seed).
+``fedpc:ci=sketch``), validated against the method's declared options before the first run.
+Network and partition specs are those of :mod:`fedcausal_flwr.data.specs`.
 """
 
 from __future__ import annotations
@@ -31,54 +32,28 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
 
+from fedcausal_flwr.data.fingerprint import data_fingerprint
 from fedcausal_flwr.data.partition import Partition
+from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
+from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.options import parse_spec
+from fedcausal_flwr.settings import RUN_SETTINGS
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
 LOCAL_ROWS = {"local-avg": "local-avg", "local-best": "local-best-oracle"}
 ROW_COLUMNS = (
     "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
     "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
 )  # fmt: skip
-SYNTHETIC_DEFAULTS = {"degree": 2.0, "cards": (2, 5), "concentration": (0.1, 1.0)}
 
 
 # ============================================================================ specs
-def parse_value(text: str) -> Any:
-    """``"3"`` -> 3, ``"0.1"`` -> 0.1, ``"true"``/``"false"``/``"none"``, anything else a string."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text.strip()
-
-
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"fedpc:ci=sketch:alpha=0.01"`` -> ``("fedpc", {"ci": "sketch", "alpha": 0.01})``."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"a method or network spec must be a non-empty string, got {spec!r}")
-    name, *parts = spec.strip().split(":")
-    options: dict[str, Any] = {}
-    for part in parts:
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"spec {spec!r}: option {part!r} is not key=value")
-        options[key.strip().replace("-", "_")] = parse_value(value)
-    return name.strip(), options
-
-
 def parse_int_list(text: str | Iterable[int], what: str = "values") -> list[int]:
     """``"0-4"`` -> [0..4], ``"2,4,8"`` -> [2, 4, 8], ``"0-2,7"`` -> [0, 1, 2, 7]; order kept."""
     if not isinstance(text, str):
@@ -103,7 +78,7 @@ def parse_int_list(text: str | Iterable[int], what: str = "values") -> list[int]
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a sweep; ``options`` are the method options (common ones merged in)."""
+    """One run of a sweep; ``options`` are the method options as typed (common ones merged in)."""
 
     method: str
     network: str
@@ -113,24 +88,25 @@ class RunSpec:
     seed: int
     options: tuple[tuple[str, Any], ...] = ()
     backend: str = "inprocess"
-    partition_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def registered_method(self) -> str:
-        return parse_spec(self.method)[0]
+        return parse_spec(self.method, what="method spec")[0]
 
     @property
     def run_options(self) -> dict[str, Any]:
-        return {**dict(self.options), **parse_spec(self.method)[1]}
+        """The options as typed: the sweep's common ones, then the method spec's own."""
+        return {**dict(self.options), **parse_spec(self.method, what="method spec")[1]}
+
+    def effective_options(self) -> dict[str, Any]:
+        """Every option of the run, typed, defaults included (the method's seed is the run's)."""
+        spec = get_method(self.registered_method)
+        return spec.resolve(spec.seeded(self.run_options, self.seed), "spec")
 
     @property
     def key(self) -> str:
         """File-name-safe identity: method/network/n/K/partition/seed plus an options digest."""
-        identity = json.dumps(
-            [sorted(self.run_options.items()), sorted(dict(self.partition_options).items())],
-            sort_keys=True,
-            default=str,
-        )
+        identity = json.dumps(sorted(self.effective_options().items()), default=str)
         digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
         name = f"{self.method}__{self.network}__n{self.samples}__K{self.clients}__{self.partition}"
         safe = "".join(c if c.isalnum() or c in "-_.=" else "-" for c in name)
@@ -146,89 +122,61 @@ def plan_runs(
     seeds: Sequence[int] = (0,),
     backend: str = "inprocess",
     options: dict[str, Any] | None = None,
-    partition_options: dict[str, Any] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[RunSpec]:
-    """Every combination, ordered so that all methods of one (network, K, seed) are adjacent."""
-    from fedcausal_flwr.federation.registry import get_method
+    """Every combination, ordered so that all methods of one (network, K, seed) are adjacent.
 
-    for method in methods:
-        get_method(parse_spec(method)[0])  # unknown method: a KeyError listing the known ones
+    ``options`` apply to every method that declares them; for a method that does not, ``warn``
+    is told (a method spec's own options must all be declared: an unknown one is an error).
+    Everything is validated here, before the first run.
+    """
     for network in networks:
-        network_for(network, 0)  # unknown network / bad synthetic spec: fail before the sweep
-    common = tuple(sorted((options or {}).items()))
-    part_opts = tuple(sorted((partition_options or {}).items()))
+        parse_network(network)
+    parse_partition(partition)
+    common = dict(options or {})
+    plan: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
+    for method in methods:
+        name, own = parse_spec(method, what="method spec")
+        spec = get_method(name)
+        applied = {k: v for k, v in common.items() if k in spec.options}
+        skipped = sorted(set(common) - set(applied))
+        if skipped and warn is not None:
+            warn(
+                f"{', '.join('--' + k.replace('_', '-') for k in skipped)} "
+                f"{'does' if len(skipped) == 1 else 'do'} not apply to {name} (it has no such "
+                "option); it runs without"
+            )
+        spec.resolve({**applied, **own}, "spec")  # a bad option fails now, not mid-sweep
+        plan.append((method, tuple(sorted(applied.items()))))
     return [
-        RunSpec(m, net, int(samples), int(k), partition, int(s), common, backend, part_opts)
+        RunSpec(m, net, int(samples), int(k), partition, int(s), opts, backend)
         for net in networks
         for k in clients
         for s in seeds
-        for m in methods
+        for m, opts in plan
     ]
 
 
 # ============================================================================ data
-@cache
-def _synthetic_network(d: int, degree: float, cards: tuple[int, int], seed: int) -> Any:
-    from fedcausal_flwr.data.synthetic import random_dag, random_discrete_network
-
-    dag = random_dag(d, expected_degree=degree, seed=seed, method="er")
-    return random_discrete_network(
-        dag,
-        card_range=cards,
-        seed=seed,
-        concentration=SYNTHETIC_DEFAULTS["concentration"],
-        name=f"er-d{d}-seed{seed}",
-    )
-
-
 def network_for(spec: str, seed: int) -> Any:
-    """The :class:`Network` behind a network spec (a synthetic one depends on ``seed``)."""
-    from fedcausal_flwr.data import load_network
+    """The :class:`Network` behind a network spec (see :mod:`fedcausal_flwr.data.specs`)."""
+    from fedcausal_flwr.data.specs import network_for as build
 
-    name, opts = parse_spec(spec)
-    if name != "er":
-        if opts:
-            raise ValueError(f"network {spec!r}: only synthetic 'er:d=...' specs take options")
-        return load_network(name)
-    unknown = sorted(set(opts) - {"d", "degree", "cards"})
-    if unknown or "d" not in opts:
-        raise ValueError(
-            f"synthetic network {spec!r}: expected er:d=<nodes>[:degree=<mean degree>]"
-            f"[:cards=<lo>-<hi>], got options {sorted(opts)}"
-        )
-    cards = opts.get("cards", SYNTHETIC_DEFAULTS["cards"])
-    if isinstance(cards, str):
-        cards = tuple(parse_int_list(cards, "cards"))
-        cards = (min(cards), max(cards))
-    elif isinstance(cards, int):
-        cards = (cards, cards)
-    d = opts["d"]
-    if not isinstance(d, int) or d < 2:
-        raise ValueError(f"synthetic network {spec!r}: d must be an integer >= 2, got {d!r}")
-    degree = float(opts.get("degree", SYNTHETIC_DEFAULTS["degree"]))
-    return _synthetic_network(d, degree, tuple(cards), int(seed))
+    return build(spec, seed)
 
 
 def run_data(spec: RunSpec) -> tuple[Partition, Any]:
     """The client data and true DAG of a run, derived as :func:`api.run` does for a network."""
-    from fedcausal_flwr.api import make_partition
-
-    net = network_for(spec.network, spec.seed)
-    pooled = net.sample(spec.samples, seed=spec.seed)
-    part = make_partition(
-        pooled, spec.clients, spec.partition, spec.seed, **dict(spec.partition_options)
+    part, net = sample_partition(
+        spec.network, spec.samples, spec.clients, spec.partition, spec.seed
     )
     return part, net.dag
 
 
 def partition_hash(part: Partition | Sequence[pd.DataFrame]) -> str:
-    """A digest of every client's rows, columns and order: equal iff the client data are equal."""
+    """The data fingerprint of a run's clients (equal iff the client data are equal)."""
     frames = part.clients if isinstance(part, Partition) else list(part)
-    digest = hashlib.sha256()
-    for frame in frames:
-        digest.update(json.dumps([str(c) for c in frame.columns]).encode())
-        digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
-    return digest.hexdigest()[:16]
+    return data_fingerprint(frames)
 
 
 # ============================================================================ one run
@@ -238,17 +186,24 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     record = failed_record(spec, "")
     started = time.perf_counter()
     try:
-        from fedcausal_flwr.api import run
+        from fedcausal_flwr.api import execute
 
         part, dag = run_data(spec)
         record["data_hash"] = partition_hash(part)
-        result = run(
+        source = {
+            "source": "network",
+            "network": spec.network,
+            "samples": spec.samples,
+            "partition": spec.partition,
+        }
+        result = execute(
             spec.registered_method,
+            {"seed": spec.seed, "backend": spec.backend},
+            spec.run_options,
             data=part,
             truth=dag,
-            backend=spec.backend,
-            seed=spec.seed,
-            **spec.run_options,
+            door="spec",
+            source=source,
         )
         if spec.registered_method == "local":
             from fedcausal_flwr.strategies.voting import local_summary
@@ -419,7 +374,6 @@ def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:
         "partition": spec.partition,
         "seed": spec.seed,
         "options": dict(sorted(spec.run_options.items())),
-        "partition_options": dict(spec.partition_options),
         "backend": spec.backend,
         "status": "failed",
         "error": error,
@@ -525,14 +479,13 @@ def compare(
     methods: Sequence[str],
     networks: Sequence[str],
     clients: Sequence[int] | str,
-    samples: int = 10_000,
-    partition: str = "iid",
+    samples: int | None = None,
+    partition: str | None = None,
     seeds: Sequence[int] | str = (0,),
-    backend: str = "inprocess",
+    backend: str | None = None,
     jobs: int = 1,
     out: str | Path = "results",
     options: dict[str, Any] | None = None,
-    partition_options: dict[str, Any] | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
     plots: bool = True,
     graph_run: str | None = None,
@@ -540,19 +493,39 @@ def compare(
     progress: bool = True,
     on_run_done: Callable[[dict[str, Any]], None] | None = None,
     start_method: str = "spawn",
+    warn: Callable[[str], None] | None = None,
 ) -> Study:
     """Run (or resume) a comparison sweep, then write results.csv, the summary and the plots.
 
-    ``options`` apply to every method (e.g. ``{"alpha": 0.01}``); a method spec's own options
-    override them. ``graph_run``: the key of the run whose learned graph is drawn against the truth
-    (default: the first method's run on the first network at the largest K and first seed).
+    ``samples``, ``partition`` and ``backend`` default as on every door
+    (:data:`~fedcausal_flwr.settings.RUN_SETTINGS`). ``options`` apply to every method that
+    declares them (e.g. ``{"alpha": 0.01}``; ``warn`` hears about the others); a method spec's
+    own options override them. ``graph_run``: the key of the run whose learned graph is drawn
+    against the truth (default: the first method's run on the first network at the largest K and
+    first seed).
     """
     clients = parse_int_list(clients, "clients")
     seeds = parse_int_list(seeds, "seeds")
     if not methods or not networks:
         raise ValueError("give at least one method and one network")
+    settings = RUN_SETTINGS.resolve(
+        {
+            k: v
+            for k, v in {"samples": samples, "partition": partition, "backend": backend}.items()
+            if v is not None
+        },
+        owner="compare",
+    )
     specs = plan_runs(
-        methods, networks, clients, samples, partition, seeds, backend, options, partition_options
+        methods,
+        networks,
+        clients,
+        settings["samples"],
+        settings["partition"],
+        seeds,
+        settings["backend"],
+        options,
+        warn,
     )
     out = Path(out)
     n_run, n_skipped, n_failed = run_sweep(

@@ -11,13 +11,12 @@ Paper numbers are the FedC2SL authors' own logs (seed-001 digest, section 6.3): 
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import fedcausal_flwr
 
 
 @dataclass(frozen=True)
@@ -56,37 +55,35 @@ class Experiment:
 
 
 # ============================================================================ FedC2SL Sachs
-def experiments_dir() -> Path:
-    """The repository's ``experiments/`` folder (scripts are not installed with the package)."""
-    return Path(fedcausal_flwr.__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS_PACKAGE = "fedcausal_flwr.experiments"
 
 
 def run_script(
-    script_name: str,
+    module: str,
     default: list[str],
     quick: list[str],
     full: list[str],
     passes: tuple[str, ...] = (),
 ):
-    """A runner that starts ``experiments/<script_name>`` with the arguments of the chosen size
-    (scripts read ``sys.argv`` and are not installed with the package, so a subprocess).
+    """A runner that starts the script ``fedcausal_flwr.experiments.<module>`` (the repository's
+    ``experiments/<module>.py``, installed with the package) with the arguments of the chosen size,
+    as ``python -m`` in a subprocess since scripts read ``sys.argv``.
     ``passes``: which of the command line's ``out`` / ``jobs`` the script takes (as ``--out`` /
     ``--jobs``) and is handed."""
+    target = f"{EXPERIMENTS_PACKAGE}.{module}"
 
     def runner(experiment: Experiment, options: ExperimentOptions) -> int:
-        script = experiments_dir() / script_name
-        if not script.is_file():
-            raise FileNotFoundError(
-                f"{script} not found: experiment {experiment.name!r} runs the repository's "
-                "experiments/ script; run it from a source checkout"
+        if importlib.util.find_spec(target) is None:
+            raise ModuleNotFoundError(
+                f"experiment {experiment.name!r} runs {target}, which is not installed"
             )
         args = list(quick if options.quick else full if options.full else default)
         if "out" in passes and options.out is not None:
             args += ["--out", str(options.out)]
         if "jobs" in passes:
             args += ["--jobs", str(options.jobs)]
-        print(f"running: python {script.name} {' '.join(args)}", flush=True)
-        return subprocess.run([sys.executable, str(script), *args], check=False).returncode
+        print(f"running: python -m {target} {' '.join(args)}", flush=True)
+        return subprocess.run([sys.executable, "-m", target, *args], check=False).returncode
 
     return runner
 
@@ -94,7 +91,7 @@ def run_script(
 ALL_K = ["2", "4", "8", "16", "32", "64"]
 # quick: K = 2 and 64, one seed, the paper's methods only (the exact and dof variants are ours)
 run_sachs_script = run_script(
-    "fedc2sl_sachs.py",
+    "fedc2sl_sachs",
     default=["--clients", *ALL_K, "--seeds", "10"],
     quick=[
         "--clients",
@@ -110,7 +107,7 @@ run_sachs_script = run_script(
     full=["--clients", *ALL_K, "--seeds", "40"],
 )
 run_fedlcs_script = run_script(
-    "fedlcs.py",
+    "fedlcs",
     default=["--networks", "insurance", "alarm", "win95pts", "--clients", "3", "5", "10", "15"],
     quick=["--quick"],
     full=[
@@ -129,14 +126,14 @@ run_fedlcs_script = run_script(
 )
 
 run_fedecd_script = run_script(
-    "fedecd.py",
+    "fedecd",
     default=["--networks", "child", "insurance", "alarm"],
     quick=["--quick"],
     full=[],
     passes=("out", "jobs"),
 )
 run_fedcdnv_synthetic = run_script(
-    "fedcdnv.py",
+    "fedcdnv",
     default=["--parts", "default", "identical", "--seeds", "10"],
     quick=["--quick", "--parts", "default"],
     full=[
@@ -153,7 +150,7 @@ run_fedcdnv_synthetic = run_script(
     passes=("out",),
 )
 run_fedcdnv_sachs = run_script(
-    "fedcdnv.py",
+    "fedcdnv",
     default=["--parts", "sachs", "--seeds", "10"],
     quick=["--quick", "--parts", "sachs"],
     full=["--parts", "sachs", "--seeds", "40"],
@@ -340,7 +337,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             ambiguities=(
                 "truth: the 17-edge bnlearn Sachs DAG (no latents); its PAG has no arrowheads, "
                 "so orientation is scored against the DAG (MAG) as the only comparable reading",
-                "data: the discrete 853 x 11 Sachs set next to the repository; IID split into "
+                "data: the discrete 853 x 11 Sachs set shipped with the package; IID split into "
                 "6 clients (the paper does not give its split)",
             ),
             runner=run_fedcdnv_sachs,

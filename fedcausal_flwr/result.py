@@ -9,7 +9,10 @@ deployment's ServerApp can write it to a file and the caller can read it back.
 from __future__ import annotations
 
 import json
+import platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,43 @@ import numpy as np
 
 from fedcausal_flwr.graphs.graph import Graph
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+VERSIONED = ("fedcausal-flwr", "flwr", "numpy", "scipy", "pandas")
+
+
+def software_versions() -> dict[str, str]:
+    """The versions a result records: the package, Flower, Python and the numerical stack."""
+    versions = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def run_config(
+    method: str,
+    options: Mapping[str, Any],
+    run: Mapping[str, Any],
+    data: Mapping[str, Any],
+    truth: str | None = None,
+) -> dict[str, Any]:
+    """A result's ``config``: everything needed to re-run it and to tell what produced it.
+
+    ``options``: every effective method option (defaults included); ``run``: the run settings
+    (backend, seed, min_clients, secure, ...); ``data``: where the client data came from
+    (``source`` network / files / frames / sites and its parameters; the runtime adds the number
+    of clients and the fingerprint they reported); ``truth``: what the metrics were scored against.
+    """
+    return {
+        "method": method,
+        "options": dict(options),
+        "run": dict(run),
+        "data": dict(data),
+        "truth": truth,
+        "versions": software_versions(),
+    }
 
 
 def _plain(obj: Any) -> Any:
@@ -89,7 +128,9 @@ class Result:
     def from_json(cls, obj: dict) -> Result:
         version = obj.get("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
-            raise ValueError(f"unsupported Result format_version {version}; expected 1")
+            raise ValueError(
+                f"unsupported Result format_version {version}; expected {FORMAT_VERSION}"
+            )
         graph = None if obj.get("graph") is None else Graph.from_json(obj["graph"])
         return cls(
             method=obj["method"],

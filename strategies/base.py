@@ -35,6 +35,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 import fedcausal_flwr
+from fedcausal_flwr.data.fingerprint import combine_fingerprints
 from fedcausal_flwr.federation.bookkeeping import RunRecorder
 from fedcausal_flwr.federation.messages import (
     HELLO,
@@ -253,15 +254,23 @@ class ProtocolStrategy(Strategy):
         self._drop(server_round, nodes, dict(failed_nodes), reasons, up_bytes={})
 
     def build_result(self, config: Mapping[str, Any] | None = None) -> Result:
-        """Assemble the :class:`Result` (method payload + bookkeeping)."""
+        """Assemble the :class:`Result` (method payload + bookkeeping); ``config["data"]`` gains
+        the number of clients and the data fingerprint the clients reported in hello."""
         payload = dict(self.result_payload())
         graph = payload.pop("graph", None)
         variables = payload.pop("variables", None)
         metrics = payload.pop("metrics", {})
         rec = self.recorder
+        config = dict(config or {})
+        data = dict(config.get("data") or {})
+        data["clients"] = len(self.client_info)
+        data["fingerprint"] = combine_fingerprints(
+            self.client_info[pid].fingerprint for pid in sorted(self.client_info)
+        )
+        config["data"] = data
         return Result(
             method=self.name or type(self).__name__,
-            config=dict(config or {}),
+            config=config,
             variables=list(self.variables if variables is None else variables),
             graph=graph,
             metrics=dict(metrics),

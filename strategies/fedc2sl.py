@@ -2,22 +2,22 @@
 
 Wang et al., "Towards Practical Federated Causal Structure Learning". The server runs the batched
 PC-stable or FCI engine of :mod:`fedcausal_flwr.discovery`; each batch of CI tests (a whole PC
-level,
-a Possible-D-Sep subset size, an R4 step) becomes one protocol step.
+level, a Possible-D-Sep subset size, an R4 step) becomes one protocol step.
 
 CI modes (``ci``):
 
 * ``exact``: clients send the contingency tables of all tests of the batch; the server sums them
   and runs G2 or Pearson chi2. Identical to the pooled test (causal-learn's conventions).
-* ``secure``: the same tables, summed through Flower's SecAgg+ (exact integer sums).
 * ``sketch``: the paper's protocol, batched: (1) summed stratum margins ``n_xz``, ``n_yz``; the
   server computes expected counts ``E`` and broadcasts them with a projection seed; (2) summed
   projected residuals ``P (T_k - E/K) / sqrt(E)`` (fixed point, 8 fractional bits); Li's
   geometric-mean estimator per stratum gives the chi2 statistic. Two rounds per batch.
-* ``fedci`` / ``fisher``: mixed data; the run is handed to :mod:`fedcausal_flwr.strategies.fedci`
-  (federated IRLS likelihood-ratio tests, or Fisher's combination of local tests).
 * Gaussian data (``test="fisherz"``): one round of summed moments ``n, sum x, sum x x^T``; every
   Fisher-z test then runs on the server (exact mode only: SecAgg+ sums 32-bit integers).
+
+A secure run (the run setting ``secure``: ``--secure``) sums the tables, margins and sketches
+through Flower's SecAgg+ (exact integer sums). Mixed data: the methods ``fedci-pc`` /
+``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`).
 
 Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; the queries of a
 batch travel as the first array, an int64 matrix of rows ``[x, y, S..., -1 padding]`` of variable
@@ -47,6 +47,7 @@ sum in one test comes from the same clients.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -56,33 +57,20 @@ from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
+from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.stats.contingency import discrete_pvalues, make_layout
 from fedcausal_flwr.stats.gaussian import GaussianMoments
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
+from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
 
-CI_MODES = ("exact", "secure", "sketch")
+CI_MODES = ("exact", "sketch")
 TESTS = ("chi2", "g2", "fisherz")
 ALGORITHMS = ("pc", "fci")
-SKETCH_SCALE = 2**8  # fixed point of the summed sketch
-
-
-def encode_queries(queries: list[Query]) -> np.ndarray:
-    """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse)."""
-    width = 2 + max((len(q[2]) for q in queries), default=0)
-    out = np.full((len(queries), width), -1, dtype=np.int64)
-    for i, (x, y, s) in enumerate(queries):
-        out[i, : 2 + len(s)] = (x, y, *s)
-    return out
-
-
-def decode_queries(matrix: np.ndarray) -> list[Query]:
-    rows = np.asarray(matrix, dtype=np.int64)
-    if rows.ndim != 2 or rows.shape[1] < 2:
-        raise ValueError(f"a query matrix must be (n, >= 2), got shape {rows.shape}")
-    return [(r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in rows.tolist()]
 
 
 class FedC2SLStrategy(ProtocolStrategy):
@@ -194,17 +182,17 @@ class FedC2SLStrategy(ProtocolStrategy):
     def next_request(self) -> Request | None:
         if self.runner is None:
             if self.test == "fisherz":
-                return Request("moments", {"variables": self.variables})
+                return Request(MOMENTS, {"variables": self.variables})
             self._start()
         if self.runner.done:
             return None
         queries = self.runner.pending
         base = {"variables": self.variables, "levels": self.levels}
         batch = encode_queries(queries)
-        if self.ci in ("exact", "secure"):
-            return Request("tables", base, arrays=[batch], secure=True)
+        if self.ci == "exact":
+            return Request(TABLES, base, arrays=[batch], secure=True)
         if self._margins is None:
-            return Request("margins", base, arrays=[batch], secure=True)
+            return Request(MARGINS, base, arrays=[batch], secure=True)
         self._layout = self._layout or make_layout(queries, self.cards)
         expected = expected_counts(self._margins, self._layout)
         payload = {
@@ -213,21 +201,21 @@ class FedC2SLStrategy(ProtocolStrategy):
             "l": self.sketch_length,
             "k": len(self.alive_clients),
         }
-        return Request("sketch", payload, arrays=[batch, expected], secure=True)
+        return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == "moments":
+        if request.action == MOMENTS:
             self._handle_moments(replies)
             return
         (summed,) = replies
         vector = summed.arrays[0]
         queries = self.runner.pending
-        if request.action == "margins":
+        if request.action == MARGINS:
             self._margins = vector
             self._layout = make_layout(queries, self.cards)
             self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
             return
-        if request.action == "tables":
+        if request.action == TABLES:
             layout = make_layout(queries, self.cards)
             pvalues = discrete_pvalues(
                 vector, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
@@ -293,62 +281,107 @@ def _numeric_dtype(dtype: str) -> bool:
     return dtype.startswith(("float", "int", "uint", "Int", "UInt", "Float", "bool"))
 
 
-def make_strategy(options: dict) -> FedC2SLStrategy:
-    """Build from run options (``flwr run`` config or :func:`fedcausal_flwr.run` keywords)."""
-    engine = {}
-    for key in ("collider_rule", "possible_dsep", "rules", "pds_max_size"):
-        if options.get(key) not in (None, ""):
-            engine[key] = options[key]
-    depth = options.get("max_depth")
-    return FedC2SLStrategy(
-        algorithm=options.get("algorithm", "pc"),
-        ci=options.get("ci", "exact"),
-        test=options.get("test", "chi2"),
-        alpha=float(options.get("alpha", 0.05)),
-        max_depth=None if depth in (None, "", -1) else int(depth),
-        sketch_length=int(options.get("sketch_length", 50)),
-        seed=int(options.get("seed", 0)),
-        engine_options=engine,
-        empty_strata_add_dof=str(options.get("empty_strata_add_dof", False)).lower()
-        in ("1", "true", "yes"),
+def _options(algorithm: str) -> OptionSet:
+    """FedPC's (``pc``) or FedFCI's (``fci``) declared options."""
+    engine = (shared.collider_rule(),) if algorithm == "pc" else shared.fci_engine()
+    return OptionSet(
+        (
+            Option(
+                "ci",
+                "str",
+                "exact",
+                "how a CI test is answered: contingency tables summed over clients (exactly the "
+                "pooled test), or the paper's random-projection sketch",
+                choices=CI_MODES,
+                paper="sketch (the paper's protocol)",
+                why="summed tables give exactly the pooled test (the sketch approximates it, and "
+                "the server can invert it when l >= |X||Y|); ci=sketch runs the paper's protocol",
+            ),
+            shared.test("chi2", ("chi2", "g2", "fisherz"), paper="chi2"),
+            shared.alpha(0.05, paper="0.05"),
+            shared.max_depth(),
+            Option(
+                "sketch_length",
+                "int",
+                50,
+                "length l of each stratum's random projection",
+                minimum=2,
+                requires=("ci", ("sketch",)),
+                paper="50",
+            ),
+            shared.seed("seed of the sketch's projections"),
+            Option(
+                "empty_strata_add_dof",
+                "bool",
+                False,
+                "add one degree of freedom per empty stratum, as the FedC2SL code does "
+                "(default: causal-learn's count)",
+                requires=("test", ("chi2", "g2")),
+                paper="true in the authors' code (not stated in the paper)",
+                why="causal-learn's count is the textbook one and keeps FedPC equal to pooled PC",
+            ),
+            *engine,
+        ),
+        checks=(shared.fisherz_needs_exact, shared.sketch_needs_chi2),
     )
 
 
-GLM_TESTS = ("fedci", "fisher")  # routed to the fedCI strategy (mixed data)
+FEDPC_OPTIONS = _options("pc")
+FEDFCI_OPTIONS = _options("fci")
 
 
-def _strategy_for(algorithm: str):
-    def make(options: dict):
-        if options.get("ci") in GLM_TESTS:
-            from fedcausal_flwr.strategies.fedci import make_strategy as fedci_strategy
-
-            return fedci_strategy({**options, "algorithm": algorithm})
-        return make_strategy({**options, "algorithm": algorithm})
-
-    return make
+def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLStrategy:
+    """FedPC / FedFCI from its options (resolved here, so raw keywords work too)."""
+    spec = FEDPC_OPTIONS if algorithm == "pc" else FEDFCI_OPTIONS
+    values = spec.resolve(options, owner=f"method {'fedpc' if algorithm == 'pc' else 'fedfci'!r}")
+    if algorithm == "pc":
+        engine = {"collider_rule": values["collider_rule"]}
+    else:
+        engine = shared.fci_engine_options(values)
+    return FedC2SLStrategy(
+        algorithm=algorithm,
+        ci=values["ci"],
+        test=values["test"],
+        alpha=values["alpha"],
+        max_depth=values["max_depth"],
+        sketch_length=values["sketch_length"],
+        seed=values["seed"],
+        engine_options=engine,
+        empty_strata_add_dof=values["empty_strata_add_dof"],
+    )
 
 
 def _make_client(partition_id, data, options):
-    if options.get("ci") in GLM_TESTS:
-        from fedcausal_flwr.clients.fedci import FedCIClient
-
-        return FedCIClient(partition_id, data)
     from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
 
     return FedC2SLClient(partition_id, data)
 
 
+def secure_support(options: Mapping[str, Any]) -> str | None:
+    """Tables, margins and sketches are integer sums; the Gaussian moments are floats."""
+    if options.get("test") == "fisherz":
+        return (
+            "the Fisher-z test sums float moments, which SecAgg+ (32-bit integer sums) cannot carry"
+        )
+    return None
+
+
 register_method(
     "fedpc",
-    _strategy_for("pc"),
+    lambda options: make_strategy(options, "pc"),
     _make_client,
-    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2/Fisher-z test "
-    "(--ci fedci|fisher: fedCI's GLM tests on mixed data)",
+    options=FEDPC_OPTIONS,
+    secure=secure_support,
+    paper="FedC2SL (Wang et al.)",
+    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2 test (exact summed tables or "
+    "the sketch) or Fisher-z on summed moments",
 )
 register_method(
     "fedfci",
-    _strategy_for("fci"),
+    lambda options: make_strategy(options, "fci"),
     _make_client,
-    description="FedC2SL's FedFCI: FCI with a federated chi2/G2/Fisher-z test "
-    "(--ci fedci|fisher: fedCI's GLM tests on mixed data)",
+    options=FEDFCI_OPTIONS,
+    secure=secure_support,
+    paper="FedC2SL (Wang et al.)",
+    description="FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
 )

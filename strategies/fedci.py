@@ -44,6 +44,8 @@ levels); ordinal variables therefore need an explicit schema.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,10 +56,19 @@ from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.protocols.fedci import (
+    FIXED_FRACTION_BITS,
+    FIXED_LIMBS,
+    GLM,
+    LOCAL_LRT,
+    decode_fixed,
+    digit_bits,
+    model_row,
+)
 from fedcausal_flwr.stats.glm import (
     SITE_EFFECTS,
     CITestResult,
-    GLMModel,
     NewtonState,
     fisher_combine,
     new_state,
@@ -66,54 +77,12 @@ from fedcausal_flwr.stats.glm import (
     test_models,
 )
 from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 ALGORITHMS = ("pc", "fci")
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
-FIXED_FRACTION_BITS = 30
-FIXED_LIMBS = 3
-
-
-def digit_bits(clip: int) -> int:
-    """Largest ``b`` with balanced base-``2**b`` digits (``|d| <= 2**(b-1)``) within ``clip``."""
-    if clip < 1:
-        raise ValueError(f"secure bound must be >= 1, got {clip}")
-    return int(clip).bit_length()  # 2**(b-1) <= clip < 2**b
-
-
-def encode_fixed(values: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
-    """Floats -> int64 digits (digit-major, ``limbs * len(values)``); exact float arithmetic.
-
-    Raises :class:`OverflowError` if some ``|round(v 2**f)|`` needs more than ``limbs`` digits.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(values)):
-        raise OverflowError("non-finite value in the GLM blocks")
-    q = np.rint(np.ldexp(values, fraction_bits))  # integral float, exact (power-of-two scaling)
-    base = float(2**bits)
-    digits = np.empty((limbs, q.size), dtype=np.int64)
-    for j in range(limbs):  # limbs is tiny (<= 4); the vectors are the work
-        high = np.rint(q / base)  # exact: q / base is a power-of-two scaling
-        low = q - high * base  # exact: an integer with |low| <= base / 2
-        digits[j] = low.astype(np.int64)
-        q = high
-    if np.any(q != 0):
-        worst = float(np.max(np.abs(values)))
-        raise OverflowError(
-            f"|value| up to {worst:.3g} does not fit {limbs} digits of {bits} bits at "
-            f"2**{fraction_bits} (limit ~2**{bits * limbs - 1 - fraction_bits}); raise fixed_limbs"
-        )
-    return digits.ravel()
-
-
-def decode_fixed(summed: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
-    """Summed digits -> float sums (Horner over digits, then ``/ 2**f``)."""
-    digits = np.asarray(summed, dtype=np.int64).reshape(limbs, -1).astype(np.float64)
-    total = np.zeros(digits.shape[1])
-    for j in reversed(range(limbs)):
-        total = total * 2.0**bits + digits[j]
-    return np.ldexp(total, -fraction_bits)
 
 
 def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
@@ -139,15 +108,6 @@ def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
                 raise ValueError(f"column {col!r} has different kinds on different clients")
             specs[col] = VariableSpec(col, kind, levels)
     return Schema(tuple(specs.values()))
-
-
-def model_row(model: GLMModel) -> list:
-    return [model.response, list(model.predictors), model.site_effect, list(model.sites)]
-
-
-def model_from_row(row: list) -> GLMModel:
-    response, predictors, site_effect, sites = row
-    return GLMModel(str(response), tuple(predictors), str(site_effect), tuple(map(int, sites)))
 
 
 class FedCIStrategy(ProtocolStrategy):
@@ -272,8 +232,8 @@ class FedCIStrategy(ProtocolStrategy):
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
         if self.encoding == "fixed":
             payload["fixed"] = list(self._fixed_format())
-            return Request("glm", payload, arrays=[betas], secure=True)
-        return Request("glm", payload, arrays=[betas])
+            return Request(GLM, payload, arrays=[betas], secure=True)
+        return Request(GLM, payload, arrays=[betas])
 
     def _fixed_format(self) -> tuple[int, int, int]:
         return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
@@ -283,7 +243,7 @@ class FedCIStrategy(ProtocolStrategy):
                 for q in self.runner.pending]  # fmt: skip
         payload = {"schema": self.schema.to_json(), "tests": rows, "ridge": self.ridge,
                    **self.fit_options}  # fmt: skip
-        return Request("local_lrt", payload)
+        return Request(LOCAL_LRT, payload)
 
     def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
         local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
@@ -306,7 +266,7 @@ class FedCIStrategy(ProtocolStrategy):
         self.runner.answer(np.asarray(pvalues, dtype=float))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == "local_lrt":
+        if request.action == LOCAL_LRT:
             self._handle_fisher(request, replies)
             return
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
@@ -369,28 +329,137 @@ class FedCIStrategy(ProtocolStrategy):
         }
 
 
-def make_strategy(options: dict) -> FedCIStrategy:
-    """Build from run options (``flwr run`` config or :func:`fedcausal_flwr.run` keywords)."""
-    engine = {}
-    for key in ("collider_rule", "possible_dsep", "rules", "pds_max_size"):
-        if options.get(key) not in (None, ""):
-            engine[key] = options[key]
-    depth = options.get("max_depth")
-    schema = options.get("schema")
+def schema_value(value: Any) -> str:
+    """A schema option as Schema JSON: a :class:`Schema`, its JSON text, or a JSON file's path."""
+    if isinstance(value, Schema):
+        return value.dumps()
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a schema (JSON text or a JSON file), got {value!r}")
+    text = value.strip()
+    if not text.startswith("{"):
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{text!r} is neither schema JSON nor an existing file")
+        text = path.read_text()
+    try:
+        return Schema.from_json(text).dumps()
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a valid schema: {err}") from None
+
+
+def _options(algorithm: str) -> OptionSet:
+    engine = (shared.collider_rule(),) if algorithm == "pc" else shared.fci_engine()
+    return OptionSet(
+        (
+            Option(
+                "ci",
+                "str",
+                "fedci",
+                "CI test: federated IRLS likelihood-ratio tests equal to the pooled GLM tests "
+                "(fedci), or Fisher's combination of the clients' local tests (fisher)",
+                choices=CI_TESTS,
+                paper="fedci; fisher is the paper's meta-analysis baseline",
+            ),
+            shared.alpha(0.05, paper="0.05"),
+            shared.max_depth(),
+            Option(
+                "site_effect",
+                "str",
+                "none",
+                "client (site) effects in the GLMs: none, fixed site dummies in every model "
+                "(fedCI), or private per-site intercepts that never leave the client",
+                choices=SITE_EFFECTS,
+                paper="fixed (fedCI in the paper); private (coordinate ascent) in the code",
+                why="without site differences the test is exactly the pooled GLM test and the "
+                "server learns no site coefficients; choose fixed or private for heterogeneous "
+                "sites",
+            ),
+            Option(
+                "ridge",
+                "float",
+                0.0,
+                "ridge penalty of the IRLS steps",
+                minimum=0.0,
+                paper="1e-4 in the authors' code",
+                why="unpenalised fits equal statsmodels' pooled GLM exactly",
+            ),  # fmt: skip
+            Option(
+                "tol",
+                "float",
+                1e-5,
+                "IRLS stops when the log-likelihood changes less",
+                minimum=0.0,
+                min_exclusive=True,
+                paper="1e-5",
+            ),  # fmt: skip
+            Option(
+                "max_iter", "int", 25, "IRLS iterations per model at most", minimum=1, paper="25"
+            ),  # fmt: skip
+            Option(
+                "schema",
+                "str",
+                None,
+                "variable kinds (continuous, binary, ordinal, categorical): Schema JSON or a "
+                "JSON file; without it kinds come from the dtypes (ordinal needs a schema)",
+                nullable=True,
+                convert=schema_value,
+            ),
+            Option(
+                "encoding",
+                "str",
+                "auto",
+                "how GLM blocks travel: float64, or fixed-point digits that SecAgg+ sums exactly "
+                "(auto: fixed in a secure run)",
+                choices=ENCODINGS,
+                requires=("ci", ("fedci",)),
+            ),
+            Option(
+                "fixed_fraction_bits",
+                "int",
+                FIXED_FRACTION_BITS,
+                "fraction bits f of the fixed-point encoding",
+                minimum=0,
+                maximum=60,
+            ),  # fmt: skip
+            Option(
+                "fixed_limbs",
+                "int",
+                FIXED_LIMBS,
+                "digits L per value of the fixed-point encoding",
+                minimum=1,
+                maximum=8,
+            ),  # fmt: skip
+            *engine,
+        )
+    )
+
+
+FEDCI_PC_OPTIONS = _options("pc")
+FEDCI_FCI_OPTIONS = _options("fci")
+
+
+def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStrategy:
+    """fedCI-PC / fedCI-FCI from its options (resolved here, so raw keywords work too)."""
+    spec = FEDCI_PC_OPTIONS if algorithm == "pc" else FEDCI_FCI_OPTIONS
+    values = spec.resolve(options, owner=f"method 'fedci-{algorithm}'")
+    if algorithm == "pc":
+        engine = {"collider_rule": values["collider_rule"]}
+    else:
+        engine = shared.fci_engine_options(values)
     return FedCIStrategy(
-        algorithm=options.get("algorithm", "pc"),
-        alpha=float(options.get("alpha", 0.05)),
-        max_depth=None if depth in (None, "", -1) else int(depth),
-        site_effect=options.get("site_effect", "none"),
-        ridge=float(options.get("ridge", 0.0)),
-        tol=float(options.get("tol", 1e-5)),
-        max_iter=int(options.get("max_iter", 25)),
-        schema=None if schema in (None, "") else schema,
+        algorithm=algorithm,
+        alpha=values["alpha"],
+        max_depth=values["max_depth"],
+        site_effect=values["site_effect"],
+        ridge=values["ridge"],
+        tol=values["tol"],
+        max_iter=values["max_iter"],
+        schema=values["schema"],
         engine_options=engine,
-        encoding=options.get("encoding", "auto") or "auto",
-        fixed_fraction_bits=int(options.get("fixed_fraction_bits", FIXED_FRACTION_BITS)),
-        fixed_limbs=int(options.get("fixed_limbs", FIXED_LIMBS)),
-        ci=options.get("ci", "fedci") or "fedci",
+        encoding=values["encoding"],
+        fixed_fraction_bits=values["fixed_fraction_bits"],
+        fixed_limbs=values["fixed_limbs"],
+        ci=values["ci"],
     )
 
 
@@ -400,15 +469,23 @@ def _make_client(partition_id, data, options):
     return FedCIClient(partition_id, data)
 
 
-register_method(
-    "fedci-pc",
-    lambda options: make_strategy({**options, "algorithm": "pc"}),
-    _make_client,
-    description="fedCI: PC-stable with a federated GLM likelihood-ratio test on mixed data",
-)
-register_method(
-    "fedci-fci",
-    lambda options: make_strategy({**options, "algorithm": "fci"}),
-    _make_client,
-    description="fedCI: FCI with a federated GLM likelihood-ratio test on mixed data",
-)
+def secure_support(options: Mapping[str, Any]) -> str | None:
+    """The GLM blocks travel as fixed-point digits in a secure run; local p-values cannot."""
+    if options.get("ci") == "fisher":
+        return "Fisher's combination collects each client's p-values, which cannot be summed"
+    if options.get("encoding") == "float":
+        return "encoding=float sends float64 blocks; use encoding=fixed (or auto) with SecAgg+"
+    return None
+
+
+for _algorithm in ALGORITHMS:
+    register_method(
+        f"fedci-{_algorithm}",
+        lambda options, _algorithm=_algorithm: make_strategy(options, _algorithm),
+        _make_client,
+        options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
+        secure=secure_support,
+        paper="fedCI (Hahn et al.)",
+        description=f"fedCI: {'PC-stable' if _algorithm == 'pc' else 'FCI'} with a federated GLM "
+        "likelihood-ratio test on mixed data",
+    )

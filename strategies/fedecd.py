@@ -73,6 +73,7 @@ a mean or a sum, so secure aggregation could hide the individual replies (not do
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -88,13 +89,12 @@ from fedcausal_flwr.discovery.bootstrap import (
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
+from fedcausal_flwr.options import Option
+from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
+from fedcausal_flwr.protocols.voting import PRUNE
+from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.fedpc_vote import kept_skeleton, vote_threshold
-from fedcausal_flwr.strategies.voting import (
-    DiscreteMethodStrategy,
-    option_flag,
-    option_number,
-    parse_reliability,
-)
+from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, common_options
 
 STOP_RULES = ("levels", "no_removal")
 
@@ -183,14 +183,14 @@ class FedECDStrategy(DiscreteMethodStrategy):
         if self.phase == "evidence":
             payload = {**self.bootstrap_payload(), "level": self.level, "evidence": self.evidence}
             arrays = [self.layer_start.astype(np.uint8), self.removed]
-            return Request("bootstrap_weights", payload, arrays=arrays)
+            return Request(BOOTSTRAP_WEIGHTS, payload, arrays=arrays)
         if self.phase == "skeleton":
             if self._layer_due():
                 payload = {**self.base_payload(), "level": self.level}
-                return Request("prune", payload, arrays=[self.adjacency.astype(np.uint8)])
+                return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
             self.phase = "orient"
         payload = {**self.bootstrap_payload(), **self.search, "tie_rule": self.tie_rule}
-        return Request("orient", payload, arrays=[self.adjacency.astype(np.uint8)])
+        return Request(ORIENT, payload, arrays=[self.adjacency.astype(np.uint8)])
 
     def _layer_due(self) -> bool:
         if self.max_depth is not None and self.level > self.max_depth:
@@ -200,9 +200,9 @@ class FedECDStrategy(DiscreteMethodStrategy):
         return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == "prune":
+        if request.action == PRUNE:
             self._vote_layer(replies)
-        elif request.action == "bootstrap_weights":
+        elif request.action == BOOTSTRAP_WEIGHTS:
             self._restore(replies)
         else:
             self._vote_graphs(replies)
@@ -335,30 +335,129 @@ class FedECDStrategy(DiscreteMethodStrategy):
         }
 
 
-def make_strategy(options: dict) -> FedECDStrategy:
-    """From run options (defaults in the class): ``alpha, test, max_depth, bootstraps, tau,
-    reliability (0 or 'none': off), resample, evidence, stop, tie_rule, allow_cycles, ess,
-    structure_prior, tabu_length, max_barren, lower_triangle_compat, seed``."""
-    depth = options.get("max_depth")
-    return FedECDStrategy(
-        alpha=option_number(options, "alpha", 0.01, float),
-        test=str(options.get("test") or "g2"),
-        max_depth=3 if depth in (None, "") else (None if int(depth) == -1 else int(depth)),
-        bootstraps=option_number(options, "bootstraps", 15, int),
-        tau=option_number(options, "tau", 0.05, float),
-        reliability=parse_reliability(options.get("reliability"), 5.0),
-        resample=option_flag(options, "resample", True),
-        evidence=str(options.get("evidence") or "union"),
-        stop=str(options.get("stop") or "levels"),
-        tie_rule=str(options.get("tie_rule") or "undirected"),
-        allow_cycles=option_flag(options, "allow_cycles", False),
-        ess=option_number(options, "ess", 10.0, float),
-        structure_prior=option_flag(options, "structure_prior", True),
-        tabu_length=option_number(options, "tabu_length", 100, int),
-        max_barren=option_number(options, "max_barren", 15, int),
-        lower_triangle_compat=option_flag(options, "lower_triangle_compat", False),
-        seed=option_number(options, "seed", 0, int),
-    )
+OPTIONS = common_options(
+    alpha=0.01,
+    test="g2",
+    max_depth=3,
+    reliability=5.0,
+    paper={
+        "alpha": "not stated; 0.01 in the authors' code",
+        "test": "G2",
+        "max_depth": "not stated; 3 in the code (maxK)",
+        "reliability": "not stated; the code's n / prod(arities) >= 5",
+    },
+).extend(
+    Option(
+        "bootstraps",
+        "int",
+        15,
+        "bootstrap resamples B per client, in both phases",
+        minimum=1,
+        paper="not stated; 15 in the code",
+    ),
+    Option(
+        "tau",
+        "float",
+        0.05,
+        "restore an edge that lost a layer's vote when the clients' mean independence weight is "
+        "<= tau",
+        minimum=0.0,
+        maximum=1.0,
+        paper="0.05 (Eq. 7); 0.10 in the code",
+    ),
+    Option(
+        "resample",
+        "bool",
+        True,
+        "draw bootstrap resamples (false: every replicate is the client's full data)",
+    ),
+    Option(
+        "evidence",
+        "str",
+        "union",
+        "which conditioning sets give a removed edge's evidence: both endpoints' neighbourhoods "
+        "(order-independent) or the larger index's (the code)",
+        choices=EVIDENCE_RULES,
+        paper="larger_index in the code",
+        why="the code's choice depends on the column order",
+    ),
+    Option(
+        "stop",
+        "str",
+        "levels",
+        "run every level up to max_depth while some node has enough neighbours (the code), or "
+        "also stop after a level that removed nothing (the paper)",
+        choices=STOP_RULES,
+        paper="no_removal (the paper's text); levels in the code",
+        why="the authors' experiments ran the code's rule",
+    ),
+    Option(
+        "tie_rule",
+        "str",
+        "undirected",
+        "a direction vote tie: leave the edge undirected (order-independent), or make the lower "
+        "(paper) or higher (code) index the parent",
+        choices=TIE_RULES,
+        paper="lower_parent (Eq. 9); higher_parent in the code",
+        why="both index rules make the graph depend on the column order "
+        "(experiments/fedecd_order.py)",
+    ),
+    Option(
+        "allow_cycles",
+        "bool",
+        False,
+        "keep directed cycles of the voted graph (false: drop the weakest-voted edge on each)",
+        paper="true (the paper does not remove cycles)",
+        why="the result is a DAG-kind graph; a directed cycle is no DAG",
+    ),
+    Option(
+        "ess",
+        "float",
+        10.0,
+        "BDeu equivalent sample size",
+        minimum=0.0,
+        min_exclusive=True,
+        paper="10 in the code",
+    ),  # fmt: skip
+    Option(
+        "structure_prior",
+        "bool",
+        True,
+        "add the reference's ln(1 / (ESS + 1)) per parent to the BDeu score",
+        paper="true in the code",
+    ),
+    Option(
+        "tabu_length",
+        "int",
+        100,
+        "tabu list length of the hill climbing",
+        minimum=0,
+        paper="100 in the code",
+    ),  # fmt: skip
+    Option(
+        "max_barren",
+        "int",
+        15,
+        "stop the hill climbing after this many moves without improvement",
+        minimum=0,
+        paper="15 in the code",
+    ),
+    Option(
+        "lower_triangle_compat",
+        "bool",
+        False,
+        "emulate the code's lower-triangle search space quirk (CPM)",
+        paper="true in the code",
+        why="the quirk forbids half of the orientations; kept for reproducing the code",
+    ),
+    shared.seed("seed of the bootstrap resamples"),
+)
+
+
+def make_strategy(options: Mapping[str, Any]) -> FedECDStrategy:
+    """From its options (resolved here, so raw keywords work too)."""
+    values = OPTIONS.resolve(options, owner="method 'fedecd'")
+    return FedECDStrategy(**values)
 
 
 def make_client(partition_id, data, options):
@@ -371,5 +470,7 @@ register_method(
     "fedecd",
     make_strategy,
     make_client,
+    options=OPTIONS,
+    paper="FedECD (Guo et al. 2024)",
     description="FedECD (Guo et al. 2024): voting skeleton + bootstrap evidence, bootstrap BDeu HC",
 )

@@ -1,9 +1,11 @@
 """FedLCS: federated local causal structure of target variables (Yu et al., Sci China Inf Sci 2025).
 
 The server learns, for each target T, its parents, children and still-undirected neighbours;
-clients only ever run CI tests on their own rows. Three stages, all driven by one search
-(:func:`lcs_search`) that yields *requests* and is answered either by a federation (votes, max-p)
-or by one local oracle (:func:`local_structure`, used for the per-client and pooled baselines):
+clients only ever run CI tests on their own rows. Three stages, all driven by one Flower-free
+search (:func:`~fedcausal_flwr.discovery.lcs.lcs_search`) that yields *requests* and is answered
+either by a federation (this module: votes, max-p) or by one local oracle
+(:func:`~fedcausal_flwr.discovery.lcs.local_structure`, used for the per-client and pooled
+baselines):
 
 **FLSke** (layer-wise federated PCsimple). For every variable V whose parents-and-children set is
 needed, the server broadcasts V's current candidate set and a layer ``l``; each client replays
@@ -23,7 +25,7 @@ the consistent separating set is searched over ``U = (PC_a | PC_b) \\ {a, b}``, 
 ...`` up to ``sep_depth`` (default 3, as FedPC's code; the paper gives no value): each client
 tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` in U (``itertools.combinations`` order) and
 uploads the p-values above alpha only (NaN otherwise). The server keeps the level's largest
-p over (subsets, clients) with :func:`~fedcausal_flwr.strategies.fedpc_vote.max_pvalue_choice`
+p over (subsets, clients) with :func:`~fedcausal_flwr.discovery.lcs.max_pvalue_choice`
 (first maximum: subset order, then partition id) and the overall maximum over levels with strict
 ``>`` (lower levels win ties). ``sep_stop="first_empty"`` stops a pair at the first level where no
 client found an independent set (the paper's literal rule, which misses a collider whose ends are
@@ -77,510 +79,46 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import combinations
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.discovery.pcsimple import apply_layer
+from fedcausal_flwr.discovery.lcs import (
+    SEP_STOPS,
+    Knowledge,
+    LCSOptions,
+    LocalStructure,
+    PruneRequest,
+    SepsetRequest,
+    choose_sepsets,
+    full_graph,
+    lcs_search,
+    local_structure,
+    options_dict,
+    parse_targets,
+    structure_payload,
+)
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import apply_meek, orient_colliders, pair_key
 from fedcausal_flwr.metrics import local_metrics
+from fedcausal_flwr.options import REQUIRED, Option, OptionSet
+from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
+from fedcausal_flwr.protocols.voting import RAW_DATA
 from fedcausal_flwr.result import Result
-from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
-from fedcausal_flwr.strategies.fedpc_vote import max_pvalue_choice, vote_threshold
+from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.fedpc_vote import vote_threshold
 from fedcausal_flwr.strategies.voting import (
     DiscreteMethodStrategy,
-    option_flag,
-    option_number,
-    parse_common,
+    common_options,
+    common_values,
     pooled_oracle,
 )
 
-SEP_STOPS = ("after_found", "first_empty", "first_found")
-Pair = tuple[int, int]
-PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, level)
-SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, level)
-SepChoice = tuple[tuple[int, ...], float, int]  # (set, p, client position)
-
-
-# ============================================================================ options and state
-@dataclass(frozen=True)
-class LCSOptions:
-    """Search options (see the module docstring for their meaning and defaults)."""
-
-    alpha: float = 0.05
-    max_level: int = 6
-    stable: bool = False
-    stop_unchanged: bool = True
-    sep_depth: int = 3
-    sep_stop: str = "after_found"
-    extension_depth: int = 2
-    random_orient: bool = False
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        for name in ("max_level", "sep_depth", "extension_depth"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.sep_stop not in SEP_STOPS:
-            raise ValueError(f"unknown sep_stop {self.sep_stop!r}; expected one of {SEP_STOPS}")
-
-
-@dataclass(frozen=True)
-class PruneRequest:
-    """One FLSke layer for several variables: keep flags per candidate are wanted."""
-
-    jobs: list[PruneJob]
-
-
-@dataclass(frozen=True)
-class SepsetRequest:
-    """One level of the consistent separating-set search for several pairs."""
-
-    jobs: list[SepsetJob]
-
-
-@dataclass
-class Knowledge:
-    """What the search has learned so far (shared by all targets)."""
-
-    pc: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    layers: dict[int, list[dict]] = field(default_factory=dict)
-    sepsets: dict[Pair, dict | None] = field(default_factory=dict)
-
-
-@dataclass
-class LocalStructure:
-    """FedLCS output for one target (indices into the variable list)."""
-
-    target: int
-    parents: list[int]
-    children: list[int]
-    undirected: list[int]
-    nodes: list[int]  # variables touched, ascending
-    marks: np.ndarray  # marks over ``nodes``
-    colliders: list[tuple[int, int, int]]
-    undecided_pairs: list[Pair]
-    depth_reached: int
-    randomly_oriented: list[int] = field(default_factory=list)
-
-    def graph(self, names: Sequence[str]) -> Graph:
-        """The local graph over the touched variables (kind ``LOCAL``)."""
-        return Graph(tuple(names[v] for v in self.nodes), self.marks, "LOCAL")
-
-
-@dataclass
-class _Need:
-    pcs: set[int] = field(default_factory=set)
-    pairs: dict[Pair, tuple[int, ...]] = field(default_factory=dict)  # pair -> pool
-
-
-# ============================================================================ the search
-def lcs_search(
-    n_vars: int, targets: Sequence[int], options: LCSOptions
-) -> Generator[PruneRequest | SepsetRequest, list, tuple[dict[int, LocalStructure], Knowledge]]:
-    """Generator: yields requests (one round each), returns per-target structures + knowledge.
-
-    A :class:`PruneRequest` is answered with the kept candidates per job (list of tuples), a
-    :class:`SepsetRequest` with the level's best ``(set, p, client)`` per job or ``None``.
-    """
-    for t in targets:
-        if not 0 <= t < n_vars:
-            raise KeyError(f"target index {t} is not one of the {n_vars} variables")
-    kb = Knowledge()
-    programs = {t: _target_program(n_vars, t, kb, options) for t in dict.fromkeys(targets)}
-    needs = {t: next(p) for t, p in programs.items()}
-    results: dict[int, LocalStructure] = {}
-    while needs:
-        pcs = sorted(set().union(*(n.pcs for n in needs.values())) - set(kb.pc))
-        if pcs:
-            yield from _flske(n_vars, pcs, kb, options)
-        else:
-            pairs: dict[Pair, tuple[int, ...]] = {}
-            for n in needs.values():
-                pairs.update((k, v) for k, v in n.pairs.items() if k not in kb.sepsets)
-            if pairs:
-                yield from _sepset_search(sorted(pairs.items()), kb, options)
-        for t in list(needs):
-            need = needs[t]
-            if need.pcs - set(kb.pc) or set(need.pairs) - set(kb.sepsets):
-                continue
-            try:
-                needs[t] = next(programs[t])
-            except StopIteration as stop:
-                results[t] = stop.value
-                del needs[t]
-    return results, kb
-
-
-def _flske(n_vars: int, variables: list[int], kb: Knowledge, options: LCSOptions):
-    """Batched FLSke: every variable's layer l in the same request."""
-    cpc = {v: tuple(u for u in range(n_vars) if u != v) for v in variables}
-    level = dict.fromkeys(variables, 0)
-    active = [v for v in variables if len(cpc[v]) > 0 and options.max_level >= 0]
-    for v in variables:
-        kb.layers[v] = []
-    while active:
-        jobs = [(v, cpc[v], level[v]) for v in active]
-        kept = yield PruneRequest(jobs)
-        still = []
-        for (v, before, lv), now in zip(jobs, kept, strict=True):
-            now = tuple(now)
-            removed = [u for u in before if u not in now]
-            kb.layers[v].append({"level": lv, "candidates": len(before), "removed": removed})
-            cpc[v], level[v] = now, lv + 1
-            unchanged = options.stop_unchanged and lv >= 1 and not removed
-            if not unchanged and len(now) > lv + 1 and lv + 1 <= options.max_level:
-                still.append(v)
-        active = still
-    kb.pc.update(cpc)
-
-
-def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, options: LCSOptions):
-    """Batched max-p consistent separating-set search, one level per request."""
-    best: dict[Pair, dict | None] = dict.fromkeys((p for p, _ in pairs), None)
-    pools = dict(pairs)
-    level = dict.fromkeys(pools, 0)
-    active = list(pools)
-    while active:
-        jobs = [(a, b, pools[(a, b)], level[(a, b)]) for a, b in active]
-        answers = yield SepsetRequest(jobs)
-        still = []
-        for (a, b, pool, lv), answer in zip(jobs, answers, strict=True):
-            key = (a, b)
-            if answer is None:
-                if options.sep_stop == "first_empty" or best[key] is not None:
-                    continue
-            else:
-                subset, p, client = answer
-                if best[key] is None or p > best[key]["p"]:
-                    best[key] = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
-                if options.sep_stop == "first_found":
-                    continue
-            if lv + 1 <= min(options.sep_depth, len(pool)):
-                level[key] = lv + 1
-                still.append(key)
-        active = still
-    kb.sepsets.update(best)
-
-
-def _target_program(n_vars: int, t: int, kb: Knowledge, options: LCSOptions):
-    """The FedLCS logic for one target; yields what it needs, returns its structure."""
-    yield _Need(pcs={t})
-    yield _Need(pcs=set(kb.pc[t]))
-    known = {t, *kb.pc[t]}
-    centres = [t]
-    pairs = _unshielded_pairs(kb, known, centres)
-    yield _Need(pairs=pairs)
-    examined = set(pairs)
-    depth = 0
-    nodes, marks = _orient(kb, known, examined)
-    previous_ring: list[int] = []
-    while depth < options.extension_depth:
-        undirected = _undirected_at(nodes, marks, t)
-        if not undirected:
-            break
-        depth += 1
-        centres = undirected if depth == 1 else previous_ring
-        ring = sorted({v for c in centres for v in kb.pc[c]} - known)
-        if ring:
-            yield _Need(pcs=set(ring))
-            known |= set(ring)
-        pairs = {k: v for k, v in _unshielded_pairs(kb, known, centres).items()}
-        if pairs:
-            yield _Need(pairs=pairs)
-            examined |= set(pairs)
-        nodes, marks = _orient(kb, known, examined)
-        previous_ring = ring
-    randomly = []
-    if options.random_orient:
-        randomly = _orient_randomly(nodes, marks, t, options.seed)
-    local = nodes.index(t)
-    row, col = marks[local], marks[:, local]
-    parents = [nodes[i] for i in np.flatnonzero((col == ARROW) & (row == TAIL))]
-    children = [nodes[i] for i in np.flatnonzero((row == ARROW) & (col == TAIL))]
-    undirected = [nodes[i] for i in np.flatnonzero((row == TAIL) & (col == TAIL))]
-    colliders = _collider_list(nodes, marks, kb, examined)
-    return LocalStructure(
-        target=t,
-        parents=parents,
-        children=children,
-        undirected=undirected,
-        nodes=nodes,
-        marks=marks,
-        colliders=colliders,
-        undecided_pairs=sorted(k for k in examined if kb.sepsets[k] is None),
-        depth_reached=depth,
-        randomly_oriented=randomly,
-    )
-
-
-def _adjacent(kb: Knowledge, known: set[int], u: int, v: int) -> bool:
-    """AND rule where both PC sets are learned; one-sided where only one is."""
-    in_u = u in known and v in kb.pc[u]
-    in_v = v in known and u in kb.pc[v]
-    if u in known and v in known:
-        return in_u and in_v
-    return in_u or in_v
-
-
-def _neighbours(kb: Knowledge, known: set[int], c: int) -> list[int]:
-    return [v for v in kb.pc[c] if _adjacent(kb, known, c, v)]
-
-
-def _unshielded_pairs(
-    kb: Knowledge, known: set[int], centres: Iterable[int]
-) -> dict[Pair, tuple[int, ...]]:
-    """Non-adjacent pairs a, b around each centre whose neighbours are all learned, with pools."""
-    out: dict[Pair, tuple[int, ...]] = {}
-    for c in centres:
-        around = _neighbours(kb, known, c)
-        if any(v not in known for v in around):
-            continue
-        for a, b in combinations(sorted(around), 2):
-            if not _adjacent(kb, known, a, b):
-                pool = tuple(sorted((set(kb.pc[a]) | set(kb.pc[b])) - {a, b}))
-                out[pair_key(a, b)] = pool
-    return out
-
-
-def _orient(kb: Knowledge, known: set[int], examined: set[Pair]) -> tuple[list[int], np.ndarray]:
-    """Rebuild the local graph from the skeleton knowledge: colliders, then Meek R1-R4."""
-    nodes = sorted(known | {v for c in known for v in kb.pc[c]})
-    index = {v: i for i, v in enumerate(nodes)}
-    n = len(nodes)
-    marks = np.zeros((n, n), dtype=np.int8)
-    for c in sorted(known):
-        for v in kb.pc[c]:
-            if _adjacent(kb, known, c, v):
-                marks[index[c], index[v]] = marks[index[v], index[c]] = TAIL
-    graph = Graph(tuple(str(v) for v in nodes), marks, "LOCAL")
-    adj = (marks != NONE).astype(np.int64)
-    candidates = np.triu(((adj @ adj) > 0) & (adj == 0), k=1)
-    np.fill_diagonal(candidates, False)
-    everyone = tuple(range(n))
-    decisions: dict[Pair, list[tuple[int, ...]]] = {}
-    for i, j in zip(*np.nonzero(candidates), strict=True):
-        # undecided marker: with the conservative rule every centre is "ambiguous"
-        decisions[(int(i), int(j))] = [tuple(v for v in everyone if v not in (i, j)), ()]
-    for a, b in sorted(examined):
-        choice = kb.sepsets.get((a, b))
-        if choice is not None and a in index and b in index:
-            decisions[pair_key(index[a], index[b])] = [tuple(index[v] for v in choice["set"])]
-    orient_colliders(graph, decisions, rule="conservative", conflict="existing")
-    apply_meek(graph, mode="complete")
-    return nodes, graph.marks
-
-
-def _undirected_at(nodes: list[int], marks: np.ndarray, t: int) -> list[int]:
-    i = nodes.index(t)
-    return [nodes[j] for j in np.flatnonzero((marks[i] == TAIL) & (marks[:, i] == TAIL))]
-
-
-def _collider_list(
-    nodes: list[int], marks: np.ndarray, kb: Knowledge, examined: set[Pair]
-) -> list[tuple[int, int, int]]:
-    out = []
-    index = {v: i for i, v in enumerate(nodes)}
-    for a, b in sorted(examined):
-        choice = kb.sepsets.get((a, b))
-        if choice is None or a not in index or b not in index:
-            continue
-        ia, ib = index[a], index[b]
-        for ic in np.flatnonzero((marks[ia] != NONE) & (marks[ib] != NONE)):
-            if marks[ia, ic] == ARROW and marks[ib, ic] == ARROW and nodes[ic] not in choice["set"]:
-                out.append((a, nodes[ic], b))
-    return out
-
-
-def _orient_randomly(nodes: list[int], marks: np.ndarray, t: int, seed: int) -> list[int]:
-    """The paper's completion: orient T's undirected edges at random, never closing a cycle."""
-    rng = np.random.default_rng([seed, t])
-    i = nodes.index(t)
-    done = []
-    for v in _undirected_at(nodes, marks, t):
-        j = nodes.index(v)
-        if marks[i, j] != TAIL or marks[j, i] != TAIL:
-            continue  # oriented by Meek after an earlier random choice
-        first = (i, j) if rng.random() < 0.5 else (j, i)
-        for a, b in (first, first[::-1]):
-            if not _reaches(marks, b, a):
-                marks[a, b], marks[b, a] = ARROW, TAIL
-                break
-        done.append(v)
-        graph = Graph(tuple(map(str, nodes)), marks, "LOCAL")
-        apply_meek(graph, mode="complete")
-        marks[:] = graph.marks
-    return done
-
-
-def _reaches(marks: np.ndarray, start: int, goal: int) -> bool:
-    """Is there a directed path start --> ... --> goal?"""
-    directed = (marks == ARROW) & (marks.T == TAIL)
-    seen, stack = {start}, [start]
-    while stack:
-        u = stack.pop()
-        if u == goal:
-            return True
-        for w in np.flatnonzero(directed[u]):
-            if int(w) not in seen:
-                seen.add(int(w))
-                stack.append(int(w))
-    return False
-
-
-# ============================================================================ answering
-def sepset_queries(job: SepsetJob) -> list[tuple[int, int, tuple[int, ...]]]:
-    """The tests of one separating-set job, in ``itertools.combinations`` order."""
-    a, b, pool, level = job
-    return [(a, b, z) for z in combinations(pool, level)]
-
-
-def answer_prune(
-    oracle: CIOracle,
-    jobs: Sequence[PruneJob],
-    alpha: float,
-    stable: bool,
-    first: int = 4,
-    growth: float = 2.0,
-) -> list[tuple[int, ...]]:
-    """One client's kept candidates per job: PCsimple's layer with its own tests.
-
-    The result is exactly a sequential replay (:func:`apply_layer`), but tests are fetched in
-    batches: each pass replays every job; a candidate that meets an unknown test stays open
-    (kept, its later tests not scanned in this pass), and every open candidate gets its next
-    tests (in scan order, a prefix that at least doubles) in ONE oracle batch. A candidate
-    removed early thus costs few tests beyond the one that removed it, and the number of batches
-    grows with log(tests per candidate). Each job remembers how many leading subsets of a
-    candidate are known dependent, so a pass does not rescan them.
-    Tests that condition on a candidate scanned earlier whose fate is still open, or on one this
-    pass removed, are not fetched speculatively (with the on-the-fly pool the replay may never
-    ask them); the first open candidate of a job is always served, so every pass progresses.
-    ``first`` and ``growth`` set the prefix sizes (fewer tests vs fewer oracle batches).
-    """
-    scans: dict[tuple[int, int], list] = {}
-    for j, (v, cpc, lv) in enumerate(jobs):
-        for x in cpc:
-            others = [u for u in cpc if u != x]
-            scans[(j, x)] = [normalise_query(x, v, z) for z in combinations(others, lv)]
-    position = {key: {q: i for i, q in enumerate(qs)} for key, qs in scans.items()}
-    fetched = dict.fromkeys(scans, 0)
-    known: dict = {}
-    resumes: list[dict] = [{} for _ in jobs]
-    while True:
-        short: dict[tuple[int, int], int] = {}
-        kept_lists = []
-        for j, (v, cpc, lv) in enumerate(jobs):
-
-            def pvalue(q, j=j, v=v, short=short):
-                if q in known:
-                    return known[q]
-                key = (j, q[1] if q[0] == v else q[0])
-                short.setdefault(key, position[key][q])
-                return None  # open: this candidate stays until the fetch; the pass is replayed
-
-            kept = apply_layer(v, cpc, lv, pvalue, alpha, stable, resume=resumes[j])[0]
-            kept_lists.append(tuple(kept))
-        if not short:
-            return kept_lists
-        removed = [set(cpc) - set(kept) for (_, cpc, _), kept in zip(jobs, kept_lists, strict=True)]
-        pending: dict[int, list[int]] = {}
-        for j, x in short:
-            pending.setdefault(j, []).append(x)
-        batch = []
-        for key, at in short.items():
-            j, x = key
-            # on the fly, a candidate scanned earlier whose fate is still open may leave the
-            # pool: defer tests that condition on it (the first open candidate never waits)
-            rank = {u: i for i, u in enumerate(jobs[j][1])}
-            unsure = set() if stable else {u for u in pending[j] if rank[u] < rank[x]}
-            if unsure and not unsure.isdisjoint(scans[key][at][2]):
-                continue
-            stop = min(len(scans[key]), max(math.ceil(growth * fetched[key]), at + first))
-            skip = removed[j] | unsure
-            batch.append(scans[key][at])  # the test the replay asked
-            batch.extend(
-                q for q in scans[key][at + 1 : stop] if q not in known and skip.isdisjoint(q[2])
-            )
-            fetched[key] = stop
-        batch = list(dict.fromkeys(batch))
-        known.update(zip(batch, oracle.test_batch(batch).tolist(), strict=True))
-
-
-def answer_sepsets(oracle: CIOracle, jobs: Sequence[SepsetJob], alpha: float) -> np.ndarray:
-    """One client's p-values of every job's subsets, NaN where not independent (not revealed)."""
-    queries = [q for job in jobs for q in sepset_queries(job)]
-    if not queries:
-        return np.zeros(0)
-    pvalues = oracle.test_batch(queries)
-    return np.where(pvalues > alpha, pvalues, np.nan)
-
-
-def choose_sepsets(
-    jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float
-) -> list[SepChoice | None]:
-    """Per job, the largest p over (subsets, clients) of a ``clients x tests`` matrix."""
-    out: list[SepChoice | None] = []
-    start = 0
-    for job in jobs:
-        subsets = list(combinations(job[2], job[3]))
-        pick = max_pvalue_choice(pvalues[:, start : start + len(subsets)], alpha)
-        start += len(subsets)
-        out.append(None if pick is None else (subsets[pick[0]], pick[2], pick[1]))
-    return out
-
-
-def local_structure(
-    oracle: CIOracle, targets: Sequence[int], options: LCSOptions
-) -> tuple[dict[int, LocalStructure], Knowledge]:
-    """Run the whole search against one oracle (one site, or pooled data): LCS without votes."""
-    steps = lcs_search(oracle.n_vars, targets, options)
-    try:
-        request = next(steps)
-        while True:
-            if isinstance(request, PruneRequest):
-                answer = answer_prune(oracle, request.jobs, options.alpha, options.stable)
-            else:
-                values = answer_sepsets(oracle, request.jobs, options.alpha)[None, :]
-                answer = choose_sepsets(request.jobs, values, options.alpha)
-            request = steps.send(answer)
-    except StopIteration as stop:
-        return stop.value
-
 
 # ============================================================================ strategy
-def parse_targets(target: str | int | Sequence, variables: Sequence[str]) -> list[int]:
-    """Target names (or indices) -> indices; ``"all"`` = every variable; comma-separated allowed."""
-    if target is None or target == "":
-        raise ValueError("fedlcs needs the option 'target' (a variable name, names, or 'all')")
-    if isinstance(target, str):
-        if target.strip() == "all":
-            return list(range(len(variables)))
-        items: list = [s.strip() for s in target.split(",") if s.strip()]
-    elif isinstance(target, int):
-        items = [target]
-    else:
-        items = list(target)
-    out = []
-    for item in items:
-        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-            if not 0 <= int(item) < len(variables):
-                raise KeyError(f"target index {item} is out of range for {len(variables)} vars")
-            out.append(int(item))
-        elif str(item) in variables:
-            out.append(list(variables).index(str(item)))
-        else:
-            raise KeyError(f"target {item!r} is not a variable; the clients have {list(variables)}")
-    return list(dict.fromkeys(out))
-
-
 class FedLCSStrategy(DiscreteMethodStrategy):
     """FedLCS server: see the module docstring for rules, ties and the wire protocol."""
 
@@ -622,9 +160,9 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         payload = {**self.base_payload(), "session": self.session}
         if isinstance(self.request, PruneRequest):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in self.request.jobs]
-            return Request("lcs_prune", {**payload, "jobs": jobs, "stable": self.options.stable})
+            return Request(LCS_PRUNE, {**payload, "jobs": jobs, "stable": self.options.stable})
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in self.request.jobs]
-        return Request("lcs_sepsets", {**payload, "jobs": jobs})
+        return Request(LCS_SEPSETS, {**payload, "jobs": jobs})
 
     def _advance(self, answer: list | None) -> None:
         try:
@@ -638,7 +176,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             self.client_tests[r.client] = self.client_tests.get(r.client, 0) + int(
                 r.meta.get("tests", 0)
             )
-        if request.action == "lcs_prune":
+        if request.action == LCS_PRUNE:
             answer = self._vote(replies)
             self.stage_rounds["prune"] += 1
             self.annotate(stage="flske", variables=len(answer))
@@ -689,72 +227,6 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         }
 
 
-def options_dict(options: LCSOptions) -> dict[str, Any]:
-    """The options as a plain dict (payloads, results); ``LCSOptions(**d)`` rebuilds them."""
-    return {k: getattr(options, k) for k in options.__dataclass_fields__}
-
-
-def structure_payload(
-    names: Sequence[str],
-    targets: Sequence[int],
-    results: Mapping[int, LocalStructure],
-    kb: Knowledge,
-) -> dict:
-    """Result fields shared by ``fedlcs`` and ``lcs-pooled``: per-target structure + knowledge."""
-
-    def named(items: Iterable[int]) -> list[str]:
-        return [names[v] for v in items]
-
-    per_target = {}
-    for t in targets:
-        s = results[t]
-        per_target[names[t]] = {
-            "parents": named(s.parents),
-            "children": named(s.children),
-            "undirected": named(s.undirected),
-            "pc_flske": named(kb.pc[t]),
-            "graph": s.graph(names).to_json(),
-            "colliders": [named(c) for c in s.colliders],
-            "undecided_pairs": [named(p) for p in s.undecided_pairs],
-            "extension_depth_reached": s.depth_reached,
-            "randomly_oriented": named(s.randomly_oriented),
-        }
-    first = results[targets[0]]
-    main = per_target[names[first.target]]
-    return {
-        "graph": first.graph(names),
-        "variables": named(first.nodes),
-        "target": names[first.target],
-        "parents": main["parents"],
-        "children": main["children"],
-        "undirected": main["undirected"],
-        "targets": per_target,
-        "skeleton_layers": {
-            names[v]: [
-                {
-                    "level": lv["level"],
-                    "candidates": lv["candidates"],
-                    "removed": named(lv["removed"]),
-                }
-                for lv in layers
-            ]
-            for v, layers in sorted(kb.layers.items())
-        },
-        "pc_sets": {names[v]: named(pc) for v, pc in sorted(kb.pc.items())},
-        "consistent_sepsets": {
-            f"{names[a]}|{names[b]}": None
-            if c is None
-            else {
-                "set": named(c["set"]),
-                "p": c["p"],
-                "client": c["client"],
-                "level": c["level"],
-            }
-            for (a, b), c in sorted(kb.sepsets.items())
-        },
-    }
-
-
 # ============================================================================ baselines
 class LCSBaselineStrategy(DiscreteMethodStrategy):
     """Shared set-up of FedLCS's baselines: the target option and the search options."""
@@ -773,10 +245,10 @@ class LCSLocalStrategy(LCSBaselineStrategy):
 
     One round (action ``lcs_local``, payload ``targets`` + ``lcs`` options): every client returns an
     int8 ``n_targets x p x p`` stack, each slice the target's local graph embedded into all
-    variables (:func:`full_graph`). Nothing is combined: the main result is the lowest partition
-    id's, ``extra["client_graphs"]`` holds all, and :func:`lcs_local_summary` scores them
-    (``-avg`` and the oracle ``-best``, like ``local``'s :func:`local_summary`). The server
-    learns every client's local structures.
+    variables (:func:`~fedcausal_flwr.discovery.lcs.full_graph`). Nothing is combined: the main
+    result is the lowest partition id's, ``extra["client_graphs"]`` holds all, and
+    :func:`lcs_local_summary` scores them (``-avg`` and the oracle ``-best``, like ``local``'s
+    :func:`local_summary`). The server learns every client's local structures.
     """
 
     name = "fedlcs-local"
@@ -792,7 +264,7 @@ class LCSLocalStrategy(LCSBaselineStrategy):
         self.start()
         self.targets = parse_targets(self.target_option, self.variables)
         payload = {**self.base_payload(), "targets": self.targets}
-        return Request("lcs_local", {**payload, "lcs": options_dict(self.options)})
+        return Request(LCS_LOCAL, {**payload, "lcs": options_dict(self.options)})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         p, names = len(self.variables), tuple(self.variables)
@@ -884,7 +356,8 @@ def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 class LCSPooledStrategy(LCSBaselineStrategy):
     """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
     raw (encoded) rows (action ``raw_data``, as ``pooled``) and the server runs the same search on
-    the union with one oracle (:func:`local_structure`): the upper bound for ``fedlcs``."""
+    the union with one oracle (:func:`~fedcausal_flwr.discovery.lcs.local_structure`): the
+    upper bound for ``fedlcs``."""
 
     name = "lcs-pooled"
 
@@ -899,7 +372,7 @@ class LCSPooledStrategy(LCSBaselineStrategy):
             return None
         self.start()
         self.targets = parse_targets(self.target_option, self.variables)
-        return Request("raw_data", {"variables": self.variables, "levels": self.levels})
+        return Request(RAW_DATA, {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(
@@ -920,53 +393,123 @@ class LCSPooledStrategy(LCSBaselineStrategy):
         }
 
 
-def full_graph(local: Graph, names: Sequence[str]) -> Graph:
-    """Embed a ``LOCAL`` graph into all ``names`` (untouched pairs: no edge), e.g. for metrics."""
-    marks = np.zeros((len(names), len(names)), dtype=np.int8)
-    idx = [list(names).index(v) for v in local.names]
-    marks[np.ix_(idx, idx)] = local.marks
-    return Graph(tuple(names), marks, "LOCAL")
+def _lcs_options(with_ratio: bool) -> OptionSet:
+    """FedLCS's declared options (``fedlcs-local`` and ``lcs-pooled``: without ``ratio``)."""
+    options = common_options(
+        max_depth=6,
+        paper={"alpha": "0.05", "test": "G2", "max_depth": "6"},
+        why={
+            "test": "the test of the other discrete voting methods, so a comparison changes only "
+            "the protocol; test=g2 runs the paper's"
+        },
+    ).extend(
+        Option(
+            "target",
+            "str",
+            REQUIRED,
+            "the target variable: a name, several as 'A,B', or 'all'",
+        ),
+        replace(
+            shared.max_depth(6, help="FLSke's largest layer (conditioning set size)", paper="6"),
+            nullable=False,
+            null_values=(),
+        ),
+        Option(
+            "stable",
+            "bool",
+            False,
+            "PCsimple layers on a frozen candidate pool (stable) instead of on the fly",
+        ),
+        Option(
+            "stop_unchanged",
+            "bool",
+            True,
+            "stop a variable after a layer (l >= 1) that removed nothing",
+        ),
+        Option(
+            "sep_depth",
+            "int",
+            3,
+            "largest set in the consistent separating-set search",
+            minimum=0,
+            paper="not given; 3 in FedPC's code",
+        ),
+        Option(
+            "sep_stop",
+            "str",
+            "after_found",
+            "stop a pair's separating-set search at the first empty level after a set was found, "
+            "at the first empty level, or at the first level with a set",
+            choices=SEP_STOPS,
+            paper="first_empty (the paper's rule)",
+            why="the paper's rule misses colliders whose ends are marginally dependent; "
+            "after_found was better in 13 of 16 measured settings (see strategies/fedlcs.py)",
+        ),
+        Option(
+            "extension_depth",
+            "int",
+            2,
+            "rings of FLEori's orientation extension",
+            minimum=0,
+            paper="2",
+        ),
+        Option(
+            "random_orient",
+            "bool",
+            False,
+            "orient what stays undirected at random under acyclicity",
+            paper="true",
+            why="a random orientation is not learned; it is reported as undirected instead",
+        ),
+        shared.seed("seed of random_orient"),
+    )
+    if with_ratio:
+        options = options.extend(shared.ratio(0.4, paper="0.4 (Eq. 2)"))
+    return options
 
 
-def lcs_options(options: Mapping[str, Any]) -> LCSOptions:
-    """:class:`LCSOptions` from run options (``max_depth`` is FLSke's maximum layer)."""
-    common = parse_common(options)
+OPTIONS = _lcs_options(with_ratio=True)
+BASELINE_OPTIONS = _lcs_options(with_ratio=False)
+
+
+def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
+    """:class:`LCSOptions` of resolved options (``max_depth`` is FLSke's maximum layer)."""
     return LCSOptions(
-        alpha=common["alpha"],
-        max_level=6 if common["max_depth"] is None else common["max_depth"],
-        stable=option_flag(options, "stable", False),
-        stop_unchanged=option_flag(options, "stop_unchanged", True),
-        sep_depth=option_number(options, "sep_depth", 3),
-        sep_stop=str(options.get("sep_stop") or "after_found"),
-        extension_depth=option_number(options, "extension_depth", 2),
-        random_orient=option_flag(options, "random_orient", False),
-        seed=option_number(options, "seed", 0),
+        alpha=values["alpha"],
+        max_level=values["max_depth"],
+        stable=values["stable"],
+        stop_unchanged=values["stop_unchanged"],
+        sep_depth=values["sep_depth"],
+        sep_stop=values["sep_stop"],
+        extension_depth=values["extension_depth"],
+        random_orient=values["random_orient"],
+        seed=values["seed"],
     )
 
 
-def make_strategy(options: dict) -> FedLCSStrategy:
-    """From run options: ``target, ratio, alpha, test, max_depth, stable, stop_unchanged,
-    sep_depth, sep_stop, extension_depth, random_orient, seed``."""
+def make_strategy(options: Mapping[str, Any]) -> FedLCSStrategy:
+    """From its options (resolved here, so raw keywords work too)."""
+    values = OPTIONS.resolve(options, owner="method 'fedlcs'")
     return FedLCSStrategy(
-        target=options.get("target", ""),
-        ratio=0.4 if options.get("ratio") in (None, "") else options["ratio"],
-        lcs=lcs_options(options),
-        **parse_common(options),
+        target=values["target"],
+        ratio=values["ratio"],
+        lcs=lcs_options(values),
+        **common_values(values),
     )
 
 
-def make_local_strategy(options: dict) -> LCSLocalStrategy:
-    """``fedlcs-local`` from run options (as ``fedlcs``, without ``ratio``)."""
-    return LCSLocalStrategy(
-        target=options.get("target", ""), lcs=lcs_options(options), **parse_common(options)
-    )
+def make_local_strategy(options: Mapping[str, Any]) -> LCSLocalStrategy:
+    """``fedlcs-local`` (as ``fedlcs``, without ``ratio``)."""
+    values = BASELINE_OPTIONS.resolve(options, owner="method 'fedlcs-local'")
+    return LCSLocalStrategy(target=values["target"], lcs=lcs_options(values),
+                            **common_values(values))  # fmt: skip
 
 
-def make_pooled_strategy(options: dict) -> LCSPooledStrategy:
-    """``lcs-pooled`` from run options (as ``fedlcs``, without ``ratio``)."""
-    return LCSPooledStrategy(
-        target=options.get("target", ""), lcs=lcs_options(options), **parse_common(options)
-    )
+def make_pooled_strategy(options: Mapping[str, Any]) -> LCSPooledStrategy:
+    """``lcs-pooled`` (as ``fedlcs``, without ``ratio``)."""
+    values = BASELINE_OPTIONS.resolve(options, owner="method 'lcs-pooled'")
+    return LCSPooledStrategy(target=values["target"], lcs=lcs_options(values),
+                             **common_values(values))  # fmt: skip
 
 
 def make_client(partition_id, data, options):
@@ -979,37 +522,30 @@ register_method(
     "fedlcs",
     make_strategy,
     make_client,
+    options=OPTIONS,
+    paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
 )
 register_method(
     "fedlcs-local",
     make_local_strategy,
     make_client,
+    options=BASELINE_OPTIONS,
+    paper="baseline (FedLCS)",
     description="each client alone runs the FedLCS search; see lcs_local_summary for avg/best",
 )
 register_method(
     "lcs-pooled",
     make_pooled_strategy,
     make_client,
+    options=BASELINE_OPTIONS,
+    paper="baseline (FedLCS: LCS-All)",
     description="LCS-All, centralised reference (NOT private): raw data, the search on the union",
 )
-
 __all__ = [
     "FedLCSStrategy",
     "LCSLocalStrategy",
     "LCSPooledStrategy",
-    "Knowledge",
-    "LCSOptions",
-    "LocalStructure",
-    "answer_prune",
-    "answer_sepsets",
-    "choose_sepsets",
-    "full_graph",
     "lcs_local_summary",
     "lcs_options",
-    "lcs_search",
-    "local_structure",
-    "options_dict",
-    "parse_targets",
-    "structure_payload",
 ]

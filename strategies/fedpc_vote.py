@@ -59,21 +59,32 @@ candidate test (continuous statistics of its data). No raw data and no counts.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import replace
 from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.orientation import ColliderOrientation, orient_cpdag
+from fedcausal_flwr.options import Option
+from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
+from fedcausal_flwr.protocols.voting import PRUNE, PVALUES
 from fedcausal_flwr.stats.oracle import Query
-from fedcausal_flwr.strategies.fedc2sl import decode_queries, encode_queries
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, make_client, parse_common
+from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.voting import (
+    DiscreteMethodStrategy,
+    common_options,
+    common_values,
+    make_client,
+)
 
 ORIENTATIONS = ("maxp", "sepsets")
 Pair = tuple[int, int]
@@ -102,19 +113,6 @@ def candidate_queries(adjacency: np.ndarray, sep_depth: int) -> tuple[list[Query
             queries.extend((x, z, s) for s in combinations(pool, size))
         spans.append((x, z, start, len(queries)))
     return queries, spans
-
-
-def max_pvalue_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | None:
-    """In a (clients x candidates) block, the first (candidate, client) with the largest
-    ``p > alpha`` scanning candidates outer, clients inner; ``None`` if no p exceeds alpha."""
-    scores = np.where(block > alpha, block, -np.inf).T  # candidates x clients, NaN -> -inf
-    if scores.size == 0:
-        return None
-    flat = int(np.argmax(scores))
-    if not np.isfinite(scores.flat[flat]):
-        return None
-    candidate, client = divmod(flat, block.shape[0])
-    return candidate, client, float(scores.flat[flat])
 
 
 def kept_skeleton(reply: Reply, before: np.ndarray) -> np.ndarray:
@@ -174,7 +172,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         if self.phase == "skeleton":
             if self._layer_due():
                 payload = {**self.base_payload(), "level": self.level}
-                return Request("prune", payload, arrays=[self.adjacency.astype(np.uint8)])
+                return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
             self.phase = "orient"
             if self.orientation == "maxp":
                 self.candidates, self.spans = candidate_queries(self.adjacency, self.sep_depth)
@@ -182,7 +180,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
             self._orient()
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request("pvalues", payload, arrays=[encode_queries(self.candidates)])
+        return Request(PVALUES, payload, arrays=[encode_queries(self.candidates)])
 
     def _layer_due(self) -> bool:
         if self.max_depth is not None and self.level > self.max_depth:
@@ -190,7 +188,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == "prune":
+        if request.action == PRUNE:
             self._vote_layer(replies)
         else:
             self._choose_sepsets(replies)
@@ -338,13 +336,44 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         }
 
 
-def make_strategy(options: dict) -> FedPCVoteStrategy:
-    """Build from run options: ``alpha, test, max_depth, ratio, sep_depth, orientation``."""
+OPTIONS = common_options(
+    paper={"alpha": "0.01 in the authors' code"},
+    why={"alpha": "the level of the other methods here, so a comparison changes only the method"},
+).extend(
+    replace(
+        shared.ratio(0.5, paper="0.3 in the authors' code"),
+        why="a majority of the clients, as every other voting method here; ratio=0.3 runs the "
+        "code's threshold (FedECD's grid does)",
+    ),
+    Option(
+        "sep_depth",
+        "int",
+        3,
+        "largest candidate separating set in the max-p orientation round",
+        minimum=0,
+        requires=("orientation", ("maxp",)),
+        paper="3 (the code's max order)",
+    ),
+    Option(
+        "orientation",
+        "str",
+        "maxp",
+        "separating sets for the colliders: the largest client p-value over candidate sets "
+        "(maxp), or the sets the skeleton layers voted (sepsets)",
+        choices=ORIENTATIONS,
+        paper="maxp",
+    ),
+)
+
+
+def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
+    """From its options (resolved here, so raw keywords work too)."""
+    values = OPTIONS.resolve(options, owner="method 'fedpc-vote'")
     return FedPCVoteStrategy(
-        ratio=0.5 if options.get("ratio") in (None, "") else options["ratio"],
-        sep_depth=3 if options.get("sep_depth") in (None, "") else int(options["sep_depth"]),
-        orientation=str(options.get("orientation") or "maxp"),
-        **parse_common(options),
+        ratio=values["ratio"],
+        sep_depth=values["sep_depth"],
+        orientation=values["orientation"],
+        **common_values(values),
     )
 
 
@@ -352,5 +381,7 @@ register_method(
     "fedpc-vote",
     make_strategy,
     make_client,
+    options=OPTIONS,
+    paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",
 )

@@ -87,6 +87,13 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.discovery.tpss import (
+    FEDDG_STATUS,
+    LEMMA_SCOPES,
+    LEVEL1_RULES,
+    NUMERATORS,
+    OUT_OF_BAND,
+    STABLE_READINGS,
+    TAIL_RULES,
     PairDecision,
     TPSSOptions,
     majority_adjacency,
@@ -104,14 +111,17 @@ from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, 
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
+from fedcausal_flwr.options import Option, OptionSet, say
+from fedcausal_flwr.protocols.queries import decode_queries
+from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
 from fedcausal_flwr.result import Result
+from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
-from fedcausal_flwr.strategies.fedc2sl import decode_queries
 from fedcausal_flwr.strategies.voting import TESTS, require_discrete_values
 
 METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
-POSSIBLE_DSEP = ("sequential", "stable", "off")
-FCI_RULES = ("zhang", "causallearn")
+POSSIBLE_DSEP = shared.POSSIBLE_DSEP
+FCI_RULES = shared.FCI_RULES
 Pair = tuple[int, int]
 SCORE_KEYS = (
     "adj_precision",
@@ -225,7 +235,7 @@ class FedCDnvStrategy(ProtocolStrategy):
             return None
         if self.g0 is None:
             self._start()
-            return Request("fcdnv_init", self._payload())
+            return Request(FCDNV_INIT, self._payload())
         payload = {
             **self._payload(),
             "update_depth": self.options.update_depth,
@@ -234,10 +244,10 @@ class FedCDnvStrategy(ProtocolStrategy):
             "theta2": self.options.theta2,
             "send_statistics": self.aggregation == "tpss",
         }
-        return Request("fcdnv_update", payload, arrays=[self.g0])
+        return Request(FCDNV_UPDATE, payload, arrays=[self.g0])
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == "fcdnv_init":
+        if request.action == FCDNV_INIT:
             self._integrate(replies)
             if self.aggregation == "weighted":
                 self._finish_fci_base()
@@ -485,22 +495,151 @@ def score_result(result: Result, truth: Graph) -> dict[str, float]:
     }
 
 
+# ============================================================================ options
+_TPSS = TPSSOptions()  # the core's defaults, declared once there
+
+
+def _theta_band(values: Mapping[str, Any], door: str) -> str | None:
+    """Theorem 3's band needs ``0 < theta1 < alpha`` and ``0 < theta2 < 1 - alpha``."""
+    alpha, theta1, theta2 = values["alpha"], values["theta1"], values["theta2"]
+    if not theta1 < alpha:
+        return f"{say('theta1', theta1, door)} must be below {say('alpha', alpha, door)}"
+    if not theta2 < 1 - alpha:
+        return f"{say('theta2', theta2, door)} must be below 1 - alpha = {1 - alpha:g}"
+    return None
+
+
+BASE_OPTIONS = OptionSet(
+    (
+        shared.alpha(_TPSS.alpha, paper="0.05"),
+        shared.test("g2", paper="G2"),
+        shared.max_depth(help="largest conditioning set of the clients' local FCI"),
+        *shared.fci_engine(),
+        Option(
+            "lemma_scope",
+            "str",
+            _TPSS.lemma_scope,
+            "apply Lemmas 3.2 / 3.3 to every overlapping pair (all) or only downgrade learned "
+            "adjacencies (adjacent)",
+            choices=LEMMA_SCOPES,
+        ),
+        Option(
+            "tails",
+            "str",
+            _TPSS.tails,
+            "FedG's marks: the client PAGs' arrowheads plus tails every reporting client agrees "
+            "on (consensus), or arrowheads only (drop)",
+            choices=TAIL_RULES,
+            paper="drop (Algorithm 3, line 17)",
+            why="a tail every reporting client agrees on is knowledge: with perfect tests FedG "
+            "is then exactly the true PAG (arrowhead metrics are the same)",
+        ),
+        Option(
+            "feddg_status",
+            "str",
+            _TPSS.feddg_status,
+            "FeddG keeps the pairs definite by the status matrix of G0 or of FedG",
+            choices=FEDDG_STATUS,
+        ),
+    )
+)
+UPDATE_OPTIONS = BASE_OPTIONS.extend(
+    Option(
+        "update_depth",
+        "int",
+        _TPSS.update_depth,
+        "largest conditioning set of C-Update's extra tests",
+        minimum=0,
+        nullable=True,
+        null_values=(-1,),
+        null_meaning="no cap",
+    ),
+    Option(
+        "update_rules",
+        "bool",
+        _TPSS.update_rules,
+        "re-run Zhang's rules on the client after C-Update (off: Algorithm 2 as written)",
+    ),
+)
+FEDCDNV_OPTIONS = UPDATE_OPTIONS.extend(
+    Option(
+        "theta1",
+        "float",
+        _TPSS.theta1,
+        "lower half-width of the uncertain p-value band [alpha - theta1, alpha + theta2]",
+        minimum=0.0,
+        min_exclusive=True,
+        paper="0.049",
+    ),  # fmt: skip
+    Option(
+        "theta2",
+        "float",
+        _TPSS.theta2,
+        "upper half-width of the uncertain band",
+        minimum=0.0,
+        min_exclusive=True,
+        paper="0.45",
+    ),  # fmt: skip
+    Option(
+        "level1",
+        "str",
+        _TPSS.level1,
+        "TPSS Level 1: fire when every adjacency-reporting client is explained by its edge "
+        "type's condition (per_edge_type), when one is (any), or never (off)",
+        choices=LEVEL1_RULES,
+    ),
+    Option(
+        "tail_at_confounder",
+        "bool",
+        _TPSS.tail_at_confounder,
+        "Condition 3.6 also accepts tails at the confounder",
+    ),
+    Option(
+        "w_numerator",
+        "str",
+        _TPSS.w_numerator,
+        "Eq. (3)'s numerator: phat times all observing clients, or times the non-stable ones",
+        choices=NUMERATORS,
+    ),
+    Option("clip_w", "bool", _TPSS.clip_w, "clip Eq. (3)'s weight to 1"),
+    Option(
+        "out_of_band",
+        "str",
+        _TPSS.out_of_band,
+        "phat of a non-stable relationship outside the band: its raw p-value, or 1",
+        choices=OUT_OF_BAND,
+    ),
+    Option(
+        "stable_reading",
+        "str",
+        _TPSS.stable_reading,
+        "'definite' in Defs. 3.4 / 3.5 as |status| = 2 with the client's own adjacency (abs), "
+        "or as the status sign matching the client's report (signed)",
+        choices=STABLE_READINGS,
+    ),
+    checks=(_theta_band,),
+)
+OPTIONS = {"fedcdnv": FEDCDNV_OPTIONS, "fedcdnv-vote": UPDATE_OPTIONS, "fci-base": BASE_OPTIONS}
+
+
 # ============================================================================ registration
-def _optional_int(value: Any) -> int | None:
-    return None if value in (None, "", -1, "-1") else int(value)
-
-
 def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
-    """Build from run options: ``alpha, test, max_depth, possible_dsep, pds_max_size, fci_rules``
-    and every :class:`TPSSOptions` field."""
+    """From its options (resolved here, so raw keywords work too). TPSS fields a method does not
+    declare keep the core's defaults (inside the band for any ``alpha``: they are unused)."""
+    if method not in OPTIONS:
+        raise ValueError(f"unknown method {method!r}; expected one of {sorted(OPTIONS)}")
+    values = OPTIONS[method].resolve(options, owner=f"method {method!r}")
+    tpss = {k: v for k, v in values.items() if k in TPSSOptions.__dataclass_fields__}
+    if method != "fedcdnv":
+        tpss.update(theta1=values["alpha"] / 2, theta2=(1 - values["alpha"]) / 2)
     return FedCDnvStrategy(
         method,
-        test=str(options.get("test") or "g2"),
-        max_depth=_optional_int(options.get("max_depth")),
-        possible_dsep=str(options.get("possible_dsep") or "sequential"),
-        pds_max_size=_optional_int(options.get("pds_max_size")),
-        fci_rules=str(options.get("fci_rules") or "zhang"),
-        options=TPSSOptions.from_options(options),
+        test=values["test"],
+        max_depth=values["max_depth"],
+        possible_dsep=values["possible_dsep"],
+        pds_max_size=values["pds_max_size"],
+        fci_rules=values["fci_rules"],
+        options=TPSSOptions(**tpss),
     )
 
 
@@ -522,6 +661,8 @@ for _method in METHODS:
         _method,
         lambda options, _method=_method: make_strategy(options, _method),
         make_client,
+        options=OPTIONS[_method],
+        paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",
         description=DESCRIPTIONS[_method],
     )
 

@@ -57,6 +57,7 @@ effect and sample sizes); ``raw_data``: everything.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -69,11 +70,14 @@ from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PVALUES, RAW_DATA
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
-from fedcausal_flwr.strategies.fedc2sl import encode_queries
 
 TESTS = ("chi2", "g2")
 ALGORITHMS = ("pc", "fci")
@@ -113,54 +117,42 @@ def vote_pvalues(pvalues: np.ndarray, alpha: float) -> np.ndarray:
 
 
 # ============================================================================ shared set-up
-def parse_common(options: Mapping[str, Any], reliability: float | None = None) -> dict[str, Any]:
-    """``alpha``, ``test``, ``max_depth`` (``""``, ``None``, -1: no cap) and ``reliability``
-    (``0`` or ``"none"``: off; empty: the method's default ``reliability``) from run options."""
-    depth = options.get("max_depth")
-    return {
-        "alpha": float(options.get("alpha", 0.05)),
-        "test": str(options.get("test", "chi2")),
-        "max_depth": None if depth in (None, "", -1) else int(depth),
-        "reliability": parse_reliability(options.get("reliability"), reliability),
-    }
+COMMON_KEYS = ("alpha", "test", "max_depth", "reliability")
 
 
-def parse_reliability(value: Any, default: float | None) -> float | None:
-    """The reliability option: a minimum of rows per table cell, or None (off)."""
-    if value in (None, ""):
-        return default
-    if isinstance(value, str) and value.lower() == "none":
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"option 'reliability' must be a number or 'none', got {value!r}"
-        ) from None
-    return number or None
+def common_options(
+    alpha: float = 0.05,
+    test: str = "chi2",
+    max_depth: int | None = None,
+    reliability: float | None = None,
+    paper: Mapping[str, str] | None = None,
+    why: Mapping[str, str] | None = None,
+) -> OptionSet:
+    """``alpha``, ``test``, ``max_depth`` and ``reliability`` of the discrete voting methods,
+    with a method's defaults, the paper's values (``paper``: option -> what the paper says) and
+    why a default differs from it (``why``)."""
+    said, reason = dict(paper or {}), dict(why or {})
+    options = (
+        shared.alpha(alpha),
+        shared.test(test),
+        shared.max_depth(max_depth),
+        shared.reliability(reliability),
+    )
+    return OptionSet(
+        tuple(replace(o, paper=said.get(o.name, ""), why=reason.get(o.name, "")) for o in options)
+    )
 
 
-def option_flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    """A boolean run option: ``true/false/1/0`` (any case) or a bool; empty -> ``default``."""
-    value = options.get(key)
-    if value in (None, ""):
-        return default
-    if isinstance(value, str):
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise ValueError(f"option {key!r} must be true or false, got {value!r}")
-        return value.lower() in ("true", "1")
-    return bool(value)
+def common_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`DiscreteMethodStrategy` keywords of resolved options."""
+    return {key: values[key] for key in COMMON_KEYS}
 
 
-def option_number(options: Mapping[str, Any], key: str, default: Any, kind: type = int) -> Any:
-    """A numeric run option converted with ``kind``; empty -> ``default``."""
-    value = options.get(key)
-    if value in (None, ""):
-        return default
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"option {key!r} must be a {kind.__name__}, got {value!r}") from None
+ALGORITHM = Option(
+    "algorithm", "str", "pc", "the search each client (or the server) runs", choices=ALGORITHMS
+)
+VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"})
+LOCAL_OPTIONS = VOTING_OPTIONS.extend(ALGORITHM)
 
 
 def require_discrete_columns(info: Mapping[int, ClientInfo], method: str) -> None:
@@ -279,7 +271,7 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
         if not self.started:
             self.start()
         payload = {**self.base_payload(), "max_depth": self.max_depth, "algorithm": self.algorithm}
-        return Request("local_graph", payload)
+        return Request(LOCAL_GRAPH, payload)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         kind = GRAPH_KIND[self.algorithm]
@@ -414,7 +406,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
         if self.runner.done:
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request("pvalues", payload, arrays=[encode_queries(self.runner.pending)])
+        return Request(PVALUES, payload, arrays=[encode_queries(self.runner.pending)])
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         n_queries = len(self.runner.pending)
@@ -466,7 +458,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             return None
         if not self.started:
             self.start()
-        return Request("raw_data", {"variables": self.variables, "levels": self.levels})
+        return Request(RAW_DATA, {"variables": self.variables, "levels": self.levels})
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(
@@ -487,24 +479,24 @@ class PooledStrategy(DiscreteMethodStrategy):
 
 
 # ============================================================================ registration
-def _algorithm(options: Mapping[str, Any]) -> str:
-    return str(options.get("algorithm") or "pc")
-
-
 def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStrategy:
-    return GraphVoteStrategy(algorithm, **parse_common(options))
+    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-vote'")
+    return GraphVoteStrategy(algorithm, **common_values(values))
 
 
 def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
-    return CITVoteStrategy(algorithm, **parse_common(options))
+    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
+    return CITVoteStrategy(algorithm, **common_values(values))
 
 
 def make_local(options: Mapping[str, Any]) -> LocalStrategy:
-    return LocalStrategy(_algorithm(options), **parse_common(options))
+    values = LOCAL_OPTIONS.resolve(options, owner="method 'local'")
+    return LocalStrategy(values["algorithm"], **common_values(values))
 
 
 def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
-    return PooledStrategy(_algorithm(options), **parse_common(options))
+    values = LOCAL_OPTIONS.resolve(options, owner="method 'pooled'")
+    return PooledStrategy(values["algorithm"], **common_values(values))
 
 
 def make_client(partition_id, data, options):
@@ -518,12 +510,16 @@ for _alg in ALGORITHMS:
         f"{_alg}-vote",
         lambda options, _alg=_alg: make_graph_vote(options, _alg),
         make_client,
+        options=VOTING_OPTIONS,
+        paper="baseline (FedC2SL)",
         description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
     )
     register_method(
         f"{_alg}-cit-vote",
         lambda options, _alg=_alg: make_cit_vote(options, _alg),
         make_client,
+        options=VOTING_OPTIONS,
+        paper="baseline (FedC2SL)",
         description=(
             f"{_alg.upper()}-CIT-Voting: server-side {_alg.upper()}, each CI test by client "
             "majority (max p if independent, else min p)"
@@ -533,12 +529,16 @@ register_method(
     "local",
     make_local,
     make_client,
+    options=LOCAL_OPTIONS,
+    paper="baseline",
     description="each client alone runs PC (algorithm=fci: FCI); see local_summary for avg/best",
 )
 register_method(
     "pooled",
     make_pooled,
     make_client,
+    options=LOCAL_OPTIONS,
+    paper="upper bound",
     description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",
 )
 

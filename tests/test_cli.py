@@ -1,49 +1,160 @@
-"""Command-line options that reach method-specific settings."""
+"""The command line as a user types it: method options as flags, help from the declarations,
+errors naming the flag as typed, re-running a recorded result."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
 
 from fedcausal_flwr.cli import main
+from fedcausal_flwr.data import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.result import Result
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def test_run_fedlcs_with_target_reports_local_metrics(capsys):
-    code = main(
-        [
-            "run",
-            "--method",
-            "fedlcs",
-            "--target",
-            "HR",
-            "--network",
-            "alarm",
-            "--samples",
-            "3000",
-            "--clients",
-            "3",
-            "--backend",
-            "inprocess",
-        ]
-    )
+    code, out, _ = run_cli(
+        capsys, "--method", "fedlcs", "--target", "HR", "--network", "alarm", "--samples", "3000",
+        "--clients", "3",
+    )  # fmt: skip
     assert code == 0
-    out = capsys.readouterr().out
+    assert "running fedlcs on alarm, 3000 rows split iid into 3 clients; seed 0" in out
     assert "LOCAL" in out and "f1=" in out and "precision=" in out
 
 
-def test_run_rejects_unknown_site_effect(capsys):
-    try:
-        main(["run", "--method", "fedci-pc", "--site-effect", "random"])
-    except SystemExit as stop:  # argparse: invalid choice
-        assert stop.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--method", "fedci-pc", "--network", "asia", "--site-effect", "random"],
+         "method 'fedci-pc': option --site-effect: 'random' is not one of none, fixed, private"),
+        (["--method", "fedecd", "--network", "asia", "--alhpa", "0.01"],
+         "method 'fedecd' has no option '--alhpa' (did you mean --alpha?); its options: --alpha,"),
+        (["--method", "fedpc-vote", "--network", "asia", "--ci", "sketch"],
+         "method 'fedpc-vote' has no option '--ci'; its options: --alpha, --test"),
+        (["--method", "fedpc", "--network", "asia", "--ci", "fedci"],
+         "option --ci: 'fedci' is not one of exact, sketch"),
+        (["--method", "fedpc", "--network", "asia", "--sampels", "10"],
+         "unknown option '--sampels' (did you mean --samples?)"),
+        (["--method", "fedpc", "--network", "asia", "--max-depth", "2.5"],
+         "method 'fedpc': option --max-depth: expected an integer"),
+        (["--method", "fedpc", "--network", "asia", "--sketch-length", "20"],
+         "option --sketch-length applies only with --ci sketch (here --ci exact)"),
+        (["--method", "fedpc-vote", "--network", "asia", "--secure"],
+         "method 'fedpc-vote': --secure does not apply"),
+        (["--method", "fedlcs", "--network", "asia"], "method 'fedlcs' needs option --target"),
+        (["--method", "fedpc"], "give --network (a benchmark network or er:d=...) or --data"),
+        (["--network", "asia"], "give --method NAME"),
+        (["--method", "fedpcc", "--network", "asia"], "unknown method 'fedpcc' (did you mean"),
+        (["--method", "fedpc", "--network", "asai"], "unknown network 'asai' (did you mean"),
+        (["--method", "fedpc", "--network", "asia", "--partition", "dirichlet:alpah=2"],
+         "partition 'dirichlet:alpah=2' has no option 'alpah' (did you mean alpha?)"),
+        (["--method", "fedpc", "--network", "asia", "--secure", "maybe"],
+         "run: option --secure: expected true or false"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_clear_error_naming_the_flag(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and "running" not in out  # refused before anything ran
 
 
-def test_fedpc_with_fedci_test_is_the_fedci_strategy():
-    from fedcausal_flwr.data.partition import split_iid
+def test_network_settings_next_to_data_are_errors(capsys, tmp_path):
+    files = []
+    for k, part in enumerate(split_iid(load_network("asia").sample(600, seed=1), 2).clients):
+        files.append(str(tmp_path / f"site{k}.csv"))
+        part.to_csv(files[-1], index=False)
+    for extra, flag in ((["--clients", "7"], "--clients"), (["--network", "asia"], "--network")):
+        code, _, err = run_cli(capsys, "--method", "fedpc", "--data", *files, *extra)
+        assert code == 2 and f"{flag} does not apply with --data" in err
+
+
+def test_help_lists_the_methods_options_with_defaults_and_paper_values(capsys):
+    assert main(["run", "--method", "fedecd", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "fedecd options:" in out
+    text = " ".join(out.split())
+    assert "--tau TAU restore an edge" in text
+    assert "default 0.05; paper: 0.05 (Eq. 7); 0.10 in the code" in text
+    assert "--bootstraps BOOTSTRAPS" in text and "default 15" in text
+
+
+def test_methods_command_prints_one_methods_options(capsys):
+    assert main(["methods", "fedpc-vote"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fedpc-vote: layer-wise voting FedPC")
+    assert "--ratio a number > 0.0 and <= 1.0; default 0.5" in out
+    assert "[paper: 0.3 in the authors' code]" in out
+    assert main(["methods"]) == 0
+    assert "fedecd" in capsys.readouterr().out
+
+
+def test_a_recorded_result_reruns_to_the_same_graph_and_checks_the_data(capsys, tmp_path):
+    files = []
+    pooled = load_network("asia").sample(1500, seed=4)
+    for k, part in enumerate(split_iid(pooled, 3, seed=2).clients):
+        files.append(tmp_path / f"site{k}.csv")
+        part.to_csv(files[-1], index=False)
+    first = tmp_path / "first.json"
+    code, _, _ = run_cli(
+        capsys, "--method", "fedpc-vote", "--data", *map(str, files), "--ratio", "0.6",
+        "--max-depth", "-1", "--out", str(first),
+    )  # fmt: skip
+    assert code == 0
+    recorded = json.loads(first.read_text())["config"]
+    assert recorded["options"]["ratio"] == 0.6 and recorded["options"]["max_depth"] is None
+    assert recorded["options"]["sep_depth"] == 3  # defaults are recorded too
+    assert recorded["data"]["source"] == "files" and len(recorded["data"]["fingerprint"]) == 16
+    assert recorded["versions"]["flwr"].startswith("1.42")
+
+    again = tmp_path / "again.json"
+    assert run_cli(capsys, "--config", str(first), "--out", str(again))[0] == 0
+    a, b = Result.load(first), Result.load(again)
+    assert a.graph == b.graph and a.config["options"] == b.config["options"]
+    assert a.config["data"]["fingerprint"] == b.config["data"]["fingerprint"]
+
+    # an override is an override; the recorded data must still be the data
+    code, _, _ = run_cli(capsys, "--config", str(first), "--ratio", "1.0", "--out", str(again))
+    assert code == 0 and Result.load(again).config["options"]["ratio"] == 1.0
+    changed = pd.read_csv(files[0])
+    first_value = changed.iloc[0, 0]
+    changed.iloc[0, 0] = next(v for v in changed.iloc[:, 0].unique() if v != first_value)
+    changed.to_csv(files[0], index=False)
+    code, _, err = run_cli(capsys, "--config", str(first))
+    assert code == 2 and "the data differs from the recorded run's" in err
+
+
+def test_a_network_run_reruns_from_its_record(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    code, _, _ = run_cli(
+        capsys, "--method", "fedpc", "--network", "er:d=8", "--samples", "800", "--clients", "2",
+        "--seed", "3", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0
+    import fedcausal_flwr
+
+    again = fedcausal_flwr.rerun(out)
+    first = Result.load(out)
+    assert again.graph == first.graph and again.metrics == first.metrics
+    assert again.config["data"] == first.config["data"]
+
+
+def test_citest_spells_the_fisher_baseline_as_run_does(capsys, tmp_path):
     from fedcausal_flwr.data.synthetic import random_dag, simulate_mixed
-    from fedcausal_flwr.federation.runners import run_method
 
-    dag = random_dag(5, 1.5, seed=2)
-    pooled = simulate_mixed(dag, 900, seed=2)
-    parts = split_iid(pooled, 3, seed=0).clients
-    routed = run_method("fedpc", parts, {"ci": "fedci", "alpha": 0.05}, backend="inprocess")
-    direct = run_method("fedci-pc", parts, {"alpha": 0.05}, backend="inprocess")
-    assert routed.graph == direct.graph
-    assert {e["kind"] for e in routed.ledger} == {e["kind"] for e in direct.ledger}
-    assert "glm" in {e["kind"] for e in routed.ledger}
+    pooled = simulate_mixed(random_dag(4, 1.5, seed=1), 600, seed=1)
+    files = []
+    for k, part in enumerate(split_iid(pooled, 2, seed=0).clients):
+        files.append(str(tmp_path / f"c{k}.csv"))
+        part.to_csv(files[-1], index=False)
+    x, y = pooled.columns[:2]
+    assert main(["citest", "--data", *files, "--x", x, "--y", y, "--ci", "fisher"]) == 0
+    assert "(fisher, site effect none)" in capsys.readouterr().out

@@ -19,38 +19,52 @@ from fedcausal_flwr.compare import (
     compare,
     load_results,
     parse_int_list,
-    parse_spec,
     partition_hash,
     plan_runs,
     run_data,
 )
 from fedcausal_flwr.data import load_network
-from fedcausal_flwr.experiments_registry import EXPERIMENTS, experiments_dir, run_experiment
+from fedcausal_flwr.experiments_registry import EXPERIMENTS, run_experiment
 from fedcausal_flwr.graphs import Graph
+from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.plots import classify_pairs
-
-SACHS = Path(__file__).resolve().parents[2] / "shared" / "data" / "sachs"
 
 
 def _png(path: Path) -> bool:
     return path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_parsers():
+def test_parsers_and_the_plan_validates_every_spec_before_running():
     assert parse_int_list("0-2,7,2") == [0, 1, 2, 7]
     assert parse_int_list([5, 10]) == [5, 10]
-    assert parse_spec("fedpc:ci=sketch:alpha=0.01:max-depth=2") == (
-        "fedpc",
-        {"ci": "sketch", "alpha": 0.01, "max_depth": 2},
-    )
     with pytest.raises(ValueError, match="4-1"):
         parse_int_list("4-1")
-    with pytest.raises(ValueError, match="key=value"):
-        parse_spec("fedpc:sketch")
+    with pytest.raises(OptionError, match="key=value"):
+        plan_runs(["fedpc:sketch"], ["asia"], [2], 100)
     with pytest.raises(KeyError):
         plan_runs(["no-such-method"], ["asia"], [2], 100)
     with pytest.raises(ValueError, match="unknown network"):
         plan_runs(["fedpc"], ["no-such-network"], [2], 100)
+    with pytest.raises(OptionError, match="method 'pc-vote': option alpha: expected a number > 0"):
+        plan_runs(["pc-vote:alpha=7"], ["asia"], [2], 100)
+    with pytest.raises(OptionError, match="has no option 'alhpa' \\(did you mean alpha\\?\\)"):
+        plan_runs(["pc-vote:alhpa=0.1"], ["asia"], [2], 100)
+    with pytest.raises(OptionError, match="unknown partition 'dirichlett'"):
+        plan_runs(["fedpc"], ["asia"], [2], 100, partition="dirichlett")
+    # a common option applies where declared; the others are told, not silently changed
+    warnings: list[str] = []
+    specs = plan_runs(["fedpc", "fedci-pc"], ["asia"], [2], 100, options={"test": "g2"},
+                      warn=warnings.append)  # fmt: skip
+    assert warnings == [
+        "--test does not apply to fedci-pc (it has no such option); it runs without"
+    ]
+    assert specs[0].effective_options()["test"] == "g2" and "test" not in specs[1].run_options
+    # the key digests every effective option: one run spelled three ways has one digest (the
+    # label as typed stays in the key, as in the results' method column)
+    same = plan_runs(["fedpc:max-depth=-1", "fedpc:max_depth=none", "fedpc"], ["asia"], [2], 100)
+    assert len({s.key.rsplit("__", 1)[1] for s in same}) == 1
+    other = plan_runs(["fedpc:max_depth=2"], ["asia"], [2], 100)[0]
+    assert other.key.rsplit("__", 1)[1] != same[0].key.rsplit("__", 1)[1]
 
 
 def test_sweep_same_data_resume_csv_and_plots(tmp_path):
@@ -153,20 +167,22 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path):
 
 
 def test_failing_run_is_recorded_and_sweep_goes_on(tmp_path):
+    # options are valid, so the plan accepts it; the target is no variable of the data
+    bad = "fedlcs:target=nosuch"
     study = compare(
-        ["pc-vote", "pc-vote:alpha=7"], ["cancer"], [2], samples=500, seeds=[0, 1],
+        ["pc-vote", bad], ["cancer"], [2], samples=500, seeds=[0, 1],
         out=tmp_path, plots=False, progress=False,
     )  # fmt: skip
     assert study.n_failed == 2
     frame = load_results(tmp_path)
     failed = frame[frame["status"] == "failed"]
-    assert set(failed["method"]) == {"pc-vote:alpha=7"} and len(failed) == 2
-    assert failed["error"].str.contains("alpha must be in").all()
+    assert set(failed["method"]) == {bad} and len(failed) == 2
+    assert failed["error"].str.contains("nosuch").all()
     assert (frame.loc[frame["status"] == "ok", "method"] == "pc-vote").sum() == 2
     # failed runs are skipped on a re-run unless asked to retry
-    assert compare(["pc-vote:alpha=7"], ["cancer"], [2], samples=500, seeds=[0, 1],
+    assert compare([bad], ["cancer"], [2], samples=500, seeds=[0, 1],
                    out=tmp_path, plots=False, progress=False).n_run == 0  # fmt: skip
-    retried = compare(["pc-vote:alpha=7"], ["cancer"], [2], samples=500, seeds=[0, 1],
+    retried = compare([bad], ["cancer"], [2], samples=500, seeds=[0, 1],
                       out=tmp_path, plots=False, progress=False, retry_failed=True)  # fmt: skip
     assert retried.n_run == 2 and len(load_results(tmp_path)) == 4
 
@@ -221,10 +237,11 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
 
 
 def test_experiment_sachs_quick(capfd):
-    """Needs ../shared/data/sachs next to the repository (as in CI) and experiments/."""
-    assert SACHS.is_dir() and (experiments_dir() / "fedc2sl_sachs.py").is_file()
+    """Runs the installed script on the packaged Sachs data."""
     assert run_experiment("fedc2sl-sachs", quick=True) == 0
     text = capfd.readouterr().out
+    assert "running: python -m fedcausal_flwr.experiments.fedc2sl_sachs --clients 2 64" in text
+    assert "853 rows x 11 variables" in text
     assert "paper SHD(cl0128)" in text and "15.70" in text and "settings the paper" in text
 
 
@@ -253,7 +270,7 @@ def test_experiment_fedecd_quick(tmp_path, capfd):
 
 
 def test_experiments_fedcdnv_quick(tmp_path, capfd):
-    """Sachs needs ../shared/data/sachs next to the repository (as in CI)."""
+    """Both FedCDnv settings, quick; Sachs from the packaged data."""
     assert run_experiment("fedcdnv-synthetic", quick=True, out=tmp_path / "synthetic") == 0
     text = capfd.readouterr().out
     assert "Table 2, FedCDnv" in text

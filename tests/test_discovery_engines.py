@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from causallearn.search.ConstraintBased.FCI import fci as cl_fci
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
-from helpers import padded_names, sachs_discrete
+from helpers import padded_names
 
-from fedcausal_flwr.data import load_network
+from fedcausal_flwr.data import load_network, sachs_discrete
 from fedcausal_flwr.data.synthetic import choose_latents, random_dag, random_gaussian_network
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc

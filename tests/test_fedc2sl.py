@@ -77,9 +77,7 @@ def test_secure_mode_gives_the_plain_graph():
     net = load_network("asia")
     part = split_iid(net.sample(3_000, seed=2), 3, seed=0).clients
     plain = run_method("fedpc", part, {"alpha": 0.05}, backend="inprocess")
-    secure = run_method(
-        "fedpc", part, {"alpha": 0.05, "ci": "secure"}, backend="inprocess", secure=True
-    )
+    secure = run_method("fedpc", part, {"alpha": 0.05}, backend="inprocess", secure=True)
     assert secure.graph == plain.graph
     assert all(e["secure"] for e in secure.ledger if e["kind"] == "tables")
     assert not any(e["secure"] for e in plain.ledger)
@@ -136,7 +134,7 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     def make_client(pid, data, options=None):
         return FlakyClient(pid, data) if pid == 2 else FedC2SLClient(pid, data)
 
-    strategy = make_strategy({"algorithm": "pc", "alpha": 0.05})
+    strategy = make_strategy({"alpha": 0.05}, "pc")
     result = run_protocol(
         strategy, PartitionedClients(make_client, parts), 4, backend="inprocess", min_clients=3
     )
@@ -147,7 +145,7 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     with pytest.raises(TooFewClientsError, match="went away"):
         FlakyClient.calls = {}
         run_protocol(
-            make_strategy({"algorithm": "pc"}),
+            make_strategy({}, "pc"),
             PartitionedClients(make_client, parts),
             4,
             backend="inprocess",
@@ -258,7 +256,7 @@ def test_cli_user_csvs_with_truth(tmp_path, capsys):
 def test_ray_engine_gives_the_inprocess_result():
     net = load_network("asia")
     parts = split_iid(net.sample(3_000, seed=8), 3, seed=0).clients
-    options = {"alpha": 0.05, "ci": "secure"}
+    options = {"alpha": 0.05}
     inprocess = run_method("fedpc", parts, options, backend="inprocess", secure=True)
     on_ray = run_method("fedpc", parts, options, backend="ray", secure=True)
     assert on_ray.graph == inprocess.graph

@@ -73,18 +73,18 @@ def test_fedci_fci_runs_end_to_end(mixed):
 
 def test_citest_fisher_baseline(mixed):
     clients, schema = mixed
-    fisher = citest(clients, "X1", "X4", ["X2"], method="fisher", schema=schema)
+    fisher = citest(clients, "X1", "X4", ["X2"], ci="fisher", schema=schema)
     local = [citest([df], "X1", "X4", ["X2"], schema=schema).p_value for df in clients]
     expected = -2 * np.sum(np.log(local))
     assert fisher.statistic[0] == pytest.approx(expected)
     assert fisher.df == (6, 6) and fisher.clients == (0, 1, 2)
-    with pytest.raises(ValueError, match="method"):
-        citest(clients, "X1", "X4", method="pooled")
+    with pytest.raises(ValueError, match="unknown ci 'pooled'"):
+        citest(clients, "X1", "X4", ci="pooled")
 
 
 def test_fixed_point_digits_sum_exactly_within_the_secure_bound():
     from fedcausal_flwr.federation.messages import secure_clip
-    from fedcausal_flwr.strategies.fedci import decode_fixed, digit_bits, encode_fixed
+    from fedcausal_flwr.protocols.fedci import decode_fixed, digit_bits, encode_fixed
 
     rng = np.random.default_rng(0)
     for n_clients in (3, 64):
@@ -160,9 +160,9 @@ def test_fedci_pc_fisher_baseline_matches_citest(mixed):
     tests = result.extra["ci_tests"]
     assert tests and result.rounds == 1 + len(result.extra["batches"])
     for t in tests:
-        ref = citest(parts, t["x"], t["y"], t["given"], method="fisher", schema=schema)
+        ref = citest(parts, t["x"], t["y"], t["given"], ci="fisher", schema=schema)
         assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
         assert tuple(t["clients"]) == ref.clients and t["n"] == ref.n
     assert any(len(t["clients"]) == 2 for t in tests)
-    with pytest.raises(ValueError, match="ci"):
+    with pytest.raises(ValueError, match="option ci: 'pooled' is not one of fedci, fisher"):
         run_method("fedci-pc", parts, {**options, "ci": "pooled"}, backend="inprocess")

@@ -31,7 +31,7 @@ def test_pyproject_points_flower_at_the_apps_and_ships_no_code():
     }
     # the FAB holds only pyproject.toml, so the installed package is never shadowed
     assert flwr["fab-include"] == ["pyproject.toml"]
-    assert flwr["config"] == flwr_app.DEFAULT_RUN_CONFIG
+    assert flwr["config"] == flwr_app.DEFAULT_RUN_CONFIG  # every key, none undeclared
 
 
 def test_deployment_apps_read_csv_sites_and_write_the_result(tmp_path):
@@ -47,7 +47,8 @@ def test_deployment_apps_read_csv_sites_and_write_the_result(tmp_path):
     result = Result.load(result_path)
     sites = {k: pd.read_csv(n["data-path"]) for k, n in enumerate(nodes)}
     assert result.extra["counts"] == toy_reference(sites, [0, 2])["counts"]
-    assert result.config["method"] == "toy" and result.config["min_clients"] == 0
+    assert result.config["method"] == "toy" and result.config["run"]["min_clients"] == 0
+    assert result.config["run"]["num_clients"] == 3 and result.config["data"]["clients"] == 3
     assert json.loads(result_path.read_text())["rounds"] == 4
 
 
@@ -73,10 +74,12 @@ def test_missing_site_file_stops_the_run_naming_the_site(tmp_path):
         run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
 
 
-def test_run_options_merge_defaults_and_rename_keys():
-    opts = flwr_app.run_options({"min-clients": 2, "method": "toy"})
-    assert opts["min_clients"] == 2 and opts["method"] == "toy"
-    assert opts["round_timeout"] == flwr_app.DEFAULT_RUN_CONFIG["round-timeout"]
+def test_run_config_resolves_settings_and_method_options():
+    spec, settings, options = flwr_app.resolve_run_config(
+        {"min-clients": 2, "method": "toy", "plugins": TOY_RUN["plugins"], "options": "scale=3"}
+    )
+    assert spec.name == "toy" and settings["min_clients"] == 2 and options["scale"] == 3
+    assert settings["round_timeout"] == flwr_app.DEFAULT_RUN_CONFIG["round-timeout"]
     with pytest.raises(FileNotFoundError, match="does not exist on this SuperNode"):
         flwr_app.read_site_csv("/nonexistent/site.csv")
 
@@ -137,7 +140,7 @@ def test_retract_request_rebuilds_the_step_after_a_dropout():
 
 
 def test_default_simulation_data_splits_one_network_sample():
-    options = {"network": "asia", "samples": 300, "seed": 3}
+    options = {"network": "asia", "samples": 300, "seed": 3, "partition": "iid"}
     parts = [flwr_app.sample_network_partition(options, k, 3) for k in range(3)]
     assert [len(p) for p in parts] == [100, 100, 100]
     assert sorted(pd.concat(parts).index) == list(range(300))  # disjoint, covers the sample

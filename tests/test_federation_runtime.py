@@ -249,8 +249,10 @@ def test_strategy_object_runs_once(parts3):
 
 
 def test_unknown_method_lists_known_methods():
-    with pytest.raises(UnknownMethodError, match=r"unknown method 'nope'; known methods: .*'toy'"):
+    with pytest.raises(UnknownMethodError, match=r"unknown method 'nope'; known methods: .*, toy"):
         get_method("nope")
+    with pytest.raises(UnknownMethodError, match=r"unknown method 'tyo' \(did you mean 'toy'\?\)"):
+        get_method("tyo")
 
 
 def test_secure_vector_checks_and_error_parsing():
@@ -284,7 +286,7 @@ def test_results_do_not_depend_on_reply_order(parts3, plain3):
     from flwr.app import Context, RecordDict
 
     app(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={}))
-    reversed_result = strategy.build_result({"method": "toy"})
+    reversed_result = strategy.build_result(plain3.config)
     assert strategy.reply_order == [[0, 1, 2], [-1], [0, 2]]
     assert comparable(reversed_result) == comparable(plain3)
 

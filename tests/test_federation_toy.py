@@ -17,6 +17,7 @@ import pandas as pd
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.messages import SUMMED, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 INT_COLUMNS = ["a", "b", "c"]
@@ -137,11 +138,21 @@ def make_toy_client(partition_id: int, data: pd.DataFrame, options: dict) -> Toy
     return ToyClient(partition_id, data, fail_action=fail, scale=int(options.get("scale", 1)))
 
 
+TOY_OPTIONS = OptionSet(
+    (
+        Option("fail_action", "str", "", "the action at which client fail_client raises"),
+        Option("fail_client", "int", None, "the client that fails", nullable=True),
+        Option("scale", "int", 1, "multiply the secure counts (overflow tests)", minimum=1),
+    )
+)
+
 register_method(
     "toy",
     ToyStrategy.from_options,
     make_toy_client,
     make_data=toy_data,
+    options=TOY_OPTIONS,
+    secure=lambda options: None,  # the counts are an integer sum
     description="test-only column statistics protocol",
 )
 

@@ -6,17 +6,13 @@ import pytest
 
 from fedcausal_flwr.clients.fedlcs import FedLCSClient
 from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.discovery.lcs import LCSOptions, full_graph, local_structure
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.stats.oracles import DSeparationOracle, TableOracle
-from fedcausal_flwr.strategies.fedlcs import (
-    LCSOptions,
-    full_graph,
-    local_structure,
-    make_strategy,
-)
+from fedcausal_flwr.strategies.fedlcs import make_strategy
 
 NAMES = ["A", "B", "C", "E", "F", "T"]
 # E _||_ T ; B _||_ T | A ; F _||_ T | A ; everything else dependent (Table 2 of the paper).
@@ -183,9 +179,9 @@ def test_bad_options_are_clear_errors():
 def test_batched_prune_equals_sequential_pcsimple_layer():
     """answer_prune fetches tests in growing chunks; its decisions equal a one-test-at-a-time
     replay, and it computes fewer tests than the whole layer superset."""
+    from fedcausal_flwr.discovery.lcs import answer_prune
     from fedcausal_flwr.discovery.pcsimple import apply_layer, layer_queries
     from fedcausal_flwr.stats.oracles import DiscreteOracle
-    from fedcausal_flwr.strategies.fedlcs import answer_prune
 
     net = load_network("alarm")
     frame = net.sample(1500, seed=5)
@@ -318,7 +314,7 @@ def test_separating_set_stop_rules():
     """Pair (0, 1), pool (2, 3): level 0 finds a set with p = 0.5, level 1 one with p = 0.9, level 2
     none. after_found and first_empty keep the level-1 set (max over levels); first_found stops
     at level 0 with the level-0 set."""
-    from fedcausal_flwr.strategies.fedlcs import Knowledge, SepsetRequest, _sepset_search
+    from fedcausal_flwr.discovery.lcs import Knowledge, SepsetRequest, _sepset_search
 
     answers = {0: ((), 0.5, 0), 1: ((2,), 0.9, 1), 2: None}
 

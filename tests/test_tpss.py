@@ -15,6 +15,7 @@ from fedcausal_flwr.federation.messages import ClientProtocolError
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag
+from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle
 from fedcausal_flwr.strategies.tpss import make_strategy, score_result
@@ -275,6 +276,23 @@ def test_protocol_violations_and_bad_input_are_clear_errors():
         make_strategy({}, "fedcdnv-typo")
     with pytest.raises(ValueError, match="level1"):
         make_strategy({"level1": "both"}, "fedcdnv")
+
+
+def test_declared_options_reach_the_tpss_options_from_strings():
+    strategy = make_strategy(
+        {"clip_w": "true", "theta2": "0.3", "update_depth": "-1", "level1": "any"}, "fedcdnv"
+    )
+    parsed = strategy.options
+    assert parsed.clip_w and parsed.theta2 == 0.3 and parsed.update_depth is None
+    assert parsed.level1 == "any" and parsed.band == (0.001, 0.35)
+    with pytest.raises(OptionError, match="option clip_w: expected true or false"):
+        make_strategy({"clip_w": "maybe"}, "fedcdnv")
+    with pytest.raises(OptionError, match="theta1=0.06 must be below alpha=0.05"):
+        make_strategy({"theta1": 0.06}, "fedcdnv")
+    # TPSS's own options do not apply to the baselines: an error, not silence
+    with pytest.raises(OptionError, match="method 'fci-base' has no option 'theta1'"):
+        make_strategy({"theta1": 0.01}, "fci-base")
+    assert make_strategy({"alpha": 0.01}, "fedcdnv-vote").options.alpha == 0.01
 
 
 @pytest.mark.slow

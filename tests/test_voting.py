@@ -17,6 +17,7 @@ from fedcausal_flwr.data import load_network
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.layerwise import prune_level
+from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import pc, undirected_graph
 from fedcausal_flwr.discovery.skeleton import skeleton_steps
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
@@ -27,10 +28,7 @@ from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies.fedpc_vote import (
     make_strategy as make_fedpc_vote,
 )
-from fedcausal_flwr.strategies.fedpc_vote import (
-    max_pvalue_choice,
-    vote_threshold,
-)
+from fedcausal_flwr.strategies.fedpc_vote import vote_threshold
 from fedcausal_flwr.strategies.voting import local_summary, majority_marks, vote_pvalues
 
 METHODS = ["pooled", "fedpc-vote", "pc-vote", "pc-cit-vote", "fci-vote", "fci-cit-vote", "local"]
@@ -168,7 +166,7 @@ def test_every_method_runs_on_alarm(alarm_runs, alarm_pc, method, k):
     assert 0.3 < result.metrics["arrow_f1"] <= 1.0
     assert 0 <= result.metrics["shd"] < 46  # ALARM has 46 edges
     assert result.graph.kind == ("PAG" if method.startswith("fci") else "CPDAG")
-    assert result.config["clients"] == k and not result.dropped_clients
+    assert result.config["data"]["clients"] == k and not result.dropped_clients
     kinds = [e["kind"] for e in result.ledger]
     assert kinds[0] == "hello" and not any(e["summed"] for e in result.ledger)
     assert ("raw_data" in kinds) == (method == "pooled")  # only the reference moves data
@@ -346,7 +344,7 @@ def test_no_separating_set_leaves_the_triple_undecided():
 def test_bad_options_and_data_are_clear_errors():
     net = load_network("asia")
     parts = make_partition(net.sample(1_000, seed=2), 2, "iid", 0).clients
-    with pytest.raises(ValueError, match="discrete tests only"):
+    with pytest.raises(ValueError, match="option test: 'fisherz' is not one of chi2, g2"):
         run_method("pc-vote", parts, {"test": "fisherz"}, backend="inprocess")
     with pytest.raises(ValueError, match="ratio"):
         run_method("fedpc-vote", parts, {"ratio": 0}, backend="inprocess")

@@ -1,4 +1,5 @@
-"""Benchmark networks, sampling, synthetic generators, schemas and client partitions.
+"""Benchmark networks, sampling, synthetic generators, schemas, client partitions and the
+packaged Sachs reference data.
 
 Everything here is plain numpy / pandas / networkx (pgmpy only to read its shipped BIF files).
 """
@@ -21,6 +22,13 @@ from fedcausal_flwr.data.partition import (
     split_site_effects,
     split_sizes,
     split_variable_subsets,
+)
+from fedcausal_flwr.data.reference import (
+    sachs_continuous,
+    sachs_continuous_truth,
+    sachs_discrete,
+    sachs_discrete_truth,
+    sachs_file,
 )
 from fedcausal_flwr.data.sampling import codes_to_frame, sample_codes, sample_frame
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec
@@ -52,6 +60,11 @@ __all__ = [
     "random_discrete_network",
     "random_gaussian_network",
     "random_variable_types",
+    "sachs_continuous",
+    "sachs_continuous_truth",
+    "sachs_discrete",
+    "sachs_discrete_truth",
+    "sachs_file",
     "sample_codes",
     "sample_frame",
     "simulate_mixed",

@@ -131,42 +131,11 @@ class TPSSOptions:
     def band(self) -> tuple[float, float]:
         return band_edges(self.alpha, self.theta1, self.theta2)
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> TPSSOptions:
-        """From run options (strings allowed, ``""``/``None`` mean the default)."""
-        kwargs: dict[str, Any] = {}
-        defaults = cls()
-        for name in cls.__dataclass_fields__:
-            value = options.get(name)
-            if value is None or value == "":
-                continue
-            default = getattr(defaults, name)
-            if isinstance(default, bool):
-                kwargs[name] = _as_bool(value, name)
-            elif isinstance(default, float):
-                kwargs[name] = float(value)
-            elif name == "update_depth":
-                kwargs[name] = None if int(value) < 0 else int(value)
-            else:
-                kwargs[name] = str(value)
-        return cls(**kwargs)
-
 
 def band_edges(alpha: float, theta1: float, theta2: float) -> tuple[float, float]:
     """``(alpha - theta1, alpha + theta2)`` rounded to 12 decimals, so that the paper's band
     [0.001, 0.5] has exactly those edges (``0.05 - 0.049`` is 0.0010000000000000009 in binary)."""
     return round(alpha - theta1, 12), round(alpha + theta2, 12)
-
-
-def _as_bool(value: Any, name: str) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} must be a boolean, got {value!r}")
 
 
 # ============================================================================ client, round 1

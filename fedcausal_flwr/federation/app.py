@@ -6,16 +6,22 @@ Referenced from ``pyproject.toml``::
     serverapp = "fedcausal_flwr.federation.app:server_app"
     clientapp = "fedcausal_flwr.federation.app:client_app"
 
-Everything comes from the run config (``[tool.flwr.app.config]`` defaults, overridden with
-``flwr run . <federation> --run-config "method='fedpc' alpha=0.05"``): ``method`` picks a registered
-method (see :mod:`~fedcausal_flwr.federation.registry`), and the whole run config, with ``-`` in
-keys replaced by ``_``, is passed to it as ``options``. Each SuperNode reads its own data from
-``node_config["data-path"]`` (a CSV; ``data-sep`` optional) and needs a distinct
-``node_config["partition-id"]``; a simulated node without ``data-path`` generates its partition
-from the run config: the method's ``make_data`` if it has one, else ``samples`` rows of the
-benchmark ``network`` (``seed``), split IID (:func:`sample_network_partition`). The
-ServerApp writes the :class:`~fedcausal_flwr.result.Result` JSON to ``result-path`` (on the
-SuperLink's machine) when it is set.
+The run config (``[tool.flwr.app.config]`` defaults, overridden with ``flwr run . <federation>
+--run-config "method='fedlcs' options='target=either ratio=0.5'"``) holds the run settings of
+:data:`APP_SETTINGS` and one typed key for the method: ``options``, a string of ``key=value``
+assignments (whitespace-separated, quotes allowed) read with the method's declared options. A
+SuperLink refuses run-config keys the app does not declare, which is why method options travel in
+this one key: every option of every method reaches a SuperLink. Both apps validate the run config
+before the first round (an unknown key or option, a wrong type or range is an error naming it).
+
+Each SuperNode reads its own data from ``node_config["data-path"]`` (a CSV; ``data-sep`` optional)
+and needs a distinct ``node_config["partition-id"]``; a simulated node without ``data-path``
+generates its partition from the run config: the method's ``make_data`` if it has one, else
+``samples`` rows of ``network`` (``seed``), split by ``partition`` into ``num-partitions`` parts
+(:func:`sample_network_partition`). ``num-clients = 0`` (the default) runs with the SuperNodes
+that are connected (Flower's default local simulation has 2); a real deployment should name how
+many sites it waits for. The ServerApp writes the :class:`~fedcausal_flwr.result.Result` JSON to
+``result-path`` (on the SuperLink's machine) when it is set.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -32,55 +39,134 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.federation.apps import partition_id_of, run_strategy, secure_sum_mod
 from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.federation.registry import get_method, import_plugins, simulation_data
+from fedcausal_flwr.federation.registry import (
+    MethodSpec,
+    check_secure,
+    get_method,
+    import_plugins,
+    simulation_data,
+)
+from fedcausal_flwr.options import Option, OptionSet, parse_assignments
+from fedcausal_flwr.result import run_config
+from fedcausal_flwr.settings import RUN_SETTINGS
 
 logger = logging.getLogger(__name__)
 
-#: Defaults of the run config (mirrored in pyproject's [tool.flwr.app.config]).
+#: The app's run settings: what ``[tool.flwr.app.config]`` declares (a test checks they agree).
+#: Shared settings keep RUN_SETTINGS' defaults; a run config has no "none", so 0 stands for it.
+APP_SETTINGS = OptionSet(
+    (
+        Option("method", "str", "fedpc", "the registered method to run"),
+        Option(
+            "options",
+            "str",
+            "",
+            "the method's options as key=value assignments, e.g. 'alpha=0.01 max-depth=3'",
+        ),
+        Option(
+            "plugins",
+            "str",
+            "",
+            "comma-separated modules to import (they register more methods)",
+        ),
+        replace(
+            RUN_SETTINGS["network"],
+            default="asia",
+            nullable=False,
+            help="benchmark network (or er:d=...) the simulated sites sample; sites with a "
+            "data-path read their CSV instead",
+        ),
+        RUN_SETTINGS["samples"],
+        RUN_SETTINGS["partition"],
+        RUN_SETTINGS["seed"],
+        Option(
+            "num_clients",
+            "int",
+            0,
+            "SuperNodes to wait for; 0: every SuperNode connected once their number settles",
+            minimum=0,
+        ),
+        Option(
+            "min_clients",
+            "int",
+            0,
+            "continue after dropouts while at least this many clients remain; 0: all",
+            minimum=0,
+        ),
+        RUN_SETTINGS["secure"],
+        Option("result_path", "str", "", "write the result JSON here (on the SuperLink)"),
+        Option(
+            "truth",
+            "str",
+            "",
+            "score against 'network' (the network's DAG) or a cause,effect CSV on the SuperLink",
+        ),
+        Option(
+            "connect_timeout",
+            "float",
+            60.0,
+            "seconds to wait for the SuperNodes",
+            minimum=0.0,
+            min_exclusive=True,
+        ),
+        Option(
+            "round_timeout",
+            "float",
+            600.0,
+            "seconds a round waits for replies; 0: no limit",
+            minimum=0.0,
+        ),
+        Option(
+            "max_rounds",
+            "int",
+            10_000,
+            "stop a protocol still running after this many rounds",
+            minimum=1,
+        ),  # fmt: skip
+    )
+)
+#: The ``[tool.flwr.app.config]`` table: every setting under its run-config name, with its default.
 DEFAULT_RUN_CONFIG: dict[str, bool | float | int | str] = {
-    "method": "fedpc",
-    "plugins": "",
-    "network": "asia",
-    "samples": 5000,
-    "seed": 0,
-    "alpha": 0.05,
-    "ci": "exact",
-    "test": "chi2",
-    "num-clients": 3,
-    "min-clients": 0,
-    "secure": False,
-    "result-path": "",
-    "truth": "",
-    "connect-timeout": 60.0,
-    "round-timeout": 600.0,
-    "max-rounds": 10000,
+    option.name.replace("_", "-"): option.default for option in APP_SETTINGS
 }
 
 _CSV_CACHE: dict[tuple, pd.DataFrame] = {}
 _SAMPLE_CACHE: dict[tuple, list[pd.DataFrame]] = {}
 
 
+def resolve_run_config(run_config: Mapping[str, Any]) -> tuple[MethodSpec, dict, dict]:
+    """``(method, settings, method options)`` of a run config, all validated.
+
+    Imports the ``plugins`` first, so a plugin method is known.
+    """
+    settings = APP_SETTINGS.resolve(dict(run_config), owner="run config", door="config")
+    import_plugins(settings["plugins"])
+    spec = get_method(settings["method"])
+    raw = parse_assignments(settings["options"], what="run config key options")
+    options = spec.resolve(spec.seeded(raw, settings["seed"]), "config")
+    check_secure(spec, options, settings["secure"], "config")
+    return spec, settings, options
+
+
 def sample_network_partition(
-    options: Mapping[str, Any], partition_id: int, num_partitions: int
+    settings: Mapping[str, Any], partition_id: int, num_partitions: int
 ) -> pd.DataFrame:
-    """Default data of a simulated site: ``samples`` rows drawn from the benchmark ``network``
-    with ``seed``, split IID over ``num_partitions`` sites (cached per process)."""
-    from fedcausal_flwr.data.networks import load_network
-    from fedcausal_flwr.data.partition import split_iid
-    from fedcausal_flwr.data.sampling import sample_frame
+    """Default data of a simulated site: ``samples`` rows of ``network`` drawn with ``seed``,
+    split by ``partition`` over ``num_partitions`` sites (cached per process)."""
+    from fedcausal_flwr.data.specs import sample_partition
 
-    key = (str(options["network"]), int(options["samples"]), int(options["seed"]), num_partitions)
+    key = (
+        str(settings["network"]),
+        int(settings["samples"]),
+        str(settings.get("partition", "iid")),
+        int(settings["seed"]),
+        num_partitions,
+    )
     if key not in _SAMPLE_CACHE:
-        network, samples, seed, _ = key
-        pooled = sample_frame(load_network(network), samples, seed=seed)
-        _SAMPLE_CACHE[key] = split_iid(pooled, num_partitions, seed=seed).clients
+        network, samples, partition, seed, _ = key
+        part, _ = sample_partition(network, samples, num_partitions, partition, seed)
+        _SAMPLE_CACHE[key] = part.clients
     return _SAMPLE_CACHE[key][partition_id]
-
-
-def run_options(run_config: Mapping[str, Any]) -> dict[str, Any]:
-    """Defaults overlaid with the run config; keys with ``-`` become ``_`` (``min_clients``)."""
-    merged = {**DEFAULT_RUN_CONFIG, **dict(run_config)}
-    return {key.replace("-", "_"): value for key, value in merged.items()}
 
 
 def read_site_csv(path: str, sep: str = ",") -> pd.DataFrame:
@@ -94,7 +180,7 @@ def read_site_csv(path: str, sep: str = ",") -> pd.DataFrame:
     return _CSV_CACHE[key]
 
 
-def site_data(context: Context, spec, options: Mapping[str, Any]) -> pd.DataFrame:
+def site_data(context: Context, spec: MethodSpec, settings: Mapping[str, Any]) -> pd.DataFrame:
     node_config = context.node_config
     if "data-path" in node_config:
         return read_site_csv(str(node_config["data-path"]), str(node_config.get("data-sep", ",")))
@@ -105,7 +191,7 @@ def site_data(context: Context, spec, options: Mapping[str, Any]) -> pd.DataFram
         )
     return simulation_data(
         spec,
-        options,
+        settings,
         partition_id_of(context),
         int(node_config["num-partitions"]),
         default=sample_network_partition,
@@ -117,48 +203,65 @@ server_app = ServerApp()
 
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
-    options = run_options(context.run_config)
-    import_plugins(options["plugins"])
-    spec = get_method(str(options["method"]))
+    spec, settings, options = resolve_run_config(context.run_config)
     strategy = spec.make_strategy(options)
+    wanted = settings["num_clients"]
+    print(
+        f"fedcausal-flwr: {spec.name} with "
+        + (f"{wanted} SuperNodes" if wanted else "every connected SuperNode (num-clients=0)")
+        + f"; options: {settings['options'] or 'defaults'}",
+        flush=True,
+    )
     run_strategy(
         grid,
         context,
         strategy,
-        num_clients=int(options["num_clients"]),
-        min_clients=int(options["min_clients"]) or None,
-        secure=bool(options["secure"]),
-        connect_timeout=float(options["connect_timeout"]),
-        round_timeout=float(options["round_timeout"]) or None,
-        max_rounds=int(options["max_rounds"]),
+        num_clients=wanted or None,
+        min_clients=settings["min_clients"] or None,
+        secure=settings["secure"],
+        connect_timeout=settings["connect_timeout"],
+        round_timeout=settings["round_timeout"] or None,
+        max_rounds=settings["max_rounds"],
+        progress=lambda line: print(f"fedcausal-flwr: {line}", flush=True),
     )
-    result = strategy.build_result(config=options)
-    score(result, str(options["truth"]), str(options["network"]))
-    if options["result_path"]:
-        path = result.save(str(options["result_path"]))
+    run_settings = {
+        k: settings[k]
+        for k in ("seed", "num_clients", "min_clients", "secure", "connect_timeout",
+                  "round_timeout", "max_rounds", "plugins")
+    }  # fmt: skip
+    source = {"source": "sites", "network": settings["network"], "samples": settings["samples"],
+              "partition": settings["partition"]}  # fmt: skip
+    result = strategy.build_result(
+        config=run_config(spec.name, options, {"backend": "flwr", **run_settings}, source)
+    )
+    score(result, settings["truth"], settings["network"], settings["seed"])
+    if settings["result_path"]:
+        path = result.save(settings["result_path"])
         logger.info("result written to %s", path)
     print(result.summary(), flush=True)
 
 
-def score(result, truth: str, network: str) -> None:
-    """Add metrics: ``truth="network"`` scores against the configured benchmark network's DAG,
-    any other non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
+def score(result, truth: str, network: str, seed: int = 0) -> None:
+    """Add metrics: ``truth="network"`` scores against the configured network's DAG, any other
+    non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
     if not truth or result.graph is None:
         return
     from fedcausal_flwr.api import read_truth, score_graph
-    from fedcausal_flwr.data.networks import load_network
+    from fedcausal_flwr.data.specs import network_for
 
-    dag = load_network(network).dag if truth == "network" else read_truth(truth, result.variables)
+    if truth == "network":
+        dag = network_for(network, seed).dag
+    else:
+        dag = read_truth(truth, result.variables)
+    result.config["truth"] = truth
     result.metrics.update(score_graph(result, dag))
 
 
 def _client_fn(context: Context):
-    options = run_options(context.run_config)
-    import_plugins(options["plugins"])
-    spec = get_method(str(options["method"]))
+    spec, settings, options = resolve_run_config(context.run_config)
     partition_id = partition_id_of(context)
     try:
-        data = site_data(context, spec, options)
+        data = site_data(context, spec, {**settings, **options})
     except (OSError, LookupError, ValueError, TypeError) as err:
         # a site's configuration or data problem stops the run; it is not a dropout
         raise ProtocolError(partition_id, f"cannot load this site's data: {err}") from err

@@ -101,17 +101,45 @@ def partition_id_of(context: Context) -> int:
     return int(context.node_config[PARTITION_ID_KEY])
 
 
-def wait_for_nodes(grid: Grid, required: int, timeout: float, poll: float = 0.1) -> list[int]:
-    """Node ids once ``required`` nodes are connected, else :class:`TooFewClientsError`."""
+def wait_for_nodes(
+    grid: Grid,
+    required: int | None,
+    timeout: float,
+    poll: float = 0.1,
+    settle: float = 1.0,
+    progress: Callable[[str], None] | None = None,
+    report_every: float = 5.0,
+) -> list[int]:
+    """Node ids once ``required`` nodes are connected, else :class:`TooFewClientsError`.
+
+    ``required=None``: every node that connects, once at least one is there and their number has
+    not changed for ``settle`` seconds. ``progress`` hears at once how many are awaited, then
+    every ``report_every`` seconds how many are connected.
+    """
     start = time.monotonic()
+    wanted = f"{required}" if required else "any"
+    if progress is not None:
+        progress(f"waiting up to {timeout:g} s for {wanted} SuperNode(s)")
+    last_report = start
+    count, since = -1, start
     while True:
         nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= required:
+        now = time.monotonic()
+        if len(nodes) != count:
+            count, since = len(nodes), now
+        if required and len(nodes) >= required:
             return nodes
-        if time.monotonic() - start >= timeout:
+        if not required and nodes and now - since >= settle:
+            if progress is not None:
+                progress(f"{len(nodes)} SuperNode(s) connected; running with all of them")
+            return nodes
+        if now - start >= timeout:
             raise TooFewClientsError(
-                f"{len(nodes)} of {required} required clients connected after {timeout:g} s"
+                f"{len(nodes)} of {wanted} required clients connected after {timeout:g} s"
             )
+        if progress is not None and now - last_report >= report_every:
+            progress(f"{len(nodes)} of {wanted} SuperNode(s) connected")
+            last_report = now
         time.sleep(poll)
 
 
@@ -151,14 +179,20 @@ class ProtocolWorkflow:
     def __init__(
         self,
         *,
-        num_clients: int,
+        num_clients: int | None,
+        min_clients: int | None = None,
+        secure: bool = False,
         connect_timeout: float = 30.0,
         round_timeout: float | None = None,
         max_rounds: int = 10_000,
         secure_config: SecureAggConfig | None = None,
         poll_interval: float = 0.05,
+        progress: Callable[[str], None] | None = None,
     ):
-        self.num_clients = int(num_clients)
+        self.num_clients = None if not num_clients else int(num_clients)
+        self.min_clients = min_clients
+        self.secure = bool(secure)
+        self.progress = progress
         self.connect_timeout = float(connect_timeout)
         self.round_timeout = round_timeout
         self.max_rounds = int(max_rounds)
@@ -172,7 +206,14 @@ class ProtocolWorkflow:
         thread, f_stop, c_done = start_update_client_manager_thread(grid, context.client_manager)
         c_done.wait()
         try:
-            wait_for_nodes(grid, self.num_clients, self.connect_timeout)
+            nodes = wait_for_nodes(
+                grid, self.num_clients, self.connect_timeout, progress=self.progress
+            )
+            strategy.bind_run(
+                num_clients=self.num_clients or len(nodes),
+                min_clients=self.min_clients,
+                secure=self.secure,
+            )
             context.client_manager.all()  # register the connected nodes now
             context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
             cfg = ConfigRecord({Key.START_TIME: timeit.default_timer()})
@@ -265,25 +306,31 @@ def run_strategy(
     context: Context,
     strategy: ProtocolStrategy,
     *,
-    num_clients: int,
+    num_clients: int | None,
     min_clients: int | None = None,
     secure: bool = False,
     secure_config: SecureAggConfig | None = None,
     connect_timeout: float = 30.0,
     round_timeout: float | None = None,
     max_rounds: int = 10_000,
+    progress: Callable[[str], None] | None = None,
 ) -> None:
-    """Run ``strategy`` to completion on ``grid`` (the body of every ServerApp ``main``)."""
-    strategy.bind_run(num_clients=num_clients, min_clients=min_clients, secure=secure)
+    """Run ``strategy`` to completion on ``grid`` (the body of every ServerApp ``main``).
+
+    ``num_clients=None``: run with every node connected once their number settles.
+    """
     legacy = LegacyContext(
         context=context, config=ServerConfig(num_rounds=max_rounds), strategy=strategy
     )
     ProtocolWorkflow(
         num_clients=num_clients,
+        min_clients=min_clients,
+        secure=secure,
         connect_timeout=connect_timeout,
         round_timeout=round_timeout,
         max_rounds=max_rounds,
         secure_config=secure_config,
+        progress=progress,
     )(grid, legacy)
 
 

@@ -27,6 +27,12 @@ from fedcausal_flwr.federation.messages import FederationError
 from fedcausal_flwr.result import Result
 
 FEDERATION = "local-deployment"
+#: Set for every process started here: no telemetry, no update check, no runtime installs.
+NO_PHONING_OUT = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+}
 
 
 def free_port() -> int:
@@ -61,6 +67,46 @@ def descendants(pid: int) -> list[int]:
         found.extend(kids)
         frontier = kids
     return found
+
+
+def process_environment(pid: int) -> dict[str, str]:
+    """The environment a process was started with (from /proc; Linux), {} if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """PIDs of live processes started with ``key=value`` in their environment (e.g. the detached
+    local SuperLink that ``flwr run`` starts for Flower's default local simulation, found by the
+    ``FLWR_HOME`` it inherited)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and process_environment(int(entry.name)).get(key) == value:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def end_processes(pids: Sequence[int], grace: float = 3.0) -> list[int]:
+    """SIGTERM ``pids`` and their descendants, SIGKILL what is left after ``grace`` seconds."""
+    everything = sorted({*pids, *(c for p in pids for c in descendants(p))})
+    for pid in everything:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(p) for p in everything):
+        time.sleep(0.1)
+    for pid in everything:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return everything
 
 
 def _alive(pid: int) -> bool:
@@ -106,8 +152,8 @@ class LocalDeployment:
         self.env.update(
             {
                 "FLWR_HOME": str(self.flwr_home),
-                "FLWR_TELEMETRY_ENABLED": "0",
                 "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1",
+                **NO_PHONING_OUT,
             }
         )
         self.env.update(env or {})

@@ -94,6 +94,7 @@ class ClientInfo:
     levels: dict[str, list | None]  # sorted observed values; None for float / many-valued columns
     n_missing: dict[str, int]
     version: str = ""
+    fingerprint: str = ""
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
@@ -105,6 +106,7 @@ class ClientInfo:
             levels=dict(meta["levels"]),
             n_missing={k: int(v) for k, v in meta["n_missing"].items()},
             version=str(meta.get("version", "")),
+            fingerprint=str(meta.get("fingerprint", "")),
         )
 
 

@@ -1,16 +1,17 @@
 """Method registry: how ``flwr run`` / the CLI find a method's strategy and client by name.
 
-A method module registers itself at import time::
+A method module registers itself at import time, with its declared options::
 
-    register_method("fedpc", make_strategy=FedPCStrategy.from_options,
-                    make_client=FedPCClient.from_options)
+    register_method("fedpc", make_strategy, make_client, options=FEDPC_OPTIONS)
 
 with ``make_strategy(options: dict) -> ProtocolStrategy`` and
 ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) -> ProtocolClient``.
-``options`` is the run configuration with ``-`` in keys replaced by ``_`` (``min-clients`` ->
-``min_clients``). Built-in methods are found by importing ``fedcausal_flwr.strategies`` (its
-``__init__`` imports the method modules); other modules can be named in the run config key
-``plugins`` (comma-separated module names), which both the ServerApp and the ClientApp import.
+``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
+range, help, the paper's value); every door resolves what the user typed with
+:func:`resolve_options` before the first round, and the factories get the complete, typed values.
+Built-in methods are found by importing ``fedcausal_flwr.strategies`` (its ``__init__`` imports the
+method modules); other modules can be named in the run config key ``plugins`` (comma-separated
+module names), which both the ServerApp and the ClientApp import.
 """
 
 from __future__ import annotations
@@ -22,11 +23,16 @@ from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
+
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
 
 MakeStrategy = Callable[[dict], Any]
 MakeClient = Callable[[int, pd.DataFrame, dict], Any]
 MakeData = Callable[[dict, int, int], pd.DataFrame]
+#: ``secure(options) -> None`` if the method can sum its statistics through SecAgg+ with these
+#: options, else the reason it cannot (a sentence).
+SecureSupport = Callable[[dict], "str | None"]
 
 
 class UnknownMethodError(KeyError):
@@ -46,6 +52,31 @@ class MethodSpec:
     make_client: MakeClient
     make_data: MakeData | None = None
     description: str = ""
+    options: OptionSet = OptionSet()
+    secure: SecureSupport | None = None
+    paper: str = ""
+
+    @property
+    def owner(self) -> str:
+        return f"method {self.name!r}"
+
+    def resolve(self, raw: Mapping[str, Any] | None, door: str = "python") -> dict[str, Any]:
+        """The method's complete, typed options from what a user typed on ``door``."""
+        return self.options.resolve(raw, owner=self.owner, door=door)
+
+    def seeded(self, raw: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
+        """``raw`` plus the run's ``seed`` as the method's seed, if the method has a seed option
+        and ``raw`` does not set it (the one rule every door uses)."""
+        out = dict(raw or {})
+        if "seed" in self.options and "seed" not in {canonical(k) for k in out}:
+            out["seed"] = seed
+        return out
+
+    def secure_problem(self, options: Mapping[str, Any]) -> str | None:
+        """Why SecAgg+ cannot carry this run's statistics (None: it can)."""
+        if self.secure is None:
+            return f"{self.name} sums no statistics on the server, so SecAgg+ has nothing to hide"
+        return self.secure(dict(options))
 
 
 _METHODS: dict[str, MethodSpec] = {}
@@ -60,12 +91,30 @@ def register_method(
     *,
     make_data: MakeData | None = None,
     description: str = "",
+    options: OptionSet | None = None,
+    secure: SecureSupport | None = None,
+    paper: str = "",
     replace: bool = False,
 ) -> MethodSpec:
-    """Register (or, with ``replace=True``, re-register) a method under ``name``."""
+    """Register (or, with ``replace=True``, re-register) a method under ``name``.
+
+    ``options``: the method's declared options (none if omitted: then any option is an error).
+    ``secure``: given if the method can route its summed statistics through SecAgg+.
+    """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
-    spec = MethodSpec(name, make_strategy, make_client, make_data, description)
+    if options is not None and not isinstance(options, OptionSet):
+        raise TypeError(f"options of method {name!r} must be an OptionSet")
+    spec = MethodSpec(
+        name,
+        make_strategy,
+        make_client,
+        make_data,
+        description,
+        options or OptionSet(),
+        secure,
+        paper,
+    )
     old = _METHODS.get(name)
     if old is not None and not replace and _signature(old) != _signature(spec):
         raise ValueError(
@@ -99,16 +148,43 @@ def known_methods() -> list[str]:
     return sorted(_METHODS)
 
 
+def builtin_methods() -> list[str]:
+    """Names of the methods this package ships (plugins left out), e.g. for its documentation."""
+    _import_builtins()
+    prefix = BUILTIN_METHODS_MODULE + "."
+    return sorted(n for n, s in _METHODS.items() if _origin(s.make_strategy).startswith(prefix))
+
+
 def get_method(name: str) -> MethodSpec:
     """The registered method ``name``; :class:`UnknownMethodError` lists the known ones."""
     _import_builtins()
     try:
         return _METHODS[name]
     except KeyError:
+        hint = closest(str(name), _METHODS)
         raise UnknownMethodError(
-            f"unknown method {name!r}; known methods: {sorted(_METHODS) or 'none'} "
+            f"unknown method {name!r}"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+            + f"; known methods: {', '.join(sorted(_METHODS)) or 'none'} "
             "(a plugin module can be named in the run config key 'plugins')"
         ) from None
+
+
+def resolve_options(
+    name: str, raw: Mapping[str, Any] | None, door: str = "python"
+) -> dict[str, Any]:
+    """Method ``name``'s complete, typed options from ``raw`` as typed on ``door``."""
+    return get_method(name).resolve(raw, door)
+
+
+def check_secure(spec: MethodSpec, options: Mapping[str, Any], secure: bool, door: str) -> None:
+    """A secure run of a method (or option set) that cannot sum through SecAgg+ is an error."""
+    if not secure:
+        return
+    problem = spec.secure_problem(options)
+    if problem:
+        flag = spell("secure", door) if door == "cli" else say("secure", True, door)
+        raise OptionError(f"{spec.owner}: {flag} does not apply: {problem}")
 
 
 def import_plugins(modules: str | Iterable[str]) -> None:

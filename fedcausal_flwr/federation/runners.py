@@ -32,8 +32,9 @@ from fedcausal_flwr.federation.apps import (
     make_server_app,
 )
 from fedcausal_flwr.federation.localgrid import run_local
-from fedcausal_flwr.federation.registry import get_method
-from fedcausal_flwr.result import Result
+from fedcausal_flwr.federation.registry import check_secure, get_method
+from fedcausal_flwr.options import OptionError, spell
+from fedcausal_flwr.result import Result, run_config
 
 if TYPE_CHECKING:
     from fedcausal_flwr.clients.base import ProtocolClient
@@ -239,12 +240,39 @@ def run_method(
     name: str,
     partitions: Sequence[pd.DataFrame],
     options: Mapping[str, Any] | None = None,
+    *,
+    backend: str = "inprocess",
+    secure: bool = False,
+    min_clients: int | None = None,
+    door: str = "python",
+    data: Mapping[str, Any] | None = None,
     **run_kwargs: Any,
 ) -> Result:
-    """Run the registered method ``name`` on in-memory partitions (one DataFrame per client)."""
+    """Run the registered method ``name`` on in-memory partitions (one DataFrame per client).
+
+    ``options`` are the method's options as typed on ``door`` (validated before the first round;
+    see :mod:`fedcausal_flwr.options`); ``data`` describes where the partitions came from, for the
+    result's provenance. Other keywords go to :func:`run_protocol`.
+    """
     spec = get_method(name)
-    opts = dict(options or {})
+    opts = spec.resolve(options, door)
+    check_secure(spec, opts, secure, door)
+    if min_clients is not None and not 1 <= min_clients <= len(partitions):
+        raise OptionError(
+            f"{spell('min_clients', door)} {min_clients}: must be between 1 and the number of "
+            f"clients ({len(partitions)})"
+        )
     strategy = spec.make_strategy(opts)
     factory = PartitionedClients(BoundClientMaker(spec.make_client, opts), partitions)
-    config = {"method": name, **opts}
-    return run_protocol(strategy, factory, len(partitions), config=config, **run_kwargs)
+    settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
+    config = run_config(name, opts, settings, dict(data or {"source": "frames"}))
+    return run_protocol(
+        strategy,
+        factory,
+        len(partitions),
+        backend=backend,
+        secure=secure,
+        min_clients=min_clients,
+        config=config,
+        **run_kwargs,
+    )

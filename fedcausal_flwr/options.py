@@ -1,0 +1,432 @@
+"""Declared options: each method states its options once, and every door reads the declaration.
+
+A *door* is a place where a user sets an option, and each spells option names its own way:
+
+==========  ============================================  ===================
+door        where                                         spelling
+==========  ============================================  ===================
+``python``  ``fedcausal_flwr.run(..., max_depth=3)``      ``max_depth``
+``cli``     ``fedcausal-flwr run ... --max-depth 3``      ``--max-depth``
+``spec``    ``compare --methods fedpc:max_depth=3``       ``max_depth``
+``config``  ``flwr run ... --run-config "options='max-depth=3'"``  ``max-depth``
+==========  ============================================  ===================
+
+:meth:`OptionSet.resolve` turns what a user typed into the complete, typed option values
+(defaults included): strings from the command line and the run config are converted by the
+declared type, one boolean rule holds everywhere (``true/false``, ``1/0``, ``yes/no``, ``on/off``),
+an unknown name fails with the closest valid one and the valid list, and every error names the
+option as the user wrote it on that door. Resolving resolved values again returns them unchanged,
+so a strategy can resolve its input whoever built it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+DOORS = ("python", "cli", "spec", "config")
+KINDS = ("int", "float", "bool", "str")
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+NONE_WORDS = ("none", "null")
+_INT_TEXT = re.compile(r"[+-]?\d+")
+
+
+class OptionError(ValueError):
+    """An option is unknown, of the wrong type, out of range or does not apply."""
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+def canonical(name: str) -> str:
+    """``--max-depth``, ``max-depth`` and ``max_depth`` all name the option ``max_depth``."""
+    return str(name).strip().lstrip("-").replace("-", "_")
+
+
+def spell(name: str, door: str) -> str:
+    """How ``door`` writes the option ``name``."""
+    if door == "cli":
+        return "--" + name.replace("_", "-")
+    if door == "config":
+        return name.replace("_", "-")
+    if door in ("python", "spec"):
+        return name
+    raise ValueError(f"unknown door {door!r}; expected one of {DOORS}")
+
+
+def show_value(value: Any) -> str:
+    """A value as a user types it: ``none``, ``true``, ``0.05``, ``chi2``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def say(name: str, value: Any, door: str) -> str:
+    """An option setting written the door's way: ``--test chi2``, ``test='chi2'``, ``test=chi2``."""
+    if door == "cli":
+        return f"{spell(name, door)} {show_value(value)}"
+    if door == "python":
+        return f"{name}={value!r}"
+    return f"{spell(name, door)}={show_value(value)}"
+
+
+def parse_bool(value: Any) -> bool:
+    """The one boolean rule: a bool, 0/1, or ``true/false, 1/0, yes/no, on/off`` (any case)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and int(value) in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in TRUE_WORDS:
+            return True
+        if text in FALSE_WORDS:
+            return False
+    raise ValueError(f"expected true or false (or 1/0, yes/no, on/off), got {value!r}")
+
+
+def closest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name a typo most likely meant, or None."""
+    found = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option.
+
+    ``kind`` is ``int``, ``float``, ``bool`` or ``str``; ``convert`` replaces the kind's rule for
+    special values (it gets the raw value and returns the typed one or raises ``ValueError``).
+    ``nullable`` admits ``None`` (typed ``none``); ``null_values`` are values that also mean None
+    (``-1`` for "no depth cap"). ``requires=(other, values)``: setting this option away from its
+    default only makes sense when option ``other`` has one of ``values`` (an error otherwise).
+    ``paper`` says what the paper (or, where it is silent, its authors' code) sets; ``why`` says
+    why the default differs from it (empty when it does not).
+    """
+
+    name: str
+    kind: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    nullable: bool = False
+    null_values: tuple[Any, ...] = ()
+    null_meaning: str = ""
+    requires: tuple[str, tuple[Any, ...]] | None = None
+    paper: str = ""
+    why: str = ""
+    convert: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name!r}: unknown kind {self.kind!r}")
+        if canonical(self.name) != self.name:
+            raise ValueError(f"option name {self.name!r} must be a snake_case identifier")
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def describe_type(self) -> str:
+        """What values the option takes, in words (for help and errors)."""
+        if self.choices:
+            text = "one of " + ", ".join(self.choices)
+        else:
+            text = {
+                "int": "an integer",
+                "float": "a number",
+                "bool": "true or false",
+                "str": "a string",
+            }[self.kind]
+            bounds = []
+            if self.minimum is not None:
+                bounds.append(f"{'>' if self.min_exclusive else '>='} {show_value(self.minimum)}")
+            if self.maximum is not None:
+                bounds.append(f"{'<' if self.max_exclusive else '<='} {show_value(self.maximum)}")
+            if bounds:
+                text += " " + " and ".join(bounds)
+        if self.nullable:
+            extra = "/".join(["none", *(show_value(v) for v in self.null_values)])
+            text += f", or {extra}" + (f" ({self.null_meaning})" if self.null_meaning else "")
+        return text
+
+    def parse(self, value: Any) -> Any:
+        """The typed value; ``ValueError`` with the reason (the caller adds the option's name)."""
+        if self.nullable and (
+            value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS)
+        ):
+            return None
+        if value is None:
+            raise ValueError(f"a value is needed ({self.describe_type()})")
+        if self.convert is not None:
+            typed = self.convert(value)
+        elif self.kind == "bool":
+            typed = parse_bool(value)
+        elif self.kind == "int":
+            typed = _parse_int(value)
+        elif self.kind == "float":
+            typed = _parse_float(value)
+        else:
+            if not isinstance(value, str):
+                raise ValueError(f"expected {self.describe_type()}, got {value!r}")
+            typed = value.strip()
+        if self.nullable and any(_same(typed, null) for null in self.null_values):
+            return None
+        self._check_range(typed)
+        return typed
+
+    def _check_range(self, value: Any) -> None:
+        if self.choices and value not in self.choices:
+            hint = closest(str(value), self.choices)
+            raise ValueError(
+                f"{value!r} is not one of {', '.join(self.choices)}"
+                + (f" (did you mean {hint!r}?)" if hint else "")
+            )
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return
+        low, high = self.minimum, self.maximum
+        if low is not None and (value <= low if self.min_exclusive else value < low):
+            raise ValueError(f"expected {self.describe_type()}, got {show_value(value)}")
+        if high is not None and (value >= high if self.max_exclusive else value > high):
+            raise ValueError(f"expected {self.describe_type()}, got {show_value(value)}")
+
+
+def _same(value: Any, null: Any) -> bool:
+    if isinstance(value, bool) or isinstance(null, bool):
+        return value is null
+    return type(value) in (int, float) and type(null) in (int, float) and value == null
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and value == int(value):
+        return int(value)
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+        return int(value.strip())
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
+
+
+#: A cross-option rule: ``check(values, door) -> message or None``; the message names options
+#: with :func:`say` / :func:`spell` for the door.
+Check = Callable[[Mapping[str, Any], str], "str | None"]
+
+
+@dataclass(frozen=True)
+class OptionSet:
+    """A method's (or a door's) declared options plus cross-option rules."""
+
+    options: tuple[Option, ...] = ()
+    checks: tuple[Check, ...] = ()
+    by_name: dict[str, Option] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [o.name for o in self.options]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"options declared twice: {sorted({n for n in names if names.count(n) > 1})}"
+            )
+        object.__setattr__(self, "by_name", {o.name: o for o in self.options})
+
+    def __contains__(self, name: str) -> bool:
+        return canonical(name) in self.by_name
+
+    def __getitem__(self, name: str) -> Option:
+        return self.by_name[canonical(name)]
+
+    def __iter__(self):
+        return iter(self.options)
+
+    def __len__(self) -> int:
+        return len(self.options)
+
+    @property
+    def names(self) -> list[str]:
+        return [o.name for o in self.options]
+
+    def defaults(self) -> dict[str, Any]:
+        """Declared defaults (required options left out)."""
+        return {o.name: o.default for o in self.options if not o.required}
+
+    def extend(self, *options: Option, checks: Sequence[Check] = ()) -> OptionSet:
+        """This set plus more options (a later option of the same name replaces the earlier)."""
+        merged = {o.name: o for o in self.options}
+        merged.update({o.name: o for o in options})
+        return OptionSet(tuple(merged.values()), (*self.checks, *checks))
+
+    def without(self, *names: str) -> OptionSet:
+        return OptionSet(tuple(o for o in self.options if o.name not in names), self.checks)
+
+    def replace_default(self, **defaults: Any) -> OptionSet:
+        """The same options with other defaults (e.g. a method with stricter tests)."""
+        from dataclasses import replace
+
+        unknown = sorted(set(defaults) - set(self.by_name))
+        if unknown:
+            raise ValueError(f"no such options to re-default: {unknown}")
+        changed = tuple(
+            replace(o, default=defaults[o.name]) if o.name in defaults else o for o in self.options
+        )
+        return OptionSet(changed, self.checks)
+
+    def resolve(
+        self,
+        raw: Mapping[str, Any] | None,
+        *,
+        owner: str,
+        door: str = "python",
+    ) -> dict[str, Any]:
+        """Every option's typed value (given, else default), checked.
+
+        ``raw`` maps names as typed on ``door`` (``--max-depth``, ``max-depth``, ``max_depth``)
+        to values; ``owner`` names what the options belong to in errors (``method 'fedecd'``).
+        """
+        if door not in DOORS:
+            raise ValueError(f"unknown door {door!r}; expected one of {DOORS}")
+        given: dict[str, Any] = {}
+        typed_as: dict[str, str] = {}
+        for key, value in (raw or {}).items():
+            name = canonical(key)
+            if name in typed_as:
+                raise OptionError(
+                    f"{owner}: option {spell(name, door)} is given twice "
+                    f"(as {typed_as[name]!r} and {key!r})"
+                )
+            if name not in self.by_name:
+                raise OptionError(self.unknown_message(str(key), owner, door))
+            typed_as[name] = str(key)
+            given[name] = value
+        values: dict[str, Any] = {}
+        for option in self.options:
+            if option.name in given:
+                try:
+                    values[option.name] = option.parse(given[option.name])
+                except ValueError as err:
+                    shown = typed_as[option.name] if door != "cli" else spell(option.name, door)
+                    raise OptionError(f"{owner}: option {shown}: {err}") from None
+            elif option.required:
+                raise OptionError(
+                    f"{owner} needs option {spell(option.name, door)} ({option.help}; "
+                    f"{option.describe_type()})"
+                )
+            else:
+                values[option.name] = option.default
+        for name in given:
+            requirement = self.by_name[name].requires
+            if requirement is None or values[name] == self.by_name[name].default:
+                continue  # at its default an option changes nothing (resolved values stay valid)
+            other, allowed = requirement
+            if values[other] not in allowed:
+                wanted = " or ".join(say(other, v, door) for v in allowed)
+                raise OptionError(
+                    f"{owner}: option {spell(name, door)} applies only with {wanted} "
+                    f"(here {say(other, values[other], door)})"
+                )
+        for check in self.checks:
+            message = check(values, door)
+            if message:
+                raise OptionError(f"{owner}: {message}")
+        return values
+
+    def unknown_message(self, key: str, owner: str, door: str) -> str:
+        """Unknown option: the owner, the name as typed, the closest valid name, the valid list."""
+        valid = [spell(n, door) for n in self.names]
+        hint = closest(spell(canonical(key), door), valid)
+        listing = ", ".join(valid) if valid else "none"
+        return (
+            f"{owner} has no option {key!r}"
+            + (f" (did you mean {hint}?)" if hint else "")
+            + f"; its options: {listing}"
+        )
+
+    def table(self, door: str = "cli") -> list[tuple[str, str, str, str, str]]:
+        """Rows ``(name, values, default, help, paper)`` for help texts and documentation."""
+        return [
+            (
+                spell(o.name, door),
+                o.describe_type(),
+                "(required)" if o.required else show_value(o.default),
+                o.help,
+                o.paper,
+            )
+            for o in self.options
+        ]
+
+
+def parse_assignments(text: str, *, what: str) -> dict[str, str]:
+    """``"max-depth=3 target='A,B'"`` -> ``{"max-depth": "3", "target": "A,B"}``.
+
+    Whitespace separates assignments; quotes group (shell rules). Values stay strings: the
+    declared types convert them.
+    """
+    try:
+        tokens = shlex.split(text or "")
+    except ValueError as err:
+        raise OptionError(f"{what}: cannot read {text!r}: {err}") from None
+    out: dict[str, str] = {}
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        if not sep or not key.strip():
+            raise OptionError(f"{what}: {token!r} is not key=value (in {text!r})")
+        if key.strip() in out:
+            raise OptionError(f"{what}: {key.strip()!r} is given twice (in {text!r})")
+        out[key.strip()] = value
+    return out
+
+
+def parse_spec(spec: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
+    """``"fedpc:ci=sketch:alpha=0.01"`` -> ``("fedpc", {"ci": "sketch", "alpha": "0.01"})``.
+
+    The syntax of method specs in ``compare`` and of network (``er:d=20``) and partition
+    (``dirichlet:alpha=0.5``) specs on every door. Values stay strings.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise OptionError(f"a {what} must be a non-empty string, got {spec!r}")
+    name, *parts = spec.strip().split(":")
+    options: dict[str, str] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise OptionError(f"{what} {spec!r}: {part!r} is not key=value")
+        if key.strip() in options:
+            raise OptionError(f"{what} {spec!r}: {key.strip()!r} is given twice")
+        options[key.strip()] = value.strip()
+    return name.strip(), options
+
+
+def format_spec(name: str, options: Mapping[str, Any]) -> str:
+    """The inverse of :func:`parse_spec` (values written as a user types them)."""
+    return ":".join([name, *(f"{k}={show_value(v)}" for k, v in options.items())])

@@ -1,0 +1,70 @@
+"""fedCI's actions, GLM model rows and the fixed-point digits of its secure sums.
+
+The wire protocol (and the precision of the fixed-point encoding) is documented in
+:mod:`fedcausal_flwr.strategies.fedci`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedcausal_flwr.stats.glm import GLMModel
+
+GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients
+LOCAL_LRT = "local_lrt"  # the client's own LRT p-values (Fisher baseline)
+ACTIONS = (GLM, LOCAL_LRT)
+
+FIXED_FRACTION_BITS = 30  # default f: values travel as round(v * 2**f)
+FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value
+
+
+def model_row(model: GLMModel) -> list:
+    """A model as the JSON row ``[response, predictors, site_effect, sites]``."""
+    return [model.response, list(model.predictors), model.site_effect, list(model.sites)]
+
+
+def model_from_row(row: list) -> GLMModel:
+    """The model of a :func:`model_row` row."""
+    response, predictors, site_effect, sites = row
+    return GLMModel(str(response), tuple(predictors), str(site_effect), tuple(map(int, sites)))
+
+
+def digit_bits(clip: int) -> int:
+    """Largest ``b`` with balanced base-``2**b`` digits (``|d| <= 2**(b-1)``) within ``clip``."""
+    if clip < 1:
+        raise ValueError(f"secure bound must be >= 1, got {clip}")
+    return int(clip).bit_length()  # 2**(b-1) <= clip < 2**b
+
+
+def encode_fixed(values: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
+    """Floats -> int64 digits (digit-major, ``limbs * len(values)``); exact float arithmetic.
+
+    Raises :class:`OverflowError` if some ``|round(v 2**f)|`` needs more than ``limbs`` digits.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise OverflowError("non-finite value in the GLM blocks")
+    q = np.rint(np.ldexp(values, fraction_bits))  # integral float, exact (power-of-two scaling)
+    base = float(2**bits)
+    digits = np.empty((limbs, q.size), dtype=np.int64)
+    for j in range(limbs):  # limbs is tiny (<= 4); the vectors are the work
+        high = np.rint(q / base)  # exact: q / base is a power-of-two scaling
+        low = q - high * base  # exact: an integer with |low| <= base / 2
+        digits[j] = low.astype(np.int64)
+        q = high
+    if np.any(q != 0):
+        worst = float(np.max(np.abs(values)))
+        raise OverflowError(
+            f"|value| up to {worst:.3g} does not fit {limbs} digits of {bits} bits at "
+            f"2**{fraction_bits} (limit ~2**{bits * limbs - 1 - fraction_bits}); raise fixed_limbs"
+        )
+    return digits.ravel()
+
+
+def decode_fixed(summed: np.ndarray, fraction_bits: int, bits: int, limbs: int) -> np.ndarray:
+    """Summed digits -> float sums (Horner over digits, then ``/ 2**f``)."""
+    digits = np.asarray(summed, dtype=np.int64).reshape(limbs, -1).astype(np.float64)
+    total = np.zeros(digits.shape[1])
+    for j in reversed(range(limbs)):
+        total = total * 2.0**bits + digits[j]
+    return np.ldexp(total, -fraction_bits)

@@ -1,0 +1,30 @@
+"""Batches of CI queries on the wire: one int64 matrix of rows ``[x, y, S..., -1 padding]``.
+
+Used by the FedC2SL, voting, layer-wise FedPC and FedCDnv protocols (queries and separating sets);
+see the wire-protocol tables of :mod:`fedcausal_flwr.strategies.fedc2sl`,
+:mod:`fedcausal_flwr.strategies.voting`, :mod:`fedcausal_flwr.strategies.fedpc_vote` and
+:mod:`fedcausal_flwr.strategies.tpss`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedcausal_flwr.stats.oracle import Query
+
+
+def encode_queries(queries: list[Query]) -> np.ndarray:
+    """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse)."""
+    width = 2 + max((len(q[2]) for q in queries), default=0)
+    out = np.full((len(queries), width), -1, dtype=np.int64)
+    for i, (x, y, s) in enumerate(queries):
+        out[i, : 2 + len(s)] = (x, y, *s)
+    return out
+
+
+def decode_queries(matrix: np.ndarray) -> list[Query]:
+    """The queries of a matrix built by :func:`encode_queries` (padding dropped)."""
+    rows = np.asarray(matrix, dtype=np.int64)
+    if rows.ndim != 2 or rows.shape[1] < 2:
+        raise ValueError(f"a query matrix must be (n, >= 2), got shape {rows.shape}")
+    return [(r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in rows.tolist()]

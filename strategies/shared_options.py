@@ -1,0 +1,165 @@
+"""Options several methods declare alike (CI level, test, depth, reliability, seed, FCI engine).
+
+Each method's :class:`~fedcausal_flwr.options.OptionSet` is written next to its strategy from these
+builders, with the method's own default and the paper's value where the paper gives one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fedcausal_flwr.options import Option, say
+
+DISCRETE_TESTS = ("chi2", "g2")
+COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
+POSSIBLE_DSEP = ("sequential", "stable", "off")
+FCI_RULES = ("zhang", "causallearn")
+
+
+def alpha(default: float = 0.05, paper: str = "") -> Option:
+    return Option(
+        "alpha",
+        "float",
+        default,
+        "significance level of every CI test",
+        minimum=0.0,
+        maximum=1.0,
+        min_exclusive=True,
+        max_exclusive=True,
+        paper=paper,
+    )
+
+
+def test(
+    default: str = "chi2", choices: tuple[str, ...] = DISCRETE_TESTS, paper: str = ""
+) -> Option:
+    return Option(
+        "test",
+        "str",
+        default,
+        "CI test: Pearson chi2, G2 (likelihood ratio)"
+        + (", Fisher-z on Gaussian data" if "fisherz" in choices else ""),
+        choices=choices,
+        paper=paper,
+    )
+
+
+def max_depth(
+    default: int | None = None, help: str = "largest conditioning set", paper: str = ""
+) -> Option:
+    return Option(
+        "max_depth",
+        "int",
+        default,
+        help,
+        minimum=0,
+        nullable=True,
+        null_values=(-1,),
+        null_meaning="no cap",
+        paper=paper,
+    )
+
+
+def reliability(default: float | None = None, paper: str = "") -> Option:
+    return Option(
+        "reliability",
+        "float",
+        default,
+        "run a test only with at least this many rows per table cell (n / (a_x a_y prod a_s), "
+        "Causal Learner's rule); otherwise it counts as dependent",
+        minimum=0.0,
+        nullable=True,
+        null_values=(0,),
+        null_meaning="off",
+        paper=paper,
+    )
+
+
+def seed(help: str) -> Option:
+    return Option("seed", "int", 0, help + " (the doors set it to the run's seed)", minimum=0)
+
+
+def ratio(default: float, paper: str = "") -> Option:
+    return Option(
+        "ratio",
+        "float",
+        default,
+        "keep an edge with votes >= ratio * K (exact decimal comparison)",
+        minimum=0.0,
+        maximum=1.0,
+        min_exclusive=True,
+        paper=paper,
+    )
+
+
+def collider_rule() -> Option:
+    return Option(
+        "collider_rule",
+        "str",
+        "causallearn",
+        "PC's collider rule: causal-learn 0.1.4.8's (uc_rule=0, uc_priority=2), the textbook rule, "
+        "conservative or majority PC",
+        choices=COLLIDER_RULES,
+    )
+
+
+def fci_engine() -> tuple[Option, ...]:
+    """FCI's Possible-D-Sep phase and rule set."""
+    return (
+        Option(
+            "possible_dsep",
+            "str",
+            "sequential",
+            "FCI's Possible-D-Sep removal phase (sequential as causal-learn, order-independent "
+            "stable, or off)",
+            choices=POSSIBLE_DSEP,
+        ),
+        Option(
+            "pds_max_size",
+            "int",
+            None,
+            "largest Possible-D-Sep conditioning set",
+            minimum=0,
+            nullable=True,
+            null_values=(-1,),
+            null_meaning="no cap",
+        ),
+        Option(
+            "fci_rules",
+            "str",
+            "zhang",
+            "FCI orientation rules: Zhang (2008) without selection bias, or causal-learn's set "
+            "(R5-R7, R4 with two extra tests)",
+            choices=FCI_RULES,
+        ),
+    )
+
+
+def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The FCI engine keywords (:func:`~fedcausal_flwr.discovery.fci.fci_steps`) of resolved
+    method options."""
+    return {
+        "possible_dsep": values["possible_dsep"],
+        "pds_max_size": values["pds_max_size"],
+        "rules": values["fci_rules"],
+    }
+
+
+def fisherz_needs_exact(values: Mapping[str, Any], door: str) -> str | None:
+    """Cross-option rule: the Gaussian test sums float moments, which only exact mode carries."""
+    if values.get("test") == "fisherz" and values.get("ci", "exact") != "exact":
+        return (
+            f"{say('ci', values['ci'], door)} needs discrete data: the Fisher-z test sums float "
+            f"moments, which the sketch cannot carry; use {say('ci', 'exact', door)}"
+        )
+    return None
+
+
+def sketch_needs_chi2(values: Mapping[str, Any], door: str) -> str | None:
+    if values.get("ci") == "sketch" and values.get("test") != "chi2":
+        return (
+            f"the sketch estimates Pearson's chi2: use {say('test', 'chi2', door)} with "
+            f"{say('ci', 'sketch', door)}"
+        )
+    return None

@@ -1,0 +1,181 @@
+"""The wheel alone runs a paper experiment: built from the sources, installed in a fresh virtual
+environment and started from a folder that is not the repository.
+
+The environment sees the already-installed dependencies through ``--system-site-packages``, so
+nothing is downloaded for them. That site also holds this project's editable install, whose
+import hook (setuptools' ``_EditableFinder``, appended to ``sys.meta_path``) loses to the wheel
+for any module the wheel has, but would silently serve from the source tree any module the wheel
+lacks. A ``sitecustomize`` in the environment removes that hook, so a module missing from the
+wheel fails to import, and the test checks that every module it loads lies inside the environment.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from fedcausal_flwr.data.reference import SACHS_FILES, sachs_file
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Installed into the environment: drops the editable install's import hook for this project.
+SITECUSTOMIZE = """\
+import sys
+
+sys.meta_path[:] = [
+    finder
+    for finder in sys.meta_path
+    if not getattr(finder, "__module__", "").startswith("__editable___fedcausal_flwr")
+]
+"""
+
+# Run inside the environment: where the package, its mapped sub-packages and the data resolve.
+WHERE = """\
+import importlib, json, sys
+names = ["fedcausal_flwr", "fedcausal_flwr.data.reference", "fedcausal_flwr.experiments",
+         "fedcausal_flwr.experiments.fedc2sl_sachs", "fedcausal_flwr.strategies",
+         "fedcausal_flwr.clients"]
+files = {name: importlib.import_module(name).__file__ for name in names}
+from fedcausal_flwr.data import sachs_file
+files["sachs data"] = str(sachs_file("sachs_discrete_853.txt"))
+hooks = [repr(f) for f in sys.meta_path if "editable" in repr(f).lower()]
+print(json.dumps({"files": files, "editable_hooks": hooks, "prefix": sys.prefix}))
+"""
+
+
+def package_dirs() -> dict[str, str]:
+    """Import package -> source folder, as pyproject's ``[tool.setuptools]`` maps them."""
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = config["package-dir"]
+    return {
+        package: next(
+            f"{mapping[top]}{package[len(top) :].replace('.', '/')}"
+            for top in sorted(mapping, key=len, reverse=True)
+            if package == top or package.startswith(top + ".")
+        )
+        for package in config["packages"]
+    }
+
+
+def expected_modules() -> set[str]:
+    """Every module file of the source tree, as the wheel names it."""
+    modules = set()
+    for folder in sorted({Path(d).parts[0] for d in package_dirs().values()}):
+        top = next(p for p, d in sorted(package_dirs().items()) if d == folder)
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            if "__pycache__" not in path.parts:
+                modules.add(f"{top.replace('.', '/')}/{path.relative_to(REPO_ROOT / folder)}")
+    return modules
+
+
+def quiet_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(
+        FLWR_TELEMETRY_ENABLED="0",
+        FLWR_DISABLE_UPDATE_CHECK="1",
+        FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+    )
+    return env
+
+
+@pytest.mark.slow
+def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
+    start = time.perf_counter()
+    # build from a copy of the sources, so the checkout gets no build/ or egg-info folders
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for folder in sorted({Path(d).parts[0] for d in package_dirs().values()}):
+        shutil.copytree(REPO_ROOT / folder, source / folder, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    # pip's isolated build: the environment need not hold the build-system requirements
+    # (setuptools >= 69 and wheel), which .ci/run's `pip install -e` fetches the same way
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", source],
+        check=True,
+        env=quiet_env(),
+    )
+    (wheel,) = (tmp_path / "dist").glob("fedcausal_flwr-*.whl")
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        for name in SACHS_FILES:
+            packed = archive.read(f"fedcausal_flwr/data/sachs/{name}")
+            assert (
+                hashlib.sha256(packed).digest()
+                == hashlib.sha256(sachs_file(name).read_bytes()).digest()
+            ), name
+    assert "fedcausal_flwr/data/sachs/README.md" in names
+    assert {
+        "fedcausal_flwr/experiments/__init__.py",
+        "fedcausal_flwr/experiments/fedcdnv.py",
+    } <= names
+    missing = expected_modules() - names
+    assert not missing, f"modules of the source tree missing from the wheel: {sorted(missing)}"
+
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True
+    )
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps"]
+        + ["--no-index", wheel],
+        check=True,
+        env=quiet_env(),
+    )
+    site_packages = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    (site_packages / "sitecustomize.py").write_text(SITECUSTOMIZE)
+
+    elsewhere = tmp_path / "elsewhere"  # not the repository, and nothing in it
+    elsewhere.mkdir()
+    where = subprocess.run(
+        [python, "-c", WHERE],
+        cwd=elsewhere,
+        env=quiet_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    report = json.loads(where.stdout.strip().splitlines()[-1])
+    assert report["editable_hooks"] == []
+    assert Path(report["prefix"]).resolve() == venv.resolve()
+    for name, file in report["files"].items():
+        assert Path(file).resolve().is_relative_to(site_packages.resolve()), (name, file)
+
+    run = subprocess.run(
+        [venv / "bin" / "fedcausal-flwr", "experiment", "fedc2sl-sachs", "--quick"],
+        cwd=elsewhere,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    text = run.stdout
+    assert "running: python -m fedcausal_flwr.experiments.fedc2sl_sachs --clients 2 64" in text
+    assert "FedC2SL Sachs setting: 853 rows x 11 variables" in text
+    assert "Centralised PC on the pooled rows: SHD(cl0128)" in text
+    rows = [line.split() for line in text.splitlines() if line[:3].strip() in ("2", "64")]
+    assert {(r[0], r[1]) for r in rows} == {
+        (k, m) for k in ("2", "64") for m in ("FedPC-sketch", "PC-Voting", "PC-CIT-Voting")
+    }
+    assert all(float(r[2]) >= 0 for r in rows)  # mean SHD(cl0128)
+    assert "15.70" in text  # the paper's PC-Voting number at K = 64, printed beside ours
+    assert list(elsewhere.iterdir()) == []  # the quick Sachs run writes no files
+    print(f"wheel test: {time.perf_counter() - start:.1f} s")
