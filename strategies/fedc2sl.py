@@ -283,7 +283,7 @@ def _numeric_dtype(dtype: str) -> bool:
 
 def _options(algorithm: str) -> OptionSet:
     """FedPC's (``pc``) or FedFCI's (``fci``) declared options."""
-    engine = (shared.collider_rule(),) if algorithm == "pc" else shared.fci_engine()
+    engine = shared.search_engine(algorithm)
     return OptionSet(
         (
             Option(
@@ -334,10 +334,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLS
     """FedPC / FedFCI from its options (resolved here, so raw keywords work too)."""
     spec = FEDPC_OPTIONS if algorithm == "pc" else FEDFCI_OPTIONS
     values = spec.resolve(options, owner=f"method {'fedpc' if algorithm == 'pc' else 'fedfci'!r}")
-    if algorithm == "pc":
-        engine = {"collider_rule": values["collider_rule"]}
-    else:
-        engine = shared.fci_engine_options(values)
+    engine = shared.search_engine_options(algorithm, values)
     return FedC2SLStrategy(
         algorithm=algorithm,
         ci=values["ci"],

@@ -348,7 +348,7 @@ def schema_value(value: Any) -> str:
 
 
 def _options(algorithm: str) -> OptionSet:
-    engine = (shared.collider_rule(),) if algorithm == "pc" else shared.fci_engine()
+    engine = shared.search_engine(algorithm)
     return OptionSet(
         (
             Option(
@@ -442,10 +442,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStr
     """fedCI-PC / fedCI-FCI from its options (resolved here, so raw keywords work too)."""
     spec = FEDCI_PC_OPTIONS if algorithm == "pc" else FEDCI_FCI_OPTIONS
     values = spec.resolve(options, owner=f"method 'fedci-{algorithm}'")
-    if algorithm == "pc":
-        engine = {"collider_rule": values["collider_rule"]}
-    else:
-        engine = shared.fci_engine_options(values)
+    engine = shared.search_engine_options(algorithm, values)
     return FedCIStrategy(
         algorithm=algorithm,
         alpha=values["alpha"],

@@ -146,6 +146,18 @@ def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def search_engine(algorithm: str) -> tuple[Option, ...]:
+    """The server-side search's options: PC's collider rule, or FCI's engine."""
+    return (collider_rule(),) if algorithm == "pc" else fci_engine()
+
+
+def search_engine_options(algorithm: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The search engine keywords of resolved options (see :func:`search_engine`)."""
+    if algorithm == "pc":
+        return {"collider_rule": values["collider_rule"]}
+    return fci_engine_options(values)
+
+
 def fisherz_needs_exact(values: Mapping[str, Any], door: str) -> str | None:
     """Cross-option rule: the Gaussian test sums float moments, which only exact mode carries."""
     if values.get("test") == "fisherz" and values.get("ci", "exact") != "exact":

@@ -5,7 +5,10 @@ import os
 
 import pytest
 
+# nothing a test starts phones out (the package sets these too; a test checks it does)
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
+os.environ["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+os.environ["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
 os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)

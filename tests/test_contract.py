@@ -179,7 +179,12 @@ def test_nothing_we_start_phones_out(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "['0', '1', '1']", out.stderr
     from fedcausal_flwr.federation.deploy import LocalDeployment
+    from fedcausal_flwr.federation.runners import quiet_flower
 
+    with quiet_flower():  # the Ray runner's environment
+        assert {k: os.environ[k] for k in fedcausal_flwr.NO_PHONING_OUT} == (
+            fedcausal_flwr.NO_PHONING_OUT
+        )
     deployment = LocalDeployment(tmp_path, [{"partition-id": 0}])
     for key, value in (("FLWR_DISABLE_UPDATE_CHECK", "1"), ("FLWR_TELEMETRY_ENABLED", "0"),
                        ("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")):  # fmt: skip

@@ -21,6 +21,8 @@ def test_ray_secure_run_equals_inprocess_runs(monkeypatch):
     inprocess_plain = run_method("toy", parts)
     inprocess_secure = run_method("toy", parts, secure=True)
     ray_secure = run_method("toy", parts, backend="ray", secure=True)  # RAY_TMPDIR: conftest
+    assert ray_secure.config["run"].pop("backend") == "ray"  # provenance says where it ran
+    inprocess_secure.config["run"].pop("backend")
     assert comparable(ray_secure) == comparable(inprocess_secure)
     assert ray_secure.extra == inprocess_plain.extra  # SecAgg+ sum == plain sum, exactly
     ref = toy_reference(dict(enumerate(parts)), [0, 2])

@@ -17,22 +17,17 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from fedcausal_flwr import NO_PHONING_OUT  # every process started here: no telemetry etc.
 from fedcausal_flwr.federation.messages import FederationError
 from fedcausal_flwr.result import Result
 
 FEDERATION = "local-deployment"
-#: Set for every process started here: no telemetry, no update check, no runtime installs.
-NO_PHONING_OUT = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-}
 
 
 def free_port() -> int:
@@ -90,9 +85,13 @@ def processes_with_env(key: str, value: str) -> list[int]:
     return sorted(found)
 
 
-def end_processes(pids: Sequence[int], grace: float = 3.0) -> list[int]:
-    """SIGTERM ``pids`` and their descendants, SIGKILL what is left after ``grace`` seconds."""
-    everything = sorted({*pids, *(c for p in pids for c in descendants(p))})
+def end_processes(
+    pids: Sequence[int], grace: float = 3.0, reap: Callable[[], object] | None = None
+) -> list[int]:
+    """SIGTERM ``pids`` and their descendants, SIGKILL what is left after ``grace`` seconds
+    (descendants spawned meanwhile included); ``reap`` is called while waiting (e.g. to collect
+    our own children's exit codes). Returns every PID signalled."""
+    everything = [*pids, *(c for p in pids for c in descendants(p))]
     for pid in everything:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -100,13 +99,17 @@ def end_processes(pids: Sequence[int], grace: float = 3.0) -> list[int]:
             pass
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(p) for p in everything):
+        if reap is not None:
+            reap()
         time.sleep(0.1)
+    # SuperExec children may have been spawned after the first sweep: look again.
+    everything += [c for p in pids for c in descendants(p)]
     for pid in everything:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return everything
+    return sorted(set(everything))
 
 
 def _alive(pid: int) -> bool:
@@ -257,33 +260,17 @@ class LocalDeployment:
 
     def stop(self, grace: float = 3.0) -> None:
         """End every process started here and all their descendants, by PID."""
-        pids = []
-        for proc in self.processes:
-            pids.extend([proc.pid, *descendants(proc.pid)])
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            for proc in self.processes:
-                proc.poll()
-            time.sleep(0.1)
-        # SuperExec children may have been spawned after the first sweep: look again.
-        for proc in self.processes:
-            pids.extend(descendants(proc.pid))
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pids = end_processes(
+            [proc.pid for proc in self.processes],
+            grace,
+            reap=lambda: [proc.poll() for proc in self.processes],
+        )
         for proc in self.processes:
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self.stopped_pids = sorted(set(pids))
+        self.stopped_pids = pids
         for log in self._log_files:
             log.close()
         self.processes, self._log_files = [], []

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from flwr.app import Context
 
+from fedcausal_flwr import NO_PHONING_OUT
 from fedcausal_flwr.federation.apps import (
     SecureAggConfig,
     make_client_app,
@@ -108,8 +109,9 @@ class PartitionedClients:
 
 @contextmanager
 def quiet_flower(ray_tmpdir: str | os.PathLike | None = None) -> Iterator[None]:
-    """Telemetry off, Flower/Ray loggers at ERROR, Ray temp dir set; restored afterwards."""
-    env = {"FLWR_TELEMETRY_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+    """No phoning out (telemetry, update check, runtime installs off), Flower/Ray loggers at
+    ERROR, Ray temp dir set; restored afterwards."""
+    env = {**NO_PHONING_OUT, "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
     if ray_tmpdir is not None:
         Path(ray_tmpdir).mkdir(parents=True, exist_ok=True)
         env["RAY_TMPDIR"] = str(ray_tmpdir)
