@@ -15,25 +15,30 @@ A handler gets the request's JSON payload and broadcast arrays and returns ``(ar
 ``meta`` must be JSON-serialisable. For a ``secure`` request it must return exactly one flat integer
 vector with ``|value| <= C`` (checked here, before anything is sent). The built-in ``hello`` action
 reports the partition id, row count, columns, dtypes, level sets and a fingerprint of the data (a
-digest that identifies it for reproducibility and reveals nothing else).
+hash that identifies it for reproducibility and reveals nothing else).
 
-Flower rebuilds the client object for every message; state that must survive between rounds lives
-in ``self.context.state`` (persisted per node by Flower), never in attributes.
+Flower rebuilds the client object for every message, so attributes never survive a round. State
+the protocol relies on across rounds lives in ``self.context.state`` (Flower persists it per node,
+in a deployment too). A value that can be recomputed from the data (encoded columns, a CI oracle
+and its test cache) may be kept in a :class:`FrameCache`: in a simulation the frame stays in
+memory and later rounds reuse the value; in a deployment every message is a new process and it
+is recomputed, so no result may depend on a hit.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, ClassVar
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
-import fedcausal_flwr
 from fedcausal_flwr.data.fingerprint import frame_fingerprint
+from fedcausal_flwr.environment import VERSION
 from fedcausal_flwr.federation.messages import (
     HELLO,
     KEY_ACTION,
@@ -48,6 +53,7 @@ from fedcausal_flwr.federation.messages import (
 )
 
 Handler = Callable[..., tuple[list[np.ndarray], dict]]
+T = TypeVar("T")
 _ACTION_ATTR = "_protocol_action"
 
 
@@ -93,6 +99,28 @@ def describe_column(series: pd.Series, max_levels: int) -> tuple[str, list | Non
     except TypeError:  # mixed types: sort by text so the report stays deterministic
         levels = sorted((_json_value(v) for v in uniques), key=str)
     return dtype, levels, n_missing
+
+
+class FrameCache:
+    """One value derived from a client's data frame, per frame and key, released with the frame
+    (see the module docstring for what may be cached)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, Hashable, Any]] = {}
+
+    def get(self, frame: pd.DataFrame, key: Hashable, compute: Callable[[], T]) -> T:
+        """The value cached for ``frame`` under ``key``, else ``compute()`` (which replaces it)."""
+        hit = self._entries.get(id(frame))
+        if hit is not None and hit[0]() is frame and hit[1] == key:
+            return hit[2]
+        value = compute()
+        frame_id = id(frame)
+        forget = self._entries.pop  # bound now: module globals may be gone when the frame dies
+        self._entries[frame_id] = (weakref.ref(frame, lambda _: forget(frame_id, None)), key, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class ProtocolClient(NumPyClient):
@@ -189,7 +217,7 @@ class ProtocolClient(NumPyClient):
             "dtypes": dtypes,
             "levels": levels,
             "n_missing": n_missing,
-            "version": fedcausal_flwr.__version__,
+            "version": VERSION,
             "fingerprint": frame_fingerprint(self.data),
         }
         return [], meta

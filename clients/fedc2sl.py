@@ -9,16 +9,20 @@ stratum margins, their projected residuals, or its data moments.
 from __future__ import annotations
 
 import json
-import weakref
 
 import numpy as np
 import pandas as pd
 
-from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
 from fedcausal_flwr.protocols.queries import decode_queries
-from fedcausal_flwr.stats.contingency import local_tables, make_layout, table_marginals
+from fedcausal_flwr.stats.contingency import (
+    TableLayout,
+    local_tables,
+    make_layout,
+    table_marginals,
+)
 from fedcausal_flwr.stats.gaussian import local_moments
 from fedcausal_flwr.stats.sketch import client_sketch
 
@@ -50,30 +54,20 @@ def encode_columns(
     return codes
 
 
-_ENCODED: dict[int, tuple[weakref.ref, str, np.ndarray]] = {}
+_ENCODED = FrameCache()
 
 
 def cached_codes(data: pd.DataFrame, variables: list[str], levels: dict, client: int) -> np.ndarray:
-    """:func:`encode_columns`, remembered per data frame for the life of the frame.
-
-    Flower builds a new client object for every message; in a simulation the frame itself stays,
-    so each round would re-encode it. The cache is keyed by the frame's identity (released with
-    the frame) and the exact variables and level sets asked.
-    """
+    """:func:`encode_columns` of the exact variables and level sets asked, kept per frame (in a
+    simulation each round would otherwise re-encode the same frame)."""
     key = json.dumps([variables, [levels[v] for v in variables]], default=str)
-    hit = _ENCODED.get(id(data))
-    if hit is not None and hit[0]() is data and hit[1] == key:
-        return hit[2]
-    codes = encode_columns(data, variables, levels, client)
-    frame_id = id(data)
-    _ENCODED[frame_id] = (weakref.ref(data, lambda _: _ENCODED.pop(frame_id, None)), key, codes)
-    return codes
+    return _ENCODED.get(data, key, lambda: encode_columns(data, variables, levels, client))
 
 
 class FedC2SLClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
-    def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, object]:
+    def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:
         variables = payload["variables"]
         codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
         cards = [len(payload["levels"][v]) for v in variables]

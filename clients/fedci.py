@@ -8,11 +8,9 @@ rebuilds the client object for every message.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
@@ -23,19 +21,12 @@ from fedcausal_flwr.stats.glm import (
     n_global_params,
 )
 
-_TABLES: dict[int, tuple[weakref.ref, Schema, ClientTable]] = {}
+_TABLES = FrameCache()
 
 
 def cached_table(data, schema: Schema, partition_id: int) -> ClientTable:
-    """One :class:`ClientTable` per (frame, schema), released with the frame."""
-    hit = _TABLES.get(id(data))
-    if hit is not None and hit[0]() is data and hit[1] == schema:
-        return hit[2]
-    table = ClientTable(data, schema, f"client {partition_id}")
-    frame_id = id(data)
-    forget = _TABLES.pop  # bound now: module globals may be gone when the frame dies at exit
-    _TABLES[frame_id] = (weakref.ref(data, lambda _: forget(frame_id, None)), schema, table)
-    return table
+    """One :class:`ClientTable` per (frame, schema), kept per frame."""
+    return _TABLES.get(data, schema, lambda: ClientTable(data, schema, f"client {partition_id}"))
 
 
 class FedCIClient(ProtocolClient):

@@ -12,14 +12,15 @@ rows and ``raw_data`` (inherited; ``lcs-pooled``) sends them.
 from __future__ import annotations
 
 import json
-import weakref
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.base import FrameCache, action
 from fedcausal_flwr.clients.voting import VotingClient
 from fedcausal_flwr.discovery.lcs import (
     LCSOptions,
+    PruneJob,
+    SepsetJob,
     answer_prune,
     answer_sepsets,
     full_graph,
@@ -29,7 +30,7 @@ from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
 from fedcausal_flwr.stats.oracle import CIOracle
 
-_ORACLES: dict[int, tuple[weakref.ref, str, CIOracle]] = {}
+_ORACLES = FrameCache()
 
 
 class FedLCSClient(VotingClient):
@@ -47,24 +48,14 @@ class FedLCSClient(VotingClient):
             ],
             default=str,
         )
-        hit = _ORACLES.get(id(self.data))
-        if hit is not None and hit[0]() is self.data and hit[1] == key:
-            return hit[2]
-        oracle = self._oracle(payload)
-        frame_id = id(self.data)
-        _ORACLES[frame_id] = (
-            weakref.ref(self.data, lambda _: _ORACLES.pop(frame_id, None)),
-            key,
-            oracle,
-        )
-        return oracle
+        return _ORACLES.get(self.data, key, lambda: self._oracle(payload))
 
     def _jobs(self, payload: dict, width: int) -> list:
         jobs = payload.get("jobs")
         p = len(payload["variables"])
         if not isinstance(jobs, list):
             raise ProtocolError(self.partition_id, "the request carries no list of jobs")
-        out = []
+        out: list[PruneJob | SepsetJob] = []
         for job in jobs:
             if len(job) != width:
                 raise ProtocolError(self.partition_id, f"malformed job {job!r}")

@@ -12,9 +12,9 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.clients.fedc2sl import cached_codes
-from fedcausal_flwr.discovery.fci import fci
+from fedcausal_flwr.discovery.fci import FCIResult, fci
 from fedcausal_flwr.discovery.layerwise import prune_level
-from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.discovery.pc import PCResult, pc
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
 from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PRUNE, PVALUES, RAW_DATA
@@ -75,6 +75,7 @@ class VotingClient(ProtocolClient):
         """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
         oracle = self._oracle(payload)
         depth = payload.get("max_depth")
+        result: PCResult | FCIResult
         if payload["algorithm"] == "pc":
             result = pc(oracle, float(payload["alpha"]), max_depth=depth)
         elif payload["algorithm"] == "fci":

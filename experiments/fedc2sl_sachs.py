@@ -12,8 +12,9 @@ files from DIR instead. For every K and seed, the pooled rows are split IID with
 method in :data:`METHODS` runs on the split (FedPC: chi2, alpha 0.05, in-process backend; the seed
 also sets the sketch projections). Printed per K and method: mean (sd) SHD in causal-learn 0.1.2.8's
 definition (the paper's) and in the standard one, both against the CPDAG of the 17-edge DAG, how
-many runs gave exactly the pooled PC's CPDAG, mean seconds per run, and the paper's number (the
-authors' logs, seed-001 digest section 6.3). Also centralised PC on the pooled rows.
+many runs gave exactly the pooled PC's CPDAG, mean seconds per run, and the paper's number (Fig. 4,
+read from the authors' run logs, ``FedC2SL/log/`` and ``FedC2SL/utils/calculate_log.ipynb`` of
+github.com/wangzhaoyu07/FedC2SL at commit a573a4c). Also centralised PC on the pooled rows.
 ``--quick``: K = 2 and 64, 2 seeds.
 
 Adding a method: put ``name -> fn(partition, seed, alpha) -> Graph`` (a CPDAG over the data's
@@ -98,8 +99,9 @@ METHODS: dict[str, MethodFn] = {
     "PC-CIT-Voting": baseline("pc-cit-vote"),
 }
 
-# The paper's mean SHD (causal-learn 0.1.2.8 definition) per K, from the authors' logs
-# (seed-001 digest, section 6.3; FedPC: 40 runs each; the text says 5.6 at K = 64).
+# The paper's mean SHD (causal-learn 0.1.2.8 definition) per K, Fig. 4, from the authors' run
+# logs (FedC2SL/log/ of github.com/wangzhaoyu07/FedC2SL at commit a573a4c; FedPC: 40 runs each;
+# the text, Sec. 5.4, says 5.6 at K = 64).
 # FedPC in the paper is the sketched test, so it is listed under FedPC-sketch.
 PAPER_SHD: dict[str, dict[int, float]] = {
     "FedPC-sketch": {2: 5.50, 4: 5.40, 8: 6.10, 16: 5.67, 32: 5.85, 64: 5.65},

@@ -17,8 +17,8 @@ where it gives any):
   observed together), client sizes n_k ~ U{100..2000}, variables with 2-3 states and Dirichlet(1)
   CPT columns; plus Table 2's FDRs of FedCDnv (all vs definite relations). With 6 clients
   seeing 85% each almost no pair is never observed together, so every pair is definite and
-  FDR-dC = FDR-C (seed-000 digest, 7.13); ``--fraction 0.6`` or ``--clients 2`` make the
-  theory bite.
+  FDR-dC = FDR-C, unlike the paper's Table 2 (its split is not described: docs/choices.md,
+  FedCDnv); ``--fraction 0.6`` or ``--clients 2`` make the theory bite.
 * ``nodes`` / ``clients``: the sweeps of Figs. 5 and 9 (|V| in 10..100, m in 2..30), the other
   settings at their defaults; ``nodes`` also prints Table 2 (FDR-C / -dC / -nC / -dnC) per |V|.
 * ``networks``: child, insurance, alarm, child3, alarm3 with the same defaults (Fig. 6).
@@ -32,14 +32,14 @@ where it gives any):
 
 Metrics against the true PAG over the union of the observed variables (latents removed):
 pre/rec/F1-edge = adjacency precision / recall / F1; pre/rec/F1-orie = arrowhead precision /
-recall / F1 (the digest's reading of the paper's undefined orientation metric); "F1-orie MAG"
-scores the arrowheads against the true MAG instead (on Sachs, with no latents, the MAG is the
-DAG; its PAG has no arrowhead, so only this column is comparable with the paper). fedpc-vote's
-CPDAG is scored against the same PAG (an arrowhead claims the same non-ancestry in both). FCI
-runs unlimited depth up to 30 nodes and depth 3 above (the digest's recommendation), for every
-method alike; G2 tests at alpha 0.05; in-process backend. Results: ``results.csv`` in ``--out``
-(default ``results/experiments/fedcdnv-v1-<parts>[-quick]``); ``--plot`` adds the clients
-sweep plots.
+recall / F1 (our reading of the paper's undefined orientation metric, docs/choices.md, FedCDnv);
+"F1-orie MAG" scores the arrowheads against the true MAG instead (on Sachs, with no latents, the
+MAG is the DAG; its PAG has no arrowhead, so only this column is comparable with the paper).
+fedpc-vote's CPDAG is scored against the same PAG (an arrowhead claims the same non-ancestry in
+both). FCI runs unlimited depth up to 30 nodes and depth 3 above (the paper gives no depth:
+docs/choices.md, FedCDnv), for every method alike; G2 tests at alpha 0.05; in-process backend.
+Results: ``results.csv`` in ``--out`` (default ``results/experiments/fedcdnv-v1-<parts>[-quick]``);
+``--plot`` adds the clients sweep plots.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ test) and conditioning sets up to 3 (the paper's code):
 Two views of every graph, both printed:
 
 * **DAG view** (the paper's, ``eva_DAG.m``): every output is extended to a DAG first (Dor-Tarsi,
-  :func:`~fedcausal_flwr.graphs.orientation.pdag_to_dag`, as the baselines' ``cpdag_to_dag``) and
+  :func:`~fedcausal_flwr.graphs.extension.pdag_to_dag`, as the baselines' ``cpdag_to_dag``) and
   compared with the true DAG; Ar_F1 = arrowhead F1, TPR = arrowhead recall.
 * **CPDAG view**: every output is reduced to its Markov equivalence class (a CPDAG baseline as it
   is; FedECD's DAG through ``dag_to_cpdag``) and compared with the true CPDAG, so no method is
@@ -52,8 +52,8 @@ from fedcausal_flwr.api import make_partition  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.federation.registry import get_method  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.graphs.extension import pdag_to_dag  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
-from fedcausal_flwr.graphs.orientation import pdag_to_dag  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_cpdag  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 

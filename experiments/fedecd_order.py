@@ -1,4 +1,4 @@
-"""Does FedECD depend on the column order? (seed-003 digest, ambiguity 12.)
+"""Does FedECD depend on the column order? (Eq. (9)'s tie rule; docs/choices.md, FedECD.)
 
     python experiments/fedecd_order.py [--network child] [--clients 10] [--samples 10000]
         [--permutations 4] [--seed 0] [--tie-rule undirected] [--compat]
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from fedcausal_flwr.api import make_partition  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.orientation import pdag_to_dag  # noqa: E402
+from fedcausal_flwr.graphs.extension import pdag_to_dag  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_cpdag  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 

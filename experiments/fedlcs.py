@@ -15,8 +15,8 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
 * ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
   ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
   search run by each client alone on its rows; avg = mean over clients of the per-client target
-  means; best = the client with the highest mean F1, chosen with the truth (an oracle, digest
-  A16);
+  means; best = the client with the highest mean F1, chosen with the truth (an oracle; the
+  paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
 * ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private);
 * ``fedpc-vote``: global layer-wise voting FedPC (ratio 0.4, max-p orientation); the target's
   incident edges are read off its global graph.

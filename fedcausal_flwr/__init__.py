@@ -1,21 +1,13 @@
-"""fedcausal-flwr: federated causal structure learning on Flower."""
+"""fedcausal-flwr: federated causal structure learning on Flower.
 
-import os
+The package root is the user's facade (``run``, ``rerun``, ``citest``, imported lazily so that
+``import fedcausal_flwr`` loads no Flower); importing it sets the environment of
+:mod:`fedcausal_flwr.environment` (nothing the project starts phones out).
+"""
 
-# Nothing the project starts phones out: Flower's telemetry and update check stay off, and no Flower
-# process installs an app's dependencies at run time. Every Flower process the project starts
-# inherits these (a user who wants them can set them before importing the package).
-NO_PHONING_OUT = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-}
-for _name, _value in NO_PHONING_OUT.items():
-    os.environ.setdefault(_name, _value)
-
-__version__ = "0.1.0"
-
-from fedcausal_flwr.options import OptionError  # noqa: E402 - after the environment is set
+from fedcausal_flwr.environment import NO_PHONING_OUT
+from fedcausal_flwr.environment import VERSION as __version__
+from fedcausal_flwr.options import OptionError
 
 __all__ = ["NO_PHONING_OUT", "OptionError", "__version__", "citest", "rerun", "run"]
 

@@ -21,51 +21,12 @@ from fedcausal_flwr.data.specs import make_partition, sample_partition
 from fedcausal_flwr.federation.registry import check_secure, get_method
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs import Graph
-from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
-from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
+from fedcausal_flwr.scoring import read_truth, score_graph, truth_for
 from fedcausal_flwr.settings import NETWORK_SETTINGS, resolve_settings
 
 __all__ = ["make_partition", "read_truth", "rerun", "run", "score_graph", "truth_for"]
-
-
-def read_truth(path: str | Path, variables: Sequence[str]) -> Graph:
-    """A DAG from a ``cause,effect`` CSV over ``variables``; unknown names are an error."""
-    edges = pd.read_csv(path)
-    edges.columns = [str(c).strip().lower() for c in edges.columns]
-    if not {"cause", "effect"} <= set(edges.columns):
-        raise ValueError(f"{path}: a truth file needs the columns cause,effect; got {list(edges)}")
-    known = set(variables)
-    for col in ("cause", "effect"):
-        unknown = sorted(set(edges[col].astype(str)) - known)
-        if unknown:
-            raise ValueError(
-                f"{path}: {col} names {unknown} are not data columns {list(variables)}"
-            )
-    return Graph.from_edges(list(variables), edges[["cause", "effect"]].astype(str).values.tolist())
-
-
-def truth_for(result_graph: Graph, dag: Graph, latent: Sequence[str] = ()) -> Graph:
-    """The ground truth of the learned graph's kind: CPDAG, PAG or the DAG itself."""
-    observed = [v for v in dag.names if v not in set(latent)]
-    if result_graph.kind == "PAG":
-        return dag_to_pag(dag, list(latent))
-    if result_graph.kind == "CPDAG":
-        return dag_to_cpdag(dag).subgraph(observed)
-    return dag.subgraph(observed)
-
-
-def score_graph(result: Result, dag: Graph) -> dict[str, float]:
-    """Metrics of a result against the true DAG: whole-graph metrics against the truth of the
-    learned graph's kind, or FedLCS's local metrics of the target for a ``LOCAL`` graph."""
-    if result.graph.kind == "LOCAL":
-        from fedcausal_flwr.discovery.lcs import full_graph
-        from fedcausal_flwr.metrics import local_metrics
-
-        embedded = full_graph(result.graph, dag.names)
-        return local_metrics(embedded, dag, result.extra["target"])
-    return graph_metrics(result.graph, truth_for(result.graph, dag))
 
 
 def run(
@@ -146,13 +107,13 @@ def execute(
     dag: Graph | None = None
     if files is not None:
         frames = list(from_csv_files([str(f) for f in files]).clients)
-        source: dict[str, Any] = {
+        provenance: dict[str, Any] = {
             "source": "files",
             "files": [str(Path(f).resolve()) for f in files],
         }
     elif data is not None:
         frames = list(data.clients) if isinstance(data, Partition) else list(data)
-        source = dict(source or {"source": "frames"})
+        provenance = dict(source or {"source": "frames"})
     else:
         part, net = sample_partition(
             settings["network"],
@@ -163,7 +124,7 @@ def execute(
         )
         frames = list(part.clients)
         dag = net.dag
-        source = {
+        provenance = {
             "source": "network",
             **{key: settings[key] for key in ("network", "samples", "partition")},
         }
@@ -178,7 +139,7 @@ def execute(
         where = (
             f"{settings['network']}, {settings['samples']} rows split {settings['partition']} "
             f"into {settings['clients']} clients"
-            if source["source"] == "network"
+            if provenance["source"] == "network"
             else f"{len(frames)} clients' data"
         )
         announce(
@@ -199,7 +160,7 @@ def execute(
         secure=settings["secure"],
         min_clients=settings["min_clients"],
         door=door,
-        data=source,
+        data=provenance,
     )
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label

@@ -55,10 +55,33 @@ def citest(
 ) -> CITestResult:
     """Test ``x _||_ y | given`` over client frames ``data``.
 
-    ``ci="fedci"``: the federated symmetric LRT (equals the pooled LRT; ``site_effect`` none,
-    fixed or private). ``ci="fisher"``: each client runs the same LRT alone and the p-values
-    are combined by Fisher's method (``statistic`` is Fisher's T, ``df`` is ``2k``). The same
-    spelling as the ``ci`` option of ``fedci-pc`` / ``fedci-fci``.
+    Parameters
+    ----------
+    data : sequence of DataFrame
+        One frame per client; a client lacking one of the variables takes no part.
+    x, y : str
+        The variables tested.
+    given : sequence of str
+        The conditioning set.
+    site_effect : {"none", "fixed", "private"}
+        How client (site) effects enter the GLMs (``ci="fedci"`` only).
+    backend : {"inprocess"}
+        Where the clients run.
+    ci : {"fedci", "fisher"}
+        ``fedci``: the federated symmetric likelihood-ratio test, equal to the pooled one.
+        ``fisher``: each client runs the same test alone and the p-values are combined by
+        Fisher's method (``statistic`` is Fisher's T, ``df`` is ``2k``). The same spelling as
+        the ``ci`` option of ``fedci-pc`` / ``fedci-fci``.
+    schema : Schema, optional
+        Variable kinds and levels; inferred from the dtypes if omitted.
+    ridge, tol : float
+        IRLS ridge penalty and log-likelihood tolerance.
+
+    Returns
+    -------
+    CITestResult
+        The p-value, the statistics and degrees of freedom of both directions, the clients that
+        took part and the number of rows.
     """
     if backend != "inprocess":
         raise ValueError(f"backend {backend!r} is not supported yet; use 'inprocess'")

@@ -10,8 +10,8 @@ Layout of ``out/``:
 * ``runs/<key>.json``: one record per run (status, error, metrics, costs, the full Result); the
   key is made from method/network/n/K/partition/seed and every effective option (defaults
   included), so a re-run skips what exists and a changed default runs anew.
-* ``results.csv``: one row per run, rebuilt from all run records (never duplicates); a ``local``
-  run adds the rows ``local-avg`` and ``local-best-oracle`` (:func:`local_summary`).
+* ``results.csv``: one row per run, rebuilt from all run records (never duplicates), plus the rows
+  a method's ``summaries`` hook adds (``local``: ``local-avg`` and ``local-best-oracle``).
 * ``summary.csv`` / ``summary.txt``: mean and sd per network x method x K for the current sweep.
 * ``plots/*.png``: metrics against K, costs, and one learned graph against its truth.
 
@@ -42,11 +42,11 @@ from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
 from fedcausal_flwr.federation.registry import get_method
 from fedcausal_flwr.options import parse_spec
+from fedcausal_flwr.scoring import summary_rows, truth_for
 from fedcausal_flwr.settings import RUN_SETTINGS
 
 RECORD_VERSION = 2
 DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
-LOCAL_ROWS = {"local-avg": "local-avg", "local-best": "local-best-oracle"}
 ROW_COLUMNS = (
     "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
     "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
@@ -105,7 +105,7 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        """File-name-safe identity: method/network/n/K/partition/seed plus an options digest."""
+        """File-name-safe identity: method/network/n/K/partition/seed plus a hash of the options."""
         identity = json.dumps(sorted(self.effective_options().items()), default=str)
         digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
         name = f"{self.method}__{self.network}__n{self.samples}__K{self.clients}__{self.partition}"
@@ -205,11 +205,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
             door="spec",
             source=source,
         )
-        if spec.registered_method == "local":
-            from fedcausal_flwr.strategies.voting import local_summary
-
-            summary = local_summary(result, dag)
-            record["derived"] = {LOCAL_ROWS[k]: v for k, v in summary.items()}
+        record["derived"] = summary_rows(result, dag)
         record.update(
             status="ok",
             metrics=result.metrics,
@@ -542,7 +538,7 @@ def compare(
         from fedcausal_flwr.plots import plot_study
 
         chosen = graph_run or default_graph_run(specs, frame)
-        study.plots = plot_study(frame, out, metrics, chosen)
+        study.plots = plot_study(frame, out, metrics, graph_to_draw(out, chosen))
     return study
 
 
@@ -561,9 +557,20 @@ def default_graph_run(specs: Sequence[RunSpec], frame: pd.DataFrame) -> str | No
     return ranked[0].key if ranked else None
 
 
+def graph_to_draw(out: str | Path, key: str | None) -> tuple[Any, Any, str] | None:
+    """``(learned graph, its truth, title)`` of a stored run, for the study's graph plot."""
+    if key is None:
+        return None
+    learned, truth, record = learned_and_truth(out, key)
+    title = (
+        f"{record['method']} on {record['network']} (n={record['n']}, K={record['K']}, "
+        f"seed={record['seed']}): SHD {record['metrics'].get('shd')}"
+    )
+    return learned, truth, title
+
+
 def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, Any]]:
     """The learned graph of a stored run, its truth of the same kind, and the record."""
-    from fedcausal_flwr.api import truth_for
     from fedcausal_flwr.graphs import Graph
 
     record = read_record(record_path(Path(out), key))

@@ -5,8 +5,9 @@ choices we had to make where the paper is ambiguous) and prints our numbers besi
 A change to what an experiment runs bumps its ``version``; results go to
 ``results/experiments/<name>-v<version>[-quick]`` unless another folder is given.
 
-Paper numbers are the FedC2SL authors' own logs (seed-001 digest, section 6.3): means over 10 runs
-(Sachs: 40), SHD in causal-learn 0.1.2.8's definition (``shd_cl0128`` here).
+Paper numbers are the FedC2SL authors' own run logs behind Figs. 2 and 4 (``FedC2SL/log/`` and
+``FedC2SL/utils/calculate_log.ipynb`` of github.com/wangzhaoyu07/FedC2SL at commit a573a4c): means
+over 10 runs (Sachs: 40), SHD in causal-learn 0.1.2.8's definition (``shd_cl0128`` here).
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ run_fedcdnv_sachs = run_script(
 
 
 # ============================================================================ synthetic sweep
-# seed-001 digest 6.3: client sweep, d = 50, n = 10k, SHD (causal-learn 0.1.2.8) per K.
+# FedC2SL's Fig. 2 client sweep from the authors' run logs: d = 50, n = 10k, SHD (causal-learn
+# 0.1.2.8) per K.
 PAPER_CLIENT_SWEEP: dict[str, dict[int, float]] = {
     "FedPC": {2: 1.5, 4: 1.5, 8: 1.5, 16: 1.5, 32: 1.5, 64: 1.5},
     "PC (centralised)": {2: 1.2, 4: 1.2, 8: 1.2, 16: 1.2, 32: 1.2, 64: 1.2},

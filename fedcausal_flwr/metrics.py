@@ -166,7 +166,7 @@ def arrowhead_metrics(learned: Graph, truth: Graph) -> dict[str, float]:
 
 
 def orientation_metrics(learned: Graph, truth: Graph) -> dict[str, float]:
-    """FedCDnv's pre-orie / rec-orie / F1-orie, resolved as the seed-000 digest recommends.
+    """FedCDnv's pre-orie / rec-orie / F1-orie (Sec. 4.1, undefined: docs/choices.md, FedCDnv).
 
     Arrowhead-mark precision and recall against the true PAG over the observed nodes: predicted
     marks are the ordered pairs (X, Y) with an arrowhead at Y on a learned edge, true marks the same

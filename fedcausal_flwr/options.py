@@ -22,15 +22,17 @@ so a strategy can resolve its input whoever built it.
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+F = TypeVar("F", bound=Callable[..., Any])
 DOORS = ("python", "cli", "spec", "config")
 KINDS = ("int", "float", "bool", "str")
 TRUE_WORDS = ("true", "1", "yes", "on")
@@ -384,6 +386,32 @@ class OptionSet:
             )
             for o in self.options
         ]
+
+    def numpy_doc(self) -> str:
+        """A numpy-style ``Parameters`` section of these options (for generated docstrings)."""
+        lines = ["Parameters", "----------"]
+        for option in self.options:
+            default = "required" if option.required else f"default {show_value(option.default)}"
+            lines.append(f"{option.name} : {option.describe_type()}")
+            text = f"{option.help[0].upper()}{option.help[1:]}; {default}."
+            if option.paper:
+                text += f" Paper: {option.paper}."
+            if option.why:
+                text += f" Why this default: {option.why}."
+            lines.append(f"    {text}")
+        return "\n".join(lines)
+
+
+def documented_by(options: OptionSet) -> Callable[[F], F]:
+    """Append ``options``' Parameters section to the decorated factory's docstring, so
+    ``help(make_strategy)`` documents the declaration itself."""
+
+    def document(factory: F) -> F:
+        intro = inspect.cleandoc(factory.__doc__ or "")
+        factory.__doc__ = f"{intro}\n\n{options.numpy_doc()}"
+        return factory
+
+    return document
 
 
 def parse_assignments(text: str, *, what: str) -> dict[str, str]:

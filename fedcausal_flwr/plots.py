@@ -211,11 +211,10 @@ def plot_study(
     frame: pd.DataFrame,
     out: str | Path,
     metrics: Sequence[str],
-    graph_key: str | None = None,
+    graph: tuple[Graph, Graph, str] | None = None,
 ) -> list[Path]:
-    """Every plot of a study into ``out/plots``: metrics vs K, costs, one graph vs its truth."""
-    from fedcausal_flwr.compare import learned_and_truth
-
+    """Every plot of a study into ``out/plots``: metrics vs K, costs, and ``graph`` (a learned
+    graph, its truth and a title) drawn over each other."""
     plot_dir = Path(out) / "plots"
     ok = _ok(frame)
     if ok.empty:
@@ -226,12 +225,8 @@ def plot_study(
         if metric in ok.columns
     ]
     paths.append(plot_costs(frame, plot_dir / "costs_vs_K.png"))
-    if graph_key is not None:
-        learned, truth, record = learned_and_truth(out, graph_key)
-        title = (
-            f"{record['method']} on {record['network']} (n={record['n']}, K={record['K']}, "
-            f"seed={record['seed']}): SHD {record['metrics'].get('shd')}"
-        )
+    if graph is not None:
+        learned, truth, title = graph
         paths.append(plot_graph_vs_truth(learned, truth, plot_dir / "graph_vs_truth.png", title))
     return paths
 

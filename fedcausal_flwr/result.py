@@ -84,7 +84,36 @@ def _plain(obj: Any) -> Any:
 
 @dataclass
 class Result:
-    """Learned structure plus run bookkeeping; identical in shape for every method."""
+    """Learned structure plus run bookkeeping; identical in shape for every method.
+
+    Parameters
+    ----------
+    method : str
+        The registered method that produced it.
+    config : dict
+        Everything needed to re-run it (:func:`run_config`): ``method``, every effective
+        ``options`` value, the ``run`` settings, the ``data`` source with its fingerprint,
+        ``truth`` and software ``versions``.
+    variables : list of str
+        The variables of the learned graph.
+    graph : Graph or None
+        The learned graph (``kind`` DAG, CPDAG, MAG, PAG or LOCAL).
+    metrics : dict
+        Scores against a ground truth, when one was given.
+    rounds, bytes_up, bytes_down, wall_s
+        Flower rounds, bytes the clients sent and received, seconds.
+    dropped_clients : list of dict
+        ``client``, ``node``, ``round``, ``action`` and ``reason`` of every dropout.
+    ledger : list of dict
+        One entry per message kind the server received: round, kind, array shapes and dtypes,
+        whether it was summed and whether through SecAgg+, number of clients.
+    log : list of dict
+        One entry per round (action, status, clients, replies, seconds, bytes, annotations).
+    extra : dict
+        Method-specific output (separating sets, layers, votes, ...).
+    bytes_per_client : dict
+        ``{partition id: {"up": bytes, "down": bytes}}``.
+    """
 
     method: str
     config: dict = field(default_factory=dict)

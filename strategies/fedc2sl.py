@@ -36,13 +36,16 @@ action        payload                                     reply                 
 (*) summed on the server in partition order (deterministic float sums).
 
 ``empty_strata_add_dof=True`` reproduces the FedC2SL code's degrees of freedom (+1 for every empty
-stratum of a table; seed-001 digest §2.3.6); the default is causal-learn's correct count.
+stratum of a table: ``_CalculatePValue`` in the authors' ``alg/fed_cit.py``; the paper's formula,
+Sec. 4.2, is silent on empty strata: docs/choices.md, FedC2SL); the default is causal-learn's
+correct count.
 
 What the server learns (see the ledger of each result): summed tables (exact/secure), summed margins
 and sketches (sketch), or the pooled covariance (Gaussian). With ``l >= |X||Y|`` the sketch can be
-inverted by the server, which knows the projection (FedC2SL's security caveat, seed-001 digest §3).
-A client that drops out mid-run is removed; a sketch batch then restarts from its margins so every
-sum in one test comes from the same clients.
+inverted by the server, which knows the projection (the paper's Sec. 4.2 claims the projection
+hides the table "under appropriate parameters"; its l = 50, Supplementary Sec. 7.4, is not such a
+setting: docs/choices.md, FedC2SL). A client that drops out mid-run is removed; a sketch batch
+then restarts from its margins so every sum in one test comes from the same clients.
 """
 
 from __future__ import annotations
@@ -57,10 +60,10 @@ from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
-from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.stats.contingency import discrete_pvalues, make_layout
+from fedcausal_flwr.stats.contingency import TableLayout, discrete_pvalues, make_layout
 from fedcausal_flwr.stats.gaussian import GaussianMoments
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import GaussianOracle
@@ -124,7 +127,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.moments: GaussianMoments | None = None
         self.batches: list[dict] = []
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
-        self._layout = None
+        self._layout: TableLayout | None = None
 
     # ------------------------------------------------------------------ set-up
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
@@ -160,11 +163,12 @@ class FedC2SLStrategy(ProtocolStrategy):
                         "integer or categorical values"
                     )
 
-    def _start(self) -> None:
+    def _start(self) -> StepRunner:
         variables = self.variables
         if self.test != "fisherz":
             levels = self.global_levels()
-            self.levels = {v: levels[v] for v in variables}
+            # never None: validate_clients required discrete columns for this test
+            self.levels = {v: levels[v] or [] for v in variables}
             self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
             for v, card in zip(variables, self.cards, strict=True):
                 if card < 2:
@@ -177,16 +181,18 @@ class FedC2SLStrategy(ProtocolStrategy):
         else:
             steps = fci_steps(variables, self.alpha, self.max_depth, **self.engine_options)
         self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
-        if self.runner is None:
+        runner = self.runner
+        if runner is None:
             if self.test == "fisherz":
                 return Request(MOMENTS, {"variables": self.variables})
-            self._start()
-        if self.runner.done:
+            runner = self._start()
+        queries = runner.pending
+        if queries is None:  # the search has finished
             return None
-        queries = self.runner.pending
         base = {"variables": self.variables, "levels": self.levels}
         batch = encode_queries(queries)
         if self.ci == "exact":
@@ -209,6 +215,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             return
         (summed,) = replies
         vector = summed.arrays[0]
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         queries = self.runner.pending
         if request.action == MARGINS:
             self._margins = vector
@@ -221,6 +228,7 @@ class FedC2SLStrategy(ProtocolStrategy):
                 vector, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
             )
         else:  # sketch
+            assert self._margins is not None and self._layout is not None  # from the margins reply
             result = sketch_chi2(
                 vector.astype(np.float64) / SKETCH_SCALE,
                 self._margins,
@@ -236,15 +244,15 @@ class FedC2SLStrategy(ProtocolStrategy):
 
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)
-        total = None
+        total: GaussianMoments | None = None
         for reply in replies:  # partition order: deterministic float sums
             m = GaussianMoments.from_vector(reply.arrays[0], p)
             total = m if total is None else total + m
+        assert total is not None  # a round has at least one reply
         self.moments = total
         oracle = GaussianOracle.from_moments(total, self.variables)
-        self._start()
-        runner = self.runner
-        while not runner.done:  # every Fisher-z test runs on the server from here
+        runner = self._start()
+        while runner.pending is not None:  # every Fisher-z test runs on the server from here
             self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
             runner.answer(oracle.test_batch(runner.pending))
 
@@ -259,6 +267,7 @@ class FedC2SLStrategy(ProtocolStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
         result: PCResult | FCIResult = self.runner.result
         skeleton = result.skeleton
         return {
@@ -330,8 +339,11 @@ FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
 
 
+@documented_by(FEDPC_OPTIONS)
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLStrategy:
-    """FedPC / FedFCI from its options (resolved here, so raw keywords work too)."""
+    """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``: ``collider_rule`` is then replaced by
+    ``possible_dsep``, ``pds_max_size``, ``fci_rules``) from its options, resolved here so raw
+    keywords work too."""
     spec = FEDPC_OPTIONS if algorithm == "pc" else FEDFCI_OPTIONS
     values = spec.resolve(options, owner=f"method {'fedpc' if algorithm == 'pc' else 'fedfci'!r}")
     engine = shared.search_engine_options(algorithm, values)

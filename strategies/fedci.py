@@ -44,7 +44,7 @@ levels); ordinal variables therefore need an explicit schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
-from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -96,14 +96,16 @@ def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
             elif dtype.lower().startswith("bool"):
                 kind, levels = "binary", (False, True)
             else:
-                if info[pid].levels.get(col) is None:
+                reported = info[pid].levels.get(col)
+                if reported is None:
                     raise ValueError(
                         f"client {pid} column {col!r} (dtype {dtype}) reports no level set; pass "
                         "an explicit schema"
                     )
                 kind = "categorical"
-                old = specs[col].levels if col in specs else ()
-                levels = tuple(sorted(set(old) | set(info[pid].levels[col]), key=str))
+                # (no levels if another client's column is continuous: the kind check says so)
+                old = (specs[col].levels or ()) if col in specs else ()
+                levels = tuple(sorted(set(old) | set(reported), key=str))
             if col in specs and specs[col].kind != kind:
                 raise ValueError(f"column {col!r} has different kinds on different clients")
             specs[col] = VariableSpec(col, kind, levels)
@@ -175,12 +177,14 @@ class FedCIStrategy(ProtocolStrategy):
                     )
         if self.schema is None:
             self.schema = schema_from_hello(info)
+        names = self.schema.names
         for pid in sorted(info):
-            unknown = [c for c in info[pid].columns if c not in self.schema.names]
+            unknown = [c for c in info[pid].columns if c not in names]
             if unknown:
                 raise ValueError(f"client {pid} columns {unknown} are not in the schema")
 
-    def _start(self) -> None:
+    def _start(self) -> StepRunner:
+        assert self.schema is not None  # validate_clients has set it
         self._names = list(self.schema.names)
         if self.encoding == "auto":
             self.encoding = "fixed" if self.secure_mode else "float"
@@ -191,11 +195,12 @@ class FedCIStrategy(ProtocolStrategy):
         else:
             steps = fci_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
         self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
 
-    def _open_batch(self) -> None:
+    def _open_batch(self, queries: list[Query], schema: Schema) -> None:
         self._fits = []
         self._rounds_in_batch = 0
-        for query in self.runner.pending:
+        for query in queries:
             x, y, s = (self._names[query[0]], self._names[query[1]],
                        [self._names[v] for v in query[2]])  # fmt: skip
             needed = [x, y, *s]
@@ -210,7 +215,7 @@ class FedCIStrategy(ProtocolStrategy):
                     "asked a test the federation cannot answer"
                 )
             models = test_models(x, y, s, self.site_effect, clients)
-            states = [new_state(m, self.schema, self.ridge, **self.fit_options) for m in models]
+            states = [new_state(m, schema, self.ridge, **self.fit_options) for m in models]
             if self.encoding == "fixed":  # quantisation must not look like a worse fit
                 noise = 16.0 * len(self.alive_clients) * 2.0**-self.fixed_fraction_bits
                 for state in states:
@@ -219,14 +224,15 @@ class FedCIStrategy(ProtocolStrategy):
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
-        if self.runner is None:
-            self._start()
-        if self.runner.done:
+        runner = self.runner if self.runner is not None else self._start()
+        queries = runner.pending
+        if queries is None:  # the search has finished
             return None
+        assert self.schema is not None  # validate_clients has set it
         if self.ci == "fisher":
-            return self._fisher_request()
+            return self._fisher_request(queries, self.schema)
         if not self._fits:
-            self._open_batch()
+            self._open_batch(queries, self.schema)
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
         payload = {"schema": self.schema.to_json(), "models": [model_row(s.model) for s in pending]}
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
@@ -238,10 +244,10 @@ class FedCIStrategy(ProtocolStrategy):
     def _fixed_format(self) -> tuple[int, int, int]:
         return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
 
-    def _fisher_request(self) -> Request:
+    def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
         rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
-                for q in self.runner.pending]  # fmt: skip
-        payload = {"schema": self.schema.to_json(), "tests": rows, "ridge": self.ridge,
+                for q in queries]  # fmt: skip
+        payload = {"schema": schema.to_json(), "tests": rows, "ridge": self.ridge,
                    **self.fit_options}  # fmt: skip
         return Request(LOCAL_LRT, payload)
 
@@ -250,6 +256,7 @@ class FedCIStrategy(ProtocolStrategy):
         sizes = np.vstack([np.asarray(r.arrays[1], dtype=np.int64) for r in replies])
         pids = [r.client for r in replies]
         pvalues = []
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, request.payload["tests"],
                                                    strict=True)):  # fmt: skip
             took_part = np.isfinite(local[:, i])
@@ -270,13 +277,14 @@ class FedCIStrategy(ProtocolStrategy):
             self._handle_fisher(request, replies)
             return
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
-        total = None
+        total: np.ndarray | None = None
         if request.secure:
             (summed,) = replies
             total = decode_fixed(summed.arrays[0], *request.payload["fixed"])
         for reply in replies if not request.secure else []:  # partition order: deterministic
             vec = np.asarray(reply.arrays[0], dtype=np.float64)
             total = vec if total is None else total + vec
+        assert total is not None  # a round has at least one reply
         offset = 0
         for s in pending:
             size = packed_size(s.n_params)
@@ -287,10 +295,13 @@ class FedCIStrategy(ProtocolStrategy):
         if any(not s.done for _, states, _ in self._fits for s in states):
             return
         pvalues = []
+        assert self.schema is not None and self.runner is not None  # set by next_request
         for query, states, clients in self._fits:
             x, y = self._names[query[0]], self._names[query[1]]
-            s = [self._names[v] for v in query[2]]
-            res = result_from_states(x, y, s, states, self.schema, clients, self._rounds_in_batch)
+            cond = [self._names[v] for v in query[2]]
+            res = result_from_states(
+                x, y, cond, states, self.schema, clients, self._rounds_in_batch
+            )
             self.tests[query] = res
             pvalues.append(res.p_value)
         self.batches.append(
@@ -307,6 +318,7 @@ class FedCIStrategy(ProtocolStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
         result = self.runner.result
         names = result.graph.names
         return {
@@ -438,6 +450,7 @@ FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
 
 
+@documented_by(FEDCI_PC_OPTIONS)
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStrategy:
     """fedCI-PC / fedCI-FCI from its options (resolved here, so raw keywords work too)."""
     spec = FEDCI_PC_OPTIONS if algorithm == "pc" else FEDCI_FCI_OPTIONS
@@ -475,10 +488,18 @@ def secure_support(options: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _for_algorithm(
+    make: Callable[[Mapping[str, Any], str], FedCIStrategy], algorithm: str
+) -> Callable[[Mapping[str, Any]], FedCIStrategy]:
+    """``make`` for one algorithm, as registered: a lambda of this module, since the registry tells
+    the built-in methods by their factory's module."""
+    return lambda options: make(options, algorithm)
+
+
 for _algorithm in ALGORITHMS:
     register_method(
         f"fedci-{_algorithm}",
-        lambda options, _algorithm=_algorithm: make_strategy(options, _algorithm),
+        _for_algorithm(make_strategy, _algorithm),
         _make_client,
         options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
         secure=secure_support,

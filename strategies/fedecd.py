@@ -1,7 +1,8 @@
 """FedECD (Guo et al., FL@FM-NeurIPS 2024): bootstrap two-layer aggregation for small clients.
 
 Discrete data, identical columns, G2 tests. Defaults follow the paper where it is explicit and the
-authors' MATLAB code where it is not (seed-003 digest); every choice is an option.
+authors' MATLAB code (github.com/Xianjie-Guo/FedECD) where it is not, except where noted
+(docs/choices.md, FedECD); every choice is an option.
 
 **Phase 1, skeleton** (levels ``l = 0 .. max_depth``, default 3):
 
@@ -89,17 +90,17 @@ from fedcausal_flwr.discovery.bootstrap import (
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
-from fedcausal_flwr.options import Option
+from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.fedpc_vote import kept_skeleton, vote_threshold
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, common_options
+from fedcausal_flwr.strategies.fedpc_vote import LayerwiseVoteStrategy
+from fedcausal_flwr.strategies.voting import common_options
 
 STOP_RULES = ("levels", "no_removal")
 
 
-class FedECDStrategy(DiscreteMethodStrategy):
+class FedECDStrategy(LayerwiseVoteStrategy):
     """FedECD's server; see the module docstring for the rules and the wire protocol."""
 
     name = "fedecd"
@@ -154,12 +155,8 @@ class FedECDStrategy(DiscreteMethodStrategy):
             "lower_triangle_compat": bool(lower_triangle_compat),
         }
         self.seed = int(seed)
-        self.adjacency: np.ndarray | None = None
-        self.level = 0
-        self.phase = "skeleton"
         self.layer_start: np.ndarray | None = None
         self.removed: np.ndarray = np.zeros((0, 2), dtype=np.int64)
-        self.layers: list[dict] = []
         self.votes: np.ndarray | None = None
         self.dropped: list[tuple[int, int]] = []
         self.graph: Graph | None = None
@@ -177,27 +174,26 @@ class FedECDStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        if self.adjacency is None:
-            self.start()
-            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+        self.start_skeleton()
+        assert self.adjacency is not None  # start_skeleton has run
         if self.phase == "evidence":
+            assert self.layer_start is not None  # the layer that lost edges set it
             payload = {**self.bootstrap_payload(), "level": self.level, "evidence": self.evidence}
             arrays = [self.layer_start.astype(np.uint8), self.removed]
             return Request(BOOTSTRAP_WEIGHTS, payload, arrays=arrays)
         if self.phase == "skeleton":
-            if self._layer_due():
-                payload = {**self.base_payload(), "level": self.level}
-                return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
+            if self.layer_due():
+                return self.prune_request()
             self.phase = "orient"
         payload = {**self.bootstrap_payload(), **self.search, "tie_rule": self.tie_rule}
         return Request(ORIENT, payload, arrays=[self.adjacency.astype(np.uint8)])
 
-    def _layer_due(self) -> bool:
-        if self.max_depth is not None and self.level > self.max_depth:
-            return False
+    def layer_due(self) -> bool:
+        """The shared rule, and with ``stop="no_removal"`` no layer after one that removed
+        nothing."""
         if self.stop == "no_removal" and self.layers and self.layers[-1]["removed"] == 0:
             return False
-        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
+        return super().layer_due()
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -209,13 +205,10 @@ class FedECDStrategy(DiscreteMethodStrategy):
 
     # ------------------------------------------------------------------ phase 1
     def _vote_layer(self, replies: list[Reply]) -> None:
-        before = self.adjacency
-        kept = [kept_skeleton(r, before) for r in replies]
-        votes = np.sum(kept, axis=0, dtype=np.int64)
-        threshold = vote_threshold("0.5", len(replies))
-        after = before & (votes >= threshold)
-        self.removed = np.argwhere(np.triu(before & ~after, k=1)).astype(np.int64)
-        self.layer_start, self.adjacency = before, after
+        vote = self.vote_layer(replies, "0.5")  # a tie keeps the edge (Eq. 4)
+        before, threshold = vote.before, vote.threshold
+        self.removed = vote.lost
+        self.layer_start, self.adjacency = before, vote.after
         self.layers.append(
             {
                 "level": self.level,
@@ -247,6 +240,7 @@ class FedECDStrategy(DiscreteMethodStrategy):
             weights.append(w)
         mean = np.mean(weights, axis=0)
         restore = mean <= self.tau
+        assert self.adjacency is not None  # start_skeleton has run
         for a, b in self.removed[restore].tolist():
             self.adjacency[a, b] = self.adjacency[b, a] = True
         layer = self.layers[-1]
@@ -267,10 +261,11 @@ class FedECDStrategy(DiscreteMethodStrategy):
 
     # ------------------------------------------------------------------ phase 2
     def _vote_graphs(self, replies: list[Reply]) -> None:
+        assert self.adjacency is not None  # start_skeleton has run
         p = len(self.variables)
         votes = np.zeros((p, p), dtype=np.int64)
         for r in replies:
-            graph = np.asarray(r.arrays[0]) if r.arrays else np.zeros(0)
+            graph: np.ndarray = np.asarray(r.arrays[0]) if r.arrays else np.zeros(0)
             if graph.shape != (p, p) or not np.isin(graph, (0, 1)).all():
                 raise ClientProtocolError(
                     f"client {r.client} sent a graph of shape {graph.shape}, expected a 0/1 "
@@ -304,6 +299,7 @@ class FedECDStrategy(DiscreteMethodStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
+        assert self.adjacency is not None  # start_skeleton has run
         names = self.variables
         cycles_left = 0
         if self.allow_cycles and self.graph is not None:
@@ -454,6 +450,7 @@ OPTIONS = common_options(
 )
 
 
+@documented_by(OPTIONS)
 def make_strategy(options: Mapping[str, Any]) -> FedECDStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'fedecd'")

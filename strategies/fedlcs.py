@@ -14,15 +14,17 @@ PCsimple's layer ``l`` on it with its own tests
 returns one keep flag per candidate. The server keeps a candidate with ``votes >= ratio * K``
 (K = clients answering; exact decimal comparison, i.e. ``ceil(ratio * K)`` votes, Eq. 2 of the
 paper: ratio 0.4 gives 2 of 3, 2 of 5, 4 of 10, 6 of 15; FedPC's MATLAB ``round`` would give 1 of
-3). A variable stops when (digest A2) ``stop_unchanged`` is on, ``l >= 1`` and the layer removed
-nothing; when ``|CPC| <= l`` for the next layer; or after ``max_level`` (default 6, inclusive).
+3). A variable stops when ``stop_unchanged`` is on, ``l >= 1`` and the layer removed nothing
+(Sec. 5.1, Phase 4, rule (i), applied from ``l = 1``: docs/choices.md, FedLCS); when
+``|CPC| <= l`` for the next layer; or after ``max_level`` (default 6, inclusive).
 **All pending variables advance together**: one round per layer, whatever their number.
 
 **FLSori**. PC sets of every member of PC_T (one batched FLSke stage), then the AND rule: an edge
 u - v exists iff v is in PC_u and u in PC_v when both are learned; if only PC_u is learned, v in
-PC_u keeps it provisionally (digest A6). For every unshielded ``a - T - b`` (a, b not adjacent)
-the consistent separating set is searched over ``U = (PC_a | PC_b) \\ {a, b}``, level ``l = 0, 1,
-...`` up to ``sep_depth`` (default 3, as FedPC's code; the paper gives no value): each client
+PC_u keeps it provisionally (the AND rule, Def. 5, does not cover this case: docs/choices.md,
+FedLCS). For every unshielded ``a - T - b`` (a, b not adjacent) the consistent separating set
+is searched over ``U = (PC_a | PC_b) \\ {a, b}``, level ``l = 0, 1, ...`` up to ``sep_depth``
+(default 3, as FedPC's code; the paper gives no value): each client
 tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` in U (``itertools.combinations`` order) and
 uploads the p-values above alpha only (NaN otherwise). The server keeps the level's largest
 p over (subsets, clients) with :func:`~fedcausal_flwr.discovery.lcs.max_pvalue_choice`
@@ -42,7 +44,7 @@ ALARM with 5 or more clients is the exception where stopping at the first set fo
 No set found: the triple stays undecided (never a collider). Pairs of all triples and
 all targets are searched in the same rounds. Colliders (``T`` not in the set) are oriented in
 causal-learn's triple order without overwriting arrowheads, then Meek R1-R4
-(:func:`~fedcausal_flwr.graphs.orientation.orient_colliders`, ``apply_meek``).
+(:func:`~fedcausal_flwr.graphs.colliders.orient_colliders`, ``apply_meek``).
 
 **FLEori** (extension, then backtracking by Meek). While some T - X stays undirected, up to
 ``extension_depth`` (default 2) rings: depth 1 learns the PC sets of the neighbours of the
@@ -79,7 +81,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -89,8 +91,10 @@ from fedcausal_flwr.discovery.lcs import (
     SEP_STOPS,
     Knowledge,
     LCSOptions,
+    LCSSteps,
     LocalStructure,
     PruneRequest,
+    SepChoice,
     SepsetRequest,
     choose_sepsets,
     full_graph,
@@ -104,7 +108,7 @@ from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Reque
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import local_metrics
-from fedcausal_flwr.options import REQUIRED, Option, OptionSet
+from fedcausal_flwr.options import REQUIRED, Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
 from fedcausal_flwr.protocols.voting import RAW_DATA
 from fedcausal_flwr.result import Result
@@ -139,7 +143,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         if self.options.alpha != self.alpha:
             raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
         self.targets: list[int] = []
-        self.steps: Generator | None = None
+        self.steps: LCSSteps | None = None
         self.request: PruneRequest | SepsetRequest | None = None
         self.results: dict[int, LocalStructure] | None = None
         self.knowledge: Knowledge | None = None
@@ -165,6 +169,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         return Request(LCS_SEPSETS, {**payload, "jobs": jobs})
 
     def _advance(self, answer: list | None) -> None:
+        assert self.steps is not None  # next_request started the search
         try:
             self.request = next(self.steps) if answer is None else self.steps.send(answer)
         except StopIteration as stop:
@@ -176,17 +181,19 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             self.client_tests[r.client] = self.client_tests.get(r.client, 0) + int(
                 r.meta.get("tests", 0)
             )
+        answer: list[tuple[int, ...]] | list[SepChoice | None]
         if request.action == LCS_PRUNE:
             answer = self._vote(replies)
             self.stage_rounds["prune"] += 1
             self.annotate(stage="flske", variables=len(answer))
         else:
+            assert isinstance(self.request, SepsetRequest)  # the request these replies answer
             jobs = self.request.jobs
             n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
             values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
-            answer = choose_sepsets(jobs, values, self.alpha)
+            choices = choose_sepsets(jobs, values, self.alpha)
             clients = [r.client for r in replies]
-            answer = [None if a is None else (a[0], a[1], clients[a[2]]) for a in answer]
+            answer = [None if a is None else (a[0], a[1], clients[a[2]]) for a in choices]
             self.stage_rounds["sepsets"] += 1
             self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
         self._advance(answer)
@@ -201,6 +208,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         return values.astype(dtype)
 
     def _vote(self, replies: list[Reply]) -> list[tuple[int, ...]]:
+        assert isinstance(self.request, PruneRequest)  # the request these replies answer
         jobs = self.request.jobs
         n = sum(len(cpc) for _, cpc, _ in jobs)
         flags = [self._vector(r, n, np.int64) for r in replies]
@@ -217,6 +225,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         return out
 
     def result_payload(self) -> dict:
+        assert self.results is not None and self.knowledge is not None  # the search has finished
         return {
             **structure_payload(self.variables, self.targets, self.results, self.knowledge),
             "ratio": str(self.ratio),
@@ -383,6 +392,7 @@ class LCSPooledStrategy(LCSBaselineStrategy):
         self.annotate(rows=int(sum(self.rows.values())))
 
     def result_payload(self) -> dict:
+        assert self.found is not None  # handle_replies has run
         results, kb = self.found
         return {
             **structure_payload(self.variables, self.targets, results, kb),
@@ -487,6 +497,7 @@ def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
     )
 
 
+@documented_by(OPTIONS)
 def make_strategy(options: Mapping[str, Any]) -> FedLCSStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'fedlcs'")
@@ -498,6 +509,7 @@ def make_strategy(options: Mapping[str, Any]) -> FedLCSStrategy:
     )
 
 
+@documented_by(BASELINE_OPTIONS)
 def make_local_strategy(options: Mapping[str, Any]) -> LCSLocalStrategy:
     """``fedlcs-local`` (as ``fedlcs``, without ``ratio``)."""
     values = BASELINE_OPTIONS.resolve(options, owner="method 'fedlcs-local'")
@@ -505,11 +517,30 @@ def make_local_strategy(options: Mapping[str, Any]) -> LCSLocalStrategy:
                             **common_values(values))  # fmt: skip
 
 
+@documented_by(BASELINE_OPTIONS)
 def make_pooled_strategy(options: Mapping[str, Any]) -> LCSPooledStrategy:
     """``lcs-pooled`` (as ``fedlcs``, without ``ratio``)."""
     values = BASELINE_OPTIONS.resolve(options, owner="method 'lcs-pooled'")
     return LCSPooledStrategy(target=values["target"], lcs=lcs_options(values),
                              **common_values(values))  # fmt: skip
+
+
+def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:
+    """A ``LOCAL`` result scored as FedLCS does: the target's local structure (parents,
+    children, undirected neighbours) against the true DAG."""
+    if result.graph is None:
+        raise ValueError(f"the {result.method} result has no graph to score")
+    embedded = full_graph(result.graph, dag.names)
+    return local_metrics(embedded, dag, result.extra["target"])
+
+
+def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
+    """The rows a comparison adds for a ``fedlcs-local`` run (``-avg`` and ``-best-oracle``)."""
+    summary = lcs_local_summary(result, truth)
+    return {
+        "fedlcs-local-avg": summary["fedlcs-local-avg"],
+        "fedlcs-local-best-oracle": summary["fedlcs-local-best"],
+    }
 
 
 def make_client(partition_id, data, options):
@@ -523,6 +554,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    score=score_local_structure,
     paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
 )
@@ -531,6 +563,8 @@ register_method(
     make_local_strategy,
     make_client,
     options=BASELINE_OPTIONS,
+    score=score_local_structure,
+    summaries=lcs_local_rows,
     paper="baseline (FedLCS)",
     description="each client alone runs the FedLCS search; see lcs_local_summary for avg/best",
 )
@@ -539,6 +573,7 @@ register_method(
     make_pooled_strategy,
     make_client,
     options=BASELINE_OPTIONS,
+    score=score_local_structure,
     paper="baseline (FedLCS: LCS-All)",
     description="LCS-All, centralised reference (NOT private): raw data, the search on the union",
 )

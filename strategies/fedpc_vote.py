@@ -31,7 +31,7 @@ independent candidate, the pair's triples stay undecided** (neither collider nor
 FedPC's MATLAB ``orient_dis`` declares a v-structure in that case, which is a bug not copied here.
 (FedLCS stops its per-level search at the first level where no client is independent; this
 implementation scans all levels up to ``sep_depth``, as FedPC's ``max_p`` does.) Then colliders are
-oriented and Meek's rules applied with :func:`~fedcausal_flwr.graphs.orientation.orient_cpdag`
+oriented and Meek's rules applied with :func:`~fedcausal_flwr.graphs.meek.orient_cpdag`
 (causal-learn's conflict policy: a collider meeting an edge already pointing away from y is
 skipped; causal-learn's Meek R1-R3).
 
@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import combinations
 from typing import Any
@@ -72,9 +72,10 @@ from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.colliders import ColliderOrientation
 from fedcausal_flwr.graphs.graph import Graph
-from fedcausal_flwr.graphs.orientation import ColliderOrientation, orient_cpdag
-from fedcausal_flwr.options import Option
+from fedcausal_flwr.graphs.meek import orient_cpdag
+from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
 from fedcausal_flwr.protocols.voting import PRUNE, PVALUES
 from fedcausal_flwr.stats.oracle import Query
@@ -132,7 +133,65 @@ def kept_skeleton(reply: Reply, before: np.ndarray) -> np.ndarray:
     return kept
 
 
-class FedPCVoteStrategy(DiscreteMethodStrategy):
+@dataclass(frozen=True)
+class LayerVote:
+    """One layer's outcome: the skeleton before, each client's kept skeleton, the votes per
+    pair, the vote threshold and the skeleton after."""
+
+    before: np.ndarray
+    kept: list[np.ndarray]
+    votes: np.ndarray
+    threshold: int
+    after: np.ndarray
+
+    @property
+    def lost(self) -> np.ndarray:
+        """Pairs ``(x < y)`` that lost the vote, as an int64 ``(n, 2)`` array."""
+        return np.argwhere(np.triu(self.before & ~self.after, k=1)).astype(np.int64)
+
+
+class LayerwiseVoteStrategy(DiscreteMethodStrategy):
+    """The layer loop shared by ``fedpc-vote`` and FedECD: levels ``l = 0, 1, ...``; at each,
+    every client prunes the broadcast skeleton once with conditioning sets of size ``l``
+    (action ``prune``) and the server keeps an edge with enough votes. A layer is due while
+    ``l <= max_depth`` and some node has more than ``l`` neighbours."""
+
+    def __init__(self, **common: Any):
+        super().__init__(**common)
+        self.adjacency: np.ndarray | None = None
+        self.level = 0
+        self.phase = "skeleton"
+        self.layers: list[dict] = []
+
+    def start_skeleton(self) -> None:
+        """After hello: the complete graph over the common variables."""
+        if self.adjacency is None:
+            self.start()
+            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+
+    def layer_due(self) -> bool:
+        if self.max_depth is not None and self.level > self.max_depth:
+            return False
+        assert self.adjacency is not None  # start_skeleton has run
+        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
+
+    def prune_request(self) -> Request:
+        assert self.adjacency is not None  # start_skeleton has run
+        payload = {**self.base_payload(), "level": self.level}
+        return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
+
+    def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
+        """The clients' kept skeletons (checked) and the skeleton that keeps ``ratio`` of votes."""
+        before = self.adjacency
+        assert before is not None  # start_skeleton has run
+        kept = [kept_skeleton(r, before) for r in replies]
+        # asarray: numpy's stubs allow a scalar for a sum over axis 0
+        votes = np.asarray(np.sum(kept, axis=0, dtype=np.int64))
+        threshold = vote_threshold(ratio, len(replies))
+        return LayerVote(before, kept, votes, threshold, before & (votes >= threshold))
+
+
+class FedPCVoteStrategy(LayerwiseVoteStrategy):
     """Layer-wise voting FedPC; see the module docstring for rules, ties and the wire protocol."""
 
     name = "fedpc-vote"
@@ -151,10 +210,6 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         if sep_depth < 0:
             raise ValueError(f"sep_depth must be >= 0, got {sep_depth}")
         self.ratio, self.sep_depth, self.orientation = ratio, int(sep_depth), orientation
-        self.adjacency: np.ndarray | None = None
-        self.level = 0
-        self.phase = "skeleton"
-        self.layers: list[dict] = []
         self.sepsets: dict[Pair, list[tuple[int, ...]]] = {}
         self.candidates: list[Query] = []
         self.spans: list[tuple] = []
@@ -166,26 +221,19 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        if self.adjacency is None:
-            self.start()
-            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+        self.start_skeleton()
         if self.phase == "skeleton":
-            if self._layer_due():
-                payload = {**self.base_payload(), "level": self.level}
-                return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
+            if self.layer_due():
+                return self.prune_request()
             self.phase = "orient"
             if self.orientation == "maxp":
+                assert self.adjacency is not None  # start_skeleton has run
                 self.candidates, self.spans = candidate_queries(self.adjacency, self.sep_depth)
         if self.orientation == "sepsets" or not self.candidates:
             self._orient()
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
         return Request(PVALUES, payload, arrays=[encode_queries(self.candidates)])
-
-    def _layer_due(self) -> bool:
-        if self.max_depth is not None and self.level > self.max_depth:
-            return False
-        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -196,15 +244,12 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
 
     # ------------------------------------------------------------------ skeleton
     def _vote_layer(self, replies: list[Reply]) -> None:
-        before = self.adjacency
-        kept = [kept_skeleton(r, before) for r in replies]
+        vote = self.vote_layer(replies, self.ratio)
+        before, votes, threshold, after = vote.before, vote.votes, vote.threshold, vote.after
         client_sets = [
-            self._client_sepsets(r, before, k) for r, k in zip(replies, kept, strict=True)
+            self._client_sepsets(r, before, k) for r, k in zip(replies, vote.kept, strict=True)
         ]
-        votes = np.sum(kept, axis=0, dtype=np.int64)
-        threshold = vote_threshold(self.ratio, len(replies))
-        after = before & (votes >= threshold)
-        removed = list(zip(*np.nonzero(np.triu(before & ~after, k=1)), strict=True))
+        removed = [tuple(pair) for pair in vote.lost.tolist()]
         for x, y in removed:
             key = (int(x), int(y))
             sets = [s for per_client in client_sets for s in per_client.get(key, [])]
@@ -283,6 +328,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
         self.annotate(tests=n, pairs=len(self.spans), undecided_pairs=undecided)
 
     def _orient(self) -> None:
+        assert self.adjacency is not None  # start_skeleton has run
         graph = undirected_graph(self.variables, self.adjacency)
         if self.orientation == "sepsets":
             self.colliders = orient_cpdag(
@@ -304,6 +350,7 @@ class FedPCVoteStrategy(DiscreteMethodStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
+        assert self.colliders is not None  # _orient has run
         names = self.variables
 
         def pair_name(pair: Pair) -> str:
@@ -366,6 +413,7 @@ OPTIONS = common_options(
 )
 
 
+@documented_by(OPTIONS)
 def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'fedpc-vote'")

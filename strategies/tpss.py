@@ -23,34 +23,34 @@ Methods registered here:
 * ``fci-base``: FCI on each client, then a sample-size-weighted vote
   ``sum_c (n_c / n') * (+-1) > 0`` and the arrowhead union; one round, no C-Update.
 
-Choices where the paper is open (seed-000 digest; [REC] = the digest's recommendation, all
-switchable through :class:`~fedcausal_flwr.discovery.tpss.TPSSOptions` run options):
+Choices where the paper is open (the paper's passage and the reason for each: docs/choices.md,
+FedCDnv; all switchable through :class:`~fedcausal_flwr.discovery.tpss.TPSSOptions` run options):
 
-* per-pair p-value ``P_k[i, j]``: the maximum over every CI test FCI ran on the pair (skeleton
-  and Possible-D-Sep phases) [REC]; C-Update's tests do not feed it [REC];
+* per-pair p-value (Algorithm 1 line 4): the maximum over every CI test FCI ran on the pair
+  (skeleton and Possible-D-Sep phases); C-Update's tests do not feed it;
 * separating set per removed pair: the first one FCI recorded (minimum size among those tried);
-  clients send them in round 2 [REC]; the server needs them for Condition 3.7;
+  clients send them in round 2; the server needs them for Condition 3.7;
 * G0: tails dropped, arrowheads at both ends give ``<->``;
 * ``stat``: Lemma 3.3's pair {A, B} is looked for in ``(A_X | A_Y) - {X, Y}``; the lemmas also
-  turn non-adjacent overlapping pairs from -2 into -1 (``lemma_scope="all"`` [REC]);
-* C-Update: only the arrowhead at the collider is imported [REC]; step (b) runs whenever Y is
+  turn non-adjacent overlapping pairs from -2 into -1 (``lemma_scope="all"``);
+* C-Update: only the arrowhead at the collider is imported; step (b) runs whenever Y is
   observed, with ``|Z| <= update_depth`` (3), all imports before any propagation, a propagation
   that would put a tail over an arrowhead at Y skipped; Zhang's rules are not re-run
   (``update_rules``);
-* Eq. (2): out-of-band p-values are sent raw [REC]; ``p = alpha`` is ``-0.0`` (in the band);
+* Eq. (2): out-of-band p-values are sent raw; ``p = alpha`` is ``-0.0`` (in the band);
   the band edges are ``alpha - theta1``, ``alpha + theta2`` rounded to 12 decimals;
 * TPSS runs only where the observing clients disagree (the paper's text); agreeing pairs keep
   the consensus, pairs nobody observes jointly are not adjacent;
-* Level 1 (``level1="per_edge_type"`` [REC]): every reporting client must be explained, ``<->``
-  by Condition 3.6 (tails at Y accepted [REC]), ``o-o / o-> / <-o`` by Condition 3.7 (every
+* Level 1 (``level1="per_edge_type"``): every reporting client must be explained, ``<->``
+  by Condition 3.6 (tails at Y accepted), ``o-o / o-> / <-o`` by Condition 3.7 (every
   denying client's sepset non-empty and not inside the reporting client's variables); an edge
   with a tail is never explained;
 * Level 2: "definite" read as ``|stat| = 2`` with the client's own adjacency deciding causal or
-  non-causal [REC]; Eq. (3)'s numerator ``phat * |K|`` over all observing clients, denominator
-  ``sum phat (non-stable) + #stable`` [REC], ``w`` not clipped [REC], ``w = 0`` on a zero
-  denominator; out-of-band non-stable ``phat`` = the raw p-value [REC]; ``val = 0``: no edge;
+  non-causal; Eq. (3)'s numerator ``phat * |K|`` over all observing clients, denominator
+  ``sum phat (non-stable) + #stable``, ``w`` not clipped, ``w = 0`` on a zero
+  denominator; out-of-band non-stable ``phat`` = the raw p-value; ``val = 0``: no edge;
 * FeddG: FedG's edges with ``stat = 2`` (of G0) and the ``stat = -2`` non-edges; a ``stat = 2``
-  pair TPSS removed is neither [REC] (``feddg_status="fedg"`` recomputes ``stat`` on FedG);
+  pair TPSS removed is neither (``feddg_status="fedg"`` recomputes ``stat`` on FedG);
 * FedG's marks: the arrowhead union, plus a tail where every client reporting the edge has one
   (``tails="consensus"``, default; ``"drop"`` is the paper's arrowheads-only FedG, every other
   mark a circle; arrowhead metrics are the same under both);
@@ -79,7 +79,7 @@ over all clients' variables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -111,7 +111,7 @@ from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, 
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
-from fedcausal_flwr.options import Option, OptionSet, say
+from fedcausal_flwr.options import Option, OptionSet, documented_by, say
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
 from fedcausal_flwr.result import Result
@@ -207,13 +207,15 @@ class FedCDnvStrategy(ProtocolStrategy):
         pids = sorted(self.client_info)
         self.union = stitch_order([self.client_info[p].columns for p in pids])
         merged = self.global_levels()
-        self.levels = {v: merged[v] for v in self.union}
-        for v, levels in self.levels.items():
+        self.levels = {}
+        for v in self.union:
+            levels = merged[v]
             if levels is None or len(levels) < 2:
                 raise ValueError(
                     f"variable {v!r} has levels {levels} over all clients; a CI test needs at "
                     "least two"
                 )
+            self.levels[v] = levels
         index = {v: k for k, v in enumerate(self.union)}
         self.observed = {
             p: np.array([index[c] for c in self.union if c in set(self.client_info[p].columns)])
@@ -377,6 +379,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         marks = np.stack([self.updated[p] for p in pids])
         mask = observed_mask([self.observed[p] for p in pids], len(self.union))
         if self.aggregation == "tpss":
+            assert self.status is not None  # round 1 set it
             adjacency, self.decisions = tpss_adjacency(
                 marks,
                 mask,
@@ -410,11 +413,14 @@ class FedCDnvStrategy(ProtocolStrategy):
         return {names[v]: int(np.count_nonzero(upper == v)) for v in (-2, -1, 1, 2)}
 
     def feddg_status(self) -> np.ndarray:
+        assert self.status is not None and self.overlap is not None  # round 1 set them
         if self.options.feddg_status == "fedg":
+            assert self.fedg is not None  # the run has finished
             return status_matrix(self.fedg != NONE, self.overlap, self.options.lemma_scope)
         return self.status
 
     def result_payload(self) -> dict:
+        assert self.fedg is not None and self.overlap is not None  # the run has finished
         names = tuple(self.union)
         status = self.feddg_status()
         feddg, definite_edges, definite_non_edges = restrict_to_definite(self.fedg, status)
@@ -476,10 +482,12 @@ def score_result(result: Result, truth: Graph) -> dict[str, float]:
     """FedCDnv's metrics of a result of this module against the true PAG over the union.
 
     ``adj_*`` (pre-edge, rec-edge, F1-edge), ``arrow_*`` (pre/rec/F1-orie read as arrowhead
-    precision / recall, the digest's [REC]), and Table 2's FDR-C / FDR-dC / FDR-nC / FDR-dnC
+    precision / recall: docs/choices.md, FedCDnv), and Table 2's FDR-C / FDR-dC / FDR-nC / FDR-dnC
     with the definite pairs of ``result.extra["status"]`` (+2 and -2).
     """
     learned = result.graph
+    if learned is None:
+        raise ValueError(f"the {result.method} result has no graph to score")
     names = list(learned.names)  # the status matrix is in the result graph's node order
     status = np.asarray(result.extra["status"])
     pairs_pos = [(names[i], names[j]) for i, j in np.argwhere(np.triu(status == 2, k=1))]
@@ -623,15 +631,19 @@ OPTIONS = {"fedcdnv": FEDCDNV_OPTIONS, "fedcdnv-vote": UPDATE_OPTIONS, "fci-base
 
 
 # ============================================================================ registration
+@documented_by(FEDCDNV_OPTIONS)
 def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
     """From its options (resolved here, so raw keywords work too). TPSS fields a method does not
-    declare keep the core's defaults (inside the band for any ``alpha``: they are unused)."""
+    declare keep the core's defaults (the unused thetas are moved inside the band when ``alpha``
+    would put them outside)."""
     if method not in OPTIONS:
         raise ValueError(f"unknown method {method!r}; expected one of {sorted(OPTIONS)}")
     values = OPTIONS[method].resolve(options, owner=f"method {method!r}")
     tpss = {k: v for k, v in values.items() if k in TPSSOptions.__dataclass_fields__}
-    if method != "fedcdnv":
-        tpss.update(theta1=values["alpha"] / 2, theta2=(1 - values["alpha"]) / 2)
+    if method != "fedcdnv":  # the thetas are unused; keep the core's unless alpha rules them out
+        alpha = values["alpha"]
+        tpss["theta1"] = _TPSS.theta1 if _TPSS.theta1 < alpha else alpha / 2
+        tpss["theta2"] = _TPSS.theta2 if _TPSS.theta2 < 1 - alpha else (1 - alpha) / 2
     return FedCDnvStrategy(
         method,
         test=values["test"],
@@ -656,10 +668,19 @@ DESCRIPTIONS = {
     "fci-base": "local FCI per client, sample-size-weighted adjacency vote, arrowhead union",
 }
 
+
+def _for_method(
+    make: Callable[[Mapping[str, Any], str], FedCDnvStrategy], method: str
+) -> Callable[[Mapping[str, Any]], FedCDnvStrategy]:
+    """``make`` for one method, as registered: a lambda of this module, since the registry tells
+    the built-in methods by their factory's module."""
+    return lambda options: make(options, method)
+
+
 for _method in METHODS:
     register_method(
         _method,
-        lambda options, _method=_method: make_strategy(options, _method),
+        _for_method(make_strategy, _method),
         make_client,
         options=OPTIONS[_method],
         paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",

@@ -1,4 +1,4 @@
-"""Voting baselines, the local-only baseline and the pooled reference (FedC2SL paper, §2.8 digest).
+"""Voting baselines, the local-only baseline and the pooled reference (FedC2SL paper, Sec. 5.1).
 
 Every method here lets each client decide on its own data (G2 or Pearson chi2 at level ``alpha``
 over the global level sets) and the server only combines the decisions:
@@ -21,16 +21,17 @@ over the global level sets) and the server only combines the decisions:
 Rules, with ties (all order-independent: they depend on counts, not on client order):
 
 * mark vote (:func:`majority_marks`): an edge is present iff a **strict majority** of the clients
-  have it (a tie is not a majority: no edge; Na & Yang-style presence vote, seed-003 digest §4.3).
+  have it (a tie is not a majority: no edge; a presence vote, as FedECD's -Voting baselines cite
+  Na & Yang's voting without details, FedECD paper Sec. 5.1: docs/choices.md, Voting baselines).
   Each endpoint mark of a present edge is the most frequent mark among the clients that have
   the edge, ties to the **smallest code** (tail < arrow < circle; the same order in causal-learn's
   -1/1/2 coding, as FedC2SL's ``np.argmax(np.bincount(...))``). Deciding presence first keeps the
   result a valid graph; FedC2SL votes "no edge" as one more code, which can leave half-edges.
 * CI vote (:func:`vote_pvalues`): if a **strict majority** of the clients find ``p > alpha`` the
   test returns the largest client p-value (independent), otherwise the smallest one (dependent);
-  a tie counts as dependent (seed-001 digest §2.8). A NaN p-value counts as dependent. The local
-  tests follow causal-learn's dof rule; FedC2SL's code adds +1 dof per empty local stratum,
-  which is not replicated here.
+  a tie counts as dependent (FedC2SL's code, ``alg/cit_voting.py``; the paper gives no rule). A
+  NaN p-value counts as dependent. The local tests follow causal-learn's dof rule; FedC2SL's code
+  adds +1 dof per empty local stratum, which is not replicated here.
 * option ``reliability`` (off by default; every method here, the pooled reference included):
   the Causal Learner rule FedECD's experiments use, a test runs only if it has at least that
   many rows per cell of its table (``n / (a_x a_y prod a_s)``, arities = highest observed code
@@ -56,21 +57,21 @@ effect and sample sizes); ``raw_data``: everything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
-from fedcausal_flwr.discovery.fci import fci, fci_steps
-from fedcausal_flwr.discovery.pc import pc, pc_steps
+from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
-from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PVALUES, RAW_DATA
 from fedcausal_flwr.result import Result
@@ -215,7 +216,8 @@ class DiscreteMethodStrategy(ProtocolStrategy):
     def start(self) -> None:
         """Fix the global level sets (after hello); every client encodes over them."""
         levels = self.global_levels()
-        self.levels = {v: levels[v] for v in self.variables}
+        # never None: validate_clients required every column to be discrete
+        self.levels = {v: levels[v] or [] for v in self.variables}
         self.cards = np.array([len(self.levels[v]) for v in self.variables], dtype=np.int64)
         for v, card in zip(self.variables, self.cards, strict=True):
             if card < 2:
@@ -339,7 +341,7 @@ def pooled_oracle(
     p = len(variables)
     parts = []
     for reply in replies:
-        codes = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
+        codes: np.ndarray = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros((0,))
         if codes.ndim != 2 or codes.shape[1] != p:
             raise ClientProtocolError(
                 f"client {reply.client} sent data of shape {codes.shape}, expected (n, {p})"
@@ -403,12 +405,13 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             engine = pc_steps if self.algorithm == "pc" else fci_steps
             steps = engine(self.variables, self.alpha, self.max_depth)
             self.runner = StepRunner(with_cache(steps, self.cache))
-        if self.runner.done:
+        if self.runner.pending is None:  # the search has finished
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
         return Request(PVALUES, payload, arrays=[encode_queries(self.runner.pending)])
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         n_queries = len(self.runner.pending)
         local = np.stack([_pvalue_vector(r, n_queries) for r in replies])
         combined = vote_pvalues(local, self.alpha)
@@ -420,6 +423,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
         self.runner.answer(combined)
 
     def result_payload(self) -> dict:
+        assert self.runner is not None and self.runner.result is not None  # a finished search
         result = self.runner.result
         return {
             "graph": result.graph,
@@ -450,7 +454,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         super().__init__(**common)
         self.algorithm = algorithm
-        self.result = None
+        self.result: PCResult | FCIResult | None = None
         self.rows: dict[int, int] = {}
 
     def next_request(self) -> Request | None:
@@ -469,6 +473,7 @@ class PooledStrategy(DiscreteMethodStrategy):
         self.annotate(rows=int(sum(self.rows.values())))
 
     def result_payload(self) -> dict:
+        assert self.result is not None  # handle_replies has run
         return {
             "graph": self.result.graph,
             "variables": list(self.result.graph.names),
@@ -479,22 +484,30 @@ class PooledStrategy(DiscreteMethodStrategy):
 
 
 # ============================================================================ registration
+@documented_by(VOTING_OPTIONS)
 def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStrategy:
+    """PC-Voting / FCI-Voting from its options."""
     values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-vote'")
     return GraphVoteStrategy(algorithm, **common_values(values))
 
 
+@documented_by(VOTING_OPTIONS)
 def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
+    """PC-CIT-Voting / FCI-CIT-Voting from its options."""
     values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
     return CITVoteStrategy(algorithm, **common_values(values))
 
 
+@documented_by(LOCAL_OPTIONS)
 def make_local(options: Mapping[str, Any]) -> LocalStrategy:
+    """``local`` from its options."""
     values = LOCAL_OPTIONS.resolve(options, owner="method 'local'")
     return LocalStrategy(values["algorithm"], **common_values(values))
 
 
+@documented_by(LOCAL_OPTIONS)
 def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
+    """``pooled`` from its options."""
     values = LOCAL_OPTIONS.resolve(options, owner="method 'pooled'")
     return PooledStrategy(values["algorithm"], **common_values(values))
 
@@ -505,10 +518,18 @@ def make_client(partition_id, data, options):
     return VotingClient(partition_id, data)
 
 
+def _for_algorithm(
+    make: Callable[[Mapping[str, Any], str], ProtocolStrategy], algorithm: str
+) -> Callable[[Mapping[str, Any]], ProtocolStrategy]:
+    """``make`` for one algorithm, as registered: a lambda of this module, since the registry tells
+    the built-in methods by their factory's module."""
+    return lambda options: make(options, algorithm)
+
+
 for _alg in ALGORITHMS:
     register_method(
         f"{_alg}-vote",
-        lambda options, _alg=_alg: make_graph_vote(options, _alg),
+        _for_algorithm(make_graph_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
         paper="baseline (FedC2SL)",
@@ -516,7 +537,7 @@ for _alg in ALGORITHMS:
     )
     register_method(
         f"{_alg}-cit-vote",
-        lambda options, _alg=_alg: make_cit_vote(options, _alg),
+        _for_algorithm(make_cit_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
         paper="baseline (FedC2SL)",
@@ -525,11 +546,20 @@ for _alg in ALGORITHMS:
             "majority (max p if independent, else min p)"
         ),
     )
+
+
+def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
+    """The rows a comparison adds for a ``local`` run: ``local-avg`` and ``local-best-oracle``."""
+    summary = local_summary(result, truth)
+    return {"local-avg": summary["local-avg"], "local-best-oracle": summary["local-best"]}
+
+
 register_method(
     "local",
     make_local,
     make_client,
     options=LOCAL_OPTIONS,
+    summaries=local_rows,
     paper="baseline",
     description="each client alone runs PC (algorithm=fci: FCI); see local_summary for avg/best",
 )

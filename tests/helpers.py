@@ -1,7 +1,40 @@
 """Shared test helpers (imported by test modules; not a test module itself)."""
 
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+
+SKIPPED_PARTS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "build", "dist"}
+
+
+def repository_files(
+    root: Path, within: Sequence[str] = (), suffixes: Sequence[str] = ()
+) -> list[Path]:
+    """The repository's files (under ``within``, with one of ``suffixes``; all if empty): what
+    git tracks plus untracked, not-ignored files (so new files count before their first commit);
+    without git (e.g. in a copy of the tracked files) every file under the same folders."""
+    if (root / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *within],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        paths = [root / name for name in listed.split("\0") if name]
+    else:
+        paths = []
+        for top in [root / name for name in within] or [root]:
+            paths += [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+    return [
+        p
+        for p in paths
+        if p.is_file()
+        and (not suffixes or p.suffix in suffixes)
+        and not SKIPPED_PARTS & set(p.relative_to(root).parts)
+    ]
 
 
 def padded_names(p: int) -> list[str]:

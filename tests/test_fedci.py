@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fedcausal_flwr.citest import FedCIOracle, citest
 from fedcausal_flwr.data.partition import split_site_effects
 from fedcausal_flwr.data.schema import Schema
-from fedcausal_flwr.data.synthetic import random_dag
+from fedcausal_flwr.data.synthetic import choose_latents, random_dag
 from fedcausal_flwr.discovery.driver import drive
+from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc_steps
 from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL
 from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
 from fedcausal_flwr.strategies import fedci  # noqa: F401  (registers fedci-pc / fedci-fci)
 
@@ -64,11 +67,42 @@ def test_fedci_with_partial_variable_sets(mixed):
     assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
 
 
-def test_fedci_fci_runs_end_to_end(mixed):
-    clients, schema = mixed
+@pytest.fixture(scope="module")
+def latent_mixed():
+    """Mixed data from a 6-node DAG with X1 hidden and no site shifts (``affected=[]``), so the
+    federated test is exactly the pooled GLM test; 600 rows over 3 sites."""
+    dag = random_dag(6, 2.5, seed=1)
+    latent = choose_latents(dag, 0.2, seed=1)
+    assert latent == ["X1"]
+    types = dict(zip(dag.names, ["continuous", "binary", "ordinal", "categorical", "continuous",
+                                 "binary"], strict=True))  # fmt: skip
+    part = split_site_effects(dag, 600, 3, seed=1, types=types, affected=[], n_levels=3)
+    clients = [df.drop(columns=latent) for df in part.clients]
+    return clients, Schema.infer(clients)
+
+
+def test_fedci_fci_equals_fci_on_the_pooled_rows(latent_mixed):
+    """fedCI-FCI against FCI on one pooled table through the same GLM likelihood-ratio test (one
+    site: no federation), graph and every p-value."""
+    clients, schema = latent_mixed
     result = run_method("fedci-fci", clients, {"schema": schema.dumps()}, backend="inprocess")
+    pooled = pd.concat(clients, ignore_index=True)
+    oracle = FedCIOracle([pooled], schema)
+    reference = fci(oracle, alpha=0.05)
     assert result.graph.kind == "PAG"
-    assert set(result.graph.names) == set(schema.names)
+    assert result.graph == reference.graph
+    marks = reference.graph.marks  # a PAG with every kind of mark, so the marks are compared
+    assert (marks == ARROW).any() and (marks == CIRCLE).any() and (marks == TAIL).any()
+    names = list(schema.names)
+    expected = {
+        (names[x], names[y], tuple(names[v] for v in s)): res
+        for (x, y, s), res in oracle.results.items()
+    }
+    tests = {(t["x"], t["y"], tuple(t["given"])): t for t in result.extra["ci_tests"]}
+    assert tests.keys() == expected.keys() and len(tests) > 30
+    for key, t in tests.items():
+        assert t["p_value"] == pytest.approx(expected[key].p_value, rel=1e-9, abs=1e-300), key
+        assert t["clients"] == [0, 1, 2] and t["n"] == len(pooled) == 600
 
 
 def test_citest_fisher_baseline(mixed):

@@ -562,7 +562,7 @@ def test_pdag_to_dag_extends_every_cpdag_into_its_class():
     import networkx as nx
 
     from fedcausal_flwr.data.synthetic import random_dag
-    from fedcausal_flwr.graphs.orientation import pdag_to_dag
+    from fedcausal_flwr.graphs.extension import pdag_to_dag
     from fedcausal_flwr.graphs.truth import dag_to_cpdag
 
     for seed in range(25):
@@ -576,7 +576,7 @@ def test_pdag_to_dag_extends_every_cpdag_into_its_class():
 
 
 def test_pdag_to_dag_reports_a_pdag_without_extension():
-    from fedcausal_flwr.graphs.orientation import pdag_to_dag
+    from fedcausal_flwr.graphs.extension import pdag_to_dag
 
     names = ["a", "b", "c", "d"]
     square = Graph.from_edges(

@@ -6,14 +6,13 @@ walks the same folders. The patterns are written so that this file does not matc
 """
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import repository_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("tests", "experiments", "fedcausal_flwr", "strategies", "clients", "docs", "README.md")
-SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 
 # name -> pattern; character classes such as [/] keep each pattern from matching its own source
 OUTSIDE_REFERENCES = {
@@ -26,21 +25,8 @@ OUTSIDE_REFERENCES = {
 
 
 def scanned_files(root: Path) -> list[Path]:
-    """Text-file candidates under :data:`SCANNED`: git's view of the tree when there is one."""
-    if (root / ".git").exists():
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *SCANNED],
-            cwd=root,
-            capture_output=True,
-            check=True,
-        ).stdout.decode()
-        paths = [root / name for name in listed.split("\0") if name]
-    else:
-        paths = []
-        for name in SCANNED:
-            top = root / name
-            paths += [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
-    return [p for p in paths if p.is_file() and not SKIPPED_PARTS & set(p.parts)]
+    """Text-file candidates under :data:`SCANNED`."""
+    return repository_files(root, SCANNED)
 
 
 def outside_references(path: Path) -> list[str]:

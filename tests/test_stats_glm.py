@@ -68,7 +68,7 @@ def pooled_loglik(df, schema, response, predictors, site):
     if spec.kind == "categorical":
         fit = sm.MNLogit(codes, X).fit(method="newton", disp=0, maxiter=60)
         return fit.llf
-    # ordinal: independent cumulative logits, then differenced cell probabilities (digest 2.1)
+    # ordinal: independent cumulative logits, then differenced cell probabilities (as python-fedci)
     cums = []
     for j in range(spec.card - 1):
         target = (codes <= j).astype(float)

@@ -96,7 +96,7 @@ def test_geometric_mean_estimator_is_unbiased_with_the_predicted_spread():
     proj = rng.normal(scale=math.sqrt(2), size=(reps, length, 12))
     est = geometric_mean_estimate(proj @ u)
     sd = relative_sd(length)
-    assert abs(sd - 0.31) < 0.01  # the digest's ~0.31 relative sd at l = 50
+    assert abs(sd - 0.31) < 0.01  # ~0.31 relative sd at l = 50 (about pi / sqrt(2 l))
     std_err = true * sd / math.sqrt(reps)
     assert abs(est.mean() - true) < 4 * std_err
     assert abs(est.std() / true / sd - 1) < 0.1

@@ -159,9 +159,19 @@ def test_fedcdnv_decides_exactly_the_disagreements(discrete_setting):
                 assert pair not in decided and learned[i, j] == (len(yes) == len(voters) > 0)
     for d in result.extra["decisions"]:
         assert d["level"] == 1 or d["adjacent"] == (d["value"] > 0)
+    # FeddG: exactly FedG's edges on the pairs the status matrix calls definite (stat = +2),
+    # marks kept; every stat = +1 / -1 edge of FedG is left out. This setting has both kinds.
     feddg = Graph.from_json(result.extra["feddg"])
-    assert set(feddg.adjacency()[np.triu_indices(len(names), 1)]) <= {True, False}
+    status = np.asarray(result.extra["status"])
+    fedg_adjacent = result.graph.adjacency()
+    assert np.any(fedg_adjacent & (status == 2)) and np.any(fedg_adjacent & (np.abs(status) == 1))
+    assert np.array_equal(feddg.adjacency(), fedg_adjacent & (status == 2))
     assert np.all(result.graph.marks[feddg.adjacency()] == feddg.marks[feddg.adjacency()])
+    upper = np.triu(np.ones_like(status, dtype=bool), k=1)
+    assert result.extra["definite_edges"] == int(np.sum(upper & fedg_adjacent & (status == 2)))
+    assert result.extra["definite_non_edges"] == int(
+        np.sum(upper & ~fedg_adjacent & (status == -2))
+    )
 
 
 def test_ledger_shows_what_the_server_saw(discrete_setting):

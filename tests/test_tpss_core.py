@@ -1,5 +1,5 @@
-"""FedCDnv's mathematics without Flower: Eq. (2), Level 2 (the digest's worked examples), the
-status matrix (Theorem 3.1, Lemmas 3.2 / 3.3), Level 1 (Conditions 3.6 / 3.7), C-Update, G0,
+"""FedCDnv's mathematics without Flower: Eq. (2), Level 2 (hand-worked examples of Eqs. (1)-(3)),
+the status matrix (Theorem 3.1, Lemmas 3.2 / 3.3), Level 1 (Conditions 3.6 / 3.7), C-Update, G0,
 FeddG and the recorded local FCI, with perfect d-separation oracles where the theory applies."""
 
 from fractions import Fraction
@@ -10,7 +10,6 @@ import pytest
 
 from fedcausal_flwr.data.synthetic import choose_latents, random_dag
 from fedcausal_flwr.discovery.driver import drive
-from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.tpss import (
     TPSSOptions,
     c_update_steps,
@@ -30,13 +29,13 @@ from fedcausal_flwr.discovery.tpss import (
     union_graph,
     weighted_adjacency,
 )
+from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import apply_fci_rules
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle, TableOracle
 
 SIZES = [1000, 500, 500]
-P_A = np.array([0.0002, 0.2, 0.7])  # the digest's worked example: c1 adjacent, c2 and c3 not
+P_A = np.array([0.0002, 0.2, 0.7])  # hand-worked example of Eqs. (1)-(3): c1 adjacent, c2, c3 not
 ADJ_A = np.array([True, False, False])
 
 
@@ -67,7 +66,7 @@ def test_pvalue_transform_scales_the_band_and_sends_the_rest_raw():
 
 
 # ============================================================================ Level 2
-def test_level2_reproduces_the_digest_worked_examples():
+def test_level2_reproduces_the_hand_worked_examples():
     # Case A, stat = +2: c1 stable (+1), c2 in band (phat 1/3), c3 stable non-causal (-1)
     assert value(ADJ_A, P_A, 2) == pytest.approx(float(Fraction(1, 7)), abs=1e-12)  # 0.1429
     # Case B, stat = +1: nobody stable; phat = raw 0.0002, 1/3, raw 0.7
@@ -464,11 +463,23 @@ def test_local_fci_records_the_max_pvalue_of_every_test_and_a_separating_set():
     names = ["x", "y", "z", "w"]
     oracle = DiscreteOracle(codes, [2, 2, 2, 3], names, test="g2")
     record = local_fci(oracle, 0.05)
-    assert record.graph == fci(DiscreteOracle(codes, [2, 2, 2, 3], names, test="g2")).graph
+    # by hand: x - z - y with z separating x and y (a non-collider), w independent of all; no
+    # orientation rule applies, so the PAG is x o-o z o-o y
+    expected_pag = Graph.from_edges(
+        names, [("x", "z", "circle", "circle"), ("z", "y", "circle", "circle")], kind="PAG"
+    )
+    assert record.graph == expected_pag
+    # FCI's tests, by hand: level 0 all six pairs (w drops out); level 1 each remaining pair
+    # given the third of x, y, z (x - y drops out); no pair has a Possible-D-Sep subset of size
+    # >= 2 and no R4 path, so nothing else is asked. Max p-value per pair, from a fresh oracle.
+    asked = [(0, 1, ()), (0, 2, ()), (0, 3, ()), (1, 2, ()), (1, 3, ()), (2, 3, ()),
+             (0, 1, (2,)), (0, 2, (1,)), (1, 2, (0,))]  # fmt: skip
+    fresh = DiscreteOracle(codes, [2, 2, 2, 3], names, test="g2")
     expected = np.full((4, 4), np.nan)
-    for (a, b, _), p in oracle.cache.items():  # a fresh oracle: its cache is FCI's tests
-        expected[a, b] = expected[b, a] = np.fmax(expected[a, b], p)
+    for a, b, s in asked:
+        expected[a, b] = expected[b, a] = np.fmax(expected[a, b], fresh.test(a, b, s))
     np.testing.assert_array_equal(record.max_pvalues, expected)
+    assert record.n_tests == len(asked)
     adjacent = record.graph.adjacency()
     for a, b in combinations(range(4), 2):
         if adjacent[a, b]:

@@ -5,25 +5,22 @@ votes are recomputed from the clients' own data; combination rules, ties and the
 """
 
 import math
-from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
 import pytest
+from helpers import padded_names
 
 from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.clients.voting import VotingClient
 from fedcausal_flwr.data import load_network
-from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
-from fedcausal_flwr.discovery.pc import pc, undirected_graph
-from fedcausal_flwr.discovery.skeleton import skeleton_steps
+from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL
-from fedcausal_flwr.graphs.orientation import orient_cpdag
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies.fedpc_vote import (
     make_strategy as make_fedpc_vote,
@@ -81,6 +78,70 @@ def client_codes(frame, net):
     return np.column_stack([frame[v].cat.codes.to_numpy() for v in net.variables]).astype(np.int64)
 
 
+def pc_stable_level(oracle, adjacency, level, alpha=0.05):
+    """One PC-stable level written out (an implementation independent of the skeleton engine):
+    edge x - y goes if some S of ``level`` nodes of adj(x) - {y} or adj(y) - {x}, adjacency
+    frozen at the level's start, gives p > alpha. All tests go to the oracle in one batch."""
+    queries = []
+    for x, y in zip(*np.nonzero(np.triu(adjacency, k=1)), strict=True):
+        sets = set()
+        for near, far in ((x, y), (y, x)):
+            pool = [int(v) for v in np.flatnonzero(adjacency[near]) if v != far]
+            sets.update(combinations(pool, level))
+        queries.extend((int(x), int(y), s) for s in sorted(sets))
+    kept = adjacency.copy()
+    pvalues = oracle.test_batch(queries) if queries else []
+    for (x, y, _), p in zip(queries, pvalues, strict=True):
+        if p > alpha:
+            kept[x, y] = kept[y, x] = False
+    return kept
+
+
+def causallearn_graph(graph):
+    """``graph`` as a causal-learn GeneralGraph (padded node names: their order is index order)."""
+    from causallearn.graph.Edge import Edge
+    from causallearn.graph.Endpoint import Endpoint
+    from causallearn.graph.GeneralGraph import GeneralGraph
+    from causallearn.graph.GraphNode import GraphNode
+
+    endpoint = {TAIL: Endpoint.TAIL, ARROW: Endpoint.ARROW, CIRCLE: Endpoint.CIRCLE}
+    nodes = [GraphNode(n) for n in padded_names(graph.n_nodes)]
+    out = GeneralGraph(nodes)
+    for i, j in zip(*np.nonzero(np.triu(graph.marks != NONE, k=1)), strict=True):
+        out.add_edge(Edge(nodes[i], nodes[j], endpoint[graph.marks[j, i]],
+                          endpoint[graph.marks[i, j]]))  # fmt: skip
+    return out
+
+
+def causallearn_cpdag(dag):
+    """The CPDAG of ``dag`` by causal-learn's dag2cpdag."""
+    from causallearn.graph.Dag import Dag
+    from causallearn.utils.DAG2CPDAG import dag2cpdag
+
+    general = causallearn_graph(dag)
+    cl_dag = Dag(general.get_nodes())
+    for i, j in zip(*np.nonzero(dag.marks == ARROW), strict=True):  # arrowhead at j: i --> j
+        cl_dag.add_directed_edge(general.get_nodes()[i], general.get_nodes()[j])
+    return Graph.from_causallearn(dag2cpdag(cl_dag).graph, dag.names, "CPDAG")
+
+
+def arrowhead_f1(learned, truth):
+    """Arrowhead F1 from the two edge lists (ordered pairs (u, v) with an arrow at v)."""
+
+    def heads(graph):
+        out = set()
+        for u, v, at_u, at_v in graph.edges():
+            out |= {(u, v)} if at_v == "arrow" else set()
+            out |= {(v, u)} if at_u == "arrow" else set()
+        return out
+
+    got, true = heads(learned), heads(truth)
+    tp, fp, fn = len(got & true), len(got - true), len(true - got)
+    precision = tp / (tp + fp) if tp + fp else float(fn == 0)
+    recall = tp / (tp + fn) if tp + fn else float(fp == 0)
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
 # ============================================================================ one client = pooled
 @pytest.mark.parametrize("method", ["pc-vote", "pc-cit-vote", "local", "pooled"])
 def test_one_client_equals_pooled_pc(alarm, alarm_pc, method):
@@ -133,17 +194,22 @@ def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
         assert (entry is None) == (s is None)
         if s is not None:
             assert entry["set"] == [names[v] for v in s] and entry["client"] == 0
-    # independent path: orient the pooled skeleton with the standard rule on those sets
+    # independent path: causal-learn orients the pooled skeleton with those sets (its UC_sepset
+    # rule with priority 2, "existing colliders first", then its Meek rules)
     assert all(s is not None for s in chosen.values())
-    graph = undirected_graph(names, adjacency)
-    orient_cpdag(
-        graph,
-        {k: [s] for k, s in chosen.items()},
-        rule="standard",
-        conflict="existing",
-        meek="causallearn",
-    )
-    assert result.graph == graph
+    from causallearn.graph.GraphClass import CausalGraph
+    from causallearn.utils.PCUtils import Meek, UCSepset
+
+    cg = CausalGraph(len(names), padded_names(len(names)))
+    for i, j in zip(*np.nonzero(np.triu(~adjacency, k=1)), strict=True):
+        cg.G.remove_edge(cg.G.get_edge(cg.G.nodes[i], cg.G.nodes[j]))
+    cg.sepset = np.empty((len(names), len(names)), object)
+    for (x, z), s in chosen.items():
+        cg.sepset[x, z] = cg.sepset[z, x] = [tuple(s)]
+    oriented = Meek.meek(UCSepset.uc_sepset(cg, priority=2))
+    expected = Graph.from_causallearn(oriented.G.graph, names, "CPDAG")
+    assert np.any(expected.marks == ARROW)
+    assert result.graph == expected
     assert result.rounds == 1 + len(alarm_pc.skeleton.levels) + 1
     assert [e["kind"] for e in result.ledger][-1] == "pvalues"
 
@@ -208,10 +274,11 @@ def test_fedpc_vote_layer_votes_recomputed_from_client_data(alarm, alarm_runs):
     ]
     names = net.variables
     adjacency = ~np.eye(len(names), dtype=bool)
-    threshold = vote_threshold(ratio, k)
-    assert threshold == 2
+    threshold = 2  # ceil(0.4 * 5)
+    assert [layer["level"] for layer in result.extra["layers"]][:3] == [0, 1, 2]
     for layer in result.extra["layers"]:
-        kept = [prune_level(o, adjacency, layer["level"], 0.05).adjacency for o in oracles]
+        assert layer["threshold"] == threshold
+        kept = [pc_stable_level(o, adjacency, layer["level"]) for o in oracles]
         votes = np.sum(kept, axis=0)
         rows, cols = np.nonzero(np.triu(adjacency, k=1))
         assert layer["votes"] == {
@@ -228,22 +295,29 @@ def test_local_summary_scores_every_client(alarm, alarm_runs):
     graphs = {e["client"]: Graph.from_json(e["graph"]) for e in result.extra["client_graphs"]}
     assert sorted(graphs) == [0, 1, 2, 3, 4]
     assert result.graph == graphs[0]
-    part = make_partition(pooled, 5, "iid", SEED).clients
-    for c in (0, 3):  # client graphs are each client's own PC
-        own = pc(DiscreteOracle(client_codes(part[c], net), net.cards, net.variables, "chi2"))
-        assert graphs[c] == own.graph
-    per_client = [local_summary(_only(result, c), net.dag)["local-avg"] for c in graphs]
-    assert summary["local-avg"]["shd"] == pytest.approx(np.mean([s["shd"] for s in per_client]))
-    best = max(range(5), key=lambda c: (per_client[c]["arrow_f1"], -c))
+    # a client graph is that client's own PC: causal-learn's PC-stable on its rows (client 3
+    # observes every level, so causal-learn's inferred level sets are the network's)
+    from causallearn.graph.SHD import SHD
+    from causallearn.search.ConstraintBased.PC import pc as cl_pc
+
+    codes = client_codes(make_partition(pooled, 5, "iid", SEED).clients[3], net)
+    assert [len(np.unique(codes[:, j])) for j in range(codes.shape[1])] == list(net.cards)
+    names = padded_names(codes.shape[1])
+    own = cl_pc(codes, 0.05, "chisq", stable=True, show_progress=False, node_names=names)
+    assert graphs[3] == Graph.from_causallearn(own.G.graph, net.variables, "CPDAG")
+    # scores by causal-learn's SHD and an edge-list arrowhead F1 against causal-learn's CPDAG
+    truth = causallearn_cpdag(net.dag)
+    shds = [SHD(causallearn_graph(truth), causallearn_graph(graphs[c])).get_shd() for c in range(5)]
+    f1s = [arrowhead_f1(graphs[c], truth) for c in range(5)]
+    assert len(set(shds)) > 1 and len(set(f1s)) > 1  # the clients differ, so the mean matters
+    assert summary["local-avg"]["shd"] == pytest.approx(np.mean(shds))
+    assert summary["local-avg"]["arrow_f1"] == pytest.approx(np.mean(f1s))
+    best = max(range(5), key=lambda c: (f1s[c], -c))
     assert summary["local-best"]["client"] == best and summary["local-best"]["oracle"]
-    assert summary["local-best"]["arrow_f1"] == max(s["arrow_f1"] for s in per_client)
+    assert summary["local-best"]["arrow_f1"] == pytest.approx(f1s[best])
+    assert summary["local-best"]["shd"] == shds[best]
     with pytest.raises(KeyError, match="client_graphs"):
         local_summary(alarm_runs("pc-vote", 5), net.dag)
-
-
-def _only(result, client):
-    entries = [e for e in result.extra["client_graphs"] if e["client"] == client]
-    return replace(result, extra={"client_graphs": entries})
 
 
 # ============================================================================ rules and ties
@@ -363,12 +437,14 @@ def test_bad_options_and_data_are_clear_errors():
 
 
 def test_prune_level_is_one_level_of_the_pc_skeleton(alarm_oracle, alarm_pc):
-    """The client step reuses the skeleton engine: levels chained = PC-stable skeleton."""
+    """The client step, level by level, equals PC-stable written out independently."""
     adjacency = ~np.eye(alarm_oracle.n_vars, dtype=bool)
     for level in range(len(alarm_pc.skeleton.levels)):
-        adjacency = prune_level(alarm_oracle, adjacency, level, 0.05).adjacency
-    reference = drive(skeleton_steps(alarm_oracle.n_vars, 0.05), alarm_oracle)
-    assert np.array_equal(adjacency, reference.adjacency)
+        pruned = prune_level(alarm_oracle, adjacency, level, 0.05).adjacency
+        expected = pc_stable_level(alarm_oracle, adjacency, level)
+        assert np.array_equal(pruned, expected), level
+        assert level > 2 or np.any(adjacency & ~pruned)  # levels 0-2 remove edges
+        adjacency = pruned
     with pytest.raises(ValueError, match="symmetric"):
         prune_level(alarm_oracle, np.ones((3, 3), dtype=bool), 0, 0.05)
 

@@ -92,12 +92,12 @@ def read_bif(text: str, source: str = "BIF") -> BIFNetwork:
                             f"{source}: unknown state {label!r} of {p!r} in the table of {child!r}"
                         )
                     col = col * c + index[p][label]
-                values = [float(v) for v in _split(probs)]
-                if len(values) != card:
+                row = [float(v) for v in _split(probs)]
+                if len(row) != card:
                     raise ValueError(
-                        f"{source}: a row of {child!r} has {len(values)} values, expected {card}"
+                        f"{source}: a row of {child!r} has {len(row)} values, expected {card}"
                     )
-                table[:, col] = values
+                table[:, col] = row
         if np.isnan(table).any():
             raise ValueError(f"{source}: the table of {child!r} misses parent configurations")
         parents[child] = pa

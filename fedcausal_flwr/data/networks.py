@@ -34,6 +34,7 @@ import networkx as nx
 import numpy as np
 
 from fedcausal_flwr.data.bif import read_bif
+from fedcausal_flwr.data.sampling import sample_codes, sample_frame
 from fedcausal_flwr.graphs.graph import Graph
 
 if TYPE_CHECKING:
@@ -200,14 +201,10 @@ class Network:
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> pd.DataFrame:
         """``n`` i.i.d. rows: Categorical columns (discrete) or float64 columns (gaussian)."""
-        from fedcausal_flwr.data.sampling import sample_frame
-
         return sample_frame(self, n, seed)
 
     def sample_codes(self, n: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
         """``n`` rows of state indices (discrete, small int dtype) or values (gaussian)."""
-        from fedcausal_flwr.data.sampling import sample_codes
-
         return sample_codes(self, n, seed)
 
     # ----------------------------------------------------------------- interop

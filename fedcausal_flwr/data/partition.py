@@ -242,6 +242,7 @@ def split_sizes(
         _require_min_rows(sizes, min_rows, "split_sizes")
         info: dict = {"seed": seed, "unused_rows": n - sum(sizes)}
     else:
+        assert alpha is not None  # exactly one of sizes and alpha is given
         if k is None:
             raise ValueError("alpha= needs the number of clients k=")
         k = _check_k(n, k)
@@ -442,7 +443,8 @@ def split_variable_subsets(
       random, redrawn (up to ``max_tries``) until every variable is observed by some client when
       ``cover_all``. With ``structured=True`` client ``i`` instead drops a contiguous (cyclic)
       block of variables starting at position ``floor(i * p / k)``, which creates pairs that are
-      never observed together (FedCDnv digest recommendation).
+      never observed together (FedCDnv's paper does not say how subsets are drawn:
+      docs/choices.md, FedCDnv).
 
     ``info["never_together"]`` lists the pairs no client observes jointly.
     """
@@ -625,19 +627,19 @@ def from_csv_files(
     levels by their text form (``str(level)``). Missing values, unknown levels and (by default)
     constant columns raise :class:`DataError` naming the client, file, column and row.
     """
-    paths = [Path(p) for p in paths]
-    if not paths:
+    file_paths = [Path(p) for p in paths]
+    if not file_paths:
         raise ValueError("no CSV files given")
     if client_names is None:
-        names = [p.stem for p in paths]
+        names = [p.stem for p in file_paths]
         if len(set(names)) != len(names):
             raise ValueError(f"file names {names} are not unique; pass client_names=")
     else:
-        names = _client_names(len(paths), client_names)
-    frames = [_read_csv(p, name, schema) for p, name in zip(paths, names, strict=True)]
+        names = _client_names(len(file_paths), client_names)
+    frames = [_read_csv(p, name, schema) for p, name in zip(file_paths, names, strict=True)]
     if schema is None:
         schema = Schema.infer(frames, names)
-    info = {"paths": [str(p) for p in paths]}
+    info = {"paths": [str(p) for p in file_paths]}
     partition = Partition(frames, schema, names, "csv_files", info)
     check_client_data(partition, require_variation=require_variation)
     return partition

@@ -20,16 +20,57 @@ Gaussian networks: ``x_v = intercept + x_parents @ coefficients + sd * N(0, 1)``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.data.schema import small_int_dtype
 
-if TYPE_CHECKING:
-    from fedcausal_flwr.data.networks import Network
+
+class SampledNetwork(Protocol):
+    """What sampling reads of a network (:class:`~fedcausal_flwr.data.networks.Network` has it);
+    stated here so this module does not depend on the one that loads networks. Read-only
+    members (properties), as a frozen ``Network`` has them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def variables(self) -> list[str]: ...
+
+    @property
+    def parents(self) -> dict[str, list[str]]: ...
+
+    @property
+    def states(self) -> dict[str, list[str]]: ...
+
+    @property
+    def cpts(self) -> dict[str, np.ndarray]: ...
+
+    @property
+    def intercepts(self) -> dict[str, float]: ...
+
+    @property
+    def coefficients(self) -> dict[str, np.ndarray]: ...
+
+    @property
+    def noise_sd(self) -> dict[str, float]: ...
+
+    @property
+    def n_nodes(self) -> int: ...
+
+    @property
+    def topological_order(self) -> Sequence[int]: ...
+
+    @property
+    def cards(self) -> np.ndarray: ...
+
 
 # Up to this many states, ``card - 1`` threshold comparisons beat one searchsorted per row.
 _GATHER_MAX_CARD = 12
@@ -54,7 +95,7 @@ class _GaussianNode:
     sd: float
 
 
-def _compile(net: Network) -> tuple:
+def _compile(net: SampledNetwork) -> tuple:
     """Per-node sampling tables in topological order (cached on the network object)."""
     cached = net.__dict__.get("_compiled_sampler")
     if cached is not None:
@@ -102,7 +143,9 @@ def _check_n(n: int) -> int:
     return int(n)
 
 
-def sample_codes(net: Network, n: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+def sample_codes(
+    net: SampledNetwork, n: int, seed: int | np.random.Generator | None = 0
+) -> np.ndarray:
     """``(n, p)`` array in ``net.variables`` order: state indices or Gaussian values.
 
     Discrete codes index ``net.states[v]`` and use the smallest signed integer dtype that holds
@@ -139,7 +182,7 @@ def sample_codes(net: Network, n: int, seed: int | np.random.Generator | None = 
     return work.T
 
 
-def codes_to_frame(net: Network, codes: np.ndarray) -> pd.DataFrame:
+def codes_to_frame(net: SampledNetwork, codes: np.ndarray) -> pd.DataFrame:
     """DataFrame with one Categorical column per variable, categories = the state names."""
     if net.kind == "gaussian":
         return pd.DataFrame(np.asarray(codes, dtype=np.float64), columns=list(net.variables))
@@ -152,6 +195,8 @@ def codes_to_frame(net: Network, codes: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def sample_frame(net: Network, n: int, seed: int | np.random.Generator | None = 0) -> pd.DataFrame:
+def sample_frame(
+    net: SampledNetwork, n: int, seed: int | np.random.Generator | None = 0
+) -> pd.DataFrame:
     """``n`` rows as a DataFrame: Categorical columns (discrete) or float64 (gaussian)."""
     return codes_to_frame(net, sample_codes(net, n, seed))

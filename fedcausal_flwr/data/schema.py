@@ -38,14 +38,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-if TYPE_CHECKING:
-    from fedcausal_flwr.data.networks import Network
+
+class StateNames(Protocol):
+    """What :meth:`Schema.for_network` reads of a network (its kind, variables and states)."""
+
+    kind: str
+    variables: list[str]
+    states: dict[str, list[str]]
+
 
 KINDS = ("continuous", "binary", "ordinal", "categorical")
 DISCRETE_KINDS = ("binary", "ordinal", "categorical")
@@ -191,7 +197,7 @@ class Schema:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def for_network(cls, net: Network) -> Schema:
+    def for_network(cls, net: StateNames) -> Schema:
         """Categorical specs with the network's state names (continuous for Gaussian networks)."""
         if net.kind == "gaussian":
             return cls(tuple(VariableSpec(v, "continuous") for v in net.variables))
@@ -282,16 +288,15 @@ class Schema:
 
     @classmethod
     def from_json(cls, obj: dict | str) -> Schema:
-        if isinstance(obj, str):
-            obj = json.loads(obj)
-        return cls(tuple(VariableSpec.from_json(v) for v in obj["variables"]))
+        data = json.loads(obj) if isinstance(obj, str) else obj
+        return cls(tuple(VariableSpec.from_json(v) for v in data["variables"]))
 
 
 # --------------------------------------------------------------------------- inference helpers
 @dataclass(frozen=True)
 class _ColumnInfo:
     kind: str
-    levels: tuple | None
+    levels: tuple  # () for a continuous column
     declared: bool  # levels come from a Categorical dtype (order meaningful)
 
 
@@ -322,7 +327,7 @@ def _column_info(col: pd.Series, client: str) -> _ColumnInfo:
     if ptypes.is_bool_dtype(dtype):
         return _ColumnInfo("binary", (False, True), True)
     if ptypes.is_float_dtype(dtype):
-        return _ColumnInfo("continuous", None, False)
+        return _ColumnInfo("continuous", (), False)
     if ptypes.is_integer_dtype(dtype):
         values = pd.unique(col.dropna().to_numpy())
         return _ColumnInfo("categorical", tuple(sorted(int(v) for v in values)), False)

@@ -129,8 +129,8 @@ def random_discrete_network(
     for v in names:
         n_cfg = int(np.prod([card[p] for p in parents[v]], dtype=np.int64))
         if isinstance(concentration, tuple):
-            lo, hi = concentration
-            alpha = rng.uniform(lo, hi, size=n_cfg)
+            alpha_lo, alpha_hi = concentration
+            alpha = rng.uniform(alpha_lo, alpha_hi, size=n_cfg)
         else:
             alpha = np.full(n_cfg, float(concentration))
         if np.any(alpha <= 0):
@@ -290,7 +290,8 @@ def simulate_mixed(
 ) -> pd.DataFrame:
     """Mixed continuous / binary / ordinal / categorical data as in fedCI's simulations.
 
-    Follows the generator fedCI's experiments actually use (simMixedDAG, digest A1), in
+    Follows the generator fedCI's experiments actually use (the simMixedDAG package the paper
+    names in Sec. IV-A; the paper's text describes GLM sampling: docs/choices.md, fedCI), in
     topological order:
 
     * ``eta = sum over parents``: a continuous parent contributes ``beta * x``; a discrete parent
@@ -326,11 +327,11 @@ def choose_latents(dag: Graph, fraction: float, seed: int = 0, min_children: int
     """``round(fraction * p)`` nodes to hide, preferring nodes with ``>= min_children`` children.
 
     A latent with two or more children confounds something, which is what makes FCI-type
-    settings interesting (FedCDnv digest recommendation). Rule: shuffle the nodes (seeded) and
-    take the first ``round(fraction * p)`` after a stable sort that puts qualifying nodes first
-    (in shuffled order, so uniformly at random among them) and the others after them by
-    decreasing number of children; so nodes with fewer children are used only when too few
-    qualify. Returned in graph node order.
+    settings interesting (FedCDnv's paper does not say which nodes are latent: docs/choices.md,
+    FedCDnv). Rule: shuffle the nodes (seeded) and take the first ``round(fraction * p)`` after a
+    stable sort that puts qualifying nodes first (in shuffled order, so uniformly at random among
+    them) and the others after them by decreasing number of children; so nodes with fewer
+    children are used only when too few qualify. Returned in graph node order.
     """
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")

@@ -11,7 +11,7 @@ search logic exists once, whatever answers the tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class StepRunner:
 
     def __init__(self, steps: Steps):
         self._steps = steps
-        self.result = None
+        self.result: Any = None  # the engine's return value once the search has finished
         self.pending: list[Query] | None = None
         self.n_batches = 0
         self._advance(None)

@@ -24,8 +24,9 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import PValues, drive, replay
 from fedcausal_flwr.discovery.possible_dsep import remove_by_possible_dsep
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
+from fedcausal_flwr.graphs.colliders import fci_orient_colliders
+from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import CIRCLE, Graph
-from fedcausal_flwr.graphs.orientation import apply_fci_rules, fci_orient_colliders
 from fedcausal_flwr.stats.oracle import CIOracle
 
 

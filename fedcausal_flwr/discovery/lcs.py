@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.pcsimple import apply_layer
+from fedcausal_flwr.graphs.colliders import orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import apply_meek, orient_colliders, pair_key
+from fedcausal_flwr.graphs.meek import apply_meek
+from fedcausal_flwr.graphs.sepsets import pair_key
 from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
@@ -109,9 +111,13 @@ class _Need:
 
 
 # ============================================================================ the search
-def lcs_search(
-    n_vars: int, targets: Sequence[int], options: LCSOptions
-) -> Generator[PruneRequest | SepsetRequest, list, tuple[dict[int, LocalStructure], Knowledge]]:
+#: What :func:`lcs_search` is: yields requests, is sent their answers, returns the structures.
+LCSSteps = Generator[
+    PruneRequest | SepsetRequest, list, tuple[dict[int, LocalStructure], Knowledge]
+]
+
+
+def lcs_search(n_vars: int, targets: Sequence[int], options: LCSOptions) -> LCSSteps:
     """Generator: yields requests (one round each), returns per-target structures + knowledge.
 
     A :class:`PruneRequest` is answered with the kept candidates per job (list of tuples), a
@@ -186,7 +192,8 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
                     continue
             else:
                 subset, p, client = answer
-                if best[key] is None or p > best[key]["p"]:
+                current = best[key]
+                if current is None or p > current["p"]:
                     best[key] = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
                 if options.sep_stop == "first_found":
                     continue
@@ -481,6 +488,7 @@ def local_structure(
 ) -> tuple[dict[int, LocalStructure], Knowledge]:
     """Run the whole search against one oracle (one site, or pooled data): LCS without votes."""
     steps = lcs_search(oracle.n_vars, targets, options)
+    answer: list[tuple[int, ...]] | list[SepChoice | None]
     try:
         request = next(steps)
         while True:

@@ -23,8 +23,9 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
+from fedcausal_flwr.graphs.colliders import ColliderOrientation
 from fedcausal_flwr.graphs.graph import TAIL, Graph
-from fedcausal_flwr.graphs.orientation import ColliderOrientation, orient_cpdag
+from fedcausal_flwr.graphs.meek import orient_cpdag
 from fedcausal_flwr.stats.oracle import CIOracle, Query
 
 ColliderRule = Literal["causallearn", "standard", "conservative", "majority"]

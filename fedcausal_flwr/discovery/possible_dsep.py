@@ -59,8 +59,7 @@ def possible_dsep(graph: Graph, x: int, y: int, max_path_length: int = -1) -> li
     visited: set[tuple[int, int]] = set()
     queue: deque[tuple[int, int]] = deque()
     level_end: tuple[int, int] | None = None
-    for b in np.flatnonzero(adjacent[x]):
-        b = int(b)
+    for b in map(int, np.flatnonzero(adjacent[x])):
         if b == y:
             continue
         edge = (x, b)
@@ -81,8 +80,7 @@ def possible_dsep(graph: Graph, x: int, y: int, max_path_length: int = -1) -> li
         a, b = t
         if _has_possible_parent_path(marks, previous, b, x):
             dsep.add(b)
-        for c in np.flatnonzero(adjacent[b]):
-            c = int(c)
+        for c in map(int, np.flatnonzero(adjacent[b])):
             if c in (a, x, y):
                 continue
             previous.setdefault(c, set()).add(b)

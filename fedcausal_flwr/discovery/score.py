@@ -154,18 +154,19 @@ class BDeuScorer:
     def _compute(self, child: int, parents: tuple[int, ...]) -> float:
         r = self.cards[child]
         q = math.prod(self.cards[v] for v in parents)
-        config = self._columns[parents[0]] if parents else None
-        bound = self.cards[parents[0]] if parents else 1
-        for v in parents[1:]:
-            card = self.cards[v]
-            if bound * card > _MAX_CONFIG_CODE:
-                observed, config = np.unique(config, return_inverse=True)
-                bound = observed.size
-            config = config * card + self._columns[v]
-            bound *= card
-        if config is None:
+        if not parents:
+            bound = 1
             strata = self._columns[child]
         else:
+            config = self._columns[parents[0]]
+            bound = self.cards[parents[0]]
+            for v in parents[1:]:
+                card = self.cards[v]
+                if bound * card > _MAX_CONFIG_CODE:
+                    observed, config = np.unique(config, return_inverse=True)
+                    bound = observed.size
+                config = config * card + self._columns[v]
+                bound *= card
             if bound * r > max(_DENSE_CELLS, 8 * self.n_rows):
                 observed, config = np.unique(config, return_inverse=True)
                 bound = observed.size

@@ -56,7 +56,7 @@ def pair_key(x: int, y: int) -> Pair:
 def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tuple[int, ...]]]:
     """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then
     S)."""
-    out = []
+    out: list[tuple[int, int, tuple[int, ...]]] = []
     neighbours = [np.flatnonzero(row) for row in adjacency]
     for x, nx in enumerate(neighbours):
         if len(nx) - 1 < level:

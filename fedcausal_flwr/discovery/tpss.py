@@ -18,8 +18,8 @@ only move arrays:
 Matrices over ``O`` are indexed by global variable ids ``0..d-1``; a client's matrices by its
 local ids (its variables in global order), mapped by its ``observed`` id vector. Marks follow
 :mod:`fedcausal_flwr.graphs.graph` (``marks[i, j]`` is the mark at ``j``). The readings of the
-paper's open points (seed-000 digest, [REC]) are listed in :class:`TPSSOptions` and in the strategy
-module's docstring.
+paper's open points are listed in :class:`TPSSOptions` and in the strategy module's docstring, and
+explained with the paper's passages in docs/choices.md (FedCDnv).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import Steps, drive
 from fedcausal_flwr.discovery.fci import fci_steps
+from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import apply_fci_rules
 from fedcausal_flwr.stats.oracle import CIOracle, Query
 
 Pair = tuple[int, int]
@@ -54,25 +54,28 @@ FEDDG_STATUS = ("g0", "fedg")
 # ============================================================================ options
 @dataclass(frozen=True)
 class TPSSOptions:
-    """Every tunable choice of FedCDnv; defaults are the paper's values and the digest's [REC].
+    """Every tunable choice of FedCDnv; defaults are the paper's values where it gives them.
+
+    "(default)" marks a default that settles a point the paper leaves open; docs/choices.md
+    (FedCDnv) gives the paper's passage and the reason.
 
     * ``alpha, theta1, theta2``: the G2 level and the uncertain band ``[alpha - theta1,
       alpha + theta2]`` = [0.001, 0.5] (paper defaults).
-    * ``lemma_scope``: ``"all"`` [REC] applies Lemmas 3.2 / 3.3 to non-adjacent overlapping pairs
-      too (-2 -> -1); ``"adjacent"`` only downgrades learned adjacencies (2 -> 1).
-    * ``level1``: ``"per_edge_type"`` [REC] fires when *every* adjacency-reporting client is
+    * ``lemma_scope``: ``"all"`` (default) applies Lemmas 3.2 / 3.3 to non-adjacent overlapping
+      pairs too (-2 -> -1); ``"adjacent"`` only downgrades learned adjacencies (2 -> 1).
+    * ``level1``: ``"per_edge_type"`` (default) fires when *every* adjacency-reporting client is
       explained by the condition of its edge type (3.6 for ``<->``, 3.7 for ``o-o``, ``o->``,
       ``<-o``; an edge with a tail is never explained); ``"any"``: one explained client suffices;
       ``"off"``: Level 1 disabled (ablation). The literal "3.6 and 3.7 both" is not offered: no
       single edge meets the premises of both.
-    * ``tail_at_confounder``: Condition 3.6 also accepts tails at Y (``Xi <-- Y --> Xj``) [REC].
+    * ``tail_at_confounder``: Condition 3.6 also accepts tails at Y (``Xi <-- Y --> Xj``) (default).
     * ``w_numerator``: Eq. (3)'s numerator ``phat * |K|`` with K all clients observing the pair
-      (``"all"`` [REC]) or ``phat * #non-stable`` (``"nonstable"``).
-    * ``clip_w``: clip Eq. (3)'s weight to 1 (the paper claims ``0 < w < 1``; off [REC]).
+      (``"all"``, default) or ``phat * #non-stable`` (``"nonstable"``).
+    * ``clip_w``: clip Eq. (3)'s weight to 1 (the paper claims ``0 < w < 1``; off by default).
     * ``out_of_band``: ``phat`` of a non-stable relationship whose p-value is outside the band:
       the raw p-value (``"raw"``, the paper's sentence) or 1 (``"one"``).
     * ``stable_reading``: "definite" in Defs. 3.4 / 3.5 read as ``|stat| = 2`` with the client's
-      own adjacency deciding causal / non-causal (``"abs"`` [REC]) or as the sign of ``stat``
+      own adjacency deciding causal / non-causal (``"abs"``, default) or as the sign of ``stat``
       matching the client's report (``"signed"``, literal; a non-adjacent client then never counts
       as stable in a disagreement, because such pairs are adjacent in G0).
     * ``tails``: FedG carries the arrowheads of the client PAGs and also a tail where every
@@ -80,8 +83,8 @@ class TPSSOptions:
       knowledge, and with perfect tests FedG is then exactly the true PAG) or arrowheads only,
       every other mark a circle (``"drop"``, the paper's Algorithm 3 line 17). Arrowhead metrics
       are the same under both.
-    * ``feddg_status``: FeddG keeps the pairs definite by the status matrix of G0 (``"g0"`` [REC])
-      or of FedG recomputed (``"fedg"``).
+    * ``feddg_status``: FeddG keeps the pairs definite by the status matrix of G0 (``"g0"``,
+      default) or of FedG recomputed (``"fedg"``).
     * ``update_depth``: cap on ``|Z|`` in C-Update's extra tests (``None``: no cap).
     * ``update_rules``: re-run Zhang's rules on the client after C-Update (off: the literal
       Algorithm 2).
@@ -152,10 +155,11 @@ class LocalFCI:
 def record_max_pvalues(steps: Steps, max_pvalues: np.ndarray) -> Steps:
     """Pass a search's batches through unchanged, keeping per pair the largest p-value answered.
 
-    This is the paper's ``P_k[i, j]`` [REC]: the maximum over every test of ``(Xi, Xj | Z)`` the
-    search ran. For a pair FCI keeps, every test had ``p <= alpha`` (Def. 3.4's statistic); for a
-    removed pair the maximum exceeds ``alpha`` (Def. 3.5's "some Z with p > alpha + theta2" is
-    "max p > alpha + theta2"). NaN answers are ignored.
+    This is our reading of the paper's per-pair p-value (Algorithm 1 line 4; docs/choices.md,
+    FedCDnv): the maximum over every test of ``(Xi, Xj | Z)`` the search ran. For a pair FCI
+    keeps, every test had ``p <= alpha`` (Def. 3.4's statistic); for a removed pair the maximum
+    exceeds ``alpha`` (Def. 3.5's "some Z with p > alpha + theta2" is "max p > alpha + theta2").
+    NaN answers are ignored.
     """
     try:
         batch = next(steps)
@@ -176,8 +180,8 @@ def first_sepsets(sepsets: Mapping) -> dict[Pair, tuple[int, ...]]:
     """One separating set per removed pair: the first one FCI recorded (sorted ids).
 
     The skeleton phase records every set of the removal level (sizes increase level by level, so
-    the first is a minimum-size set among those tried: the digest's reading of "minimal"); the
-    Possible-D-Sep phase records the one set that removed the edge.
+    the first is a minimum-size set among those tried: our reading of Condition 3.7's "minimal",
+    docs/choices.md, FedCDnv); the Possible-D-Sep phase records the one set that removed the edge.
     """
     out: dict[Pair, tuple[int, ...]] = {}
     for (x, y), sets in sepsets.items():
@@ -221,7 +225,7 @@ def embed(local: np.ndarray, observed: Sequence[int], d: int, fill: float | int 
     return out
 
 
-def observed_mask(observed: Sequence[Sequence[int]], d: int) -> np.ndarray:
+def observed_mask(observed: Sequence[Sequence[int] | np.ndarray], d: int) -> np.ndarray:
     """``(m, d)`` bool: client k observes variable v."""
     mask = np.zeros((len(observed), d), dtype=bool)
     for k, ids in enumerate(observed):
@@ -278,14 +282,14 @@ def status_matrix(
         raise ValueError(f"variables {tuple(bad)} are adjacent but never observed together")
     nb = adj.astype(np.int64)
     common = (nb @ nb.T) > 0
-    has_nb = adj.any(axis=1)
+    has_nb = np.asarray(adj.any(axis=1))  # asarray: numpy's stubs allow a scalar here
     # unseen[i, j]: some neighbour of j is never observed with i
     unseen = (apart.astype(np.int64) @ nb.T) > 0
     definite_apart = apart & ~common & has_nb[:, None] & has_nb[None, :] & ~unseen & ~unseen.T
     stat = np.zeros((d, d), dtype=np.int8)
     stat[apart] = NONDEFINITE_NONCAUSAL
     stat[definite_apart] = DEFINITE_NONCAUSAL
-    unresolved = (apart & ~definite_apart).any(axis=1)  # Z_n of Lemma 3.2
+    unresolved = np.asarray((apart & ~definite_apart).any(axis=1))  # Z_n of Lemma 3.2
 
     rows, cols = np.triu_indices(d, k=1)
     together = overlap[rows, cols]
@@ -334,7 +338,7 @@ def g0_v_structures(g0: np.ndarray) -> list[tuple[int, int, int]]:
 
 def c_update_steps(
     pag0: Graph,
-    observed: Sequence[int],
+    observed: Sequence[int] | np.ndarray,
     g0: np.ndarray,
     alpha: float = 0.05,
     max_depth: int | None = 3,
@@ -432,8 +436,9 @@ def transform_pvalues(
     """Eq. (2): p-values inside ``[alpha - theta1, alpha + theta2]`` become ``-phat``.
 
     ``phat = (alpha - p) / theta1`` on ``[alpha - theta1, alpha]`` and ``(p - alpha) / theta2`` on
-    ``(alpha, alpha + theta2]``; values outside the band are sent raw (>= 0) [REC]. The sign bit
-    marks the band, so ``p = alpha`` gives ``-0.0`` (in the band, ``phat = 0``). NaN stays NaN.
+    ``(alpha, alpha + theta2]``; values outside the band are sent raw (>= 0; the paper only
+    defines the in-band values: docs/choices.md, FedCDnv). The sign bit marks the band, so
+    ``p = alpha`` gives ``-0.0`` (in the band, ``phat = 0``). NaN stays NaN.
     """
     p = np.asarray(pvalues, dtype=float)
     lo, hi = band_edges(alpha, theta1, theta2)
@@ -663,7 +668,8 @@ def tpss_adjacency(
 
 def majority_adjacency(marks: np.ndarray, observed: np.ndarray) -> np.ndarray:
     """FedCDnv-vote: adjacent iff more than half of the clients observing the pair report it
-    (a tie is not adjacent [REC], mirroring ``val > 0``)."""
+    (a tie is not adjacent, mirroring ``val > 0``; the paper gives no tie rule: docs/choices.md,
+    FedCDnv)."""
     adj_c = np.asarray(marks) != NONE
     obs_pairs = observed[:, :, None] & observed[:, None, :]
     return 2 * (adj_c & obs_pairs).sum(axis=0) > obs_pairs.sum(axis=0)
@@ -702,7 +708,8 @@ def restrict_to_definite(
     fedg: np.ndarray, status: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """FeddG: FedG's edges on pairs with ``stat = 2`` (marks kept), plus the definite non-edges
-    (``stat = -2``, never adjacent in FedG). A ``stat = 2`` pair TPSS removed is neither [REC].
+    (``stat = -2``, never adjacent in FedG). A ``stat = 2`` pair TPSS removed is neither
+    (the paper does not say: docs/choices.md, FedCDnv).
 
     Returns (FeddG marks, definite-edge mask, definite-non-edge mask), masks symmetric.
     """

@@ -1,12 +1,22 @@
-"""Flower glue: the only package (with ``strategies/`` and ``clients/``) that imports flwr.
+"""The protocol core (Flower-free) and the Flower glue around it.
 
-* :mod:`.messages` - Request / Reply / ClientInfo, wire keys, errors, SecAgg+ exact-sum bounds
-  (Flower-free).
-* :mod:`.bookkeeping` - round log, bytes, dropouts, privacy ledger (Flower-free).
-* :mod:`.apps` - ServerApp/ClientApp builders and the round-until-done ``ProtocolWorkflow``.
+Flower-free (unit-tested without Flower; ``tests/test_architecture.py`` checks it):
+
+* :mod:`.protocol` - ``ProtocolStrategy`` (what a method implements) and ``ProtocolRun`` (the
+  state machine driving it: hello, rounds, dropouts, result).
+* :mod:`.membership` - node ids <-> partition ids, clients alive, hello reports, dropouts.
+* :mod:`.sums` - exact integer sums, plain or decoded from SecAgg+'s mean.
+* :mod:`.bookkeeping` - round log, bytes, dropouts, privacy ledger.
+* :mod:`.messages` - Request / Reply / ClientInfo, wire keys, errors, SecAgg+ exact-sum bounds.
+* :mod:`.registry` - methods, their declared options and hooks.
+
+Flower:
+
+* :mod:`.adapter` - a legacy Flower ``Strategy`` around a protocol run.
+* :mod:`.apps` - ServerApp/ClientApp builders, ``RunSettings`` and the round-until-done workflow.
 * :mod:`.localgrid` - synchronous in-process ``Grid`` (no Ray).
 * :mod:`.runners` - ``run_protocol`` / ``run_method`` on the in-process or Ray backend.
-* :mod:`.registry` - method registry used by ``flwr run`` and the CLI.
 * :mod:`.app` - module-level ``server_app`` / ``client_app`` for ``flwr run``.
 * :mod:`.deploy` - SuperLink + SuperNodes on 127.0.0.1 for smoke tests and demos.
+* :mod:`.flower_internals` - every Flower name outside its public API, with a version check.
 """

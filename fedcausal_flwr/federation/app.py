@@ -37,7 +37,12 @@ from flwr.app import Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedcausal_flwr.federation.apps import partition_id_of, run_strategy, secure_sum_mod
+from fedcausal_flwr.federation.apps import (
+    RunSettings,
+    partition_id_of,
+    run_strategy,
+    secure_sum_mod,
+)
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.federation.registry import (
     MethodSpec,
@@ -212,10 +217,7 @@ def _server_main(grid: Grid, context: Context) -> None:
         + f"; options: {settings['options'] or 'defaults'}",
         flush=True,
     )
-    run_strategy(
-        grid,
-        context,
-        strategy,
+    run_settings = RunSettings(
         num_clients=wanted or None,
         min_clients=settings["min_clients"] or None,
         secure=settings["secure"],
@@ -224,7 +226,8 @@ def _server_main(grid: Grid, context: Context) -> None:
         max_rounds=settings["max_rounds"],
         progress=lambda line: print(f"fedcausal-flwr: {line}", flush=True),
     )
-    run_settings = {
+    run_strategy(grid, context, strategy, run_settings)
+    recorded = {
         k: settings[k]
         for k in ("seed", "num_clients", "min_clients", "secure", "connect_timeout",
                   "round_timeout", "max_rounds", "plugins")
@@ -232,7 +235,7 @@ def _server_main(grid: Grid, context: Context) -> None:
     source = {"source": "sites", "network": settings["network"], "samples": settings["samples"],
               "partition": settings["partition"]}  # fmt: skip
     result = strategy.build_result(
-        config=run_config(spec.name, options, {"backend": "flwr", **run_settings}, source)
+        config=run_config(spec.name, options, {"backend": "flwr", **recorded}, source)
     )
     score(result, settings["truth"], settings["network"], settings["seed"])
     if settings["result_path"]:
@@ -246,8 +249,8 @@ def score(result, truth: str, network: str, seed: int = 0) -> None:
     non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
     if not truth or result.graph is None:
         return
-    from fedcausal_flwr.api import read_truth, score_graph
     from fedcausal_flwr.data.specs import network_for
+    from fedcausal_flwr.scoring import read_truth, score_graph
 
     if truth == "network":
         dag = network_for(network, seed).dag

@@ -1,10 +1,12 @@
 """The Flower ServerApp/ClientApp pair every method runs in (in-process, Ray, deployment).
 
 Server side: a Message-API ``ServerApp`` whose ``main`` wraps the method's
-:class:`~fedcausal_flwr.strategies.base.ProtocolStrategy` in a ``LegacyContext`` and runs
+:class:`~fedcausal_flwr.federation.protocol.ProtocolStrategy` in the Flower adapter
+(:class:`~fedcausal_flwr.federation.adapter.FlowerStrategy`) inside a ``LegacyContext`` and runs
 :class:`ProtocolWorkflow`: one Flower round per protocol step, until ``next_request()`` returns
-``None`` (no padding rounds). Plain steps go through a fit round with a short poll interval; secure
-steps of a secure run go through Flower's ``SecAggPlusWorkflow`` with the exact-integer-sum recipe.
+``None`` (no padding rounds); :class:`RunSettings` holds how a run is carried out. Plain steps
+go through a fit round with a short poll interval; secure steps of a secure run go through
+Flower's ``SecAggPlusWorkflow`` with the exact-integer-sum recipe.
 This is the route on which SecAgg+ works in Flower 1.42 (legacy Strategy + NumPyClient).
 
 Client side: a compat ``ClientApp(client_fn=...)`` building the method's
@@ -22,19 +24,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import flwr.compat.common.recorddict_compat as compat
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message
-from flwr.app.message_type import MessageType
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
-from flwr.common import Code, Parameters
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
+from flwr.common import Code, FitRes, Parameters
 from flwr.server import LegacyContext, ServerConfig
-from flwr.server.compat.app_utils import start_update_client_manager_thread
-from flwr.server.workflow import SecAggPlusWorkflow
-from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 from flwr.serverapp import Grid, ServerApp
 
+from fedcausal_flwr.federation.adapter import FlowerStrategy
+from fedcausal_flwr.federation.flower_internals import (
+    MAIN_CONFIGS_RECORD,
+    MAIN_PARAMS_RECORD,
+    RECORD_KEY_CONFIGS,
+    Key,
+    TrackedSecAggPlusWorkflow,
+    fitins_to_recorddict,
+    recorddict_to_fitres,
+    start_update_client_manager_thread,
+)
 from fedcausal_flwr.federation.messages import (
     UNKNOWN_CLIENT,
     ClientFailure,
@@ -42,10 +49,10 @@ from fedcausal_flwr.federation.messages import (
     ProtocolError,
     TooFewClientsError,
 )
+from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy
 
 if TYPE_CHECKING:
     from fedcausal_flwr.clients.base import ProtocolClient
-    from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,28 @@ class SecureAggConfig:
         if threshold is None:
             threshold = k // 2 + 1
         return shares, threshold
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run is carried out, whatever the transport.
+
+    ``num_clients``: nodes to wait for (``None``: every node connected once their number settles);
+    ``min_clients``: how many must survive dropouts (default all); ``secure``: summed statistics
+    through SecAgg+ (``secure_config`` its topology); ``connect_timeout``: seconds to wait for the
+    nodes; ``round_timeout``: seconds a round waits for replies (``None``: no limit);
+    ``max_rounds``: stop a protocol still running after this many rounds; ``progress``: hears
+    what the server is waiting for.
+    """
+
+    num_clients: int | None = None
+    min_clients: int | None = None
+    secure: bool = False
+    secure_config: SecureAggConfig | None = None
+    connect_timeout: float = 30.0
+    round_timeout: float | None = None
+    max_rounds: int = 10_000
+    progress: Callable[[str], None] | None = None
 
 
 def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
@@ -163,212 +192,157 @@ def send_and_receive(
     return replies
 
 
-class _TrackedSecAggPlus(SecAggPlusWorkflow):
-    """SecAgg+ that keeps its last state, so a halted round's dropped nodes can be named."""
-
-    last_state: Any = None
-
-    def setup_stage(self, grid, context, state):  # noqa: D102
-        self.last_state = state
-        return super().setup_stage(grid, context, state)
-
-
 class ProtocolWorkflow:
     """Runs a ProtocolStrategy round by round until it is done (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        num_clients: int | None,
-        min_clients: int | None = None,
-        secure: bool = False,
-        connect_timeout: float = 30.0,
-        round_timeout: float | None = None,
-        max_rounds: int = 10_000,
-        secure_config: SecureAggConfig | None = None,
-        poll_interval: float = 0.05,
-        progress: Callable[[str], None] | None = None,
-    ):
-        self.num_clients = None if not num_clients else int(num_clients)
-        self.min_clients = min_clients
-        self.secure = bool(secure)
-        self.progress = progress
-        self.connect_timeout = float(connect_timeout)
-        self.round_timeout = round_timeout
-        self.max_rounds = int(max_rounds)
-        self.secure_config = secure_config or SecureAggConfig()
+    def __init__(self, settings: RunSettings, poll_interval: float = 0.05):
+        self.settings = settings
+        self.secure_config = settings.secure_config or SecureAggConfig()
         self.poll_interval = float(poll_interval)
 
     def __call__(self, grid: Grid, context: Context) -> None:
         if not isinstance(context, LegacyContext):
             raise TypeError(f"expected a LegacyContext, got {type(context).__name__}")
-        strategy: ProtocolStrategy = context.strategy  # type: ignore[assignment]
+        adapter: FlowerStrategy = context.strategy  # type: ignore[assignment]
+        session = adapter.run
+        settings = self.settings
         thread, f_stop, c_done = start_update_client_manager_thread(grid, context.client_manager)
         c_done.wait()
         try:
             nodes = wait_for_nodes(
-                grid, self.num_clients, self.connect_timeout, progress=self.progress
+                grid, settings.num_clients, settings.connect_timeout, progress=settings.progress
             )
-            strategy.bind_run(
-                num_clients=self.num_clients or len(nodes),
-                min_clients=self.min_clients,
-                secure=self.secure,
+            session.bind(
+                num_clients=settings.num_clients or len(nodes),
+                min_clients=settings.min_clients,
+                secure=settings.secure,
             )
             context.client_manager.all()  # register the connected nodes now
             context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
             cfg = ConfigRecord({Key.START_TIME: timeit.default_timer()})
             context.state.config_records[MAIN_CONFIGS_RECORD] = cfg
             server_round = 0
-            while (request := strategy.begin_round(server_round + 1)) is not None:
+            while (request := session.begin_round(server_round + 1)) is not None:
                 server_round += 1
-                if server_round > self.max_rounds:
+                if server_round > settings.max_rounds:
                     raise FederationError(
-                        f"protocol still running after max_rounds={self.max_rounds} rounds "
+                        f"protocol still running after max_rounds={settings.max_rounds} rounds "
                         f"(next action {request.action!r})"
                     )
                 cfg[Key.CURRENT_ROUND] = server_round
-                if request.secure and strategy.secure_mode:
-                    self._secure_round(grid, context, strategy, server_round)
+                if request.secure and session.secure_mode:
+                    self._secure_round(grid, context, session, server_round)
                 else:
-                    self._plain_round(grid, context, strategy, server_round)
+                    self._plain_round(grid, context, adapter, server_round)
         finally:
             f_stop.set()
             thread.join()
 
     def _plain_round(
-        self, grid: Grid, context: LegacyContext, strategy: ProtocolStrategy, server_round: int
+        self, grid: Grid, context: LegacyContext, adapter: FlowerStrategy, server_round: int
     ) -> None:
-        instructions = strategy.configure_fit(
+        instructions = adapter.configure_fit(
             server_round,
             Parameters(tensors=[], tensor_type="numpy.ndarray"),
             context.client_manager,
         )
         if not instructions:
             raise FederationError(f"round {server_round}: the strategy selected no clients")
-        proxies = {proxy.node_id: proxy for proxy, _ in instructions}  # type: ignore[attr-defined]
+        proxies = {proxy.node_id: proxy for proxy, _ in instructions}
         messages = [
             Message(
-                content=compat.fitins_to_recorddict(fitins, True),
-                dst_node_id=proxy.node_id,  # type: ignore[attr-defined]
+                content=fitins_to_recorddict(fitins, True),
+                dst_node_id=proxy.node_id,
                 message_type=MessageType.TRAIN,
                 group_id=str(server_round),
             )
             for proxy, fitins in instructions
         ]
-        replies = send_and_receive(grid, messages, self.round_timeout, self.poll_interval)
-        results, failures = [], []
+        replies = send_and_receive(grid, messages, self.settings.round_timeout, self.poll_interval)
+        results: list[tuple[Any, FitRes]] = []
+        failures: list[tuple[Any, FitRes] | BaseException] = []
         seen = set()
         for reply in replies:
             node = reply.metadata.src_node_id
             seen.add(node)
             if reply.has_error():
-                failures.append(ClientFailure(node, reply.error.reason))
+                reason = reply.error.reason or "an error reply without a reason"
+                failures.append(ClientFailure(node, reason))
                 continue
-            fitres = compat.recorddict_to_fitres(reply.content, keep_input=False)
+            fitres = recorddict_to_fitres(reply.content, keep_input=False)
             if fitres.status.code == Code.OK:
                 results.append((proxies[node], fitres))
             else:
                 failures.append((proxies[node], fitres))
         for node in proxies:
             if node not in seen:
-                failures.append(ClientFailure(node, f"no reply within {self.round_timeout} s"))
-        strategy.aggregate_fit(server_round, results, failures)
+                failures.append(
+                    ClientFailure(node, f"no reply within {self.settings.round_timeout} s")
+                )
+        adapter.aggregate_fit(server_round, results, failures)
 
     def _secure_round(
-        self, grid: Grid, context: LegacyContext, strategy: ProtocolStrategy, server_round: int
+        self, grid: Grid, context: LegacyContext, session: ProtocolRun, server_round: int
     ) -> None:
-        clip = strategy.secure_bound
+        clip = session.secure_bound
         sec = self.secure_config
-        num_shares, threshold = sec.topology(strategy.planned_clients())
-        workflow = _TrackedSecAggPlus(
+        num_shares, threshold = sec.topology(session.planned_clients())
+        workflow = TrackedSecAggPlusWorkflow(
             num_shares=num_shares,
             reconstruction_threshold=threshold,
             max_weight=1.0,
             clipping_range=float(clip),
             quantization_range=2 * clip,
             modulus_range=2**32,
-            timeout=sec.timeout if sec.timeout is not None else self.round_timeout,
+            timeout=sec.timeout if sec.timeout is not None else self.settings.round_timeout,
         )
         workflow(grid, context)
-        if strategy.awaiting_replies(server_round):
+        if session.awaiting_replies(server_round):
             state = workflow.last_state
             if state is None:
                 raise FederationError(f"round {server_round}: SecAgg+ did not start")
             dead = sorted(state.sampled_node_ids - state.active_node_ids)
             reasons = [str(f) for f in state.failures] or ["left the SecAgg+ protocol"]
-            strategy.report_failed_round(
+            session.report_failed_round(
                 server_round, {node: "; ".join(reasons) for node in dead}, reasons
             )
 
 
 def run_strategy(
-    grid: Grid,
-    context: Context,
-    strategy: ProtocolStrategy,
-    *,
-    num_clients: int | None,
-    min_clients: int | None = None,
-    secure: bool = False,
-    secure_config: SecureAggConfig | None = None,
-    connect_timeout: float = 30.0,
-    round_timeout: float | None = None,
-    max_rounds: int = 10_000,
-    progress: Callable[[str], None] | None = None,
+    grid: Grid, context: Context, strategy: ProtocolStrategy, settings: RunSettings
 ) -> None:
-    """Run ``strategy`` to completion on ``grid`` (the body of every ServerApp ``main``).
-
-    ``num_clients=None``: run with every node connected once their number settles.
-    """
+    """Run ``strategy`` to completion on ``grid`` (the body of every ServerApp ``main``)."""
     legacy = LegacyContext(
-        context=context, config=ServerConfig(num_rounds=max_rounds), strategy=strategy
+        context=context,
+        config=ServerConfig(num_rounds=settings.max_rounds),
+        strategy=FlowerStrategy(strategy),
     )
-    ProtocolWorkflow(
-        num_clients=num_clients,
-        min_clients=min_clients,
-        secure=secure,
-        connect_timeout=connect_timeout,
-        round_timeout=round_timeout,
-        max_rounds=max_rounds,
-        secure_config=secure_config,
-        progress=progress,
-    )(grid, legacy)
+    ProtocolWorkflow(settings)(grid, legacy)
 
 
 def make_server_app(
     strategy: ProtocolStrategy | Callable[[Context], ProtocolStrategy],
+    settings: RunSettings | None = None,
     *,
-    num_clients: int,
-    min_clients: int | None = None,
-    secure: bool = False,
-    secure_config: SecureAggConfig | None = None,
-    connect_timeout: float = 30.0,
-    round_timeout: float | None = None,
-    max_rounds: int = 10_000,
     on_finish: Callable[[ProtocolStrategy, Context], None] | None = None,
+    **fields: Any,
 ) -> ServerApp:
     """A ServerApp running ``strategy`` (an object, handed back by closure, or a factory).
 
-    ``on_finish(strategy, context)`` runs after the protocol ended, e.g. to write the result.
+    ``settings`` (or its fields as keywords, e.g. ``num_clients=3``) say how the run is carried
+    out; ``on_finish(strategy, context)`` runs after the protocol ended, e.g. to write the result.
     """
+    if settings is not None and fields:
+        raise TypeError("give settings= or its fields as keywords, not both")
+    settings = settings or RunSettings(**fields)
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        strat = strategy if hasattr(strategy, "begin_round") else strategy(context)  # type: ignore[operator]
-        run_strategy(
-            grid,
-            context,
-            strat,  # type: ignore[arg-type]
-            num_clients=num_clients,
-            min_clients=min_clients,
-            secure=secure,
-            secure_config=secure_config,
-            connect_timeout=connect_timeout,
-            round_timeout=round_timeout,
-            max_rounds=max_rounds,
-        )
+        protocol = strategy if isinstance(strategy, ProtocolStrategy) else strategy(context)
+        run_strategy(grid, context, protocol, settings)
         if on_finish is not None:
-            on_finish(strat, context)  # type: ignore[arg-type]
+            on_finish(protocol, context)
 
     return app
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import tomli_w
 
-from fedcausal_flwr import NO_PHONING_OUT  # every process started here: no telemetry etc.
+from fedcausal_flwr.environment import NO_PHONING_OUT  # set for every process started here
 from fedcausal_flwr.federation.messages import FederationError
 from fedcausal_flwr.result import Result
 

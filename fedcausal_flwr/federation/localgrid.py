@@ -4,8 +4,9 @@ Flower 1.42 has no Ray-free simulation backend. :class:`LocalGrid` implements th
 interface by calling the ClientApp (mods included, so SecAgg+ runs too) directly when the server
 pulls replies. Like Flower's runtimes it deep-copies message content (no shared objects between
 server and clients), keeps one ``Context`` per node (persisted only when the ClientApp succeeds) and
-turns a ClientApp exception into an error reply. The only non-public detail is the process-global
-``TaskIdentity`` that server-side ``Message`` construction reads, which is set here.
+turns a ClientApp exception into an error reply. The non-public details it needs (the process-global
+``TaskIdentity``, message ids, Flower's error code and reason text) come from
+:mod:`~fedcausal_flwr.federation.flower_internals`.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import copy
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from flwr.app import Context, Message, RecordDict
-from flwr.app.error import Error
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid, ServerApp
-from flwr.supercore.run import Run
-from flwr.supercore.task_identity import TaskIdentity
+
+from fedcausal_flwr.federation.flower_internals import (
+    CLIENT_APP_RAISED_EXCEPTION,
+    client_app_error_reason,
+    empty_run,
+    set_message_routing,
+    set_task_identity,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +52,7 @@ class LocalGrid(Grid):
             raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
         if node_configs is not None and len(node_configs) != num_nodes:
             raise ValueError(f"{len(node_configs)} node configs for {num_nodes} nodes")
-        self._run = Run.create_empty(run_id)
+        self._run = empty_run(run_id)
         self.client_app = client_app
         self.node_ids = list(range(FIRST_NODE_ID, FIRST_NODE_ID + num_nodes))
         self.contexts = {
@@ -65,14 +71,14 @@ class LocalGrid(Grid):
         }
         self._inbox: dict[str, Message] = {}
         self._replies: dict[str, Message] = {}
-        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run_id, SERVER_NODE_ID, 1
+        set_task_identity(run_id, SERVER_NODE_ID)
 
     # ------------------------------------------------------------------ Grid API
-    def set_run(self, run: Run) -> None:
+    def set_run(self, run: Any) -> None:
         self._run = run
 
     @property
-    def run(self) -> Run:
+    def run(self) -> Any:
         return self._run
 
     def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):  # noqa: D102
@@ -89,7 +95,7 @@ class LocalGrid(Grid):
             if msg.metadata.dst_node_id not in self.contexts:
                 raise ValueError(f"message for unknown node {msg.metadata.dst_node_id}")
             message_id = uuid.uuid4().hex
-            msg.metadata.__dict__["_message_id"] = message_id
+            set_message_routing(msg.metadata, message_id)
             self._inbox[message_id] = msg
             ids.append(message_id)
         return ids
@@ -110,7 +116,11 @@ class LocalGrid(Grid):
     def _deliver(self, message_id: str) -> None:
         msg = self._inbox.pop(message_id)
         node = msg.metadata.dst_node_id
-        incoming = Message(content=copy.deepcopy(msg.content), metadata=copy.deepcopy(msg.metadata))
+        # ignore: flwr 1.42's Message overloads leave out the metadata= form that its __init__
+        # accepts and flwr itself uses to copy a message (make_message)
+        incoming = Message(  # type: ignore[call-overload]
+            content=copy.deepcopy(msg.content), metadata=copy.deepcopy(msg.metadata)
+        )
         stored = self.contexts[node]
         context = Context(
             run_id=stored.run_id,
@@ -123,14 +133,13 @@ class LocalGrid(Grid):
             reply = self.client_app(incoming, context)
             self.contexts[node] = context
         except Exception as ex:  # noqa: BLE001 - every ClientApp failure becomes an error reply
-            reason = f"{type(ex)}:<'{ex}'>"
+            reason = client_app_error_reason(ex)
             logger.debug("node %s raised %s", node, reason, exc_info=ex)
             reply = Message(
-                Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason),
+                Error(code=CLIENT_APP_RAISED_EXCEPTION, reason=reason),
                 reply_to=incoming,
             )
-        reply.metadata.__dict__["_message_id"] = uuid.uuid4().hex
-        reply.metadata.__dict__["_src_node_id"] = node
+        set_message_routing(reply.metadata, uuid.uuid4().hex, src_node_id=node)
         self._replies[message_id] = reply
 
 

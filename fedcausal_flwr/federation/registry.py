@@ -33,6 +33,12 @@ MakeData = Callable[[dict, int, int], pd.DataFrame]
 #: ``secure(options) -> None`` if the method can sum its statistics through SecAgg+ with these
 #: options, else the reason it cannot (a sentence).
 SecureSupport = Callable[[dict], "str | None"]
+#: ``score(result, true_dag) -> metrics`` for methods whose result is not scored as a whole graph
+#: against the truth of its kind (e.g. FedLCS's local structures).
+Score = Callable[[Any, Any], dict]
+#: ``summaries(result, true_dag) -> {row label: metrics}``: extra rows a comparison reports for a
+#: run (e.g. ``local``'s per-client average and best-oracle rows).
+Summaries = Callable[[Any, Any], dict]
 
 
 class UnknownMethodError(KeyError):
@@ -55,6 +61,8 @@ class MethodSpec:
     options: OptionSet = OptionSet()
     secure: SecureSupport | None = None
     paper: str = ""
+    score: Score | None = None
+    summaries: Summaries | None = None
 
     @property
     def owner(self) -> str:
@@ -94,12 +102,16 @@ def register_method(
     options: OptionSet | None = None,
     secure: SecureSupport | None = None,
     paper: str = "",
+    score: Score | None = None,
+    summaries: Summaries | None = None,
     replace: bool = False,
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
 
     ``options``: the method's declared options (none if omitted: then any option is an error).
     ``secure``: given if the method can route its summed statistics through SecAgg+.
+    ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and for the
+    extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`).
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
@@ -114,6 +126,8 @@ def register_method(
         options or OptionSet(),
         secure,
         paper,
+        score,
+        summaries,
     )
     old = _METHODS.get(name)
     if old is not None and not replace and _signature(old) != _signature(spec):

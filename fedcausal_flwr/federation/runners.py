@@ -4,7 +4,8 @@ Backends run the SAME ServerApp/ClientApp objects:
 
 * ``"inprocess"`` - :class:`~fedcausal_flwr.federation.localgrid.LocalGrid`, synchronous, no Ray;
   the default for tests and sweeps (milliseconds per round; SecAgg+ works too).
-* ``"ray"`` - Flower's simulation engine (``flwr.simulation.run_simulation``), quiet: telemetry
+* ``"ray"`` - Flower's simulation engine (``run_simulation``; why not ``flwr run``:
+  :mod:`~fedcausal_flwr.federation.flower_internals`), quiet: telemetry
   off, loggers at ERROR, Ray's temp dir settable, 1-2 actors on a 2-core machine. Client data is
   spilled to files and loaded once per actor process, so messages do not carry it.
 
@@ -26,20 +27,22 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from flwr.app import Context
 
-from fedcausal_flwr import NO_PHONING_OUT
+from fedcausal_flwr.environment import NO_PHONING_OUT
 from fedcausal_flwr.federation.apps import (
+    RunSettings,
     SecureAggConfig,
     make_client_app,
     make_server_app,
 )
+from fedcausal_flwr.federation.flower_internals import run_simulation_quietly
 from fedcausal_flwr.federation.localgrid import run_local
+from fedcausal_flwr.federation.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.registry import check_secure, get_method
 from fedcausal_flwr.options import OptionError, spell
 from fedcausal_flwr.result import Result, run_config
 
 if TYPE_CHECKING:
     from fedcausal_flwr.clients.base import ProtocolClient
-    from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 BACKENDS = ("inprocess", "ray")
 QUIET_LOGGERS = ("flwr", "ray")
@@ -175,12 +178,11 @@ def run_protocol(
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    if not hasattr(strategy, "begin_round"):
+    if not isinstance(strategy, ProtocolStrategy):
         raise TypeError(f"strategy must be a ProtocolStrategy, got {type(strategy).__name__}")
     if strategy.recorder.rounds:
         raise ValueError("this strategy object has already run; build a new one per run")
-    server_app = make_server_app(
-        strategy,
+    settings = RunSettings(
         num_clients=num_clients,
         min_clients=min_clients,
         secure=secure,
@@ -189,6 +191,7 @@ def run_protocol(
         round_timeout=round_timeout,
         max_rounds=max_rounds,
     )
+    server_app = make_server_app(strategy, settings)
     if backend == "inprocess":
         with quiet_flower():
             run_local(server_app, make_client_app(client_factory), num_clients)
@@ -200,8 +203,6 @@ def run_protocol(
 def _run_ray(
     server_app, client_factory, num_clients: int, ray_tmpdir, ray_num_cpus: float | None
 ) -> None:
-    from flwr.simulation import run_simulation
-
     backend_config = {
         "client_resources": {"num_cpus": ray_num_cpus or default_ray_num_cpus(), "num_gpus": 0.0},
         "init_args": {
@@ -217,9 +218,9 @@ def _run_ray(
         if hasattr(client_factory, "spill"):
             client_factory = client_factory.spill(spill_dir)
         with quiet_flower(ray_tmpdir):
-            # Deprecated in flwr 1.42 (in favour of `flwr run`) but fully functional; the
-            # ServerApp runs in a thread of this process, so the strategy object holds the result.
-            run_simulation(
+            # Flower's deprecated in-process entry point (why: federation/flower_internals.py);
+            # the ServerApp runs in a thread of this process, so the strategy holds the result.
+            run_simulation_quietly(
                 server_app=server_app,
                 client_app=make_client_app(client_factory),
                 num_supernodes=num_clients,

@@ -1,20 +1,39 @@
-"""Graphs with edge marks (DAG, CPDAG, MAG, PAG), ground truths and orientation rules."""
+"""Graphs with edge marks (DAG, CPDAG, MAG, PAG), ground truths and orientation rules.
 
-from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import (
+Modules: ``graph`` (the marked graph), ``truth`` (DAG -> CPDAG / MAG / PAG, m-separation), and the
+orientation rules by family: ``colliders`` (PC's colliders and FCI's R0, decided by ``sepsets``),
+``meek``, ``fci_rules`` (Zhang's R1-R10 and ``apply_fci_rules``; R4's decision in ``fci_context``),
+``causallearn_fci`` (causal-learn's FCI rule loop), ``causallearn_graph`` (the ancestor matrix and
+triple enumerations that causal-learn's PC orientation reads) and ``extension`` (PDAG -> DAG);
+``marks`` holds the edge tests they share.
+
+The rules work **in place** on a :class:`Graph` (``marks[i, j]`` is the mark at j on edge i-j).
+Every rule set comes in two flavours:
+
+* **textbook** (``mode="complete"`` for Meek, ``mode="zhang"`` for FCI): Meek (1995) R1-R4 and
+  Zhang (2008) R1-R10 applied to closure. Rules only ever turn an undirected edge (PC) or a circle
+  (FCI) into something more specific; a rule that would overwrite a non-circle mark is skipped.
+* **causal-learn** (``mode="causallearn"``): a step-by-step reproduction of causal-learn 0.1.4.8
+  (``UCSepset.uc_sepset`` with ``uc_priority`` 0/1/2, ``Meek.meek``, and the rule functions and main
+  loop of ``FCI.fci``), including its visiting order, its incremental ancestor matrix ``dpath``
+  (not a full transitive closure), its gating of R4 on a change by R1-R3 and its search shortcuts.
+  It exists so that an engine can be compared with causal-learn edge by edge.
+"""
+
+from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
+from fedcausal_flwr.graphs.colliders import (
     CONFLICT_POLICIES,
-    FCI_MODES,
-    MEEK_MODES,
-    SEPSET_RULES,
-    CausalLearnAncestry,
     ColliderOrientation,
-    DiscriminatingPath,
-    Sepsets,
-    apply_fci_rules,
-    apply_meek,
     fci_orient_colliders,
     orient_colliders,
-    orient_cpdag,
+)
+from fedcausal_flwr.graphs.fci_context import DiscriminatingPath
+from fedcausal_flwr.graphs.fci_rules import FCI_MODES, apply_fci_rules
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.meek import MEEK_MODES, apply_meek, orient_cpdag
+from fedcausal_flwr.graphs.sepsets import (
+    SEPSET_RULES,
+    Sepsets,
     pair_key,
     recorded_sepsets,
     triple_status,

@@ -10,7 +10,7 @@ codes (see :meth:`Graph.to_causallearn`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
@@ -28,27 +28,46 @@ _SYMBOL_LEFT = {TAIL: "-", ARROW: "<", CIRCLE: "o"}
 _SYMBOL_RIGHT = {TAIL: "-", ARROW: ">", CIRCLE: "o"}
 
 
-@dataclass
+@dataclass(init=False)
 class Graph:
     """A mixed graph with marks at both ends of every edge.
 
-    ``kind`` says how to read the marks (a CPDAG uses tails for undirected edges; a PAG uses
-    circles).
+    Parameters
+    ----------
+    names : sequence of str
+        Node names, distinct; node ``i`` is ``names[i]``.
+    marks : ndarray of int8, shape (p, p), optional
+        ``marks[i, j]`` is the mark at node ``j`` on the edge ``i - j`` (pcalg's convention):
+        ``TAIL``, ``ARROW``, ``CIRCLE``, or ``NONE`` for no edge (every edge has a mark at both
+        ends). Default: no edges.
+    kind : str
+        How to read the marks: ``DAG``, ``CPDAG`` (tails at both ends: undirected), ``MAG``,
+        ``PAG`` (circles: undetermined), ``LOCAL`` (a local structure) or ``SKELETON``.
+
+    Notes
+    -----
+    :meth:`to_causallearn` gives causal-learn's ``G.graph`` (entry ``[i, j]`` is the mark at
+    ``i``: -1 tail, 1 arrow, 2 circle); :meth:`to_json` / :meth:`from_json` round-trip.
     """
 
     names: tuple[str, ...]
-    marks: np.ndarray = field(default=None)  # type: ignore[assignment]
+    marks: np.ndarray
     kind: str = "SKELETON"
 
-    def __post_init__(self) -> None:
-        self.names = tuple(str(n) for n in self.names)
+    # A hand-written __init__ rather than the dataclass one: ``marks`` may be omitted or None
+    # (no edges), while the attribute is always the p x p int8 array.
+    def __init__(
+        self, names: Iterable[str], marks: np.ndarray | None = None, kind: str = "SKELETON"
+    ) -> None:
+        self.names = tuple(str(n) for n in names)
+        self.kind = kind
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"duplicate node names in {self.names}")
         p = len(self.names)
-        if self.marks is None:
+        if marks is None:
             self.marks = np.zeros((p, p), dtype=np.int8)
         else:
-            self.marks = np.array(self.marks, dtype=np.int8)
+            self.marks = np.array(marks, dtype=np.int8)
         if self.marks.shape != (p, p):
             raise ValueError(f"marks must be {p}x{p}, got {self.marks.shape}")
         if self.kind not in GRAPH_KINDS:

@@ -12,12 +12,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from fedcausal_flwr.graphs.fci_context import DiscriminatingPath
+from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.orientation import (
-    DiscriminatingPath,
-    apply_fci_rules,
-    apply_meek,
-)
+from fedcausal_flwr.graphs.meek import apply_meek
 
 NodeRef = int | str
 

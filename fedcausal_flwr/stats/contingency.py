@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict, cast
 
 import numpy as np
 from scipy import stats as sps
@@ -40,7 +40,7 @@ _COUNT_CHUNK_ELEMENTS = 2**18
 _CHUNK_ELEMENTS = 2**22
 
 DiscreteTest = Literal["g2", "chi2"]
-_TEST_NAMES = {"g2": "g2", "gsq": "g2", "chi2": "chi2", "chisq": "chi2"}
+_TEST_NAMES: dict[str, DiscreteTest] = {"g2": "g2", "gsq": "g2", "chi2": "chi2", "chisq": "chi2"}
 
 
 class TableTooLargeError(ValueError):
@@ -112,11 +112,11 @@ def check_codes(
         raise TypeError(f"codes{_where(client)} must be numeric level codes, got dtype {arr.dtype}")
     if arr.shape[0]:
         lo, hi = arr.min(axis=0), arr.max(axis=0)
-        for v in np.flatnonzero((lo < 0) | (hi >= cards_arr)):
+        for col in np.flatnonzero((lo < 0) | (hi >= cards_arr)):
             raise ValueError(
-                f"variable {_name(variables, int(v))}{_where(client)} has codes in "
-                f"[{lo[v].item()!r}, {hi[v].item()!r}] but its global level set is "
-                f"0..{cards_arr[v] - 1}"
+                f"variable {_name(variables, int(col))}{_where(client)} has codes in "
+                f"[{lo[col].item()!r}, {hi[col].item()!r}] but its global level set is "
+                f"0..{cards_arr[col] - 1}"
             )
     return arr.astype(np.int64), cards_arr
 
@@ -165,8 +165,9 @@ def make_layout(
     already-normalised batch), skipping the per-query normalisation.
     """
     cards_arr = check_cards(cards)
+    keys: tuple[Query, ...]
     if normalised:
-        keys = tuple(queries)
+        keys = cast("tuple[Query, ...]", tuple(queries))  # the caller vouches they are normalised
     else:
         keys = tuple(normalise_query(*q) for q in queries)
     shapes = np.empty((len(keys), 3), dtype=np.int64)
@@ -296,7 +297,7 @@ def sum_tables(vectors: Sequence[np.ndarray]) -> np.ndarray:
             )
         if a.dtype.kind not in "iu":
             raise TypeError(f"table vector {k} has dtype {a.dtype}; counts must be integers")
-    return np.sum(np.stack(arrays), axis=0, dtype=np.int64)
+    return np.stack(arrays).sum(axis=0, dtype=np.int64)
 
 
 def table_marginals(tables: np.ndarray, layout: TableLayout) -> np.ndarray:
@@ -376,7 +377,7 @@ def stacked_statistics(
     return stat, dof, n_z.sum(axis=1), (~nonempty).sum(axis=1)
 
 
-def resolve_test_name(test: str) -> str:
+def resolve_test_name(test: str) -> DiscreteTest:
     """``"g2"`` or ``"chi2"`` (causal-learn's ``"gsq"`` / ``"chisq"`` are accepted too)."""
     name = _TEST_NAMES.get(test)
     if name is None:
@@ -405,10 +406,19 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
     return p
 
 
+class DiscreteTestOptions(TypedDict):
+    """The keyword options of :func:`discrete_tests` (as an oracle keeps them)."""
+
+    reliability: float | None
+    reliability_arity: Literal["max_observed", "global"]
+    unreliable_pvalue: float
+    empty_strata_add_dof: bool
+
+
 def discrete_tests(
     tables: np.ndarray,
     layout: TableLayout,
-    test: DiscreteTest = "g2",
+    test: str = "g2",
     *,
     reliability: float | None = None,
     reliability_arity: Literal["max_observed", "global"] = "max_observed",
@@ -492,7 +502,7 @@ def finish_tests(
 
 
 def discrete_pvalues(
-    tables: np.ndarray, layout: TableLayout, test: DiscreteTest = "g2", **options
+    tables: np.ndarray, layout: TableLayout, test: str = "g2", **options
 ) -> np.ndarray:
     """p-values of :func:`discrete_tests` (same options)."""
     return discrete_tests(tables, layout, test, **options).pvalue

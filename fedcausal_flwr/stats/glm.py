@@ -1,4 +1,4 @@
-"""Federated GLM likelihood-ratio CI tests for mixed data (fedCI, seed-002 digest).
+"""Federated GLM likelihood-ratio CI tests for mixed data (fedCI, Hahn et al.; Secs. II-B, III-A).
 
 Why this shape: a GLM fit by Newton/IRLS only needs sums over rows of ``X^T W X``, ``X^T W z`` and
 the log-likelihood, and rows are split over clients, so every client computes its blocks at the
@@ -17,9 +17,10 @@ Response models (``m`` parameter blocks of ``p`` coefficients, stacked block by 
   ``sigma^2 = sum RSS_k / sum n_k`` (local Gaussian log-likelihoods are never summed).
 * binary: logit, ``m = 1``.
 * categorical (L levels): multinomial logit against the first level, ``m = L - 1``.
-* ordinal (L levels): the digest's parametrisation (as fedCI and MXM::ordinal.reg): ``L - 1``
-  cumulative logits ``P(Y <= l_j) = sigmoid(x beta_j)``, each fitted as its own logistic
-  regression (block-diagonal information); the log-likelihood reported for the LRT is
+* ordinal (L levels): as the authors' python-fedci and MXM::ordinal.reg (the paper only says
+  "ordered logit": docs/choices.md, fedCI): ``L - 1`` cumulative logits
+  ``P(Y <= l_j) = sigmoid(x beta_j)``, each fitted as its own logistic regression
+  (block-diagonal information); the log-likelihood reported for the LRT is
   ``sum log P(Y = y_i)`` from the differenced cumulative probabilities (a row with a negative
   difference is replaced by ``|row| / sum |row|``; probabilities floored at 1e-8).
 
@@ -31,9 +32,10 @@ then the exact joint Newton step, so ``"private"`` reaches the same MLE (and p-v
 ``"fixed"`` without the server seeing site coefficients. This replaces fedCI's coordinate-ascent
 variant (CA), which has the same fixed point but converges slower.
 
-Server step (digest 2.4): ``beta_new = beta + a ((H + R)^-1 (H beta + g) - beta)``, step ``a``
-halved while the log-likelihood gets worse (give up at ``a <= 1e-8``: ``bad_fit``); stop when
-``|delta loglik| < tol`` (1e-5), ``||delta beta|| < 1e-8`` or 25 accepted iterations.
+Server step (Eq. (9) with Appendix A's ridge and line search; the constants are python-fedci's
+server defaults, docs/choices.md, fedCI): ``beta_new = beta + a ((H + R)^-1 (H beta + g) - beta)``,
+step ``a`` halved while the log-likelihood gets worse (give up at ``a <= 1e-8``: ``bad_fit``);
+stop when ``|delta loglik| < tol`` (1e-5), ``||delta beta|| < 1e-8`` or 25 accepted iterations.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from scipy.special import expit, log_expit, logsumexp
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec
 
 SITE_EFFECTS = ("none", "fixed", "private")
-PROB_FLOOR = 1e-8  # ordinal cell probabilities (digest 2.1)
+PROB_FLOOR = 1e-8  # ordinal cell probabilities (as python-fedci; docs/choices.md, fedCI)
 N_HEAD = 4  # packed vector head: objective, loglik, rss, n
 
 
@@ -227,7 +229,7 @@ def _blocks(theta: np.ndarray, X: np.ndarray, y: np.ndarray, spec: VariableSpec)
 
 
 def ordinal_cell_probs(cum: np.ndarray) -> np.ndarray:
-    """Cell probabilities from cumulative ones (``n x (L-1)``), with the digest's repair."""
+    """Cell probabilities from cumulative ones (``n x (L-1)``), repaired as python-fedci does."""
     n = cum.shape[0]
     probs = np.diff(np.hstack([np.zeros((n, 1)), cum, np.ones((n, 1))]), axis=1)
     bad = (probs < 0).any(axis=1)
@@ -435,6 +437,7 @@ def fit_models(
             for k, t in enumerate(tables):
                 c = local_contribution(t, k, s.model, s.beta_eval)
                 total = c if total is None else total + c
+            assert total is not None  # tables is not empty
             s.update(total)
     return states, rounds
 

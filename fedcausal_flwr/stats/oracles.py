@@ -11,7 +11,7 @@ import numpy as np
 from ..graphs.graph import ARROW, NONE, TAIL, Graph
 from .contingency import (
     DEFAULT_MAX_CELLS,
-    DiscreteTest,
+    DiscreteTestOptions,
     TableLayout,
     check_codes,
     count_tables,
@@ -63,7 +63,7 @@ class DiscreteOracle(CIOracle):
         codes: np.ndarray,
         cards: Sequence[int] | np.ndarray,
         variables: Sequence[str],
-        test: DiscreteTest = "g2",
+        test: str = "g2",
         reliability: float | None = None,
         *,
         reliability_arity: Literal["max_observed", "global"] = "max_observed",
@@ -77,7 +77,7 @@ class DiscreteOracle(CIOracle):
         dtype = np.int32 if int(self.cards.max()) < 2**31 else np.int64
         self.codes_t = np.ascontiguousarray(self.codes.T, dtype=dtype)
         self.test_name = resolve_test_name(test)
-        self.options = dict(
+        self.options = DiscreteTestOptions(
             reliability=reliability,
             reliability_arity=reliability_arity,
             unreliable_pvalue=unreliable_pvalue,

@@ -16,7 +16,8 @@ Protocol for a batch of queries (all vectors follow a :class:`TableLayout`):
    contribution ``||u_z||^2`` with Li's geometric-mean estimator and sums them; dof as the exact
    test (:func:`~.contingency.discrete_tests`), computed from the margins.
 
-Privacy caveat (digest): with ``l >= card_x * card_y`` the server can solve for the residuals, so
+Privacy caveat (the paper's Sec. 4.2 claims secrecy "under appropriate parameters"; see
+docs/choices.md, FedC2SL): with ``l >= card_x * card_y`` the server can solve for the residuals, so
 the sketch hides nothing beyond the exact table margins in that regime.
 """
 

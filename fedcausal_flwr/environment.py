@@ -1,0 +1,22 @@
+"""What the package sets up when it is imported: its version, and an environment in which nothing
+the project starts phones out.
+
+Flower's telemetry and update check stay off, and no Flower process installs an app's
+dependencies at run time. Every Flower process the project starts inherits these (a user who wants
+them on can set them before importing the package).
+"""
+
+from __future__ import annotations
+
+import os
+
+VERSION = "0.1.0"
+
+NO_PHONING_OUT = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+}
+
+for _name, _value in NO_PHONING_OUT.items():
+    os.environ.setdefault(_name, _value)

@@ -1,0 +1,149 @@
+"""The thin Flower adapter: a legacy Flower ``Strategy`` around a method's protocol run.
+
+The legacy ``Strategy`` + ``NumPyClient`` pair is the only route on which SecAgg+ works in Flower
+1.42. :class:`FlowerStrategy` translates between it and the Flower-free
+:class:`~fedcausal_flwr.federation.protocol.ProtocolRun`: a request becomes ``FitIns`` (action,
+JSON payload, round, secure flag and clip bound in the config; arrays as parameters), replies come
+back as ``FitRes`` (arrays; partition id and JSON meta in the metrics). It works under the
+project's workflow (:mod:`~fedcausal_flwr.federation.apps`, one round per protocol step, no
+padding) and under Flower's own ``DefaultWorkflow`` (a fixed number of rounds: once the protocol
+is finished, ``configure_fit`` selects nobody).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from flwr.common import (
+    Code,
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server import ClientManager
+from flwr.server.strategy import Strategy
+
+from fedcausal_flwr.federation.membership import Answer
+from fedcausal_flwr.federation.messages import (
+    KEY_ACTION,
+    KEY_CLIP,
+    KEY_META,
+    KEY_PARTITION,
+    KEY_PAYLOAD,
+    KEY_ROUND,
+    KEY_SECURE,
+    ClientFailure,
+    FederationError,
+    array_nbytes,
+    encode_payload,
+)
+from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy, RunState
+
+
+class FlowerStrategy(Strategy):
+    """Flower's legacy ``Strategy`` driving one :class:`ProtocolStrategy` (see module docs)."""
+
+    def __init__(self, protocol: ProtocolStrategy):
+        super().__init__()
+        if not isinstance(protocol, ProtocolStrategy):
+            raise TypeError(f"expected a ProtocolStrategy, got {type(protocol).__name__}")
+        self.protocol = protocol
+
+    @property
+    def run(self) -> ProtocolRun:
+        return self.protocol.protocol_run
+
+    # ------------------------------------------------------------------ Flower Strategy API
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        # Non-None: the runtime does not ask a client for initial parameters.
+        return ndarrays_to_parameters([])
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[Any, FitIns]]:
+        session = self.run
+        proxies = {p.node_id: p for p in client_manager.all().values()}
+        if session.state is RunState.UNBOUND:  # Flower's own workflow: every node connected
+            session.bind(num_clients=len(proxies), min_clients=None, secure=False)
+        if session.begun_round != server_round:  # Flower's own workflow drives the rounds
+            session.begin_round(server_round)
+        request = session.pending
+        if request is None:
+            return []
+        targets = session.open_round(server_round, proxies)
+        payload_json = encode_payload(request.payload, f"request {request.action!r}")
+        params = ndarrays_to_parameters(request.arrays)
+        per_client_down = array_nbytes(params.tensors) + len(payload_json) + len(request.action)
+        clip = session.start_round(server_round, {node: per_client_down for node in targets})
+        config: dict[str, Scalar] = {
+            KEY_ACTION: request.action,
+            KEY_PAYLOAD: payload_json,
+            KEY_ROUND: int(server_round),
+            KEY_SECURE: bool(request.secure),
+            KEY_CLIP: int(clip),
+        }
+        ins = FitIns(params, config)
+        return [(proxies[node], ins) for node in targets]
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[Any, FitRes]],
+        failures: list[tuple[Any, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict]:
+        failed_nodes, reasons = failure_reasons(failures)
+        self.run.raise_on_protocol_errors(server_round, list(failed_nodes.values()) + reasons)
+        answered = {
+            int(proxy.node_id): answer_of(int(proxy.node_id), res) for proxy, res in results
+        }
+        self.run.close_round(server_round, answered, failed_nodes, reasons)
+        return None, {}
+
+    def configure_evaluate(self, server_round, parameters, client_manager):  # noqa: D102
+        return []
+
+    def aggregate_evaluate(self, server_round, results, failures):  # noqa: D102
+        return None, {}
+
+    def evaluate(self, server_round, parameters):  # noqa: D102
+        return None
+
+
+def answer_of(node: int, res: FitRes) -> Answer:
+    """A client's ``FitRes`` as the protocol sees it."""
+    metrics: Mapping[str, Any] = res.metrics or {}
+    if KEY_PARTITION not in metrics:
+        raise FederationError(
+            f"node {node} replied without '{KEY_PARTITION}'; is it a ProtocolClient?"
+        )
+    meta_json = str(metrics.get(KEY_META, "{}"))
+    return Answer(
+        pid=int(metrics[KEY_PARTITION]),
+        arrays=parameters_to_ndarrays(res.parameters),
+        meta=json.loads(meta_json),
+        nbytes=array_nbytes(res.parameters.tensors) + len(meta_json),
+    )
+
+
+def failure_reasons(failures: list) -> tuple[dict[int, str], list[str]]:
+    """Flower's failures as ``(node id -> reason, reasons without a node)``."""
+    by_node: dict[int, str] = {}
+    anonymous: list[str] = []
+    for failure in failures:
+        if isinstance(failure, ClientFailure):
+            by_node[failure.node_id] = failure.reason
+        elif isinstance(failure, tuple):
+            proxy, res = failure
+            by_node[int(proxy.node_id)] = (
+                f"status {res.status.code.name}: {res.status.message}"
+                if res.status.code != Code.OK
+                else "failed"
+            )
+        else:
+            anonymous.append(str(failure))
+    return by_node, anonymous

@@ -1,0 +1,49 @@
+"""Exact sums of the clients' integer vectors (Flower-free): plain, or decoded from SecAgg+.
+
+SecAgg+ returns the mean of clipped, quantised values; with weight 1 per client and the recipe of
+:func:`~fedcausal_flwr.federation.messages.secure_clip` the mean times the number of clients is an
+exact integer vector. Both paths give the same int64 sum, so a method behaves the same with and
+without SecAgg+.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedcausal_flwr.federation.messages import ClientProtocolError, FederationError
+
+#: Largest distance from an integer a decoded SecAgg+ sum may have (float64 rounding only).
+INTEGRAL_TOLERANCE = 1e-3
+
+
+def plain_sum(
+    vectors: Sequence[np.ndarray], pids: Sequence[int], action: str, server_round: int
+) -> np.ndarray:
+    """The int64 sum of one flat vector per client (all of one length)."""
+    ints = [np.asarray(v).astype(np.int64) for v in vectors]
+    lengths = {pid: v.shape[0] for pid, v in zip(pids, ints, strict=True)}
+    if len(set(lengths.values())) > 1:
+        raise ClientProtocolError(
+            f"secure action {action!r} in round {server_round}: clients returned "
+            f"vectors of different lengths {lengths}"
+        )
+    return np.stack(ints).sum(axis=0, dtype=np.int64)
+
+
+def decode_secure_mean(
+    mean: Sequence[np.ndarray], n_clients: int, action: str, server_round: int
+) -> np.ndarray:
+    """The exact int64 sum behind SecAgg+'s mean of ``n_clients`` vectors."""
+    if len(mean) != 1:
+        raise FederationError(f"SecAgg+ returned {len(mean)} arrays, expected 1")
+    scaled = np.asarray(mean[0], dtype=np.float64) * n_clients
+    total = np.rint(scaled).astype(np.int64)
+    err = float(np.max(np.abs(scaled - total))) if total.size else 0.0
+    if err > INTEGRAL_TOLERANCE:
+        raise FederationError(
+            f"SecAgg+ sum for {action!r} in round {server_round} is not integral "
+            f"(max deviation {err:.3g}); the exact-sum recipe was violated"
+        )
+    return total

@@ -1,0 +1,108 @@
+"""causal-learn's graph bookkeeping that its PC orientation reads: the ancestor matrix ``dpath`` and
+the adjacency-order enumerations of unshielded triples, triangles and kites.
+
+An exact reproduction of causal-learn's ``uc_sepset`` and ``meek`` must visit triples in the same
+order and consult the same (incomplete) ancestor matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
+from fedcausal_flwr.graphs.marks import Triple, is_directed
+
+
+class CausalLearnAncestry:
+    """causal-learn's ``GeneralGraph.dpath``: the ancestor matrix it keeps while orienting.
+
+    causal-learn updates it incrementally on every added directed edge (``adjust_dpath``: ancestors
+    of i become ancestors of j, descendants of j get i as ancestor, but ancestors of i are *not*
+    linked to descendants of j) and rebuilds it from all directed edges, last edge first, whenever a
+    directed edge is removed (``reconstitute_dpath``). Meek's ancestor checks read it, so an exact
+    reproduction of causal-learn's PC must carry the same matrix from collider orientation to Meek.
+    ``dpath[j, i]`` is True when causal-learn believes i is an ancestor of j.
+    """
+
+    def __init__(self, n_nodes: int):
+        self.dpath = np.eye(n_nodes, dtype=bool)
+
+    @classmethod
+    def from_marks(cls, marks: np.ndarray) -> CausalLearnAncestry:
+        anc = cls(marks.shape[0])
+        anc.reconstitute(marks)
+        return anc
+
+    def adjust(self, i: int, j: int) -> None:
+        """Record the new edge ``i --> j`` exactly as ``GeneralGraph.adjust_dpath`` does."""
+        d = self.dpath
+        d[j, i] = True
+        d[j, :] |= d[i, :]
+        d[:, i] |= d[:, j]
+
+    def reconstitute(self, marks: np.ndarray) -> None:
+        """Rebuild from the directed edges of ``marks`` (``reconstitute_dpath``)."""
+        self.dpath = np.eye(marks.shape[0], dtype=bool)
+        rows, cols = np.nonzero(np.triu(marks != NONE, k=1))
+        for i, j in zip(rows[::-1].tolist(), cols[::-1].tolist(), strict=True):
+            if is_directed(marks, i, j):
+                self.adjust(i, j)
+            elif is_directed(marks, j, i):
+                self.adjust(j, i)
+
+    def is_ancestor(self, a: int, b: int) -> bool:
+        """causal-learn's ``is_ancestor_of(a, b)``."""
+        return bool(self.dpath[b, a])
+
+
+def _causallearn_adjacency_list(marks: np.ndarray) -> list[tuple[int, int]]:
+    """``CausalGraph.find_adj()``: (c, r) for every tail at r, then for every arrow at r."""
+    out: list[tuple[int, int]] = []
+    for code in (TAIL, ARROW):
+        rows, cols = np.nonzero(marks.T == code)  # marks.T[r, c] is the mark at r on edge r-c
+        out.extend(zip(cols.tolist(), rows.tolist(), strict=True))
+    return out
+
+
+def _causallearn_paths(marks: np.ndarray) -> list[Triple]:
+    """Every path a0 - a1 - b1 (a0 != b1) over causal-learn's adjacency list, in its order."""
+    adj = _causallearn_adjacency_list(marks)
+    by_first: dict[int, list[int]] = {}
+    for q, (a0, _) in enumerate(adj):
+        by_first.setdefault(a0, []).append(q)
+    out = []
+    for a0, a1 in adj:
+        for q in by_first.get(a1, ()):
+            b1 = adj[q][1]
+            if a0 != b1:
+                out.append((a0, a1, b1))
+    return out
+
+
+def causallearn_unshielded_triples(marks: np.ndarray) -> list[Triple]:
+    """``CausalGraph.find_unshielded_triples()`` in causal-learn's order (both (x,y,z) and (z,y,x)).
+
+    On an undirected skeleton this is the order "y ascending, then x, then z".
+    """
+    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] == NONE]
+
+
+def causallearn_triangles(marks: np.ndarray) -> list[Triple]:
+    """``CausalGraph.find_triangles()`` in causal-learn's order."""
+    # "(a0, b1) in Adj": a tail or an arrow at b1 on the edge a0-b1
+    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] in (TAIL, ARROW)]
+
+
+def causallearn_kites(
+    marks: np.ndarray, triangles: list[Triple]
+) -> list[tuple[int, int, int, int]]:
+    """``CausalGraph.find_kites()``: (i, j, k, l) from triangle pairs sharing i and l, j < k."""
+    by_ends: dict[tuple[int, int], list[Triple]] = {}
+    for t in triangles:
+        by_ends.setdefault((t[0], t[2]), []).append(t)
+    out = []
+    for t0 in triangles:
+        for t1 in by_ends[(t0[0], t0[2])]:
+            if t0[1] < t1[1] and marks[t0[1], t1[1]] == NONE:
+                out.append((t0[0], t0[1], t1[1], t0[2]))
+    return out

@@ -1,0 +1,93 @@
+"""Separating sets as the orientation rules read them, and how they classify a triple.
+
+Separating sets are a mapping from the normalised pair ``(min(x, y), max(x, y))`` to a *list* of the
+separating sets recorded for that pair (one for plain PC-stable; several when an engine keeps every
+set that made the pair independent, as the conservative and majority rules need).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence, Set
+
+import numpy as np
+
+# a pair's entry may also be one set, read as a list of that one set
+Sepsets = Mapping[tuple[int, int], Sequence[Collection[int]] | Set[int]]
+
+SEPSET_RULES = ("standard", "causallearn", "conservative", "majority")
+
+
+def pair_key(x: int, y: int) -> tuple[int, int]:
+    """The normalised key of an unordered pair."""
+    x, y = int(x), int(y)
+    return (x, y) if x < y else (y, x)
+
+
+def recorded_sepsets(sepsets: Sepsets, x: int, y: int) -> list[frozenset[int]] | None:
+    """All separating sets recorded for ``{x, y}``, or None when the pair has no entry."""
+    key = pair_key(x, y)
+    if key in sepsets:
+        value = sepsets[key]
+    elif (key[1], key[0]) in sepsets:
+        value = sepsets[(key[1], key[0])]
+    else:
+        return None
+    if isinstance(value, (set, frozenset)):
+        return [frozenset(int(v) for v in value)]
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"sepsets[{key}] must be a list of separating sets (or one set), got {value!r}"
+        )
+    out = []
+    for s in value:
+        if isinstance(s, (int, np.integer)) or not isinstance(s, Collection):
+            raise TypeError(
+                f"sepsets[{key}] must be a list of separating sets, e.g. [(2,), (2, 3)]; "
+                f"got the element {s!r} in {value!r}"
+            )
+        out.append(frozenset(int(v) for v in s))
+    return out
+
+
+def triple_status(sets: Sequence[Collection[int]], y: int, rule: str = "standard") -> str:
+    """Classify the unshielded triple x - y - z from the separating sets of {x, z}.
+
+    Returns ``"collider"``, ``"noncollider"`` or ``"ambiguous"``:
+
+    * ``standard``: collider iff y is not in the *first* recorded set (textbook PC);
+    * ``causallearn``: collider iff y is in *none* of the recorded sets (causal-learn's
+      ``uc_sepset``/``rule0``, which look at every recorded set or their union);
+    * ``conservative`` (Ramsey et al. 2006): collider if y is in none, non-collider if in all,
+      ambiguous otherwise;
+    * ``majority`` (Colombo and Maathuis 2014, as in pcalg): collider if y is in fewer than half of
+      the sets, non-collider if in more than half, ambiguous at exactly half.
+    """
+    if rule not in SEPSET_RULES:
+        raise ValueError(f"unknown separating-set rule {rule!r}; expected one of {SEPSET_RULES}")
+    if len(sets) == 0:
+        raise ValueError(f"no separating set recorded for the triple around node {y}")
+    if rule == "standard":
+        return "noncollider" if y in sets[0] else "collider"
+    n_with = sum(1 for s in sets if y in s)
+    if rule == "causallearn":
+        return "noncollider" if n_with else "collider"
+    if rule == "conservative":
+        if n_with == 0:
+            return "collider"
+        return "noncollider" if n_with == len(sets) else "ambiguous"
+    if 2 * n_with < len(sets):
+        return "collider"
+    return "noncollider" if 2 * n_with > len(sets) else "ambiguous"
+
+
+def sepsets_or_raise(sepsets: Sepsets | None, x: int, y: int) -> list[frozenset[int]]:
+    """:func:`recorded_sepsets` for a pair a rule cannot decide without them."""
+    if sepsets is None:
+        raise ValueError(f"separating sets are needed to decide about the pair {pair_key(x, y)}")
+    sets = recorded_sepsets(sepsets, x, y)
+    if sets is None:
+        raise KeyError(
+            f"no separating set recorded for the non-adjacent pair {pair_key(x, y)}; every pair "
+            "removed from the skeleton must have an entry"
+        )
+    return sets
