@@ -37,8 +37,7 @@ import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
-from fedcausal_flwr.data.fingerprint import frame_fingerprint
-from fedcausal_flwr.environment import VERSION
+from fedcausal_flwr.data.inputs import frame_report
 from fedcausal_flwr.federation.messages import (
     HELLO,
     KEY_ACTION,
@@ -69,36 +68,6 @@ def action(name: str) -> Callable[[Handler], Handler]:
         return fn
 
     return mark
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    return value
-
-
-def describe_column(series: pd.Series, max_levels: int) -> tuple[str, list | None, int]:
-    """``(dtype, sorted levels or None, n_missing)`` of one column, for the hello report."""
-    n_missing = int(series.isna().sum())
-    values = series.dropna()
-    dtype = str(series.dtype)
-    if pd.api.types.is_float_dtype(series.dtype) and not isinstance(
-        series.dtype, pd.CategoricalDtype
-    ):
-        return dtype, None, n_missing
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        levels = [_json_value(v) for v in series.cat.categories]
-        return dtype, levels if len(levels) <= max_levels else None, n_missing
-    uniques = pd.unique(values)
-    if len(uniques) > max_levels:
-        return dtype, None, n_missing
-    try:
-        levels = sorted(_json_value(v) for v in uniques)
-    except TypeError:  # mixed types: sort by text so the report stays deterministic
-        levels = sorted((_json_value(v) for v in uniques), key=str)
-    return dtype, levels, n_missing
 
 
 class FrameCache:
@@ -203,21 +172,7 @@ class ProtocolClient(NumPyClient):
         return list(out[0]), out[1]
 
     def hello(self, payload: dict) -> tuple[list[np.ndarray], dict]:
-        """Built-in first round: who I am and what my columns look like."""
+        """Built-in first round: who I am and what my columns look like
+        (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too)."""
         max_levels = int(payload.get("max_levels", 1000))
-        dtypes, levels, n_missing = {}, {}, {}
-        for col in self.data.columns:
-            dtypes[str(col)], levels[str(col)], n_missing[str(col)] = describe_column(
-                self.data[col], max_levels
-            )
-        meta = {
-            "partition_id": self.partition_id,
-            "n_rows": int(len(self.data)),
-            "columns": [str(c) for c in self.data.columns],
-            "dtypes": dtypes,
-            "levels": levels,
-            "n_missing": n_missing,
-            "version": VERSION,
-            "fingerprint": frame_fingerprint(self.data),
-        }
-        return [], meta
+        return [], frame_report(self.data, self.partition_id, max_levels)

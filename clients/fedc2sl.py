@@ -18,6 +18,7 @@ from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import (
+    DEFAULT_MAX_CELLS,
     TableLayout,
     local_tables,
     make_layout,
@@ -71,7 +72,8 @@ class FedC2SLClient(ProtocolClient):
         variables = payload["variables"]
         codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
         cards = [len(payload["levels"][v]) for v in variables]
-        layout = make_layout(decode_queries(arrays[0]), cards, normalised=True)
+        max_cells = int(payload.get("max_cells", DEFAULT_MAX_CELLS))
+        layout = make_layout(decode_queries(arrays[0]), cards, max_cells, normalised=True)
         return local_tables(
             codes, cards, layout, variables=variables, client=f"client {self.partition_id}"
         )

@@ -67,7 +67,8 @@ class FedCDnvClient(ProtocolClient):
         )
         state = None if self.context is None else self.context.state
         if state is not None and STATE_ID in state.config_records:
-            if state.config_records[STATE_ID].get("key") == key:
+            record = state.config_records[STATE_ID]
+            if record.get("key") == key:
                 arrays = state.array_records[STATE_KEY]
                 rows = arrays["sepsets"].numpy()
                 return LocalFCI(
@@ -76,6 +77,7 @@ class FedCDnvClient(ProtocolClient):
                     sepsets={
                         (int(r[0]), int(r[1])): tuple(int(v) for v in r[2:] if v >= 0) for r in rows
                     },
+                    n_tests=int(str(record.get("tests", 0))),  # what computing it cost, once
                 )
         result = local_fci(oracle, float(payload["alpha"]), **payload["fci"])
         if state is not None:
@@ -87,7 +89,7 @@ class FedCDnvClient(ProtocolClient):
                     "sepsets": Array(rows),
                 }
             )
-            state.config_records[STATE_ID] = ConfigRecord({"key": key})
+            state.config_records[STATE_ID] = ConfigRecord({"key": key, "tests": result.n_tests})
         return result
 
     @action(FCDNV_INIT)
@@ -97,7 +99,7 @@ class FedCDnvClient(ProtocolClient):
         oracle = self._oracle(payload, variables)
         result = self._fci(payload, variables, oracle)
         ids = np.array([payload["variables"].index(v) for v in variables], dtype=np.int64)
-        meta = {"n_rows": int(len(self.data)), "tests": int(oracle.n_computed)}
+        meta = {"n_rows": int(len(self.data)), "tests": int(result.n_tests)}
         return [ids, result.graph.marks.astype(np.int8)], meta
 
     @action(FCDNV_UPDATE)

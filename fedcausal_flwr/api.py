@@ -15,10 +15,13 @@ from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.data.csv_input import read_client_files
 from fedcausal_flwr.data.fingerprint import data_fingerprint
-from fedcausal_flwr.data.partition import Partition, from_csv_files
+from fedcausal_flwr.data.inputs import setting_text
+from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import make_partition, sample_partition
-from fedcausal_flwr.federation.registry import check_secure, get_method
+from fedcausal_flwr.federation.inputs import check_client_inputs, client_info_of
+from fedcausal_flwr.federation.registry import MethodSpec, check_secure, get_method
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
@@ -83,18 +86,26 @@ def execute(
     *,
     data: Sequence[pd.DataFrame] | Partition | None = None,
     files: Sequence[str | Path] | None = None,
+    sep: str | None = None,
+    keep_index: bool = False,
     truth: Graph | str | Path | None = None,
     door: str = "python",
     expect_fingerprint: str | None = None,
     source: Mapping[str, Any] | None = None,
     announce: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Result:
     """The body of every single-run door: settings and options as typed on ``door``.
 
-    ``files``: one CSV per client (read here; recorded in the result for :func:`rerun`).
+    ``files``: one CSV per client, client ``k`` reading ``files[k]``, read and checked by
+    :func:`~fedcausal_flwr.data.csv_input.read_client_csv` (``sep``: the delimiter, sniffed if
+    ``None``; ``keep_index``: keep an index-like first column as a variable); recorded in the
+    result for :func:`rerun`. Every door's data then passes the server's input check
+    (:func:`check_frames`) before a backend starts.
     ``expect_fingerprint``: a re-run's recorded data fingerprint; other data is an error.
     ``source``: where in-memory ``data`` came from, for the result's provenance.
     ``announce``: called with one line saying what is about to run (no default stays silent).
+    ``progress``: called with one line per round (a slow run is told from a hung one).
     """
     started = time.perf_counter()
     spec = get_method(method)
@@ -105,11 +116,17 @@ def execute(
     )  # fail on a bad option before reading any data
     check_secure(spec, options, settings["secure"], door)
     dag: Graph | None = None
+    if files is None and (sep is not None or keep_index):
+        reading = (("sep", sep), ("keep_index", keep_index))
+        given = " and ".join(setting_text(k, v, door) for k, v in reading if v)
+        raise OptionError(f"{given}: only for data read from files")
     if files is not None:
-        frames = list(from_csv_files([str(f) for f in files]).clients)
+        frames = read_client_files(list(files), sep=sep, keep_index=keep_index, door=door)
         provenance: dict[str, Any] = {
             "source": "files",
             "files": [str(Path(f).resolve()) for f in files],
+            "sep": sep,
+            "keep_index": bool(keep_index),
         }
     elif data is not None:
         frames = list(data.clients) if isinstance(data, Partition) else list(data)
@@ -130,6 +147,7 @@ def execute(
         }
     if not frames:
         raise OptionError("no client data: give at least one frame or file")
+    check_frames(spec, options, frames, files, door)
     if expect_fingerprint is not None and data_fingerprint(frames) != expect_fingerprint:
         raise OptionError(
             f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
@@ -161,6 +179,7 @@ def execute(
         min_clients=settings["min_clients"],
         door=door,
         data=provenance,
+        progress=progress,
     )
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label
@@ -168,6 +187,30 @@ def execute(
         result.metrics.update(score_graph(result, dag))
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     return result
+
+
+def check_frames(
+    spec: MethodSpec,
+    options: Mapping[str, Any],
+    frames: Sequence[pd.DataFrame],
+    files: Sequence[str | Path] | None,
+    door: str,
+) -> None:
+    """The input check the server runs after hello, run on the frames before a backend starts
+    (a Ray run fails in a second, not after Ray's start-up): the same reports, the same needs."""
+    for k, frame in enumerate(frames):
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"client {k}: expected a pandas DataFrame, got {type(frame).__name__}")
+    strategy = spec.new_strategy(options, door)
+    info = {k: client_info_of(f, k, strategy.hello_max_levels) for k, f in enumerate(frames)}
+    check_client_inputs(
+        info,
+        strategy.input_needs(),
+        method=spec.name,
+        min_sites=spec.min_sites,
+        files=None if files is None else {k: Path(f).name for k, f in enumerate(files)},
+        door=door,
+    )
 
 
 def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -184,6 +227,7 @@ def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
         ) from None
     settings = {k: run_settings.get(k) for k in ("seed", "backend", "min_clients", "secure")}
     files = None
+    reading = {"sep": data.get("sep"), "keep_index": bool(data.get("keep_index", False))}
     if data.get("source") == "network":
         settings.update({k: data.get(k) for k in ("network", "samples", "partition")})
         settings["clients"] = data.get("clients")
@@ -199,6 +243,7 @@ def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
         "settings": settings,
         "options": options,
         "files": files,
+        "reading": reading,
         "fingerprint": data.get("fingerprint"),
         "truth": config.get("truth"),
     }
@@ -230,6 +275,7 @@ def rerun(result: Result | str | Path, **overrides: Any) -> Result:
         settings,
         options,
         files=args["files"],
+        **(args["reading"] if args["files"] is not None else {}),
         truth=truth,
         door="python",
         expect_fingerprint=args["fingerprint"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,27 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
         help="re-run a recorded result (its method, options, settings and data; the data "
         "fingerprint is checked); other flags override it",
     )
-    parser.add_argument("--data", nargs="+", default=None, metavar="CSV", help="one CSV per client")
+    parser.add_argument(
+        "--data",
+        nargs="+",
+        default=None,
+        metavar="CSV",
+        help="one CSV per client: client 0 reads the first file, client 1 the second, ...",
+    )
+    parser.add_argument(
+        "--sep",
+        default=None,
+        metavar="SEP",
+        help="the --data files' delimiter (one character, tab or whitespace); default: sniffed "
+        "among , ; tab | and whitespace",
+    )
+    parser.add_argument(
+        "--keep-index",
+        action="store_true",
+        default=None,
+        help="keep a first column that looks like a saved row index (named '', 'Unnamed: 0' "
+        "or 'index', values 0..n-1 or 1..n) as a variable; default: such a column is an error",
+    )
     parser.add_argument(
         "--truth", default=None, metavar="CSV", help="cause,effect edges for metrics"
     )
@@ -99,6 +120,19 @@ def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method:
     if hint is not None and hint not in method_flags:
         return f"unknown option {flag!r} (did you mean {hint}?)"
     return spec.options.unknown_message(flag, spec.owner, "cli")
+
+
+class ProgressLines:
+    """Round-by-round progress on stderr once a run has taken a few seconds (quick runs stay
+    quiet; a slow run is then told from a hung one)."""
+
+    def __init__(self, after_s: float = 2.0) -> None:
+        self.started = time.monotonic()
+        self.after_s = after_s
+
+    def __call__(self, line: str) -> None:
+        if time.monotonic() - self.started >= self.after_s:
+            print(f"  {line}", file=sys.stderr, flush=True)
 
 
 def _run_command(argv: list[str]) -> int:
@@ -143,6 +177,7 @@ def _run_command(argv: list[str]) -> int:
         if getattr(args, name) is not None
     }
     files, truth, fingerprint = args.data, args.truth, None
+    reading = {"sep": args.sep, "keep_index": args.keep_index}
     if recorded is not None:
         base = {k: v for k, v in recorded["settings"].items() if v is not None}
         if files is not None:  # the same data moved: read it there, the fingerprint decides
@@ -154,6 +189,10 @@ def _run_command(argv: list[str]) -> int:
             **options,
         }
         files = files if files is not None else recorded["files"]
+        if files is not None:  # read the files as the recorded run did, unless told otherwise
+            reading = {
+                k: v if v is not None else recorded["reading"][k] for k, v in reading.items()
+            }
         if truth is None and recorded["truth"] not in (None, "network", "graph"):
             truth = recorded["truth"]
         fingerprint = recorded["fingerprint"]
@@ -162,10 +201,13 @@ def _run_command(argv: list[str]) -> int:
         settings,
         options,
         files=files,
+        sep=reading["sep"],
+        keep_index=bool(reading["keep_index"]),
         truth=truth,
         door="cli",
         expect_fingerprint=fingerprint,
         announce=lambda line: print(f"running {line}", flush=True),
+        progress=ProgressLines(),
     )
     print(result.summary())
     for d in result.dropped_clients:
@@ -191,7 +233,7 @@ def _methods(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.registry import get_method, known_methods
 
     if args.markdown:
-        print(methods_markdown())
+        print(methods_markdown(), end="")
         return 0
     if args.name is None:
         for name in known_methods():
@@ -400,6 +442,10 @@ def _add_citest(sub: argparse._SubParsersAction) -> None:
             "the sorted union of observed values)",
         )
     p.add_argument("--schema", default=None, metavar="JSON", help="explicit schema file")
+    p.add_argument("--sep", default=None, metavar="SEP", help="the files' delimiter (else sniffed)")
+    p.add_argument(
+        "--keep-index", action="store_true", help="keep an index-like first column as a variable"
+    )
 
 
 def citest_schema(frames: list, overrides: dict[str, list[str]]):
@@ -436,9 +482,10 @@ def _citest(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from fedcausal_flwr.citest import citest
+    from fedcausal_flwr.data.csv_input import read_client_files
     from fedcausal_flwr.data.schema import Schema
 
-    frames = [pd.read_csv(path) for path in args.data]
+    frames = read_client_files(args.data, sep=args.sep, keep_index=args.keep_index, door="cli")
     overrides = {k: getattr(args, k) for k in ("ordinal", "categorical", "continuous", "binary")}
     for col in overrides["continuous"]:
         for k, frame in enumerate(frames):
@@ -508,7 +555,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return handlers[args.command](args)
     except (ValueError, KeyError, FileNotFoundError) as err:
+        from fedcausal_flwr.data.inputs import InputError
+
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        if isinstance(err, InputError):  # options in the fix as typed here
+            message = err.render("cli")
         print(f"fedcausal-flwr: error: {message}", file=sys.stderr)
         return 2
 

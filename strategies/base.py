@@ -2,10 +2,12 @@
 
 A method subclasses :class:`ProtocolStrategy`, the Flower-free protocol core of
 :mod:`fedcausal_flwr.federation.protocol` (hooks ``next_request`` / ``handle_replies`` /
-``result_payload``); the runtime wraps it in Flower's adapter
+``result_payload``) and declares what it needs of the clients' data (:class:`InputNeeds`, checked
+after hello); the runtime wraps it in Flower's adapter
 (:mod:`fedcausal_flwr.federation.adapter`), so a strategy file reads as its protocol.
 """
 
-from fedcausal_flwr.federation.protocol import ProtocolStrategy, require_same_columns
+from fedcausal_flwr.federation.inputs import InputNeeds, require_same_columns
+from fedcausal_flwr.federation.protocol import ProtocolStrategy
 
-__all__ = ["ProtocolStrategy", "require_same_columns"]
+__all__ = ["InputNeeds", "ProtocolStrategy", "require_same_columns"]

@@ -55,21 +55,29 @@ from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps
-from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
+from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.messages import Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.stats.contingency import TableLayout, discrete_pvalues, make_layout
-from fedcausal_flwr.stats.gaussian import GaussianMoments
+from fedcausal_flwr.stats.contingency import (
+    DEFAULT_MAX_CELLS,
+    TableLayout,
+    TableTooLargeError,
+    discrete_pvalues,
+    make_layout,
+)
+from fedcausal_flwr.stats.gaussian import GaussianMoments, TooFewSamplesError
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
+from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 CI_MODES = ("exact", "sketch")
 TESTS = ("chi2", "g2", "fisherz")
@@ -92,6 +100,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         seed: int = 0,
         engine_options: dict[str, Any] | None = None,
         empty_strata_add_dof: bool = False,
+        max_cells: int = DEFAULT_MAX_CELLS,
     ):
         super().__init__()
         for label, value, allowed in (
@@ -120,6 +129,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.sketch_length, self.seed = int(sketch_length), int(seed)
         self.engine_options = dict(engine_options or {})
         self.empty_strata_add_dof = bool(empty_strata_add_dof)
+        self.max_cells = int(max_cells)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
         self.cache: dict[Query, float] = {}
@@ -130,44 +140,27 @@ class FedC2SLStrategy(ProtocolStrategy):
         self._layout: TableLayout | None = None
 
     # ------------------------------------------------------------------ set-up
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        require_same_columns(info)
-        columns = info[min(info)].columns
-        for pid in sorted(info):
-            for col in columns:
-                if info[pid].n_missing.get(col, 0):
-                    raise ValueError(
-                        f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing "
-                        "values; FedC2SL needs complete data"
-                    )
+    def input_needs(self) -> InputNeeds:
+        """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
+        pooled test, so one client, or a client with one row, is fine."""
         if self.test == "fisherz":
-            for pid in sorted(info):
-                for col in columns:
-                    if not _numeric_dtype(info[pid].dtypes[col]):
-                        raise ValueError(
-                            f"client {pid} column {col!r} has dtype {info[pid].dtypes[col]}; the "
-                            "Fisher-z test needs numeric data"
-                        )
-            return
-        for pid in sorted(info):
-            for col in columns:
-                if info[pid].levels.get(col) is None:
-                    raise ValueError(
-                        f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
-                        f"discrete; the {self.test} test needs integer or categorical values "
-                        "(convert the column, or use test='fisherz' for continuous data)"
-                    )
-                if info[pid].dtypes[col].startswith("float"):
-                    raise ValueError(
-                        f"client {pid} column {col!r} holds floats; the {self.test} test needs "
-                        "integer or categorical values"
-                    )
+            return InputNeeds(
+                values="numeric",
+                test="Fisher-z",
+                value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
+            )
+        exact = self.ci == "exact"
+        fix = Fix(
+            "for continuous data use {}" + ("" if exact else " with {}"),
+            (("test", "fisherz"),) if exact else (("test", "fisherz"), ("ci", "exact")),
+        )
+        return InputNeeds(values="discrete", test=self.test, value_fix=fix)
 
     def _start(self) -> StepRunner:
         variables = self.variables
         if self.test != "fisherz":
             levels = self.global_levels()
-            # never None: validate_clients required discrete columns for this test
+            # never None: the input check required discrete columns for this test
             self.levels = {v: levels[v] or [] for v in variables}
             self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
             for v, card in zip(variables, self.cards, strict=True):
@@ -193,8 +186,9 @@ class FedC2SLStrategy(ProtocolStrategy):
         queries = runner.pending
         if queries is None:  # the search has finished
             return None
-        base = {"variables": self.variables, "levels": self.levels}
+        base = {"variables": self.variables, "levels": self.levels, "max_cells": self.max_cells}
         batch = encode_queries(queries)
+        self._check_table_budget(queries)
         if self.ci == "exact":
             return Request(TABLES, base, arrays=[batch], secure=True)
         if self._margins is None:
@@ -208,6 +202,28 @@ class FedC2SLStrategy(ProtocolStrategy):
             "k": len(self.alive_clients),
         }
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
+
+    def _check_table_budget(self, queries: list[Query]) -> None:
+        """Refuse a batch whose tables would not fit the budget, before a client counts them."""
+        try:
+            layout = make_layout(queries, self.cards, max_cells=self.max_cells)
+        except TableTooLargeError:
+            layout = None
+        if layout is not None and layout.total <= self.max_cells:
+            return
+        names = self.variables
+        sizes = [int(np.prod([self.cards[v] for v in (x, y, *sz)])) for x, y, sz in queries]
+        worst = int(np.argmax(sizes))
+        x, y, sz = queries[worst]
+        total = int(sum(sizes))
+        depth = f"limit the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
+        raise ValueError(
+            f"the contingency tables of this level ({len(queries)} tests, conditioning sets of "
+            f"size {len(sz)}) need {total:,} cells, over the budget max_cells={self.max_cells:,} "
+            f"(the largest: {names[x]} _||_ {names[y]} | {[names[v] for v in sz]}, "
+            f"{sizes[worst]:,} cells); each client holds them in memory at once: {depth}raise "
+            f"the budget (--max-cells {total}; Python: max_cells={total})"
+        )
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == MOMENTS:
@@ -252,9 +268,28 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.moments = total
         oracle = GaussianOracle.from_moments(total, self.variables)
         runner = self._start()
-        while runner.pending is not None:  # every Fisher-z test runs on the server from here
-            self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
-            runner.answer(oracle.test_batch(runner.pending))
+        try:
+            while runner.pending is not None:  # every Fisher-z test runs on the server from here
+                self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
+                runner.answer(oracle.test_batch(runner.pending))
+        except TooFewSamplesError as err:
+            raise self._too_few_rows(err) from None
+
+    def _too_few_rows(self, err: TooFewSamplesError) -> InputError:
+        """The search reached a Fisher-z test the pooled rows cannot carry: say how many rows it
+        needs and which depth cap would stop before it."""
+        x, y, given = err.query
+        names = self.variables
+        test = f"{names[x]} and {names[y]}" + (f" given {err.k} variables" if err.k else "")
+        problem = (
+            f"the clients hold {err.n} rows in all, but {self.name}'s Fisher-z test of {test} "
+            f"needs more than {err.k + 3}"
+        )
+        if err.n < 4:
+            return InputError(problem, fix="give at least 4 rows", door=self.door)
+        deepest = (("max_depth", err.n - 4),)
+        fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
+        return InputError(problem, fix=fix, door=self.door)
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         # A sketch batch restarts from its margins with the survivors; tables are re-asked as is.
@@ -284,10 +319,6 @@ class FedC2SLStrategy(ProtocolStrategy):
                 for (a, b), sets in sorted(skeleton.sepsets.items())
             },
         }
-
-
-def _numeric_dtype(dtype: str) -> bool:
-    return dtype.startswith(("float", "int", "uint", "Int", "UInt", "Float", "bool"))
 
 
 def _options(algorithm: str) -> OptionSet:
@@ -329,6 +360,15 @@ def _options(algorithm: str) -> OptionSet:
                 paper="true in the authors' code (not stated in the paper)",
                 why="causal-learn's count is the textbook one and keeps FedPC equal to pooled PC",
             ),
+            Option(
+                "max_cells",
+                "int",
+                DEFAULT_MAX_CELLS,
+                "memory budget: cells of all contingency tables of one round (each client "
+                "holds them at once; 8 bytes each); a level over it is refused before a client "
+                "counts it",
+                minimum=1,
+            ),
             *engine,
         ),
         checks=(shared.fisherz_needs_exact, shared.sketch_needs_chi2),
@@ -357,6 +397,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLS
         seed=values["seed"],
         engine_options=engine,
         empty_strata_add_dof=values["empty_strata_add_dof"],
+        max_cells=values["max_cells"],
     )
 
 

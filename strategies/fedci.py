@@ -4,8 +4,11 @@ The server drives the batched PC/FCI engine of :mod:`fedcausal_flwr.discovery`. 
 CI tests it fits the four GLMs of every test (x~S, x~y+S, y~S, y~x+S) by federated Newton/IRLS
 (:mod:`fedcausal_flwr.stats.glm`): **one Flower round per IRLS iteration, all unfinished models of
 all tests of the batch advancing in the same round**, so rounds grow with iterations, not with
-tests x iterations. A test uses only the clients observing ``{x, y} + S`` (non-identical variable
-sets); the others send nothing for it, and the result records which took part.
+tests x iterations. Every site must hold the same variables (in any order; the input check says
+so and points to ``fedcdnv`` for non-identical variable sets): with ``site_effect="none"`` a
+client lacking ``y`` would still answer the null model ``x ~ S`` but not ``x ~ y + S``, and the
+likelihood ratio of models fitted on different rows is meaningless. The result records which
+clients took part in each test.
 
 Wire protocol (after ``hello``):
 
@@ -50,10 +53,12 @@ from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps
+from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
@@ -85,8 +90,13 @@ ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
 
 
-def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
-    """Kinds from the hello dtypes, levels as the union (see the module docstring)."""
+#: What to do about variables whose kind the dtypes do not tell (the ``schema`` option).
+SCHEMA_FIX = Fix("declare the variable kinds with {}", (("schema", "FILE"),))
+
+
+def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Schema:
+    """Kinds from the hello dtypes, levels as the union (see the module docstring); ``door``
+    spells the option of the fix in an error."""
     specs: dict[str, VariableSpec] = {}
     for pid in sorted(info):
         for col in info[pid].columns:
@@ -98,16 +108,24 @@ def schema_from_hello(info: dict[int, ClientInfo]) -> Schema:
             else:
                 reported = info[pid].levels.get(col)
                 if reported is None:
-                    raise ValueError(
-                        f"client {pid} column {col!r} (dtype {dtype}) reports no level set; pass "
-                        "an explicit schema"
+                    raise InputError(
+                        f"(dtype {dtype}) reports no level set (too many distinct values)",
+                        client=pid,
+                        column=col,
+                        fix=SCHEMA_FIX,
+                        door=door,
                     )
                 kind = "categorical"
                 # (no levels if another client's column is continuous: the kind check says so)
                 old = (specs[col].levels or ()) if col in specs else ()
                 levels = tuple(sorted(set(old) | set(reported), key=str))
             if col in specs and specs[col].kind != kind:
-                raise ValueError(f"column {col!r} has different kinds on different clients")
+                raise InputError(
+                    f"is {kind} at client {pid} but {specs[col].kind} at an earlier client",
+                    column=col,
+                    fix=SCHEMA_FIX,
+                    door=door,
+                )
             specs[col] = VariableSpec(col, kind, levels)
     return Schema(tuple(specs.values()))
 
@@ -132,11 +150,13 @@ class FedCIStrategy(ProtocolStrategy):
         fixed_fraction_bits: int = FIXED_FRACTION_BITS,
         fixed_limbs: int = FIXED_LIMBS,
         ci: str = "fedci",
+        max_categories: int = 20,
     ):
         super().__init__()
         if ci not in CI_TESTS:
             raise ValueError(f"unknown ci {ci!r}; use one of {CI_TESTS}")
         self.ci = ci
+        self.max_categories = int(max_categories)
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}; use one of {ENCODINGS}")
         if not 0 <= fixed_fraction_bits <= 60 or not 1 <= fixed_limbs <= 8:
@@ -167,21 +187,36 @@ class FedCIStrategy(ProtocolStrategy):
         self._names: list[str] = []
 
     # ------------------------------------------------------------------ set-up
+    def input_needs(self) -> InputNeeds:
+        """The same variables at every site; without a schema each column's kind comes from the
+        dtypes, so it must be the same everywhere; Fisher's baseline tests on each client's rows."""
+        if self.schema is not None:
+            return InputNeeds(values="any", local_tests=self.ci == "fisher")
+        return InputNeeds(values="mixed", local_tests=self.ci == "fisher", kind_fix=SCHEMA_FIX)
+
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        for pid in sorted(info):
-            for col in info[pid].columns:
-                if info[pid].n_missing.get(col, 0):
-                    raise ValueError(
-                        f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing "
-                        "values; fedCI needs complete columns (drop the column on that client)"
-                    )
+        """The schema: inferred from the reports, or the given one, which must name every column."""
         if self.schema is None:
-            self.schema = schema_from_hello(info)
+            self.schema = schema_from_hello(info, self.door)
         names = self.schema.names
         for pid in sorted(info):
             unknown = [c for c in info[pid].columns if c not in names]
             if unknown:
-                raise ValueError(f"client {pid} columns {unknown} are not in the schema")
+                raise InputError(
+                    f"has columns {unknown} that the schema does not declare",
+                    client=pid,
+                    fix="declare them in the schema or drop them",
+                    door=self.door,
+                )
+        for spec in self.schema:
+            if spec.kind in ("categorical", "ordinal") and spec.card > self.max_categories:
+                raise ValueError(
+                    f"column {spec.name!r} has {spec.card} levels; fedCI's {spec.kind} models "
+                    f"take at most max_categories={self.max_categories} (each level adds a "
+                    f"block of coefficients to every model it enters). Drop or recode the "
+                    f"column, or raise the cap: --max-categories {spec.card} (Python: "
+                    f"max_categories={spec.card})"
+                )
 
     def _start(self) -> StepRunner:
         assert self.schema is not None  # validate_clients has set it
@@ -249,7 +284,7 @@ class FedCIStrategy(ProtocolStrategy):
                 for q in queries]  # fmt: skip
         payload = {"schema": schema.to_json(), "tests": rows, "ridge": self.ridge,
                    **self.fit_options}  # fmt: skip
-        return Request(LOCAL_LRT, payload)
+        return Request(LOCAL_LRT, payload, nan_ok=True)
 
     def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
         local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
@@ -426,6 +461,15 @@ def _options(algorithm: str) -> OptionSet:
                 requires=("ci", ("fedci",)),
             ),
             Option(
+                "max_categories",
+                "int",
+                20,
+                "largest number of levels of a categorical or ordinal variable (each level adds "
+                "a block of coefficients to every model it enters; a column over the cap is "
+                "refused before the first round)",
+                minimum=2,
+            ),
+            Option(
                 "fixed_fraction_bits",
                 "int",
                 FIXED_FRACTION_BITS,
@@ -470,6 +514,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStr
         fixed_fraction_bits=values["fixed_fraction_bits"],
         fixed_limbs=values["fixed_limbs"],
         ci=values["ci"],
+        max_categories=values["max_categories"],
     )
 
 

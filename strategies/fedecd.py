@@ -470,4 +470,5 @@ register_method(
     options=OPTIONS,
     paper="FedECD (Guo et al. 2024)",
     description="FedECD (Guo et al. 2024): voting skeleton + bootstrap evidence, bootstrap BDeu HC",
+    min_sites=2,
 )

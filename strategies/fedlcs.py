@@ -104,6 +104,7 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
+from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
@@ -166,7 +167,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in self.request.jobs]
             return Request(LCS_PRUNE, {**payload, "jobs": jobs, "stable": self.options.stable})
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in self.request.jobs]
-        return Request(LCS_SEPSETS, {**payload, "jobs": jobs})
+        return Request(LCS_SEPSETS, {**payload, "jobs": jobs}, nan_ok=True)
 
     def _advance(self, answer: list | None) -> None:
         assert self.steps is not None  # next_request started the search
@@ -369,6 +370,7 @@ class LCSPooledStrategy(LCSBaselineStrategy):
     upper bound for ``fedlcs``."""
 
     name = "lcs-pooled"
+    needs = InputNeeds(values="discrete")  # the server tests the pooled rows: any client size
 
     def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
         super().__init__(target, lcs, **common)
@@ -557,6 +559,7 @@ register_method(
     score=score_local_structure,
     paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
+    min_sites=2,
 )
 register_method(
     "fedlcs-local",

@@ -233,7 +233,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             self._orient()
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request(PVALUES, payload, arrays=[encode_queries(self.candidates)])
+        return Request(PVALUES, payload, arrays=[encode_queries(self.candidates)], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -432,4 +432,5 @@ register_method(
     options=OPTIONS,
     paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",
+    min_sites=2,
 )

@@ -80,7 +80,7 @@ over all clients' variables.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,8 @@ from fedcausal_flwr.discovery.tpss import (
     union_graph,
     weighted_adjacency,
 )
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
@@ -117,7 +118,7 @@ from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
-from fedcausal_flwr.strategies.voting import TESTS, require_discrete_values
+from fedcausal_flwr.strategies.voting import TESTS
 
 METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
 POSSIBLE_DSEP = shared.POSSIBLE_DSEP
@@ -133,19 +134,11 @@ SCORE_KEYS = (
 )
 
 
-def require_discrete_subsets(info: Mapping[int, ClientInfo], method: str) -> None:
-    """Every client's own columns: at least one, distinct, complete and discrete."""
-    for pid in sorted(info):
-        columns = info[pid].columns
-        if not columns:
-            raise ValueError(f"client {pid} has no columns; {method} needs variables")
-        if len(set(columns)) != len(columns):
-            raise ValueError(f"client {pid} has repeated column names {columns}")
-    require_discrete_values(info, method)
-
-
 class FedCDnvStrategy(ProtocolStrategy):
     """FedCDnv (``method="fedcdnv"``) and its baselines ``fedcdnv-vote`` and ``fci-base``."""
+
+    #: Non-identical variable sets by design; discrete columns; local FCI on each client's rows.
+    needs = InputNeeds(same_columns=False, values="discrete", local_tests=True)
 
     def __init__(
         self,
@@ -200,8 +193,8 @@ class FedCDnvStrategy(ProtocolStrategy):
         """The union of the clients' variables (after hello), in a stitched global order."""
         return list(self.union) if self.union else super().variables
 
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        require_discrete_subsets(info, self.name)
+    def input_needs(self) -> InputNeeds:
+        return replace(self.needs, test=self.test)
 
     def _start(self) -> None:
         pids = sorted(self.client_info)
@@ -246,7 +239,7 @@ class FedCDnvStrategy(ProtocolStrategy):
             "theta2": self.options.theta2,
             "send_statistics": self.aggregation == "tpss",
         }
-        return Request(FCDNV_UPDATE, payload, arrays=[self.g0])
+        return Request(FCDNV_UPDATE, payload, arrays=[self.g0], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == FCDNV_INIT:
@@ -685,6 +678,7 @@ for _method in METHODS:
         options=OPTIONS[_method],
         paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",
         description=DESCRIPTIONS[_method],
+        min_sites=2,
     )
 
-__all__ = ["FedCDnvStrategy", "make_strategy", "require_discrete_subsets", "score_result"]
+__all__ = ["FedCDnvStrategy", "make_strategy", "score_result"]

@@ -66,7 +66,8 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
@@ -78,7 +79,7 @@ from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy, require_same_columns
+from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 TESTS = ("chi2", "g2")
 ALGORITHMS = ("pc", "fci")
@@ -156,31 +157,12 @@ VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"})
 LOCAL_OPTIONS = VOTING_OPTIONS.extend(ALGORITHM)
 
 
-def require_discrete_columns(info: Mapping[int, ClientInfo], method: str) -> None:
-    """Same columns everywhere, no missing values, every column discrete (integer/categorical)."""
-    require_same_columns(info)
-    require_discrete_values(info, method)
-
-
-def require_discrete_values(info: Mapping[int, ClientInfo], method: str) -> None:
-    """Every client's own columns: no missing values, discrete (integer/categorical)."""
-    for pid in sorted(info):
-        for col in info[pid].columns:
-            if info[pid].n_missing.get(col, 0):
-                raise ValueError(
-                    f"client {pid} column {col!r} has {info[pid].n_missing[col]} missing values; "
-                    f"{method} needs complete data"
-                )
-            if info[pid].levels.get(col) is None or info[pid].dtypes[col].startswith("float"):
-                raise ValueError(
-                    f"client {pid} column {col!r} (dtype {info[pid].dtypes[col]}) is not "
-                    f"discrete; {method} runs G2/chi2 tests, which need integer or categorical "
-                    "values"
-                )
-
-
 class DiscreteMethodStrategy(ProtocolStrategy):
-    """Common set-up: options, discrete-data checks, global level sets and cardinalities."""
+    """Common set-up: options, global level sets and cardinalities; discrete data (checked
+    after hello by the input check, as :attr:`needs` declares)."""
+
+    #: Discrete columns; each client tests on its own rows (the pooled reference overrides this).
+    needs = InputNeeds(values="discrete", local_tests=True)
 
     def __init__(
         self,
@@ -206,8 +188,8 @@ class DiscreteMethodStrategy(ProtocolStrategy):
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
 
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        require_discrete_columns(info, self.name)
+    def input_needs(self) -> InputNeeds:
+        return replace(self.needs, test=self.test)
 
     @property
     def started(self) -> bool:
@@ -216,7 +198,7 @@ class DiscreteMethodStrategy(ProtocolStrategy):
     def start(self) -> None:
         """Fix the global level sets (after hello); every client encodes over them."""
         levels = self.global_levels()
-        # never None: validate_clients required every column to be discrete
+        # never None: the input check required every column to be discrete
         self.levels = {v: levels[v] or [] for v in self.variables}
         self.cards = np.array([len(self.levels[v]) for v in self.variables], dtype=np.int64)
         for v, card in zip(self.variables, self.cards, strict=True):
@@ -408,7 +390,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
         if self.runner.pending is None:  # the search has finished
             return None
         payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request(PVALUES, payload, arrays=[encode_queries(self.runner.pending)])
+        return Request(PVALUES, payload, arrays=[encode_queries(self.runner.pending)], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
@@ -448,6 +430,7 @@ class PooledStrategy(DiscreteMethodStrategy):
     """Centralised reference: raw data to the server, PC/FCI on the union. NOT private."""
 
     name = "pooled"
+    needs = InputNeeds(values="discrete")  # the server tests the pooled rows: any client size
 
     def __init__(self, algorithm: str = "pc", **common: Any):
         if algorithm not in ALGORITHMS:
@@ -534,6 +517,7 @@ for _alg in ALGORITHMS:
         options=VOTING_OPTIONS,
         paper="baseline (FedC2SL)",
         description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
+        min_sites=2,
     )
     register_method(
         f"{_alg}-cit-vote",
@@ -545,6 +529,7 @@ for _alg in ALGORITHMS:
             f"{_alg.upper()}-CIT-Voting: server-side {_alg.upper()}, each CI test by client "
             "majority (max p if independent, else min p)"
         ),
+        min_sites=2,
     )
 
 

@@ -33,7 +33,7 @@ FLOWER_FREE = (
     "fedcausal_flwr.protocols", "fedcausal_flwr.federation.messages",
     "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
     "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-    "fedcausal_flwr.federation.registry",
+    "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
@@ -44,7 +44,8 @@ LAYERS = (
     ("fedcausal_flwr.protocols", "fedcausal_flwr.settings", "fedcausal_flwr.federation.messages",
      "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
      "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-     "fedcausal_flwr.federation.registry", "fedcausal_flwr.scoring"),
+     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
+     "fedcausal_flwr.scoring"),
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),
     ("fedcausal_flwr.strategies",),
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.app"),

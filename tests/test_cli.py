@@ -158,3 +158,18 @@ def test_citest_spells_the_fisher_baseline_as_run_does(capsys, tmp_path):
     x, y = pooled.columns[:2]
     assert main(["citest", "--data", *files, "--x", x, "--y", y, "--ci", "fisher"]) == 0
     assert "(fisher, site effect none)" in capsys.readouterr().out
+
+
+def test_a_slow_run_reports_each_round(capsys, monkeypatch):
+    """Progress lines appear once a run has taken a while (here: at once), one per round."""
+    import fedcausal_flwr.cli as cli
+
+    quiet_for = cli.ProgressLines.__init__.__defaults__
+    monkeypatch.setattr(cli.ProgressLines.__init__, "__defaults__", (0.0,))
+    assert quiet_for == (2.0,)  # normally quiet for the first 2 s
+    code, _, err = run_cli(capsys, "--method", "fedpc", "--network", "asia", "--samples", "600",
+                           "--clients", "3")  # fmt: skip
+    assert code == 0
+    lines = [line.strip() for line in err.splitlines() if line.strip().startswith("round ")]
+    assert lines[0].startswith("round 1: hello (3 of 3 clients)")
+    assert lines[1].startswith("round 2: tables (3 of 3 clients)")

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from fedcausal_flwr.citest import FedCIOracle, citest
+from fedcausal_flwr.data.inputs import InputError
 from fedcausal_flwr.data.partition import split_site_effects
 from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.data.synthetic import choose_latents, random_dag
@@ -52,19 +53,19 @@ def test_fedci_pc_matches_inprocess_oracle(mixed, site_effect):
 
 
 def test_fedci_with_partial_variable_sets(mixed):
+    """A site lacking a variable is refused (pointing to fedcdnv); the in-process test still takes
+    such clients and fits a test's four models on the clients observing all its variables."""
     clients, schema = mixed
     parts = [clients[0], clients[1].drop(columns=["X5"]), clients[2]]
     options = {"schema": schema.dumps(), "site_effect": "fixed", "max_depth": 1}
-    result = run_method("fedci-pc", parts, options, backend="inprocess")
-    by_key = {(t["x"], t["y"], tuple(t["given"])): t for t in result.extra["ci_tests"]}
-    with_x5 = [t for k, t in by_key.items() if "X5" in (k[0], k[1], *k[2])]
-    without = [t for k, t in by_key.items() if "X5" not in (k[0], k[1], *k[2])]
-    assert with_x5 and all(t["clients"] == [0, 2] for t in with_x5)
-    assert without and all(t["clients"] == [0, 1, 2] for t in without)
-    t = with_x5[0]
-    ref = citest(parts, t["x"], t["y"], t["given"], site_effect="fixed", schema=schema)
-    assert ref.clients == (0, 2)
-    assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
+    with pytest.raises(InputError, match=r"client 1 has columns .*\(lacking: \['X5'\]\).*fedcdnv"):
+        run_method("fedci-pc", parts, options, backend="inprocess")
+    for site_effect in ("none", "fixed"):
+        ref = citest(parts, "X1", "X5", ["X2"], site_effect=site_effect, schema=schema)
+        alone = citest([clients[0], clients[2]], "X1", "X5", ["X2"], site_effect=site_effect,
+                       schema=schema)  # fmt: skip
+        assert ref.clients == (0, 2) and ref.n == alone.n
+        assert ref.p_value == pytest.approx(alone.p_value, rel=1e-9, abs=1e-300)
 
 
 @pytest.fixture(scope="module")
@@ -188,15 +189,13 @@ def test_package_exports_citest_lazily(mixed):
 
 def test_fedci_pc_fisher_baseline_matches_citest(mixed):
     clients, schema = mixed
-    parts = [clients[0], clients[1].drop(columns=["X5"]), clients[2]]
     options = {"schema": schema.dumps(), "ci": "fisher", "max_depth": 1}
-    result = run_method("fedci-pc", parts, options, backend="inprocess")
+    result = run_method("fedci-pc", clients, options, backend="inprocess")
     tests = result.extra["ci_tests"]
     assert tests and result.rounds == 1 + len(result.extra["batches"])
     for t in tests:
-        ref = citest(parts, t["x"], t["y"], t["given"], ci="fisher", schema=schema)
+        ref = citest(clients, t["x"], t["y"], t["given"], ci="fisher", schema=schema)
         assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
-        assert tuple(t["clients"]) == ref.clients and t["n"] == ref.n
-    assert any(len(t["clients"]) == 2 for t in tests)
+        assert tuple(t["clients"]) == ref.clients == (0, 1, 2) and t["n"] == ref.n
     with pytest.raises(ValueError, match="option ci: 'pooled' is not one of fedci, fisher"):
-        run_method("fedci-pc", parts, {**options, "ci": "pooled"}, backend="inprocess")
+        run_method("fedci-pc", clients, {**options, "ci": "pooled"}, backend="inprocess")

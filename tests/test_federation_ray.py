@@ -28,3 +28,14 @@ def test_ray_secure_run_equals_inprocess_runs(monkeypatch):
     ref = toy_reference(dict(enumerate(parts)), [0, 2])
     assert ray_secure.extra["counts"] == ref["counts"]
     assert [e["secure"] for e in ray_secure.ledger] == [False, False, True, False]
+
+
+@pytest.mark.slow
+def test_a_refusal_reaches_the_server_typed_on_ray(monkeypatch):
+    """A client's ProtocolError (here: counts beyond the exact-sum bound) arrives through Flower's
+    Ray runtime as the typed refusal reply and stops the run naming the client."""
+    from fedcausal_flwr.federation.messages import ClientProtocolError
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    with pytest.raises(ClientProtocolError, match=r"action 'counts': client \d: secure action"):
+        run_method("toy", toy_partitions(3), {"scale": 2**25}, backend="ray")

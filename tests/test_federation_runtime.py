@@ -15,13 +15,16 @@ from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.apps import make_client_app, make_server_app
 from fedcausal_flwr.federation.localgrid import LocalGrid, run_local
 from fedcausal_flwr.federation.messages import (
+    REFUSAL_CODE,
     ClientProtocolError,
+    Failure,
     FederationError,
     ProtocolError,
     Request,
     TooFewClientsError,
     check_secure_vector,
-    parse_protocol_error,
+    decode_client_error,
+    encode_refusal,
     secure_clip,
 )
 from fedcausal_flwr.federation.registry import UnknownMethodError, get_method
@@ -266,9 +269,11 @@ def test_secure_vector_checks_and_error_parsing():
         check_secure_vector([np.array([0.5])], 5, 3, "a")
     with pytest.raises(ProtocolError, match="exactly one array"):
         check_secure_vector([np.array([1]), np.array([2])], 5, 3, "a")
-    reason = "<class 'x.ProtocolError'>:<'ProtocolError[client=4]: bad thing'>"
-    assert parse_protocol_error(reason) == (4, "bad thing")
-    assert parse_protocol_error("<class 'RuntimeError'>:<'boom'>") is None
+    # a refusal is a typed error reply: our code and a JSON reason, never parsed from Flower's text
+    refusal = Failure(REFUSAL_CODE, encode_refusal(ProtocolError(4, "bad thing")))
+    assert refusal.refusal == (4, "bad thing")
+    assert Failure(2, "<class 'x.ProtocolError'>:<'ProtocolError[client=4]: bad'>").refusal is None
+    assert decode_client_error(REFUSAL_CODE, "not json") == (-1, "not json")
 
 
 # ----------------------------------------------------------------------------- determinism

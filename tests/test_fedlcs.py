@@ -132,7 +132,8 @@ def test_local_search_matches_federation_with_one_client():
     """One client with real G2 tests: the server-driven search equals the local driver."""
     net = load_network("asia")
     frame = net.sample(3000, seed=3)
-    result = run_method("fedlcs", [frame], {"target": "either", "test": "g2"}, backend="inprocess")
+    two = [frame, frame]  # two identical clients vote as one (a vote needs two)
+    result = run_method("fedlcs", two, {"target": "either", "test": "g2"}, backend="inprocess")
     from fedcausal_flwr.clients.fedc2sl import encode_columns
     from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -223,7 +224,9 @@ def test_one_client_baselines_equal_fedlcs(alarm_rows):
 
     net, frame = alarm_rows
     options = {"target": ",".join(BASELINE_TARGETS)}
-    runs = {m: run_method(m, [frame], options) for m in ("fedlcs", "fedlcs-local", "lcs-pooled")}
+    votes = {"fedlcs": [frame, frame]}  # a vote needs two clients; identical ones vote as one
+    methods = ("fedlcs", "fedlcs-local", "lcs-pooled")
+    runs = {m: run_method(m, votes.get(m, [frame]), options) for m in methods}
     want = incident(runs["fedlcs"].extra)
     assert sorted(want) == sorted(BASELINE_TARGETS)
     assert any(p or c for p, c, _ in want.values())  # something was oriented

@@ -146,14 +146,17 @@ def arrowhead_f1(learned, truth):
 @pytest.mark.parametrize("method", ["pc-vote", "pc-cit-vote", "local", "pooled"])
 def test_one_client_equals_pooled_pc(alarm, alarm_pc, method):
     _, pooled, _ = alarm
-    result = run_method(method, [pooled], {"alpha": 0.05}, backend="inprocess")
+    clients = [pooled, pooled] if method.endswith("vote") else [pooled]  # a vote needs two
+    result = run_method(method, clients, {"alpha": 0.05}, backend="inprocess")
     assert result.graph.kind == "CPDAG"
     assert result.graph == alarm_pc.graph
 
 
 def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
     _, pooled, _ = alarm
-    result = run_method("fedpc-vote", [pooled], {"orientation": "sepsets"}, backend="inprocess")
+    result = run_method(
+        "fedpc-vote", [pooled, pooled], {"orientation": "sepsets"}, backend="inprocess"
+    )  # two identical clients vote as one
     assert result.graph == alarm_pc.graph
     names = alarm_pc.graph.names
     expected = {
@@ -170,7 +173,7 @@ def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
 def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
     """Default orientation: pooled skeleton, and max-p sets equal a brute-force search."""
     _, pooled, _ = alarm
-    result = run_method("fedpc-vote", [pooled], {}, backend="inprocess")
+    result = run_method("fedpc-vote", [pooled, pooled], {}, backend="inprocess")
     adjacency = alarm_pc.skeleton.adjacency
     assert np.array_equal(result.graph.adjacency(), adjacency)
     names = list(alarm_pc.graph.names)
@@ -218,7 +221,7 @@ def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
 def test_one_client_equals_pooled_fci(alarm, alarm_oracle, method):
     _, pooled, _ = alarm
     reference = fci(alarm_oracle, alpha=0.05)
-    result = run_method(method, [pooled], {"alpha": 0.05}, backend="inprocess")
+    result = run_method(method, [pooled, pooled], {"alpha": 0.05}, backend="inprocess")
     assert result.graph.kind == "PAG"
     assert result.graph == reference.graph
 
@@ -475,7 +478,8 @@ def test_reliability_option_reaches_the_clients_tests():
     expected = pc(ruled, alpha=0.05).graph
     assert expected != pc(DiscreteOracle(codes, net.cards, net.variables, test="g2"), 0.05).graph
     for method in ("local", "pc-vote", "pooled"):
-        result = run_method(method, [pooled], {"test": "g2", "reliability": 5})
+        clients = [pooled, pooled] if method == "pc-vote" else [pooled]  # a vote needs two
+        result = run_method(method, clients, {"test": "g2", "reliability": 5})
         assert result.graph == expected, method
     with pytest.raises(ValueError, match="reliability"):
         run_method("pc-vote", [pooled], {"reliability": "lots"})

@@ -19,7 +19,8 @@ DIGEST_CHARS = 16
 def frame_fingerprint(frame: pd.DataFrame) -> str:
     """Digest of one client's frame: column names, dtypes and every value in row order."""
     digest = hashlib.sha256()
-    digest.update(json.dumps([[str(c), str(frame[c].dtype)] for c in frame.columns]).encode())
+    columns = [[str(c), str(t)] for c, t in zip(frame.columns, frame.dtypes, strict=True)]
+    digest.update(json.dumps(columns).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
     return digest.hexdigest()[:DIGEST_CHARS]
 

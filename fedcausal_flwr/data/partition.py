@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
+from fedcausal_flwr.data.csv_input import read_client_csv
+from fedcausal_flwr.data.inputs import client_label
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec, _python_scalar
 from fedcausal_flwr.data.synthetic import (
     _check_types,
@@ -565,39 +567,36 @@ def check_client_data(partition: Partition, require_variation: bool = True) -> N
                 )
 
 
-def _read_csv(path: str | Path, client: str, schema: Schema | None) -> pd.DataFrame:
+def _read_csv(
+    path: str | Path,
+    client: int | None,
+    schema: Schema | None,
+    sep: str | None = None,
+    keep_index: bool = False,
+) -> pd.DataFrame:
+    """A client's file read and checked by :func:`~fedcausal_flwr.data.csv_input.read_client_csv`
+    (discrete schema columns read as text, matched to the levels by their text form)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"client {client!r}: no such file {str(path)!r}")
-    dtypes = None
-    if schema is not None:
-        dtypes = {s.name: str for s in schema if s.is_discrete}
-    df = pd.read_csv(path, dtype=dtypes)
-    for col in df.columns:
-        missing = df[col].isna().to_numpy()
-        if missing.any():
-            row = int(np.flatnonzero(missing)[0])
-            raise DataError(
-                f"client {client!r} (file {path.name}), column {col!r}: missing value in data "
-                f"row {row} (line {row + 2} of the file; {int(missing.sum())} missing in total)"
-            )
+    dtypes = None if schema is None else {s.name: str for s in schema if s.is_discrete}
+    df = read_client_csv(path, client, sep=sep, keep_index=keep_index, dtype=dtypes)
     if schema is None:
         return df
-    return _apply_schema(df, schema, client, path.name)
+    return _apply_schema(df, schema, client_label(client, path.name))
 
 
-def _apply_schema(df: pd.DataFrame, schema: Schema, client: str, file: str) -> pd.DataFrame:
-    """Typed frame from text read with a schema: level labels matched by their text form."""
+def _apply_schema(df: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
+    """Typed frame from text read with a schema: level labels matched by their text form;
+    ``label`` names the client in errors (``client 2 (site_c.csv)``)."""
     data = {}
     for col in df.columns:
         if col not in schema.names:
-            raise DataError(f"client {client!r} (file {file}): column {col!r} is not in the schema")
+            raise DataError(f"{label} column {col!r} is not in the schema")
         spec: VariableSpec = schema.spec(col)
         if not spec.is_discrete:
             if not ptypes.is_numeric_dtype(df[col].dtype) or ptypes.is_bool_dtype(df[col].dtype):
                 raise DataError(
-                    f"client {client!r} (file {file}), column {col!r}: continuous variable has "
-                    f"non-numeric values (dtype {df[col].dtype})"
+                    f"{label} column {col!r}: continuous variable has non-numeric values "
+                    f"(dtype {df[col].dtype})"
                 )
             data[col] = df[col].to_numpy(dtype=np.float64)
             continue
@@ -607,8 +606,8 @@ def _apply_schema(df: pd.DataFrame, schema: Schema, client: str, file: str) -> p
         if np.any(codes < 0):
             row = int(np.flatnonzero(codes < 0)[0])
             raise DataError(
-                f"client {client!r} (file {file}), column {col!r}: value {df[col].iloc[row]!r} "
-                f"in data row {row} is not one of the levels {tuple(levels)}"
+                f"{label} column {col!r}: value {df[col].iloc[row]!r} in data row {row} (line "
+                f"{row + 2} of the file) is not one of the levels {tuple(levels)}"
             )
         data[col] = schema.decode(codes[:, None], columns=[col])[col]
     return pd.DataFrame(data, index=df.index)
@@ -619,13 +618,19 @@ def from_csv_files(
     schema: Schema | None = None,
     client_names: Sequence[str] | None = None,
     require_variation: bool = True,
+    *,
+    sep: str | None = None,
+    keep_index: bool = False,
 ) -> Partition:
     """One CSV per client; variables may differ between clients.
 
-    Without ``schema`` the kinds and the union of levels are inferred (:meth:`Schema.infer`; note
-    that integer columns become categorical). With ``schema`` discrete values are matched to the
-    levels by their text form (``str(level)``). Missing values, unknown levels and (by default)
-    constant columns raise :class:`DataError` naming the client, file, column and row.
+    Each file is read and checked by :func:`~fedcausal_flwr.data.csv_input.read_client_csv`
+    (client ``k`` reads ``paths[k]``; ``sep``: the delimiter, sniffed if ``None``;
+    ``keep_index``: keep an index-like first column as a variable). Without ``schema`` the kinds
+    and the union of levels are inferred (:meth:`Schema.infer`; note that integer columns become
+    categorical). With ``schema`` discrete values are matched to the levels by their text form
+    (``str(level)``). Missing values, unknown levels and (by default) columns constant on a client
+    raise :class:`DataError` naming the client, file, column and row.
     """
     file_paths = [Path(p) for p in paths]
     if not file_paths:
@@ -636,7 +641,7 @@ def from_csv_files(
             raise ValueError(f"file names {names} are not unique; pass client_names=")
     else:
         names = _client_names(len(file_paths), client_names)
-    frames = [_read_csv(p, name, schema) for p, name in zip(file_paths, names, strict=True)]
+    frames = [_read_csv(p, k, schema, sep, keep_index) for k, p in enumerate(file_paths)]
     if schema is None:
         schema = Schema.infer(frames, names)
     info = {"paths": [str(p) for p in file_paths]}
@@ -661,7 +666,7 @@ def from_pooled_csv(
     ``heterogeneous``, ``variable_subsets``); extra keyword arguments go to the split function.
     """
     path = Path(path)
-    df = _read_csv(path, path.stem, schema)
+    df = _read_csv(path, None, schema)
     if rule == "iid":
         part = split_iid(df, k, seed=seed, **kwargs)
     elif rule == "sizes":

@@ -38,6 +38,7 @@ from fedcausal_flwr.federation.messages import (
     KEY_ROUND,
     KEY_SECURE,
     ClientFailure,
+    Failure,
     FederationError,
     array_nbytes,
     encode_payload,
@@ -96,12 +97,12 @@ class FlowerStrategy(Strategy):
         results: list[tuple[Any, FitRes]],
         failures: list[tuple[Any, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict]:
-        failed_nodes, reasons = failure_reasons(failures)
-        self.run.raise_on_protocol_errors(server_round, list(failed_nodes.values()) + reasons)
+        failed_nodes, anonymous = failure_reasons(failures)
+        self.run.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
         answered = {
             int(proxy.node_id): answer_of(int(proxy.node_id), res) for proxy, res in results
         }
-        self.run.close_round(server_round, answered, failed_nodes, reasons)
+        self.run.close_round(server_round, answered, failed_nodes, anonymous)
         return None, {}
 
     def configure_evaluate(self, server_round, parameters, client_manager):  # noqa: D102
@@ -130,20 +131,31 @@ def answer_of(node: int, res: FitRes) -> Answer:
     )
 
 
-def failure_reasons(failures: list) -> tuple[dict[int, str], list[str]]:
-    """Flower's failures as ``(node id -> reason, reasons without a node)``."""
-    by_node: dict[int, str] = {}
-    anonymous: list[str] = []
+def failure_reasons(failures: list) -> tuple[dict[int, Failure], list[Failure]]:
+    """Flower's failures as ``(node id -> Failure, failures without a node)``."""
+    by_node: dict[int, Failure] = {}
+    anonymous: list[Failure] = []
     for failure in failures:
         if isinstance(failure, ClientFailure):
-            by_node[failure.node_id] = failure.reason
+            by_node[failure.node_id] = failure.failure
         elif isinstance(failure, tuple):
             proxy, res = failure
-            by_node[int(proxy.node_id)] = (
+            by_node[int(proxy.node_id)] = Failure(
+                None,
                 f"status {res.status.code.name}: {res.status.message}"
                 if res.status.code != Code.OK
-                else "failed"
+                else "failed",
             )
         else:
-            anonymous.append(str(failure))
+            anonymous.append(failure_of(failure))
     return by_node, anonymous
+
+
+def failure_of(error: BaseException) -> Failure:
+    """A failure the transport reports as an exception; SecAgg+ wraps a client's error reply
+    (Flower's ``Error``: code and reason) in one."""
+    content = error.args[0] if error.args else None
+    code, reason = getattr(content, "code", None), getattr(content, "reason", None)
+    if isinstance(code, int) and isinstance(reason, str):
+        return Failure(code, reason)
+    return Failure(None, str(error))

@@ -14,14 +14,16 @@ SuperLink refuses run-config keys the app does not declare, which is why method 
 this one key: every option of every method reaches a SuperLink. Both apps validate the run config
 before the first round (an unknown key or option, a wrong type or range is an error naming it).
 
-Each SuperNode reads its own data from ``node_config["data-path"]`` (a CSV; ``data-sep`` optional)
-and needs a distinct ``node_config["partition-id"]``; a simulated node without ``data-path``
-generates its partition from the run config: the method's ``make_data`` if it has one, else
-``samples`` rows of ``network`` (``seed``), split by ``partition`` into ``num-partitions`` parts
-(:func:`sample_network_partition`). ``num-clients = 0`` (the default) runs with the SuperNodes
-that are connected (Flower's default local simulation has 2); a real deployment should name how
-many sites it waits for. The ServerApp writes the :class:`~fedcausal_flwr.result.Result` JSON to
-``result-path`` (on the SuperLink's machine) when it is set.
+Each SuperNode reads its own data from ``node_config["data-path"]`` (a CSV, read and checked as on
+every door; ``data-sep`` sets the delimiter, else it is sniffed, and ``data-keep-index=true`` keeps
+an index-like first column) and needs a distinct ``node_config["partition-id"]``; a simulated node
+without ``data-path`` generates its partition from the run config: the method's ``make_data`` if it
+has one, else ``samples`` rows of ``network`` (``seed``), split by ``partition`` into
+``num-partitions`` parts (:func:`sample_network_partition`). ``num-clients = 0`` (the default) runs
+with the SuperNodes that are connected (Flower's default local simulation has 2); a real deployment
+should name how many sites it waits for. The ServerApp writes the
+:class:`~fedcausal_flwr.result.Result` JSON to ``result-path`` (on the SuperLink's machine) when it
+is set.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from flwr.app import Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.federation.apps import (
+    CLIENT_MODS,
     RunSettings,
     partition_id_of,
     run_strategy,
-    secure_sum_mod,
 )
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.federation.registry import (
@@ -51,7 +54,7 @@ from fedcausal_flwr.federation.registry import (
     import_plugins,
     simulation_data,
 )
-from fedcausal_flwr.options import Option, OptionSet, parse_assignments
+from fedcausal_flwr.options import Option, OptionSet, parse_assignments, parse_bool
 from fedcausal_flwr.result import run_config
 from fedcausal_flwr.settings import RUN_SETTINGS
 
@@ -174,21 +177,35 @@ def sample_network_partition(
     return _SAMPLE_CACHE[key][partition_id]
 
 
-def read_site_csv(path: str, sep: str = ",") -> pd.DataFrame:
-    """A site's CSV, cached per process (simulation actors answer many messages)."""
-    if not os.path.isfile(path):
+def read_site_csv(
+    path: str, sep: str | None = None, *, keep_index: bool = False, client: int = 0
+) -> pd.DataFrame:
+    """Site ``client``'s CSV, read and checked as every door reads client files
+    (:func:`~fedcausal_flwr.data.csv_input.read_client_csv`: ``sep`` sniffed if ``None``),
+    cached per process (simulation actors answer many messages)."""
+    if not os.path.exists(path):
         raise FileNotFoundError(f"data-path {path!r} does not exist on this SuperNode")
     stat = os.stat(path)
-    key = (os.path.abspath(path), sep, stat.st_mtime_ns, stat.st_size)
+    key = (os.path.abspath(path), sep, keep_index, stat.st_mtime_ns, stat.st_size)
     if key not in _CSV_CACHE:
-        _CSV_CACHE[key] = pd.read_csv(path, sep=sep)
+        _CSV_CACHE[key] = read_client_csv(
+            path, client, sep=sep, keep_index=keep_index, door="config"
+        )
     return _CSV_CACHE[key]
 
 
 def site_data(context: Context, spec: MethodSpec, settings: Mapping[str, Any]) -> pd.DataFrame:
+    """A SuperNode's data: its ``data-path`` CSV (``data-sep``, ``data-keep-index`` optional),
+    else a simulated site's share of the run config's data."""
     node_config = context.node_config
     if "data-path" in node_config:
-        return read_site_csv(str(node_config["data-path"]), str(node_config.get("data-sep", ",")))
+        sep = node_config.get("data-sep")
+        return read_site_csv(
+            str(node_config["data-path"]),
+            None if sep is None else str(sep),
+            keep_index=parse_bool(node_config.get("data-keep-index", False)),
+            client=partition_id_of(context),
+        )
     if "num-partitions" not in node_config:
         raise KeyError(
             f"node {context.node_id}: node_config needs 'data-path' (deployment) or "
@@ -209,7 +226,7 @@ server_app = ServerApp()
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
     spec, settings, options = resolve_run_config(context.run_config)
-    strategy = spec.make_strategy(options)
+    strategy = spec.new_strategy(options, "config")
     wanted = settings["num_clients"]
     print(
         f"fedcausal-flwr: {spec.name} with "
@@ -274,4 +291,4 @@ def _client_fn(context: Context):
     return client.to_client()
 
 
-client_app = ClientApp(client_fn=_client_fn, mods=[secure_sum_mod])
+client_app = ClientApp(client_fn=_client_fn, mods=list(CLIENT_MODS))

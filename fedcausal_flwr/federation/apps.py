@@ -24,14 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MessageType
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.common import Code, FitRes, Parameters
 from flwr.server import LegacyContext, ServerConfig
 from flwr.serverapp import Grid, ServerApp
 
-from fedcausal_flwr.federation.adapter import FlowerStrategy
+from fedcausal_flwr.federation.adapter import FlowerStrategy, failure_of
 from fedcausal_flwr.federation.flower_internals import (
     MAIN_CONFIGS_RECORD,
     MAIN_PARAMS_RECORD,
@@ -43,11 +43,16 @@ from fedcausal_flwr.federation.flower_internals import (
     start_update_client_manager_thread,
 )
 from fedcausal_flwr.federation.messages import (
+    CLIENT_FAILURE_CODE,
+    REFUSAL_CODE,
     UNKNOWN_CLIENT,
     ClientFailure,
+    Failure,
     FederationError,
     ProtocolError,
     TooFewClientsError,
+    encode_client_failure,
+    encode_refusal,
 )
 from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy
 
@@ -116,6 +121,26 @@ def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
     ):
         return secaggplus_mod(msg, ctxt, call_next)
     return call_next(msg, ctxt)
+
+
+def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
+    """Client mod (outermost): an exception becomes a typed error reply naming the client (its
+    partition id, from the node config) instead of Flower's error text. A :class:`ProtocolError`
+    (its data or the request is invalid) is a refusal (``REFUSAL_CODE``: the run stops); anything
+    else a failure (``CLIENT_FAILURE_CODE``: a dropout, named even in hello)."""
+    try:
+        return call_next(msg, ctxt)
+    except ProtocolError as error:
+        code, reason = REFUSAL_CODE, encode_refusal(error)
+    except Exception as error:  # noqa: BLE001 - every failure of this client is reported
+        logger.warning("client failed at a %s message", msg.metadata.message_type, exc_info=error)
+        client = ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT)
+        code, reason = CLIENT_FAILURE_CODE, encode_client_failure(int(client), error)
+    return Message(Error(code=code, reason=reason), reply_to=msg)
+
+
+#: The mods of every ClientApp the project builds, outermost first.
+CLIENT_MODS = (client_error_mod, secure_sum_mod)
 
 
 def partition_id_of(context: Context) -> int:
@@ -230,10 +255,13 @@ class ProtocolWorkflow:
                         f"(next action {request.action!r})"
                     )
                 cfg[Key.CURRENT_ROUND] = server_round
+                started = time.monotonic()
                 if request.secure and session.secure_mode:
                     self._secure_round(grid, context, session, server_round)
                 else:
                     self._plain_round(grid, context, adapter, server_round)
+                if settings.progress is not None:
+                    settings.progress(round_summary(session, server_round, started))
         finally:
             f_stop.set()
             thread.join()
@@ -267,7 +295,7 @@ class ProtocolWorkflow:
             seen.add(node)
             if reply.has_error():
                 reason = reply.error.reason or "an error reply without a reason"
-                failures.append(ClientFailure(node, reason))
+                failures.append(ClientFailure(node, reason, reply.error.code))
                 continue
             fitres = recorddict_to_fitres(reply.content, keep_input=False)
             if fitres.status.code == Code.OK:
@@ -302,10 +330,27 @@ class ProtocolWorkflow:
             if state is None:
                 raise FederationError(f"round {server_round}: SecAgg+ did not start")
             dead = sorted(state.sampled_node_ids - state.active_node_ids)
-            reasons = [str(f) for f in state.failures] or ["left the SecAgg+ protocol"]
+            failures = [failure_of(f) for f in state.failures]
+            refusals = [f for f in failures if f.refusal is not None]
+            text = "; ".join(f.reason for f in failures) or "left the SecAgg+ protocol"
+            # SecAgg+ does not say which node an error reply came from: a refusal names its
+            # client itself; any other failure is charged to every node that left the protocol
             session.report_failed_round(
-                server_round, {node: "; ".join(reasons) for node in dead}, reasons
+                server_round,
+                {node: Failure(None, text) for node in dead},
+                refusals or failures,
             )
+
+
+def round_summary(session: ProtocolRun, server_round: int, started: float) -> str:
+    """One progress line per round: what was asked, of how many clients, how long it took."""
+    entry = session.recorder.log[-1] if session.recorder.log else {}
+    action = entry.get("action", "?")
+    status = "" if entry.get("status", "ok") == "ok" else f", {entry['status']}"
+    return (
+        f"round {server_round}: {action} ({entry.get('n_replies', 0)} of "
+        f"{entry.get('n_clients', 0)} clients{status}) {time.monotonic() - started:.1f} s"
+    )
 
 
 def run_strategy(
@@ -362,4 +407,4 @@ def make_client_app(client_factory: ClientFactory) -> ClientApp:
             client.context = context
         return client.to_client()
 
-    return ClientApp(client_fn=client_fn, mods=[secure_sum_mod])
+    return ClientApp(client_fn=client_fn, mods=list(CLIENT_MODS))

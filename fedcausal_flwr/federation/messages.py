@@ -16,7 +16,6 @@ modulus_range=2**32`` with ``|value| <= C`` and ``n * 2C < 2**32`` (see :func:`s
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,12 @@ UNKNOWN_CLIENT = -1  # ProtocolError.client when the site does not know its part
 MODULUS_RANGE = 2**32
 MAX_CLIP = 2**30 - 1  # SecAgg+ quantizes into int32, so 2C must stay below 2**31
 
-_PROTOCOL_ERROR_RE = re.compile(r"ProtocolError\[client=(-?\d+)\]: (.*?)(?:'>)?$", re.S)
+#: Error codes of the replies a client's ClientApp sends instead of raising: a refusal (its data or
+#: the request is invalid: the run stops) and a failure (anything else: a dropout). Typed fields
+#: of the reply, next to Flower's own codes (0-8 in 1.42), so the server never parses error text;
+#: the reason is JSON naming the client, so even a failure in hello says which client it was.
+REFUSAL_CODE = 4101
+CLIENT_FAILURE_CODE = 4102
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Request:
     ``secure=True`` means every client answers with one flat integer vector that the server only
     sees summed (through SecAgg+ when the run is secure, plainly otherwise).
     ``clients=None`` asks every client still alive; otherwise a list of partition ids.
+    ``nan_ok``: the replies may mark missing values with NaN (by default a NaN in a reply is a
+    malformed reply, as an infinity always is).
     """
 
     action: str
@@ -55,6 +61,7 @@ class Request:
     arrays: list[np.ndarray] = field(default_factory=list)
     secure: bool = False
     clients: list[int] | None = None
+    nan_ok: bool = False  # replies may hold NaN (e.g. "no p-value" markers); never +-inf
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, str) or not self.action:
@@ -95,6 +102,7 @@ class ClientInfo:
     n_missing: dict[str, int]
     version: str = ""
     fingerprint: str = ""
+    constant: dict[str, Any] = field(default_factory=dict)  # column -> its one value, if constant
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
@@ -107,6 +115,7 @@ class ClientInfo:
             n_missing={k: int(v) for k, v in meta["n_missing"].items()},
             version=str(meta.get("version", "")),
             fingerprint=str(meta.get("fingerprint", "")),
+            constant=dict(meta.get("constant", {})),
         )
 
 
@@ -122,7 +131,9 @@ class ProtocolError(ValueError):
     """A deterministic client-side error (bad request, bad data, overflow) that stops the run.
 
     Unlike any other exception raised by a client (treated as a dropout), re-asking the survivors
-    would not help, so the server re-raises it as :class:`ClientProtocolError`.
+    would not help. The client's ClientApp turns it into a refusal reply (error code
+    :data:`REFUSAL_CODE`, :func:`encode_refusal`) and the server re-raises it as
+    :class:`ClientProtocolError`.
     """
 
     def __init__(self, client: int, message: str):
@@ -135,21 +146,61 @@ class ClientProtocolError(ValueError):
     """Server-side: a client reported a :class:`ProtocolError`."""
 
 
-class ClientFailure(Exception):
-    """A failed reply whose sender is known (the client raised, or did not answer in time)."""
+@dataclass(frozen=True)
+class Failure:
+    """Why a client's reply is missing: the error code (``REFUSAL_CODE`` or
+    ``CLIENT_FAILURE_CODE`` from a project client, Flower's own otherwise, None when there was no
+    error reply at all, e.g. a timeout) and the reason."""
 
-    def __init__(self, node_id: int, reason: str):
+    code: int | None
+    reason: str
+
+    @property
+    def refusal(self) -> tuple[int, str] | None:
+        """``(client, message)`` if this is a client's refusal (a :class:`ProtocolError`)."""
+        return decode_client_error(self.code, self.reason) if self.code == REFUSAL_CODE else None
+
+    @property
+    def client(self) -> int | None:
+        """The partition id the reply names, if it came from a project client."""
+        decoded = decode_client_error(self.code, self.reason)
+        return None if decoded is None or decoded[0] == UNKNOWN_CLIENT else decoded[0]
+
+    @property
+    def text(self) -> str:
+        """The reason in words (the message of a project client's error reply)."""
+        decoded = decode_client_error(self.code, self.reason)
+        return self.reason if decoded is None else decoded[1]
+
+
+class ClientFailure(Exception):
+    """A failed reply whose sender is known (the client failed, or did not answer in time)."""
+
+    def __init__(self, node_id: int, reason: str, code: int | None = None):
         self.node_id = int(node_id)
-        self.reason = reason
+        self.failure = Failure(code, reason)
         super().__init__(f"node {node_id}: {reason}")
 
 
-def parse_protocol_error(reason: str) -> tuple[int, str] | None:
-    """``(client, message)`` if a Flower error reason carries a :class:`ProtocolError`."""
-    match = _PROTOCOL_ERROR_RE.search(reason)
-    if match is None:
+def encode_refusal(error: ProtocolError) -> str:
+    """The reason of a refusal reply: JSON with the client and its message."""
+    return json.dumps({"client": error.client, "message": error.detail})
+
+
+def encode_client_failure(client: int, error: BaseException) -> str:
+    """The reason of a failure reply: JSON with the client and what went wrong."""
+    return json.dumps({"client": int(client), "message": f"{type(error).__name__}: {error}"})
+
+
+def decode_client_error(code: int | None, reason: str) -> tuple[int, str] | None:
+    """``(client, message)`` of a project client's error reply (None for any other failure)."""
+    if code not in (REFUSAL_CODE, CLIENT_FAILURE_CODE):
         return None
-    return int(match.group(1)), match.group(2).strip()
+    try:
+        content = json.loads(reason)
+        return int(content["client"]), str(content["message"])
+    except (ValueError, KeyError, TypeError):
+        return UNKNOWN_CLIENT, reason
 
 
 def _json_default(obj: Any) -> Any:

@@ -22,8 +22,11 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+import numpy as np
+
 from fedcausal_flwr.data.fingerprint import combine_fingerprints
 from fedcausal_flwr.federation.bookkeeping import RunRecorder
+from fedcausal_flwr.federation.inputs import InputNeeds, check_client_inputs
 from fedcausal_flwr.federation.membership import Answer, Membership
 from fedcausal_flwr.federation.messages import (
     HELLO,
@@ -31,29 +34,15 @@ from fedcausal_flwr.federation.messages import (
     UNKNOWN_CLIENT,
     ClientInfo,
     ClientProtocolError,
+    Failure,
     FederationError,
     Reply,
     Request,
     TooFewClientsError,
-    parse_protocol_error,
     secure_clip,
 )
 from fedcausal_flwr.federation.sums import decode_secure_mean, plain_sum
 from fedcausal_flwr.result import Result
-
-
-def require_same_columns(info: Mapping[int, ClientInfo]) -> None:
-    """Raise ``ValueError`` unless every client has the same columns in the same order."""
-    pids = sorted(info)
-    if not pids:
-        return
-    first = info[pids[0]]
-    for pid in pids[1:]:
-        if info[pid].columns != first.columns:
-            raise ValueError(
-                f"client {pid} has columns {info[pid].columns} but client {first.partition_id} "
-                f"has {first.columns}"
-            )
 
 
 class RunState(enum.Enum):
@@ -73,6 +62,16 @@ class ProtocolStrategy:
     name: str = ""
     #: Clients report the level set of a non-float column only if it has at most this many values.
     hello_max_levels: ClassVar[int] = 1000
+    #: What the method needs of the clients' data, checked after hello before the first step
+    #: (:mod:`~fedcausal_flwr.federation.inputs`); a strategy whose needs depend on its options
+    #: overrides :meth:`input_needs`. The base protocol tests nothing, so it does not refuse a
+    #: constant column; a method's own declaration does (``InputNeeds()``'s default).
+    needs: ClassVar[InputNeeds] = InputNeeds(varying=False)
+    #: Set by the registry when it builds the strategy (``MethodSpec.new_strategy``): the
+    #: method's declared minimum number of clients, and the door whose spelling the input
+    #: errors use for options.
+    min_sites: int = 1
+    door: str = "python"
 
     def __init__(self) -> None:
         self.protocol_run = ProtocolRun(self)
@@ -90,9 +89,13 @@ class ProtocolStrategy:
         """Method result: optional ``graph``/``variables``/``metrics`` plus any extra keys."""
         return {}
 
+    def input_needs(self) -> InputNeeds:
+        """What this method (with its options) needs of the clients' data."""
+        return self.needs
+
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        """Check the hello reports; raise a clear error. Default: identical column lists."""
-        require_same_columns(info)
+        """Method-specific checks of the hello reports, after the input check of
+        :meth:`input_needs` passed; raise a clear error. Default: nothing more."""
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         """Called after clients dropped out, before the pending request is re-issued to the
@@ -270,7 +273,7 @@ class ProtocolRun:
             self._drop(
                 server_round,
                 [self.members.node_of[c] for c in gone],
-                {self.members.node_of[c]: "node no longer connected" for c in gone},
+                {self.members.node_of[c]: Failure(None, "node no longer connected") for c in gone},
                 [],
                 {},
             )
@@ -301,15 +304,17 @@ class ProtocolRun:
         self,
         server_round: int,
         answered: Mapping[int, Answer],
-        failed_nodes: Mapping[int, str],
-        reasons: list[str],
+        failed_nodes: Mapping[int, Failure],
+        anonymous: list[Failure],
     ) -> None:
-        """Consume a round's answers (node id -> :class:`Answer`) and failures."""
+        """Consume a round's answers (node id -> :class:`Answer`) and failures (node id ->
+        :class:`Failure`, plus failures whose node is unknown). A refusal stops the run; any
+        other failure drops its client; a malformed reply stops the run naming its client."""
         request = self.pending
         if request is None:
             raise FederationError(f"round {server_round}: replies arrived but nothing was asked")
         self.closed_round = server_round
-        self.raise_on_protocol_errors(server_round, list(failed_nodes.values()) + reasons)
+        self.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
         for node, answer in answered.items():
             if node not in self.asked:
                 raise FederationError(f"round {server_round}: reply from node {node}, not asked")
@@ -321,29 +326,30 @@ class ProtocolRun:
         up_bytes = {node: a.nbytes for node, a in answered.items()}
         missing = [node for node in self.asked if node not in answered]
         if missing:
-            self._drop(server_round, missing, failed_nodes, reasons, up_bytes)
+            self._drop(server_round, missing, failed_nodes, anonymous, up_bytes)
             return
         if request.action == HELLO:
             self._finish_hello(server_round, answered, up_bytes)
         else:
+            self._check_answers(server_round, request, answered)
             replies = self._replies(server_round, request, answered)
             self.protocol.handle_replies(request, replies)
             self._close(server_round, "ok", up_bytes)
         self.pending = None
 
     def report_failed_round(
-        self, server_round: int, failed_nodes: Mapping[int, str], reasons: list[str]
+        self, server_round: int, failed_nodes: Mapping[int, Failure], anonymous: list[Failure]
     ) -> None:
         """The transport could not complete a round (e.g. SecAgg+ halted): drop and re-issue."""
-        self.raise_on_protocol_errors(server_round, list(failed_nodes.values()) + reasons)
+        self.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
         nodes = [n for n in failed_nodes if n in self.asked]
         if not nodes:
             action = repr(self.pending.action) if self.pending is not None else "no request"
+            reasons = "; ".join(f.text for f in anonymous) or "no reason given"
             raise FederationError(
-                f"round {server_round} ({action}) failed without an identifiable "
-                f"client: {'; '.join(reasons) or 'no reason given'}"
+                f"round {server_round} ({action}) failed without an identifiable client: {reasons}"
             )
-        self._drop(server_round, nodes, dict(failed_nodes), reasons, up_bytes={})
+        self._drop(server_round, nodes, dict(failed_nodes), anonymous, up_bytes={})
 
     # ================================================================== result
     def build_result(self, config: Mapping[str, Any] | None = None) -> Result:
@@ -381,10 +387,10 @@ class ProtocolRun:
     def _action(self) -> str:
         return repr(self.pending.action) if self.pending is not None else "no request"
 
-    def raise_on_protocol_errors(self, server_round: int, reasons: list[str]) -> None:
-        """A client's deterministic refusal (:class:`ProtocolError`) stops the run; other
-        failures are dropouts."""
-        errors = [e for e in (parse_protocol_error(r) for r in reasons) if e is not None]
+    def raise_on_protocol_errors(self, server_round: int, failures: Iterable[Failure]) -> None:
+        """A client's refusal (its data or the request is invalid: a typed error reply) stops the
+        run; every other failure is a dropout."""
+        errors = [r for r in (f.refusal for f in failures) if r is not None]
         if errors:
             text = "; ".join(
                 f"{'client ' + str(c) if c != UNKNOWN_CLIENT else 'a client'}: {msg}"
@@ -396,17 +402,20 @@ class ProtocolRun:
         self,
         server_round: int,
         nodes: list[int],
-        failed_nodes: Mapping[int, str],
-        reasons: list[str],
+        failed_nodes: Mapping[int, Failure],
+        anonymous: list[Failure],
         up_bytes: Mapping[int, int],
     ) -> None:
         action = self.pending.action if self.pending is not None else ""
-        fallback = "; ".join(reasons) if reasons else "no reply"
+        fallback = "; ".join(f.text for f in anonymous) if anonymous else "no reply"
         dropped_pids: list[int] = []
         descriptions = []
         for node in sorted(nodes):
+            failure = failed_nodes.get(node)
             pid = self.asked.get(node)
-            reason = failed_nodes.get(node, fallback)
+            if pid is None and failure is not None:
+                pid = failure.client  # a failure in hello names its client itself
+            reason = failure.text if failure is not None else fallback
             self.recorder.record_dropout(pid, node, server_round, action, reason)
             self.members.drop_node(node, pid)
             if pid is not None:
@@ -435,6 +444,46 @@ class ProtocolRun:
             extra=self.annotations if status == "ok" else None,
         )
         self.annotations = {}
+
+    def _check_answers(
+        self, server_round: int, request: Request, answered: Mapping[int, Answer]
+    ) -> None:
+        """A malformed reply never reaches a sum or a method: numbers only, no infinity, NaN only
+        where the request allows it, and a secure reply one integer vector within the bound,
+        of one length for all. A violation stops the run naming the client (a faulty client is
+        a bug or an attack, not a dropout: re-asking the others would hide it)."""
+        bound = self._secure_bound
+        lengths: dict[int, int] = {}
+        for answer in sorted(answered.values(), key=lambda a: a.pid):
+            problem = None
+            for k, array in enumerate(answer.arrays):
+                array = np.asarray(array)
+                if array.dtype.kind not in "biuf":
+                    problem = f"array {k} has dtype {array.dtype}"
+                elif array.dtype.kind == "f" and np.isinf(array).any():
+                    problem = f"array {k} holds an infinity"
+                elif array.dtype.kind == "f" and not request.nan_ok and np.isnan(array).any():
+                    problem = f"array {k} holds NaN"
+                if problem:
+                    break
+            if problem is None and request.secure and not self.secure_mode:
+                vector = np.asarray(answer.arrays[0]) if len(answer.arrays) == 1 else None
+                if vector is None or vector.ndim != 1 or vector.dtype.kind not in "biu":
+                    problem = "a secure reply must be one flat integer vector"
+                elif vector.size and int(np.abs(vector.astype(np.int64)).max()) > bound:
+                    problem = f"its secure vector exceeds the bound |value| <= {bound}"
+                else:
+                    lengths[answer.pid] = int(vector.shape[0])
+            if problem:
+                raise ClientProtocolError(
+                    f"round {server_round}, action {request.action!r}: client {answer.pid} sent "
+                    f"a malformed reply ({problem}); it was not used"
+                )
+        if len(set(lengths.values())) > 1:
+            raise ClientProtocolError(
+                f"round {server_round}, action {request.action!r}: clients returned secure "
+                f"vectors of different lengths {lengths}"
+            )
 
     def _replies(
         self, server_round: int, request: Request, answered: Mapping[int, Answer]
@@ -475,4 +524,14 @@ class ProtocolRun:
         self.recorder.record_ledger(server_round, HELLO, False, False, len(info), [], meta_keys)
         self._close(server_round, "ok", up_bytes)
         self.state = RunState.RUNNING
-        self.protocol.validate_clients(self.members.info)
+        protocol = self.protocol
+        check_client_inputs(
+            self.members.info,
+            protocol.input_needs(),
+            method=protocol.name or type(protocol).__name__,
+            min_sites=protocol.min_sites,
+            door=protocol.door,
+        )
+        # a method that combines the clients' own results never continues on fewer than it needs
+        self.members.min_clients = max(self.members.min_clients, protocol.min_sites)
+        protocol.validate_clients(self.members.info)

@@ -9,9 +9,12 @@ with ``make_strategy(options: dict) -> ProtocolStrategy`` and
 ``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
 range, help, the paper's value); every door resolves what the user typed with
 :func:`resolve_options` before the first round, and the factories get the complete, typed values.
-Built-in methods are found by importing ``fedcausal_flwr.strategies`` (its ``__init__`` imports the
-method modules); other modules can be named in the run config key ``plugins`` (comma-separated
-module names), which both the ServerApp and the ClientApp import.
+Built-in methods are found through ``fedcausal_flwr.strategies.BUILTIN_METHODS`` (name -> the module
+that registers it): :func:`get_method` imports only the module of the method asked for (a
+ClientApp answering a FedPC message imports FedPC's module, not every method's), while
+:func:`known_methods` / :func:`builtin_methods` import them all. Other modules can be named in the
+run config key ``plugins`` (comma-separated module names), which both the ServerApp and the
+ClientApp import.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class MethodSpec:
     paper: str = ""
     score: Score | None = None
     summaries: Summaries | None = None
+    min_sites: int = 1
 
     @property
     def owner(self) -> str:
@@ -79,6 +83,14 @@ class MethodSpec:
         if "seed" in self.options and "seed" not in {canonical(k) for k in out}:
             out["seed"] = seed
         return out
+
+    def new_strategy(self, options: Mapping[str, Any], door: str = "python") -> Any:
+        """The method's strategy for resolved ``options``, told its declared ``min_sites`` and
+        the ``door`` whose spelling its input errors use (every door builds strategies here)."""
+        strategy = self.make_strategy(dict(options))
+        strategy.min_sites = self.min_sites
+        strategy.door = door
+        return strategy
 
     def secure_problem(self, options: Mapping[str, Any]) -> str | None:
         """Why SecAgg+ cannot carry this run's statistics (None: it can)."""
@@ -104,6 +116,7 @@ def register_method(
     paper: str = "",
     score: Score | None = None,
     summaries: Summaries | None = None,
+    min_sites: int = 1,
     replace: bool = False,
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
@@ -112,11 +125,15 @@ def register_method(
     ``secure``: given if the method can route its summed statistics through SecAgg+.
     ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and for the
     extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`).
+    ``min_sites``: how many clients the method needs at least (2 for methods that combine the
+    clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
     if options is not None and not isinstance(options, OptionSet):
         raise TypeError(f"options of method {name!r} must be an OptionSet")
+    if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
+        raise ValueError(f"min_sites of method {name!r} must be an integer >= 1, got {min_sites!r}")
     spec = MethodSpec(
         name,
         make_strategy,
@@ -128,7 +145,13 @@ def register_method(
         paper,
         score,
         summaries,
+        min_sites,
     )
+    builtin = _builtin_module(name)
+    if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):
+        # another module takes a built-in name: the built-in registers first, so the clash (or,
+        # with replace=True, the replacement) does not depend on what was imported before
+        importlib.import_module(builtin)
     old = _METHODS.get(name)
     if old is not None and not replace and _signature(old) != _signature(spec):
         raise ValueError(
@@ -149,10 +172,23 @@ def _origin(fn: Callable) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+def _builtin_map() -> dict[str, str]:
+    """Built-in method name -> the module registering it (``fedcausal_flwr.strategies``' map;
+    importing that package imports no method module)."""
+    return importlib.import_module(BUILTIN_METHODS_MODULE).BUILTIN_METHODS
+
+
+def _builtin_module(name: str) -> str | None:
+    """The full name of the module that registers built-in method ``name`` (None: no built-in)."""
+    module = _builtin_map().get(name)
+    return None if module is None else f"{BUILTIN_METHODS_MODULE}.{module}"
+
+
 def _import_builtins() -> None:
+    """Import every built-in method module (for listings; a run imports only its method's)."""
     global _IMPORTED_BUILTINS
     if not _IMPORTED_BUILTINS:
-        importlib.import_module(BUILTIN_METHODS_MODULE)
+        importlib.import_module(BUILTIN_METHODS_MODULE).import_all()
         _IMPORTED_BUILTINS = True
 
 
@@ -170,11 +206,18 @@ def builtin_methods() -> list[str]:
 
 
 def get_method(name: str) -> MethodSpec:
-    """The registered method ``name``; :class:`UnknownMethodError` lists the known ones."""
-    _import_builtins()
+    """The registered method ``name``; :class:`UnknownMethodError` lists the known ones.
+
+    Imports only the module that registers ``name`` (a built-in not yet imported), or every
+    built-in module when ``name`` is unknown (to list them)."""
+    if isinstance(name, str) and name not in _METHODS:
+        module = _builtin_module(name)
+        if module is not None:
+            importlib.import_module(module)
     try:
         return _METHODS[name]
     except KeyError:
+        _import_builtins()
         hint = closest(str(name), _METHODS)
         raise UnknownMethodError(
             f"unknown method {name!r}"

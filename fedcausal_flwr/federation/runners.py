@@ -170,11 +170,13 @@ def run_protocol(
     config: Mapping[str, Any] | None = None,
     ray_tmpdir: str | os.PathLike | None = None,
     ray_num_cpus: float | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Run ``strategy`` against ``num_clients`` clients from ``client_factory``; the Result.
 
     ``min_clients`` (default: all) is how many clients must survive dropouts. ``config`` is stored
-    in ``Result.config`` for provenance. A strategy object can be run only once.
+    in ``Result.config`` for provenance. ``progress`` hears one line per round. A strategy object
+    can be run only once.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -190,6 +192,7 @@ def run_protocol(
         connect_timeout=connect_timeout,
         round_timeout=round_timeout,
         max_rounds=max_rounds,
+        progress=progress,
     )
     server_app = make_server_app(strategy, settings)
     if backend == "inprocess":
@@ -265,7 +268,7 @@ def run_method(
             f"{spell('min_clients', door)} {min_clients}: must be between 1 and the number of "
             f"clients ({len(partitions)})"
         )
-    strategy = spec.make_strategy(opts)
+    strategy = spec.new_strategy(opts, door)
     factory = PartitionedClients(BoundClientMaker(spec.make_client, opts), partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
     config = run_config(name, opts, settings, dict(data or {"source": "frames"}))

@@ -146,6 +146,17 @@ def correlation_from_moments(
     return corr
 
 
+class TooFewSamplesError(ValueError):
+    """A Fisher-z test given ``k`` variables on ``n <= k + 3`` rows: it has no degrees of
+    freedom. Typed, so a method can say which option caps the conditioning sets."""
+
+    def __init__(self, k: int, n: int, query: Query):
+        self.k, self.n, self.query = k, n, query
+        super().__init__(
+            f"Fisher-z with |S| = {k} needs n > {k + 3} samples, got n = {n} (e.g. query {query})"
+        )
+
+
 def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequence]) -> np.ndarray:
     """Fisher-z p-values from a correlation matrix, vectorised over queries with equal |S|."""
     keys: list[Query] = [normalise_query(*q) for q in queries]
@@ -160,10 +171,7 @@ def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequen
     for k, members in by_size.items():
         dof = n - k - 3
         if dof <= 0:
-            raise ValueError(
-                f"Fisher-z with |S| = {k} needs n > {k + 3} samples, got n = {n} "
-                f"(e.g. query {keys[members[0]]})"
-            )
+            raise TooFewSamplesError(k, n, keys[members[0]])
         idx = np.array([(keys[i][0], keys[i][1], *keys[i][2]) for i in members], dtype=np.int64)
         sub = corr[idx[:, :, None], idx[:, None, :]]
         try:

@@ -251,19 +251,23 @@ def packed_size(n_params: int) -> int:
 def local_contribution(
     table: ClientTable, client_index: int, model: GLMModel, beta: np.ndarray
 ) -> np.ndarray:
-    """A client's packed contribution at the server's ``beta`` (zeros if it lacks a variable).
+    """A client's packed contribution at the server's ``beta`` (zeros if it lacks a variable,
+    or is not one of the model's ``sites``).
 
     The vector part is ``H beta + g`` (IRLS's ``X^T W z``), so the server's update is
-    ``(H + R)^-1 (sum) `` without knowing local quantities.
+    ``(H + R)^-1 (sum) `` without knowing local quantities. The four models of one test must be
+    fitted on the same rows, so a client outside ``sites`` sends zeros even for a model whose
+    variables it holds (without that, a client lacking ``y`` would join ``x ~ S`` but not
+    ``x ~ y + S``, and their likelihood ratio would compare different rows). Empty ``sites``
+    with no site effect means every client.
     """
     schema = table.schema
     P = n_global_params(model, schema)
     beta = np.asarray(beta, dtype=np.float64)
     if beta.shape != (P,):
         raise ValueError(f"model {model}: beta has shape {beta.shape}, expected ({P},)")
-    if not table.observes(model.variables) or (
-        model.site_effect != "none" and client_index not in model.sites
-    ):
+    outside = client_index not in model.sites and (bool(model.sites) or model.site_effect != "none")
+    if outside or not table.observes(model.variables):
         return np.zeros(packed_size(P))
     spec = schema[model.response]
     X = table.design(model, client_index)

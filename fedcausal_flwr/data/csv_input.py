@@ -1,0 +1,312 @@
+"""Reading one client's CSV file: every door that reads files reads them here.
+
+``pandas.read_csv`` accepts almost anything and turns mistakes into data: a semicolon file becomes
+one column, a saved row index becomes a variable, a repeated name comes back renamed ``C.1``, a
+file without a header loses its first row to the names. :func:`read_client_csv` refuses each of
+these with an :class:`~fedcausal_flwr.data.inputs.InputError` naming the client and the file:
+
+* the path is an existing regular file, not empty, and text (UTF-8; a NUL byte or bytes that do
+  not decode make it "not a text CSV file");
+* the delimiter is the one given, or sniffed: among ``,`` ``;`` tab ``|`` and whitespace (in
+  this order of preference), the first that splits the header and the first
+  :data:`SNIFFED_LINES` data lines into the same number (at least two) of fields;
+* the header is a row of names: not numbers only (a file without a header), none empty, none
+  repeated (read here from the header itself, since pandas renames repeats);
+* no index-like first column: one named ``''``, ``Unnamed: 0`` or ``index`` whose values are
+  ``0..n-1`` or ``1..n`` is a saved row index, unless ``keep_index`` keeps it as a variable
+  (named ``index`` if its header field is empty);
+* at least one data row and no missing value (the line of the first one is named).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedcausal_flwr.data.inputs import Fix, InputError, shown_values
+
+WHITESPACE = "whitespace"
+#: Candidate delimiters in order of preference (a tie goes to the earlier one).
+DELIMITERS = (",", ";", "\t", "|", WHITESPACE)
+#: Data lines the sniffer splits besides the header.
+SNIFFED_LINES = 20
+INDEX_NAMES = ("", "unnamed: 0", "index")
+_SEP_WORDS = {
+    "tab": "\t",
+    "\\t": "\t",
+    "space": WHITESPACE,
+    "spaces": WHITESPACE,
+    WHITESPACE: WHITESPACE,
+    "comma": ",",
+    "semicolon": ";",
+    "pipe": "|",
+}
+
+
+def delimiter_name(sep: str) -> str:
+    """A delimiter as a message shows it: ``','``, ``tab``, ``whitespace``."""
+    return {"\t": "tab", WHITESPACE: "whitespace"}.get(sep, repr(sep))
+
+
+def parse_sep(value: str | None) -> str | None:
+    """A delimiter as typed (``;``, ``\\t``, ``tab``, ``whitespace``) or ``None`` (sniff)."""
+    if value is None:
+        return None
+    text = str(value)
+    if text == "\t":
+        return text
+    word = _SEP_WORDS.get(text.strip().lower()) if text.strip() else WHITESPACE
+    if word is not None:
+        return word
+    if len(text) != 1 or text in "\"'\n\r":
+        raise ValueError(f"separator {value!r}: give one character (e.g. ';'), tab or whitespace")
+    return text
+
+
+def split_line(line: str, sep: str) -> list[str]:
+    """The fields of one line (quotes respected; names and values stripped of blanks)."""
+    if sep == WHITESPACE:
+        return line.split()
+    return [field.strip() for field in next(csv.reader([line], delimiter=sep))]
+
+
+def sniff_delimiter(lines: Sequence[str]) -> str | None:
+    """The first delimiter of :data:`DELIMITERS` that splits every line of ``lines`` (a header
+    and data lines) into the same number, at least two, of fields; ``None`` if none does."""
+    for sep in DELIMITERS:
+        counts = {len(split_line(line, sep)) for line in lines}
+        if len(counts) == 1 and counts.pop() >= 2:
+            return sep
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _File:
+    """One client's file while it is read: raises errors that name the client and the file."""
+
+    def __init__(self, path: Path, client: int | None, door: str):
+        self.path, self.client, self.door = path, client, door
+
+    def error(self, problem: str, fix: Fix | str | None = None, column: str | None = None):
+        return InputError(
+            problem,
+            client=self.client,
+            file=self.path.name,
+            column=column,
+            fix=fix,
+            door=self.door,
+        )
+
+    def text(self) -> str:
+        """The file's text, once it is known to be a non-empty UTF-8 text file."""
+        path = self.path
+        if path.is_dir():
+            return self._raise("is a directory, not a CSV file")
+        if not path.exists():
+            return self._raise(f"does not exist (no file {str(path)!r})")
+        if not path.is_file():
+            return self._raise("is not a regular file")
+        raw = path.read_bytes()
+        if not raw.strip():
+            return self._raise("is an empty file", "write a header row and the data")
+        nul = raw.find(b"\x00")
+        if nul >= 0:
+            return self._raise(
+                f"is not a text CSV file (a NUL byte at byte {nul}: a binary file?)",
+                "give a CSV file (text, one row per line)",
+            )
+        try:
+            return raw.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            return self._raise(
+                f"is not a text CSV file (byte {raw[err.start]:#04x} at byte {err.start} is not "
+                "UTF-8)",
+                "save it as UTF-8 text",
+            )
+
+    def _raise(self, problem: str, fix: str | None = None) -> str:
+        raise self.error(problem, fix)
+
+
+def read_client_csv(
+    path: str | Path,
+    client: int | None,
+    *,
+    sep: str | None = None,
+    keep_index: bool = False,
+    dtype: Mapping[str, Any] | None = None,
+    door: str = "python",
+) -> pd.DataFrame:
+    """Client ``client``'s CSV file as a frame, checked as the module docstring says
+    (``client=None``: a file read for no single client, such as a pooled file).
+
+    ``sep``: the delimiter (sniffed if ``None``); ``keep_index``: keep an index-like first
+    column as a variable; ``dtype``: pandas dtypes of named columns; ``door``: where the user
+    typed the settings, for the spelling of the fixes.
+    """
+    source = _File(Path(path), client, door)
+    text = source.text()
+    lines = [line for line in text.splitlines() if line.strip()]
+    sep = _delimiter(source, lines, parse_sep(sep))
+    header = split_line(lines[0], sep)
+    _check_header(source, header)
+    if len(lines) == 1:
+        raise source.error("has a header but no data rows")
+    frame = _parse(source, text, sep, header, dtype)
+    if header[0].lower() in INDEX_NAMES:
+        _check_index(source, frame, header[0], keep_index)
+    _check_missing(source, frame)
+    return frame
+
+
+def _delimiter(source: _File, lines: list[str], given: str | None) -> str:
+    sample = lines[: SNIFFED_LINES + 1]
+    sniffed = sniff_delimiter(sample)
+    if given is not None:
+        if len(split_line(lines[0], given)) < 2:
+            hint = f" (its lines split on {delimiter_name(sniffed)})" if sniffed else ""
+            raise source.error(
+                f"has a single column with the separator {delimiter_name(given)}{hint}",
+                Fix("give the file's separator with {}", (("sep", sniffed or ";"),)),
+            )
+        return given
+    if sniffed is not None:
+        return sniffed
+    widest = max(DELIMITERS, key=lambda s: len(split_line(lines[0], s)))
+    width = len(split_line(lines[0], widest))
+    if width < 2:
+        raise source.error(
+            "has a single column: none of ',', ';', tab, '|' or whitespace splits its header "
+            f"{lines[0][:60]!r}; a client file needs at least two columns",
+            Fix("give the separator with {} if it is another one", (("sep", "CHAR"),)),
+        )
+    bad = next((k, line) for k, line in enumerate(sample) if len(split_line(line, widest)) != width)
+    raise source.error(
+        f"has rows of different lengths: with the separator {delimiter_name(widest)} the header "
+        f"has {width} fields but non-blank line {bad[0] + 1} has "
+        f"{len(split_line(bad[1], widest))}",
+        Fix("fix those rows, or give the separator with {}", (("sep", widest),)),
+    )
+
+
+def _check_header(source: _File, header: list[str]) -> None:
+    if all(_is_number(name) for name in header):
+        raise source.error(
+            f"seems to lack a header row: its first line ({shown_values(header)}) holds numbers "
+            "only",
+            "add a first line with the column names",
+        )
+    empty = [k + 1 for k, name in enumerate(header) if not name and k > 0]  # 1st: maybe an index
+    if empty:
+        raise source.error(
+            f"has columns without a name (column {', '.join(map(str, empty))} of the header)",
+            "name every column in the header",
+        )
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise source.error(
+            f"has repeated column names {repeated} in its header",
+            "give every column its own name",
+        )
+
+
+def _parse(
+    source: _File, text: str, sep: str, header: list[str], dtype: Mapping[str, Any] | None
+) -> pd.DataFrame:
+    delimiter = r"\s+" if sep == WHITESPACE else sep
+    try:
+        frame = pd.read_csv(
+            io.StringIO(text),
+            sep=delimiter,
+            header=0,
+            index_col=False,
+            skipinitialspace=sep != WHITESPACE,
+            dtype=None if dtype is None else {k: v for k, v in dtype.items() if k in header},
+        )
+    except (pd.errors.ParserError, ValueError) as err:
+        raise source.error(
+            f"cannot be read as CSV with the separator {delimiter_name(sep)}: {str(err).strip()}"
+        ) from None
+    if frame.shape[1] != len(header):
+        raise source.error(
+            f"has {frame.shape[1]} columns in its data but {len(header)} names in its header"
+        )
+    frame.columns = pd.Index(header)
+    if frame.empty:
+        raise source.error("has a header but no data rows")
+    return frame
+
+
+def _check_index(source: _File, frame: pd.DataFrame, name: str, keep_index: bool) -> None:
+    """A first column named like an index whose values count the rows is a saved row index;
+    ``keep_index`` keeps it as a variable (named ``index`` if its header field is empty)."""
+    values = frame.iloc[:, 0]
+    n = len(values)
+    counts = pd.api.types.is_integer_dtype(values.dtype) and bool(
+        np.array_equal(values, np.arange(n)) or np.array_equal(values, np.arange(1, n + 1))
+    )
+    if not counts:
+        if not name:
+            raise source.error(
+                "has a first column without a name", "name every column in the header"
+            )
+        return
+    if keep_index:
+        if not name:
+            frame.rename(columns={"": "index"}, inplace=True)
+        return
+    fix = Fix(
+        "write the file without the row index (pandas: to_csv(..., index=False)), or keep it "
+        "as a variable" + ("" if name else " named 'index'") + " with {}",
+        (("keep_index", True),),
+    )
+    shown = f"values {int(values.iloc[0])}..{int(values.iloc[-1])}, one per row"
+    if name:
+        raise source.error(f"looks like a saved row index ({shown})", fix, column=name)
+    raise source.error(
+        f"has a first column without a name that looks like a saved row index ({shown})", fix
+    )
+
+
+def _check_missing(source: _File, frame: pd.DataFrame) -> None:
+    missing = frame.isna().to_numpy()
+    if not missing.any():
+        return
+    rows, cols = np.nonzero(missing)
+    row, col = int(rows[0]), int(cols[0])
+    raise source.error(
+        f"has a missing value in data row {row} (line {row + 2} of the file; "
+        f"{int(missing.sum())} missing in the file)",
+        "complete or drop the rows with missing values",
+        column=str(frame.columns[col]),
+    )
+
+
+def read_client_files(
+    paths: Sequence[str | Path],
+    *,
+    sep: str | None = None,
+    keep_index: bool = False,
+    dtype: Mapping[str, Any] | None = None,
+    door: str = "python",
+) -> list[pd.DataFrame]:
+    """One frame per file, client ``k`` reading ``paths[k]`` (see :func:`read_client_csv`)."""
+    if not paths:
+        raise ValueError("no CSV files given")
+    return [
+        read_client_csv(path, k, sep=sep, keep_index=keep_index, dtype=dtype, door=door)
+        for k, path in enumerate(paths)
+    ]

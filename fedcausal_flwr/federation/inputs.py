@@ -1,0 +1,385 @@
+"""One input check for every method, on the clients' hello reports (Flower-free).
+
+The server runs :func:`check_client_inputs` on the :class:`~.messages.ClientInfo` of every client
+after the ``hello`` round, before the method's first step, so a deployment is protected too;
+:func:`fedcausal_flwr.api.execute` runs it on reports built from the in-memory frames
+(:func:`client_info_of`, the same function a client's ``hello`` calls) before any backend starts.
+What a method needs is declared, not branched on by name: its strategy's :class:`InputNeeds`
+(:meth:`~.protocol.ProtocolStrategy.input_needs`) and its registered ``min_sites``.
+
+Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inputs.InputError`):
+
+1. enough clients: at least the method's ``min_sites`` (methods that combine the clients' own
+   results need two);
+2. every client: some data rows (at least 2 where the clients run their own CI tests: a 1-row
+   client has no variation to test), columns with distinct, non-empty names;
+3. the same set of columns everywhere, in any order (clients encode columns by the names the
+   server sends), unless the method accepts non-identical variable sets;
+4. every column: no missing value; values a test can use (discrete tests: integers, text or
+   true/false; the Fisher-z test: numbers);
+5. the same kind of values for a column at every client (integers here and text there is an
+   error naming the client that differs and what each holds);
+6. no column constant over all clients (one constant at some clients but varying overall is fine)
+   for every method (a protocol that runs no CI test may say it does not need this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from fedcausal_flwr.data.inputs import (
+    Fix,
+    InputError,
+    client_label,
+    frame_report,
+    shown_values,
+)
+from fedcausal_flwr.federation.messages import ClientInfo
+
+#: What a method needs of the values: ``any`` (consistent across clients), ``discrete``
+#: (integers, text or true/false: G2/chi2 tests), ``numeric`` (numbers: Fisher-z), ``mixed``
+#: (each column one kind: continuous, binary or categorical, as fedCI models them).
+VALUE_NEEDS = ("any", "discrete", "numeric", "mixed")
+#: How a message describes the values of a column.
+VALUE_WORDS = {
+    "integer": "integers",
+    "float": "decimal numbers",
+    "boolean": "true/false values",
+    "text": "text",
+    "mixed": "a mix of text and numbers",
+}
+NUMBERS = ("integer", "float", "boolean")
+#: The default fix for a column a discrete test cannot use.
+DISCRETE_FIX = Fix(
+    "discretise the column, or use a method for continuous or mixed data ({} with {}, or {})",
+    (("method", "fedpc"), ("test", "fisherz"), ("method", "fedci-pc")),
+)
+SAME_COLUMNS_FIX = Fix(
+    "drop the columns that are not at every site, or use {} for sites with non-identical "
+    "variable sets (discrete data)",
+    (("method", "fedcdnv"),),
+)
+
+
+@dataclass(frozen=True)
+class InputNeeds:
+    """What a method needs of its clients' data (see the module docstring).
+
+    ``same_columns``: every client holds the same variables (in any order); ``values``: one of
+    :data:`VALUE_NEEDS`; ``local_tests``: each client runs CI tests on its own rows, so it needs at
+    least 2; ``varying``: no column may be constant over all clients (a CI test learns nothing from
+    it; off only for protocols that test nothing); ``test``: the test's name for messages;
+    ``value_fix``: what to do about a column whose values do not suit the test (default:
+    :data:`DISCRETE_FIX` for discrete tests); ``kind_fix``: what else to do about a column of
+    different kinds at different clients.
+    """
+
+    same_columns: bool = True
+    values: str = "any"
+    local_tests: bool = False
+    varying: bool = True
+    test: str = ""
+    value_fix: Fix | None = None
+    kind_fix: Fix | None = None
+
+    def __post_init__(self) -> None:
+        if self.values not in VALUE_NEEDS:
+            raise ValueError(f"InputNeeds.values: {self.values!r} is not one of {VALUE_NEEDS}")
+
+
+def client_info_of(frame: pd.DataFrame, partition_id: int, max_levels: int) -> ClientInfo:
+    """The hello report of ``frame`` as client ``partition_id`` gives it (same code)."""
+    return ClientInfo.from_meta(frame_report(frame, partition_id, max_levels))
+
+
+def value_type(dtype: str, levels: list | None) -> str:
+    """``integer``, ``float``, ``boolean``, ``text`` or ``mixed``, from a hello report's dtype
+    and levels (object and categorical columns by the Python types of their levels)."""
+    name = dtype.lower()
+    if name.startswith("float"):
+        return "float"
+    if name.startswith("bool"):
+        return "boolean"
+    if name.startswith(("int", "uint")):
+        return "integer"
+    if not levels:
+        return "text"
+    found = {_scalar_type(v) for v in levels}
+    if len(found) == 1:
+        return found.pop()
+    return "float" if found <= {"integer", "float"} else "mixed"
+
+
+def _scalar_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    return "text"
+
+
+class _Check:
+    """The check of one set of reports (see :func:`check_client_inputs`)."""
+
+    def __init__(
+        self,
+        info: Mapping[int, ClientInfo],
+        needs: InputNeeds,
+        method: str,
+        files: Mapping[int, str] | None,
+        door: str,
+    ):
+        self.info = {pid: info[pid] for pid in sorted(info)}
+        self.needs, self.method, self.door = needs, method, door
+        self.files = dict(files or {})
+
+    def error(
+        self,
+        problem: str,
+        *,
+        client: int | None = None,
+        column: str | None = None,
+        fix: Fix | str | None = None,
+    ) -> InputError:
+        file = self.files.get(client) if client is not None else None
+        return InputError(problem, client=client, file=file, column=column, fix=fix, door=self.door)
+
+    def label(self, pid: int) -> str:
+        return client_label(pid, self.files.get(pid))
+
+    def labels(self, pids: list[int]) -> str:
+        names = [self.label(p) for p in pids]
+        if len(names) == 1:
+            return names[0]
+        return "clients " + ", ".join(n.removeprefix("client ") for n in names)
+
+    # ------------------------------------------------------------------ 1-2: clients
+    def clients(self, min_sites: int) -> None:
+        if len(self.info) < min_sites:
+            raise self.error(
+                f"{self.method} combines the clients' own results and needs at least {min_sites} "
+                f"clients, but {len(self.info)} {'was' if len(self.info) == 1 else 'were'} given",
+                fix=Fix(
+                    "for a single site use {} (its own graph) or {} (the same graph here)",
+                    (("method", "local"), ("method", "pooled")),
+                ),
+            )
+        for pid, report in self.info.items():
+            if report.n_rows == 0:
+                raise self.error("has no data rows", client=pid)
+            if self.needs.local_tests and report.n_rows < 2:
+                raise self.error(
+                    f"has only {report.n_rows} row, but {self.method}'s clients run CI tests on "
+                    "their own rows, which need at least 2 rows each",
+                    client=pid,
+                    fix="drop this client or merge its rows into another site's data",
+                )
+            if not report.columns:
+                raise self.error("has no columns", client=pid)
+            names = report.columns
+            repeated = sorted({c for c in names if names.count(c) > 1})
+            if repeated:
+                raise self.error(
+                    f"has repeated column names {repeated}",
+                    client=pid,
+                    fix="give every column its own name",
+                )
+            if any(not c.strip() for c in names):
+                raise self.error("has a column without a name", client=pid, fix="name every column")
+
+    # ------------------------------------------------------------------ 3: column sets
+    def column_sets(self) -> None:
+        if not self.needs.same_columns or not self.info:
+            return
+        first, *others = self.info
+        wanted = set(self.info[first].columns)
+        for pid in others:
+            columns = self.info[pid].columns
+            if set(columns) == wanted:
+                continue
+            extra = [c for c in columns if c not in wanted]
+            lacking = [c for c in self.info[first].columns if c not in set(columns)]
+            detail = "; ".join(
+                part
+                for part in (
+                    f"extra: {extra}" if extra else "",
+                    f"lacking: {lacking}" if lacking else "",
+                )
+                if part
+            )
+            raise self.error(
+                f"has columns {columns} but {self.label(first)} has {self.info[first].columns} "
+                f"({detail}); {self.method} needs the same variables at every site (in any "
+                "order)",
+                client=pid,
+                fix=SAME_COLUMNS_FIX,
+            )
+
+    # ------------------------------------------------------------------ 4: each column
+    def columns(self) -> None:
+        needs = self.needs
+        for pid, report in self.info.items():
+            for col in report.columns:
+                missing = report.n_missing.get(col, 0)
+                if missing:
+                    raise self.error(
+                        f"has {missing} missing value{'s' if missing > 1 else ''}; "
+                        f"{self.method} needs complete data",
+                        client=pid,
+                        column=col,
+                        fix="drop or complete the rows with missing values",
+                    )
+                kind = value_type(report.dtypes[col], report.levels.get(col))
+                if kind == "mixed":
+                    raise self.error(
+                        "holds a mix of text and numbers "
+                        f"({shown_values(report.levels.get(col) or [])})",
+                        client=pid,
+                        column=col,
+                        fix="code the column one way (numbers or text)",
+                    )
+                if needs.values == "discrete":
+                    self.discrete(pid, report, col, kind)
+                elif needs.values == "numeric" and kind not in NUMBERS:
+                    raise self.error(
+                        f"holds {VALUE_WORDS[kind]}"
+                        f" ({shown_values(report.levels.get(col) or [])}), but "
+                        f"{self._test()} needs numbers",
+                        client=pid,
+                        column=col,
+                        fix=needs.value_fix or "code the column as numbers",
+                    )
+                elif needs.values == "mixed" and kind != "float" and report.levels.get(col) is None:
+                    raise self.error(
+                        f"holds {VALUE_WORDS[kind]} with too many distinct values to be a "
+                        f"categorical variable (dtype {report.dtypes[col]})",
+                        client=pid,
+                        column=col,
+                        fix=needs.kind_fix or "drop the column (an identifier?)",
+                    )
+
+    def discrete(self, pid: int, report: ClientInfo, col: str, kind: str) -> None:
+        if kind == "float":
+            raise self.error(
+                f"holds decimal numbers (dtype {report.dtypes[col]}), which are not discrete: "
+                f"{self._test()} needs integer, text or true/false values",
+                client=pid,
+                column=col,
+                fix=self.needs.value_fix or DISCRETE_FIX,
+            )
+        if report.levels.get(col) is None:
+            raise self.error(
+                f"has too many distinct values (dtype {report.dtypes[col]}) to be discrete: "
+                f"{self._test()} needs few levels",
+                client=pid,
+                column=col,
+                fix="drop the column (an identifier?) or discretise it",
+            )
+
+    def _test(self) -> str:
+        test = self.needs.test
+        return f"{self.method}'s {test} test" if test else self.method
+
+    # ------------------------------------------------------------------ 5: kinds agree
+    def kinds(self) -> None:
+        by_column: dict[str, dict[int, str]] = {}
+        for pid, report in self.info.items():
+            for col in report.columns:
+                by_column.setdefault(col, {})[pid] = value_type(
+                    report.dtypes[col], report.levels.get(col)
+                )
+        for col, kinds in by_column.items():
+            family = {pid: self._family(kind) for pid, kind in kinds.items()}
+            groups: dict[str, list[int]] = {}
+            for pid, fam in family.items():
+                groups.setdefault(fam, []).append(pid)
+            if len(groups) < 2:
+                continue
+            usual = max(groups, key=lambda f: (len(groups[f]), -groups[f][0]))
+            odd = min(pid for pid, fam in family.items() if fam != usual)
+            fix = Fix("code the column the same way at every site")
+            if self.needs.kind_fix is not None:
+                kind_fix = self.needs.kind_fix
+                fix = Fix(fix.text + ", or " + kind_fix.text, kind_fix.settings)
+            raise self.error(
+                f"holds {self._values(odd, col, kinds[odd])} but "
+                f"{self.labels(groups[usual])} hold{'s' if len(groups[usual]) == 1 else ''} "
+                f"{self._values(groups[usual][0], col, kinds[groups[usual][0]])}",
+                client=odd,
+                column=col,
+                fix=fix,
+            )
+
+    def _family(self, kind: str) -> str:
+        """Kinds that must not meet in one column: all differ for discrete and mixed data (their
+        levels or models differ); numbers of any kind go together otherwise."""
+        if self.needs.values in ("discrete", "mixed"):
+            return kind
+        return "number" if kind in NUMBERS else kind
+
+    def _values(self, pid: int, col: str, kind: str) -> str:
+        levels = self.info[pid].levels.get(col)
+        shown = f" ({shown_values(levels)})" if levels else ""
+        return f"{VALUE_WORDS[kind]}{shown}"
+
+    # ------------------------------------------------------------------ 6: constant columns
+    def constants(self) -> None:
+        if not self.needs.varying:
+            return
+        seen: dict[str, set | None] = {}
+        for report in self.info.values():
+            for col in report.columns:
+                levels = report.levels.get(col)
+                if levels is None:
+                    local = {report.constant[col]} if col in report.constant else None
+                else:
+                    local = set(levels)
+                known = seen.get(col, set())
+                seen[col] = None if local is None or known is None else known | local
+        for col, values in seen.items():
+            if values is not None and len(values) < 2:
+                shown = f" ({shown_values(sorted(values, key=str))})" if values else ""
+                raise self.error(
+                    f"is constant{shown} over all clients' rows: a variable with one value "
+                    "carries no information for a CI test",
+                    column=col,
+                    fix="drop the column",
+                )
+
+
+def check_client_inputs(
+    info: Mapping[int, ClientInfo],
+    needs: InputNeeds,
+    *,
+    method: str,
+    min_sites: int = 1,
+    files: Mapping[int, str] | None = None,
+    door: str = "python",
+) -> None:
+    """Raise an :class:`InputError` for the first problem of the clients' reports (the order of
+    the module docstring). ``files``: partition id -> file name, for the messages of doors that
+    read files; ``door``: the spelling of options in the fixes."""
+    check = _Check(info, needs, method, files, door)
+    check.clients(min_sites)
+    check.column_sets()
+    check.columns()
+    check.kinds()
+    check.constants()
+
+
+def require_same_columns(
+    info: Mapping[int, ClientInfo],
+    *,
+    method: str = "this method",
+    files: Mapping[int, str] | None = None,
+    door: str = "python",
+) -> None:
+    """Only check 3 of :func:`check_client_inputs`: the same set of columns at every client, in
+    any order (for a strategy that checks its reports itself)."""
+    _Check(info, InputNeeds(), method, files, door).column_sets()

@@ -1,0 +1,538 @@
+"""Bad input is one clear error, on every door, for every method.
+
+Each case the command line once answered with a wrong graph and exit code 0, a traceback, or a
+refusal for the wrong reason, through ``fedcausal-flwr run --data ... --backend inprocess`` for
+the five methods fedpc, fedpc-vote, fedci-pc, fedcdnv and fedecd; then the file reader
+(:mod:`fedcausal_flwr.data.csv_input`) and the cross-client check
+(:mod:`fedcausal_flwr.federation.inputs`) on their own.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedcausal_flwr.cli import main
+from fedcausal_flwr.data.csv_input import (
+    DELIMITERS,
+    parse_sep,
+    read_client_csv,
+    sniff_delimiter,
+)
+from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
+from fedcausal_flwr.federation.inputs import (
+    InputNeeds,
+    check_client_inputs,
+    client_info_of,
+    value_type,
+)
+from fedcausal_flwr.federation.registry import builtin_methods, get_method
+from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.result import Result
+
+METHODS = ("fedpc", "fedpc-vote", "fedci-pc", "fedcdnv", "fedecd")
+VOTING = ("fedpc-vote", "fedcdnv", "fedecd")  # the clients' own results are combined
+SUMMED = ("fedpc", "fedci-pc")  # the clients' statistics are summed: the pooled test
+
+
+def site_frame(n: int, seed: int) -> pd.DataFrame:
+    """Six discrete variables: a chain A - B - C, a collider C -> E <- D, E - F."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 2, n)
+    b = (a + (rng.random(n) < 0.15)) % 2
+    c = (b + rng.integers(0, 2, n) * (rng.random(n) < 0.3)) % 3
+    d = rng.integers(0, 2, n)
+    e = ((c > 0).astype(int) + d + (rng.random(n) < 0.15)) % 2
+    f = (e + (rng.random(n) < 0.15)) % 2
+    return pd.DataFrame({"A": a, "B": b, "C": c, "D": d, "E": e, "F": f})
+
+
+@pytest.fixture
+def sites(tmp_path):
+    """Three clients' CSV files (400 rows each) and a writer for variants."""
+
+    def write(name: str, frame: pd.DataFrame, **to_csv) -> str:
+        path = tmp_path / name
+        frame.to_csv(path, **{"index": False, **to_csv})
+        return str(path)
+
+    frames = [site_frame(400, seed) for seed in range(3)]
+    paths = [write(f"site{k}.csv", f) for k, f in enumerate(frames)]
+    return frames, paths, write
+
+
+def run_cli(capsys, method: str, paths: list[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["run", "--method", method, "--backend", "inprocess", "--data", *paths, *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys, method: str, paths: list[str], *extra: str) -> str:
+    """The one-line error of a refused run (exit code 2, no traceback)."""
+    code, out, err = run_cli(capsys, method, paths, *extra)
+    assert code == 2, out + err
+    assert err.startswith("fedcausal-flwr: error: ") and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def graph_of(capsys, tmp_path, method: str, paths: list[str], *extra: str):
+    out_file = tmp_path / f"{method}-{len(list(tmp_path.iterdir()))}.json"
+    code, out, err = run_cli(capsys, method, paths, "--out", str(out_file), *extra)
+    assert code == 0, out + err
+    return Result.load(out_file).graph
+
+
+# =============================================================== wrong graph, exit 0 -> errors
+@pytest.mark.parametrize("method", METHODS)
+def test_different_column_sets_are_refused_except_by_fedcdnv(capsys, sites, method):
+    frames, paths, write = sites
+    noise = frames[1].assign(N=np.random.default_rng(9).integers(0, 2, len(frames[1])))
+    files = [paths[0], write("extra.csv", noise), paths[2]]
+    if method == "fedcdnv":  # non-identical variable sets are what it is for
+        code, out, err = run_cli(capsys, method, files)
+        assert code == 0 and "over 7 nodes" in out, out + err
+        return
+    err = refused(capsys, method, files)
+    assert "client 1 (extra.csv) has columns" in err and "but client 0 (site0.csv) has" in err
+    assert "(extra: ['N'])" in err and f"{method} needs the same variables at every site" in err
+    assert "use --method fedcdnv for sites with non-identical variable sets" in err
+
+
+def test_fedci_fitted_a_site_only_variable_on_other_rows_than_its_null_model():
+    """Why fedci-pc joined a pure-noise column to every other one: with no site effect, a client
+    lacking N still answered the null model A ~ 1 but not A ~ N + 1, so the likelihood ratio
+    compared different rows (p = 0). Each test now uses the same rows in all four models."""
+    from fedcausal_flwr.citest import citest
+
+    frames = [site_frame(400, seed) for seed in range(3)]
+    frames[1] = frames[1].assign(N=np.random.default_rng(9).integers(0, 2, 400))
+    federated = citest(frames, "A", "N", [])
+    alone = citest([frames[1]], "A", "N", [])
+    assert federated.clients == (1,) and federated.n == 400
+    assert federated.p_value == pytest.approx(alone.p_value, rel=1e-9) and alone.p_value > 0.01
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_semicolon_file_is_read_by_its_delimiter(capsys, tmp_path, sites, method):
+    frames, paths, write = sites
+    semicolons = [paths[0], paths[1], write("semi.csv", frames[2], sep=";")]
+    assert graph_of(capsys, tmp_path, method, semicolons) == graph_of(
+        capsys, tmp_path, method, paths
+    )
+    err = refused(capsys, method, semicolons, "--sep", ",")
+    assert "client 2 (semi.csv) has a single column with the separator ','" in err
+    assert "(its lines split on ';'); give the file's separator with --sep ';'" in err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_file_saved_with_its_index_is_refused(capsys, sites, method):
+    frames, paths, write = sites
+    indexed = [paths[0], paths[1], write("indexed.csv", frames[2], index=True)]
+    err = refused(capsys, method, indexed)
+    assert (
+        "client 2 (indexed.csv) has a first column without a name that looks like a saved row"
+        in err
+    )
+    assert "(values 0..399, one per row)" in err and "with --keep-index" in err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_repeated_column_names_are_refused(capsys, sites, method):
+    frames, paths, write = sites
+    repeated = write("dup.csv", frames[2].rename(columns={"F": "C"}))
+    err = refused(capsys, method, [paths[0], paths[1], repeated])
+    assert "client 2 (dup.csv) has repeated column names ['C'] in its header" in err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_one_client_is_refused_where_the_method_combines_clients(capsys, sites, method):
+    _, paths, _ = sites
+    if method in SUMMED:  # the sums of one client are its pooled test
+        code, out, err = run_cli(capsys, method, paths[:1])
+        assert code == 0 and "over 6 nodes" in out, out + err
+        return
+    err = refused(capsys, method, paths[:1])
+    assert (
+        f"{method} combines the clients' own results and needs at least 2 clients, but 1 was" in err
+    )
+    assert "for a single site use --method local (its own graph) or --method pooled" in err
+
+
+def test_every_method_declares_how_many_clients_it_needs():
+    combining = {
+        "pc-vote",
+        "fci-vote",
+        "pc-cit-vote",
+        "fci-cit-vote",
+        "fedpc-vote",
+        "fedecd",
+        "fedlcs",
+        "fedcdnv",
+        "fedcdnv-vote",
+        "fci-base",
+    }
+    single = {
+        "fedpc",
+        "fedfci",
+        "fedci-pc",
+        "fedci-fci",
+        "local",
+        "pooled",
+        "fedlcs-local",
+        "lcs-pooled",
+    }
+    assert combining | single == set(builtin_methods())
+    assert {m: get_method(m).min_sites for m in builtin_methods()} == {
+        **dict.fromkeys(combining, 2),
+        **dict.fromkeys(single, 1),
+    }
+
+
+# =============================================================== crashes -> errors
+@pytest.mark.parametrize("method", METHODS)
+def test_a_column_coded_as_text_at_one_client_names_that_client(capsys, sites, method):
+    frames, paths, write = sites
+    text = frames[2].assign(A=frames[2]["A"].map({0: "no", 1: "yes"}))
+    err = refused(capsys, method, [paths[0], paths[1], write("text.csv", text)])
+    assert (
+        "client 2 (text.csv) column 'A' holds text ('no', 'yes') but clients 0 (site0.csv), "
+        "1 (site1.csv) hold integers (0, 1); code the column the same way at every site"
+    ) in err
+
+
+# =============================================================== refused for the wrong reason
+@pytest.mark.parametrize("method", METHODS)
+def test_a_column_constant_at_one_site_is_data(capsys, sites, method):
+    frames, paths, write = sites
+    files = [paths[0], paths[1], write("flat.csv", frames[2].assign(E=0))]
+    code, out, err = run_cli(capsys, method, files)
+    assert code == 0 and "over 6 nodes" in out, out + err
+    everywhere = [write(f"flat{k}.csv", f.assign(E=1)) for k, f in enumerate(frames)]
+    err = refused(capsys, method, everywhere)
+    assert "column 'E' is constant (1) over all clients' rows" in err and "drop the column" in err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_one_row_client_is_refused_only_where_clients_test_alone(capsys, sites, method):
+    frames, paths, write = sites
+    files = [paths[0], paths[1], write("tiny.csv", frames[2].iloc[:1])]
+    if method in SUMMED:
+        code, out, err = run_cli(capsys, method, files)
+        assert code == 0 and "over 6 nodes" in out, out + err
+        return
+    err = refused(capsys, method, files)
+    assert f"client 2 (tiny.csv) has only 1 row, but {method}'s clients run CI tests" in err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unreadable_files_name_the_client_and_say_what_is_wrong(capsys, tmp_path, sites, method):
+    _, paths, _ = sites
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "binary.csv").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "folder").mkdir()
+    for name, problem in [
+        ("empty.csv", "client 2 (empty.csv) is an empty file"),
+        ("binary.csv", "client 2 (binary.csv) is not a text CSV file (a NUL byte at byte 0"),
+        ("folder", "client 2 (folder) is a directory, not a CSV file"),
+        ("missing.csv", "client 2 (missing.csv) does not exist (no file "),
+    ]:
+        assert problem in refused(capsys, method, [*paths[:2], str(tmp_path / name)])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_client_with_its_columns_in_another_order_gives_the_same_graph(
+    capsys, tmp_path, sites, method
+):
+    frames, paths, write = sites
+    permuted = write("permuted.csv", frames[2][["F", "D", "A", "E", "C", "B"]])
+    reference = graph_of(capsys, tmp_path, method, paths)
+    assert graph_of(capsys, tmp_path, method, [paths[0], paths[1], permuted]) == reference
+    assert reference.adjacency().sum() >= 6  # a graph with several edges, not an empty one
+
+
+@pytest.mark.parametrize("method", sorted(set(builtin_methods()) - set(METHODS)))
+def test_every_client_encodes_columns_by_name(method):
+    """Every other method too: a client holding the columns in another order changes nothing
+    (each client reads the columns the server names, in the server's order)."""
+    frames = [site_frame(300, seed) for seed in range(3)]
+    options = {"target": "E"} if "lcs" in method else {}
+    reference = run_method(method, frames, options)
+    permuted = [*frames[:2], frames[2][["F", "D", "A", "E", "C", "B"]]]
+    assert run_method(method, permuted, options).graph == reference.graph
+
+
+def test_messages_name_options_as_the_door_spells_them(capsys, sites):
+    frames, paths, write = sites
+    decimals = write("decimals.csv", frames[2].assign(D=frames[2]["D"] + 0.5))
+    files = [paths[0], paths[1], decimals]
+    err = refused(capsys, "fedpc", files)
+    assert "client 2 (decimals.csv) column 'D' holds decimal numbers (dtype float64)" in err
+    assert "for continuous data use --test fisherz" in err
+    with pytest.raises(InputError, match=r"for continuous data use test='fisherz'"):
+        run_method("fedpc", [*frames[:2], frames[2].assign(D=frames[2]["D"] + 0.5)])
+    err = refused(capsys, "fedci-pc", files)  # integers here, decimals there: two model kinds
+    assert (
+        "client 2 (decimals.csv) column 'D' holds decimal numbers but clients 0 (site0.csv)" in err
+    )
+    assert "or declare the variable kinds with --schema FILE" in err
+    err = refused(capsys, "pc-vote", files)
+    assert "use a method for continuous or mixed data (--method fedpc with --test fisherz" in err
+
+
+def test_sep_and_keep_index_are_recorded_for_a_rerun(capsys, tmp_path, sites):
+    frames, _, write = sites
+    files = [write(f"pipe{k}.csv", f.iloc[:100], sep="|", index=True) for k, f in enumerate(frames)]
+    out_file = str(tmp_path / "kept.json")
+    code, out, err = run_cli(
+        capsys, "fedpc", files, "--sep", "|", "--keep-index", "--out", out_file
+    )
+    assert code == 0 and "over 7 nodes" in out, out + err  # the kept index is a variable
+    recorded = Result.load(out_file)
+    assert (recorded.config["data"]["sep"], recorded.config["data"]["keep_index"]) == ("|", True)
+    assert main(["run", "--config", out_file, "--backend", "inprocess"]) == 0
+    assert "over 7 nodes" in capsys.readouterr().out
+    from fedcausal_flwr.data.partition import from_csv_files
+
+    assert from_csv_files(files, sep="|", keep_index=True).schema.names[0] == "index"
+    code = main(["run", "--method", "fedpc", "--network", "asia", "--sep", ";"])
+    assert code == 2 and "--sep ';': only for data read from files" in capsys.readouterr().err
+
+
+def test_the_check_runs_before_any_backend_starts(monkeypatch, sites):
+    """A Ray run with bad input fails at once: the API checks the frames before it starts one."""
+    import fedcausal_flwr.api as api
+
+    frames, paths, _ = sites
+
+    def no_backend(*args, **kwargs):
+        raise AssertionError("a backend was started")
+
+    monkeypatch.setattr(api, "run_method", no_backend)
+    bad = [*frames[:2], frames[2].assign(A=frames[2]["A"].map({0: "no", 1: "yes"}))]
+    with pytest.raises(InputError, match="client 2 column 'A' holds text"):
+        api.run("fedpc", data=bad, backend="ray")
+    with pytest.raises(InputError, match="fedecd combines the clients' own results"):
+        api.execute("fedecd", {"backend": "ray"}, {}, files=paths[:1])
+
+
+def test_the_server_checks_the_hello_reports_too(sites):
+    """A door that skips the API's check (a deployment: each site reads its own file) is
+    protected by the same check on the hello reports, before the method's first step."""
+    frames, _, _ = sites
+    bad = [*frames[:2], frames[2].assign(A=frames[2]["A"].map({0: "no", 1: "yes"}))]
+    with pytest.raises(InputError, match="client 2 column 'A' holds text") as caught:
+        run_method("fedpc-vote", bad, door="config")
+    assert caught.value.client == 2 and caught.value.column == "A"
+    with pytest.raises(InputError, match="use method=local .* or method=pooled"):
+        run_method("fedpc-vote", frames[:1], door="config")
+
+
+def test_a_supernode_reads_its_file_with_the_same_reader(tmp_path, sites):
+    from fedcausal_flwr.federation import app as flwr_app
+
+    frames, _, write = sites
+    semi = write("semi-site.csv", frames[0], sep=";")
+    pd.testing.assert_frame_equal(flwr_app.read_site_csv(semi, client=3), frames[0])
+    pd.testing.assert_frame_equal(flwr_app.read_site_csv(semi, ";", client=3), frames[0])
+    indexed = write("indexed-site.csv", frames[0], index=True)
+    with pytest.raises(InputError, match=r"client 3 \(indexed-site.csv\).*data-keep-index=true"):
+        flwr_app.read_site_csv(indexed, client=3)
+    kept = flwr_app.read_site_csv(indexed, keep_index=True, client=3)
+    assert list(kept.columns) == ["index", *frames[0].columns]
+
+
+# =============================================================== the reader
+def write_text(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "text,sep,columns",
+    [
+        ("A,B,C\n1,2,3\n4,5,6\n", ",", ["A", "B", "C"]),
+        ("A;B;C\n1;2;3\n", ";", ["A", "B", "C"]),
+        ("A\tB\n1\t2\n", "\t", ["A", "B"]),
+        ("A|B\n1|2\n", "|", ["A", "B"]),
+        ("A  B   C\n1 2  3\n", "whitespace", ["A", "B", "C"]),
+        ("A;B,C\n1;2,3\n", ",", ["A;B", "C"]),  # both split evenly: the earlier one wins
+        ('name,x\n"a;b",1\n"c;d",2\n', ",", ["name", "x"]),  # quotes respected
+    ],
+)
+def test_the_delimiter_is_sniffed_by_one_rule(tmp_path, text, sep, columns):
+    lines = text.splitlines()
+    assert sniff_delimiter(lines) == sep
+    assert list(read_client_csv(write_text(tmp_path, "f.csv", text), 0).columns) == columns
+
+
+def test_the_sniffer_prefers_by_order_and_needs_two_equal_fields():
+    assert DELIMITERS == (",", ";", "\t", "|", "whitespace")
+    assert sniff_delimiter(["A", "1"]) is None  # one field only
+    assert sniff_delimiter(["A,B", "1,2,3"]) is None  # the header and a line disagree
+    assert [parse_sep(s) for s in (None, ";", "\\t", "\t", "tab", " ", "whitespace")] == [
+        None,
+        ";",
+        "\t",
+        "\t",
+        "\t",
+        "whitespace",
+        "whitespace",
+    ]
+    with pytest.raises(ValueError, match="give one character"):
+        parse_sep(";;")
+
+
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("0,1,1\n1,0,1\n", "seems to lack a header row: its first line ('0', '1', '1') holds"),
+        ("A\n1\n2\n", "has a single column: none of ',', ';', tab, '|' or whitespace splits"),
+        ("A,B,\n1,2,\n", "has columns without a name (column 3 of the header)"),
+        (",A,B\n5,1,2\n7,3,4\n", "has a first column without a name; name every column"),
+        ("A,B,A\n1,2,3\n", "has repeated column names ['A'] in its header"),
+        ("A,B\n", "has a header but no data rows"),
+        ("A,B\n1,2\n3,\n", "column 'B' has a missing value in data row 1 (line 3 of the file"),
+        ("A,B\n1,2\n1,2,3\n", "has rows of different lengths: with the separator ',' the header"),
+        ("index,A\n1,5\n2,6\n3,7\n", "column 'index' looks like a saved row index (values 1..3"),
+        ("Unnamed: 0,A\n0,5\n1,6\n", "column 'Unnamed: 0' looks like a saved row index"),
+        ("   \n\n", "is an empty file"),
+    ],
+)
+def test_the_reader_refuses_what_pandas_would_turn_into_data(tmp_path, text, problem):
+    path = write_text(tmp_path, "site.csv", text)
+    with pytest.raises(InputError, match="^client 4 \\(site.csv\\) ") as caught:
+        read_client_csv(path, 4)
+    assert problem in str(caught.value)
+    assert caught.value.client == 4 and caught.value.file == "site.csv"
+
+
+def test_an_index_column_is_kept_on_request_and_data_like_one_is_data(tmp_path):
+    counted = write_text(tmp_path, "counted.csv", "index,A\n0,5\n1,6\n2,7\n")
+    kept = read_client_csv(counted, 0, keep_index=True)
+    assert list(kept.columns) == ["index", "A"] and kept["index"].tolist() == [0, 1, 2]
+    unnamed = write_text(tmp_path, "unnamed.csv", ",A\n0,5\n1,6\n")
+    assert list(read_client_csv(unnamed, 0, keep_index=True).columns) == ["index", "A"]
+    data = write_text(tmp_path, "data.csv", "index,A\n3,5\n1,6\n2,7\n")  # not 0..n-1: a variable
+    assert list(read_client_csv(data, 0).columns) == ["index", "A"]
+
+
+def test_the_reader_refuses_files_that_are_not_text(tmp_path):
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("A,B\ncaf\xe9,1\n".encode("latin-1"))
+    with pytest.raises(
+        InputError,
+        match=r"client 0 \(latin.csv\) is not a text CSV file \(byte "
+        r"0xe9 at byte 7 is not UTF-8\); save it as UTF-8 text",
+    ):
+        read_client_csv(latin, 0)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbfA,B\n1,2\n")
+    assert list(read_client_csv(bom, 0).columns) == ["A", "B"]
+
+
+def test_a_given_separator_that_does_not_split_the_header_is_an_error(tmp_path):
+    path = write_text(tmp_path, "s.csv", "A;B\n1;2\n")
+    assert read_client_csv(path, 0, sep=";").shape == (1, 2)
+    with pytest.raises(
+        InputError,
+        match=r"with the separator '\|' \(its lines split on ';'\); "
+        r"give the file's separator with sep=';'",
+    ):
+        read_client_csv(path, 0, sep="|")
+
+
+# =============================================================== the cross-client check
+def reports(*frames: pd.DataFrame) -> dict:
+    return {k: client_info_of(f, k, 1000) for k, f in enumerate(frames)}
+
+
+def test_the_hello_report_is_the_one_the_check_reads():
+    from fedcausal_flwr.clients.base import ProtocolClient
+
+    frame = pd.DataFrame({"a": [1, 1, 2], "x": [0.5, 0.5, 0.5], "t": ["u", "v", "u"]})
+    _, meta = ProtocolClient(3, frame).answer("hello", {"max_levels": 1000}, [])
+    assert meta == frame_report(frame, 3, 1000)
+    assert meta["constant"] == {"x": 0.5} and meta["levels"]["x"] is None
+    repeated = pd.DataFrame([[1, 2]], columns=["a", "a"])
+    assert frame_report(repeated, 0, 10)["columns"] == ["a", "a"]  # reported, not merged
+
+
+def test_value_types_come_from_dtypes_and_levels():
+    assert [
+        value_type(d, lv)
+        for d, lv in [
+            ("int64", [0, 1]),
+            ("float64", None),
+            ("bool", [False, True]),
+            ("object", ["a"]),
+            ("str", None),
+            ("category", [1, 2]),
+            ("object", [1, "a"]),
+            ("object", [1, 2.5]),
+        ]
+    ] == ["integer", "float", "boolean", "text", "text", "integer", "mixed", "float"]
+
+
+def test_the_checks_run_in_order_and_name_client_and_column():
+    good = pd.DataFrame({"a": [0, 1, 0, 1], "b": ["x", "y", "y", "x"]})
+    discrete = InputNeeds(values="discrete", local_tests=True, test="chi2")
+
+    def fails(*frames, needs=discrete, **kwargs):
+        with pytest.raises(InputError) as caught:
+            check_client_inputs(reports(*frames), needs, method="m", **kwargs)
+        return caught.value
+
+    check_client_inputs(reports(good, good), discrete, method="m", min_sites=2)
+    assert "needs at least 3 clients, but 2 were given" in str(fails(good, good, min_sites=3))
+    assert str(fails(good, good.iloc[:0])) == "client 1 has no data rows"
+    assert "has only 1 row" in str(fails(good, good.iloc[:1]))
+    check_client_inputs(reports(good, good.iloc[:1]), InputNeeds(values="discrete"), method="m")
+    assert "(lacking: ['b'])" in str(fails(good, good[["a"]]))
+    check_client_inputs(reports(good, good[["b", "a"]]), discrete, method="m")  # any order
+    holes = good.assign(b=["x", None, "y", "x"])
+    err = fails(good, holes)
+    assert str(err).startswith("client 1 column 'b' has 1 missing value; m needs complete data")
+    assert (err.client, err.column) == (1, "b")
+    assert "holds a mix of text and numbers" in str(fails(good.assign(b=[1, "y", "x", 2])))
+    numeric = InputNeeds(values="numeric", test="Fisher-z")
+    assert "but m's Fisher-z test needs numbers" in str(fails(good, needs=numeric))
+    floats = good.assign(a=[0.0, 1.0, 0.0, 1.0])
+    check_client_inputs(reports(good[["a"]], floats[["a"]]), numeric, method="m")  # numbers agree
+    err = fails(good, floats, good, needs=InputNeeds(values="mixed"))
+    assert str(err).startswith("client 1 column 'a' holds decimal numbers but clients 0, 2 hold")
+
+
+def test_constant_columns_are_judged_over_all_clients():
+    needs = InputNeeds(values="any")
+    half = pd.DataFrame({"a": [1, 1], "x": [0.5, 0.5]})
+    other = pd.DataFrame({"a": [2, 2], "x": [1.5, 1.5]})
+    check_client_inputs(reports(half, other), needs, method="m")  # each constant, not overall
+    with pytest.raises(InputError, match=r"^column 'x' is constant \(0.5\) over all clients"):
+        check_client_inputs(reports(half, half.assign(a=[1, 2])), needs, method="m")
+    check_client_inputs(reports(half, half), InputNeeds(varying=False), method="m")
+    categories = half.assign(a=pd.Categorical([1, 1], categories=[1, 2]))  # declared levels
+    check_client_inputs(reports(categories[["a"]]), needs, method="m")
+
+
+def test_input_errors_render_for_each_door_and_survive_pickling():
+    fix = Fix("use {} or {}", (("test", "fisherz"), ("keep_index", True)))
+    err = InputError("holds decimal numbers", client=2, file="c.csv", column="x", fix=fix)
+    assert str(err) == (
+        "client 2 (c.csv) column 'x' holds decimal numbers; use test='fisherz' or keep_index=True"
+    )
+    assert err.render("cli").endswith("use --test fisherz or --keep-index")
+    assert err.render("config").endswith("use test=fisherz or data-keep-index=true")
+    assert str(err.in_door("cli")) == err.render("cli") and err.args == (err.render("cli"),)
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) and again.client == 2 and again.column == "x"
+    assert [client_label(2), client_label(2, "c.csv"), client_label(None, "all.csv")] == [
+        "client 2",
+        "client 2 (c.csv)",
+        "file all.csv",
+    ]
+    assert Fix("give {}", (("sep", "\t"),)).render("cli") == "give --sep '\\t'"
