@@ -286,7 +286,8 @@ class FedC2SLStrategy(ProtocolStrategy):
             f"needs more than {err.k + 3}"
         )
         if err.n < 4:
-            return InputError(problem, fix="give at least 4 rows", door=self.door)
+            fix = Fix("give at least 4 rows, or discretise the columns for {}", (("test", "chi2"),))
+            return InputError(problem, fix=fix, door=self.door)
         deepest = (("max_depth", err.n - 4),)
         fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
         return InputError(problem, fix=fix, door=self.door)

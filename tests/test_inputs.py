@@ -283,6 +283,16 @@ def test_messages_name_options_as_the_door_spells_them(capsys, sites):
     assert "use a method for continuous or mixed data (--method fedpc with --test fisherz" in err
 
 
+def test_too_few_rows_for_fisher_z_names_the_option_that_helps(capsys, tmp_path):
+    """Found by the fuzz test: three pooled rows cannot carry any Fisher-z test, and the message
+    named no option a user could change."""
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("A,B,C\n0.1,0.5,1.2\n0.7,0.2,0.4\n1.5,0.9,0.3\n")
+    err = refused(capsys, "fedpc", [str(tiny)], "--test", "fisherz")
+    assert "the clients hold 3 rows in all" in err
+    assert err.endswith("give at least 4 rows, or discretise the columns for --test chi2")
+
+
 def test_sep_and_keep_index_are_recorded_for_a_rerun(capsys, tmp_path, sites):
     frames, _, write = sites
     files = [write(f"pipe{k}.csv", f.iloc[:100], sep="|", index=True) for k, f in enumerate(frames)]
@@ -401,6 +411,8 @@ def test_the_sniffer_prefers_by_order_and_needs_two_equal_fields():
         ("index,A\n1,5\n2,6\n3,7\n", "column 'index' looks like a saved row index (values 1..3"),
         ("Unnamed: 0,A\n0,5\n1,6\n", "column 'Unnamed: 0' looks like a saved row index"),
         ("   \n\n", "is an empty file"),
+        # found by the fuzz test: a text-coded file without its header row
+        ("no,low\nyes,high\nno,low\n", "seems to lack a header row: its first line ('no', 'low')"),
     ],
 )
 def test_the_reader_refuses_what_pandas_would_turn_into_data(tmp_path, text, problem):

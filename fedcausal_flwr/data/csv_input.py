@@ -10,8 +10,9 @@ these with an :class:`~fedcausal_flwr.data.inputs.InputError` naming the client 
 * the delimiter is the one given, or sniffed: among ``,`` ``;`` tab ``|`` and whitespace (in
   this order of preference), the first that splits the header and the first
   :data:`SNIFFED_LINES` data lines into the same number (at least two) of fields;
-* the header is a row of names: not numbers only (a file without a header), none empty, none
-  repeated (read here from the header itself, since pandas renames repeats);
+* the header is a row of names: not numbers only and not a row whose every field is a value of
+  its column (a file without a header), none empty, none repeated (read here from the header
+  itself, since pandas renames repeats);
 * no index-like first column: one named ``''``, ``Unnamed: 0`` or ``index`` whose values are
   ``0..n-1`` or ``1..n`` is a saved row index, unless ``keep_index`` keeps it as a variable
   (named ``index`` if its header field is empty);
@@ -166,6 +167,7 @@ def read_client_csv(
     if len(lines) == 1:
         raise source.error("has a header but no data rows")
     frame = _parse(source, text, sep, header, dtype)
+    _check_header_is_not_data(source, frame, header)
     if header[0].lower() in INDEX_NAMES:
         _check_index(source, frame, header[0], keep_index)
     _check_missing(source, frame)
@@ -221,6 +223,24 @@ def _check_header(source: _File, header: list[str]) -> None:
             f"has repeated column names {repeated} in its header",
             "give every column its own name",
         )
+
+
+def _check_header_is_not_data(source: _File, frame: pd.DataFrame, header: list[str]) -> None:
+    """A file without a header gives its first data row as names: refuse a first line each of
+    whose fields is a value of its column (a number over numbers, or a value found below)."""
+    if not all(header):
+        return
+    for position, name in enumerate(header):
+        values = frame.iloc[:, position]
+        if _is_number(name) and pd.api.types.is_numeric_dtype(values.dtype):
+            continue
+        if name not in set(values.astype(str).str.strip()):
+            return
+    raise source.error(
+        f"seems to lack a header row: its first line ({shown_values(header)}) looks like a data "
+        "row (each field is a value of its column)",
+        "add a first line with the column names",
+    )
 
 
 def _parse(
