@@ -9,23 +9,36 @@ stratum margins, their projected residuals, or its data moments.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
 from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
+from fedcausal_flwr.protocols.fedc2sl import (
+    MARGINS,
+    MOMENTS,
+    SKETCH,
+    SKETCH_SCALE,
+    SPARSE_TABLES,
+    TABLES,
+)
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
     TableLayout,
+    TableTooLargeError,
     local_tables,
     make_layout,
+    sparse_local_tables,
     table_marginals,
 )
 from fedcausal_flwr.stats.gaussian import local_moments
 from fedcausal_flwr.stats.sketch import client_sketch
+
+T = TypeVar("T")
 
 
 def encode_columns(
@@ -69,19 +82,53 @@ class FedC2SLClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
     def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:
+        codes, cards, layout = self._layout(payload, arrays, sparse=False)
+        return self._refusing(
+            local_tables, codes, cards, layout, variables=payload["variables"], client=self.label
+        )
+
+    def _layout(
+        self, payload: dict, arrays: list[np.ndarray], *, sparse: bool
+    ) -> tuple[np.ndarray, list[int], TableLayout]:
         variables = payload["variables"]
         codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
         cards = [len(payload["levels"][v]) for v in variables]
-        max_cells = int(payload.get("max_cells", DEFAULT_MAX_CELLS))
-        layout = make_layout(decode_queries(arrays[0]), cards, max_cells, normalised=True)
-        return local_tables(
-            codes, cards, layout, variables=variables, client=f"client {self.partition_id}"
-        )
+        max_cells = None if sparse else int(payload.get("max_cells", DEFAULT_MAX_CELLS))
+        queries = decode_queries(arrays[0])
+        layout = self._refusing(make_layout, queries, cards, max_cells, normalised=True)
+        return codes, cards, layout
+
+    @property
+    def label(self) -> str:
+        return f"client {self.partition_id}"
+
+    def _refusing(self, count: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a counting step; a table it cannot count is a refusal with its cause (the run
+        stops with it), never a dropout."""
+        try:
+            return count(*args, **kwargs)
+        except (TableTooLargeError, ValueError, MemoryError) as err:
+            raise ProtocolError(self.partition_id, f"cannot count the tables: {err}") from None
 
     @action(TABLES)
     def tables(self, payload: dict, arrays: list[np.ndarray]):
         vector, _ = self._tables(payload, arrays)
         return [vector], {}
+
+    @action(SPARSE_TABLES)
+    def sparse_tables(self, payload: dict, arrays: list[np.ndarray]):
+        """The nonzero cells of the batch's tables (flat index, count): for batches whose dense
+        tables would be larger than the data (the server merges them)."""
+        codes, cards, layout = self._layout(payload, arrays, sparse=True)
+        indices, counts = self._refusing(
+            sparse_local_tables,
+            codes,
+            cards,
+            layout,
+            variables=payload["variables"],
+            client=self.label,
+        )
+        return [indices, counts], {}
 
     @action(MARGINS)
     def margins(self, payload: dict, arrays: list[np.ndarray]):

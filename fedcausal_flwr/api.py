@@ -183,8 +183,8 @@ def execute(
     )
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label
-    if dag is not None and result.graph is not None:
-        result.metrics.update(score_graph(result, dag))
+    if dag is not None and (result.graph is not None or spec.score is not None):
+        result.metrics.update(score_graph(result, dag))  # a score hook needs no single graph
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     return result
 

@@ -1,5 +1,5 @@
-"""Command line: ``fedcausal-flwr run | networks | methods | compare | experiment | citest``; a thin
-wrapper over the Python API."""
+"""Command line: ``fedcausal-flwr run | networks | methods | compare | experiment | citest |
+federation``; a thin wrapper over the Python API."""
 
 from __future__ import annotations
 
@@ -521,6 +521,13 @@ def _citest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _federation(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.federation.localhost import federation_command
+
+    return federation_command(args, DEFAULT_RUN_CONFIG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="fedcausal-flwr", description=__doc__)
@@ -542,12 +549,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_compare(sub)
     _add_experiment(sub)
     _add_citest(sub)
+    from fedcausal_flwr.federation.localhost import add_federation_parser
+
+    add_federation_parser(sub)
     handlers = {
         "networks": _networks,
         "methods": _methods,
         "compare": _compare,
         "experiment": _experiment,
         "citest": _citest,
+        "federation": _federation,
     }
     try:
         if argv and argv[0] == "run":  # its flags depend on the method: parsed in two steps

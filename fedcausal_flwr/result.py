@@ -101,7 +101,12 @@ class Result:
     metrics : dict
         Scores against a ground truth, when one was given.
     rounds, bytes_up, bytes_down, wall_s
-        Flower rounds, bytes the clients sent and received, seconds.
+        Flower rounds, payload bytes the clients sent and received (the method's messages; a
+        securely summed reply is charged the size of the vector it contributes), seconds.
+    secagg_bytes_up, secagg_bytes_down, secagg
+        SecAgg+ protocol bytes of secure rounds, apart from the payload: public keys, encrypted
+        key shares, masked vectors, unmasking shares (totals, and one entry per round and stage
+        with ``per_client`` bytes).
     dropped_clients : list of dict
         ``client``, ``node``, ``round``, ``action`` and ``reason`` of every dropout.
     ledger : list of dict
@@ -129,6 +134,9 @@ class Result:
     log: list[dict] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     bytes_per_client: dict[int, dict[str, int]] = field(default_factory=dict)
+    secagg_bytes_up: int = 0
+    secagg_bytes_down: int = 0
+    secagg: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """A JSON-native dict (graph as ``Graph.to_json()``, numpy values converted)."""
@@ -151,6 +159,9 @@ class Result:
                 str(k): {kk: int(vv) for kk, vv in v.items()}
                 for k, v in sorted(self.bytes_per_client.items())
             },
+            "secagg_bytes_up": int(self.secagg_bytes_up),
+            "secagg_bytes_down": int(self.secagg_bytes_down),
+            "secagg": _plain(self.secagg),
         }
 
     @classmethod
@@ -176,6 +187,12 @@ class Result:
             log=list(obj.get("log", [])),
             extra=obj.get("extra", {}),
             bytes_per_client={int(k): dict(v) for k, v in obj.get("bytes_per_client", {}).items()},
+            secagg_bytes_up=int(obj.get("secagg_bytes_up", 0)),
+            secagg_bytes_down=int(obj.get("secagg_bytes_down", 0)),
+            secagg=[
+                {**e, "per_client": {int(k): v for k, v in e.get("per_client", {}).items()}}
+                for e in obj.get("secagg", [])
+            ],
         )
 
     def save(self, path: str | Path) -> Path:
@@ -202,6 +219,11 @@ class Result:
             f"{self.method}: {graph}; {self.rounds} rounds, "
             f"{self.bytes_up:,} B up / {self.bytes_down:,} B down, {self.wall_s:.2f} s",
         ]
+        if self.secagg_bytes_up or self.secagg_bytes_down:
+            lines.append(
+                f"SecAgg+ protocol: {self.secagg_bytes_up:,} B up / "
+                f"{self.secagg_bytes_down:,} B down"
+            )
         if self.dropped_clients:
             dropped = ", ".join(f"{d['client']}@round{d['round']}" for d in self.dropped_clients)
             lines.append(f"dropped clients: {dropped}")

@@ -21,6 +21,8 @@ BUILTIN_METHODS: dict[str, str] = {
     "lcs-pooled": "fedlcs",
     "fedci-pc": "fedci",
     "fedci-fci": "fedci",
+    "fedci-iod": "fedci_iod",
+    "iod-fisher": "fedci_iod",
     "fedcdnv": "tpss",
     "fedcdnv-vote": "tpss",
     "fci-base": "tpss",

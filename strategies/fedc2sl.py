@@ -27,21 +27,34 @@ indices; table layouts follow :func:`fedcausal_flwr.stats.contingency.make_layou
 action        payload                                     reply                           summed
 ============  ==========================================  ==============================  ========
 ``tables``    ``variables, levels`` + queries             int64 vector, all tables        yes
+``sparse_``   ``variables, levels`` + queries             int64 flat indices of the       no (*)
+``tables``                                                nonzero cells, int64 counts
 ``margins``   ``variables, levels`` + queries             int64 vector, ``n_xz, n_yz``    yes
 ``sketch``    ``variables, levels, seed, l, k`` + queries int64 vector, projected          yes
               + expected counts (float64 array)           residuals x 2**8
 ``moments``   ``variables``                               float64 ``[n, sum x, x x^T]``   no (*)
 ============  ==========================================  ==============================  ========
 
-(*) summed on the server in partition order (deterministic float sums).
+(*) summed on the server: moments in partition order (deterministic float sums), sparse tables
+merged exactly (int64).
+
+Exact mode plans each batch (:meth:`FedC2SLStrategy._plan_batch`): dense ``tables`` when they fit
+``max_cells`` and are smaller than the clients' nonzero cells, otherwise ``sparse_tables`` (never a
+dense table on either side; a secure run always sums dense tables through SecAgg+); a batch whose
+tables are over ``max_cells`` travels in several rounds, and a test over it alone is an error
+naming it. A client that cannot count a batch refuses it with the cause (the run stops), it does
+not drop out. A column with one level over all clients stays in (exact mode): each test with it
+has p = 1, so it ends isolated, with a printed note.
 
 ``empty_strata_add_dof=True`` reproduces the FedC2SL code's degrees of freedom (+1 for every empty
 stratum of a table: ``_CalculatePValue`` in the authors' ``alg/fed_cit.py``; the paper's formula,
 Sec. 4.2, is silent on empty strata: docs/choices.md, FedC2SL); the default is causal-learn's
 correct count.
 
-What the server learns (see the ledger of each result): summed tables (exact/secure), summed margins
-and sketches (sketch), or the pooled covariance (Gaussian). With ``l >= |X||Y|`` the sketch can be
+What the server learns (see the ledger of each result): summed tables (exact/secure), each
+client's nonzero table cells for a sparse batch (exact, never secure: a plain run's server adds the
+clients' dense tables itself, so it sees them too), summed margins and sketches (sketch), or the
+pooled covariance (Gaussian). With ``l >= |X||Y|`` the sketch can be
 inverted by the server, which knows the projection (the paper's Sec. 4.2 claims the projection
 hides the table "under appropriate parameters"; its l = 50, Supplementary Sec. 7.4, is not such a
 setting: docs/choices.md, FedC2SL). A client that drops out mid-run is removed; a sketch batch
@@ -50,7 +63,9 @@ then restarts from its margins so every sum in one test comes from the same clie
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,18 +74,28 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps
-from fedcausal_flwr.federation.inputs import InputNeeds
-from fedcausal_flwr.federation.messages import Reply, Request
+from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.fedc2sl import MARGINS, MOMENTS, SKETCH, SKETCH_SCALE, TABLES
+from fedcausal_flwr.protocols.fedc2sl import (
+    MARGINS,
+    MOMENTS,
+    SKETCH,
+    SKETCH_SCALE,
+    SPARSE_TABLES,
+    TABLES,
+)
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
     TableLayout,
     TableTooLargeError,
+    check_sparse_tables,
     discrete_pvalues,
     make_layout,
+    merge_sparse_tables,
+    sparse_tests,
 )
 from fedcausal_flwr.stats.gaussian import GaussianMoments, TooFewSamplesError
 from fedcausal_flwr.stats.oracle import Query
@@ -82,6 +107,16 @@ from fedcausal_flwr.strategies.base import ProtocolStrategy
 CI_MODES = ("exact", "sketch")
 TESTS = ("chi2", "g2", "fisherz")
 ALGORITHMS = ("pc", "fci")
+
+
+@dataclass
+class BatchPlan:
+    """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
+    each), and the p-values of the parts answered so far."""
+
+    sparse: bool
+    parts: list[list[int]]
+    answered: list[np.ndarray] = field(default_factory=list)
 
 
 class FedC2SLStrategy(ProtocolStrategy):
@@ -136,7 +171,9 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.runner: StepRunner | None = None
         self.moments: GaussianMoments | None = None
         self.batches: list[dict] = []
+        self.constant: list[str] = []  # single-level columns, kept as isolated nodes
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
+        self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -154,7 +191,9 @@ class FedC2SLStrategy(ProtocolStrategy):
             "for continuous data use {}" + ("" if exact else " with {}"),
             (("test", "fisherz"),) if exact else (("test", "fisherz"), ("ci", "exact")),
         )
-        return InputNeeds(values="discrete", test=self.test, value_fix=fix)
+        return InputNeeds(
+            values="discrete", test=self.test, value_fix=fix, isolates_constants=exact
+        )
 
     def _start(self) -> StepRunner:
         variables = self.variables
@@ -163,12 +202,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             # never None: the input check required discrete columns for this test
             self.levels = {v: levels[v] or [] for v in variables}
             self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
-            for v, card in zip(variables, self.cards, strict=True):
-                if card < 2:
-                    raise ValueError(
-                        f"variable {v!r} has a single level {self.levels[v]} over all clients; a "
-                        "CI test needs at least two"
-                    )
+            self.constant = note_constant_columns(self.name, self.levels, self.ci == "exact")
         if self.algorithm == "pc":
             steps = pc_steps(variables, self.alpha, self.max_depth, **self.engine_options)
         else:
@@ -187,10 +221,15 @@ class FedC2SLStrategy(ProtocolStrategy):
         if queries is None:  # the search has finished
             return None
         base = {"variables": self.variables, "levels": self.levels, "max_cells": self.max_cells}
+        if self.ci == "exact":
+            plan = self._plan or self._plan_batch(queries)
+            self._plan = plan
+            part = encode_queries([queries[i] for i in plan.parts[len(plan.answered)]])
+            if plan.sparse:
+                return Request(SPARSE_TABLES, base, arrays=[part])
+            return Request(TABLES, base, arrays=[part], secure=True)
         batch = encode_queries(queries)
         self._check_table_budget(queries)
-        if self.ci == "exact":
-            return Request(TABLES, base, arrays=[batch], secure=True)
         if self._margins is None:
             return Request(MARGINS, base, arrays=[batch], secure=True)
         self._layout = self._layout or make_layout(queries, self.cards)
@@ -202,6 +241,54 @@ class FedC2SLStrategy(ProtocolStrategy):
             "k": len(self.alive_clients),
         }
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
+
+    def _plan_batch(self, queries: list[Query]) -> BatchPlan:
+        """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
+        the dense tables are over the budget or twice the data a client holds, sparsely (nonzero
+        cells with their index, merged on the server: never a dense table). Each round holds at
+        most ``max_cells`` cells (a sparse entry counts as two); a batch over it is split into
+        several rounds, and one query over it alone is an error naming it."""
+        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
+        rows = [self.client_info[pid].n_rows for pid in self.alive_clients] or [0]
+        most_rows = max(rows)
+        dense_bytes = 8 * sum(cells)
+        sparse_bytes = 16 * sum(min(c, most_rows) for c in cells)
+        if sum(cells) <= self.max_cells:  # one round; sparse only where it is smaller
+            sparse = not self.secure_mode and sparse_bytes < dense_bytes
+            return BatchPlan(sparse=sparse, parts=[list(range(len(queries)))])
+        sparse_cost = [2 * sum(min(c, n) for n in rows) for c in cells]  # entries the server holds
+        sparse = not self.secure_mode and (
+            max(cells) > self.max_cells or sum(sparse_cost) < sum(cells)
+        )
+        cost = sparse_cost if sparse else cells
+        parts: list[list[int]] = [[]]
+        held = 0
+        for i, c in enumerate(cost):
+            if c > self.max_cells:
+                raise self._over_budget(queries[i], cells[i], c, sparse)
+            if held + c > self.max_cells and parts[-1]:
+                parts.append([])
+                held = 0
+            parts[-1].append(i)
+            held += c
+        return BatchPlan(sparse=sparse, parts=parts)
+
+    def _over_budget(self, query: Query, cells: int, cost: int, sparse: bool) -> ValueError:
+        x, y, sz = query
+        names = self.variables
+        test = f"{names[x]} _||_ {names[y]} | {[names[v] for v in sz]}"
+        depth = f"cap the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
+        how = (
+            f"even counted sparsely the clients' up to {cost // 2:,} nonzero cells of it (two "
+            "budget cells each) exceed"
+            if sparse
+            else "a secure run sums dense tables (SecAgg+), and its table exceeds"
+        )
+        return ValueError(
+            f"{self.name}: the contingency table of {test} has {cells:,} cells; {how} the "
+            f"memory budget max_cells={self.max_cells:,}: {depth}raise the budget (--max-cells "
+            f"{cost}; Python: max_cells={cost})"
+        )
 
     def _check_table_budget(self, queries: list[Query]) -> None:
         """Refuse a batch whose tables would not fit the budget, before a client counts them."""
@@ -229,34 +316,71 @@ class FedC2SLStrategy(ProtocolStrategy):
         if request.action == MOMENTS:
             self._handle_moments(replies)
             return
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
+        if request.action == TABLES or request.action == SPARSE_TABLES:
+            self._handle_tables(request, replies)
+            return
         (summed,) = replies
         vector = summed.arrays[0]
-        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         queries = self.runner.pending
         if request.action == MARGINS:
             self._margins = vector
             self._layout = make_layout(queries, self.cards)
             self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
             return
-        if request.action == TABLES:
-            layout = make_layout(queries, self.cards)
-            pvalues = discrete_pvalues(
-                vector, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
-            )
-        else:  # sketch
-            assert self._margins is not None and self._layout is not None  # from the margins reply
-            result = sketch_chi2(
-                vector.astype(np.float64) / SKETCH_SCALE,
-                self._margins,
-                self._layout,
-                self.sketch_length,
-                empty_strata_add_dof=self.empty_strata_add_dof,
-            )
-            pvalues = result.pvalue
-            self._margins, self._layout = None, None
+        assert self._margins is not None and self._layout is not None  # from the margins reply
+        result = sketch_chi2(
+            vector.astype(np.float64) / SKETCH_SCALE,
+            self._margins,
+            self._layout,
+            self.sketch_length,
+            empty_strata_add_dof=self.empty_strata_add_dof,
+        )
+        pvalues = result.pvalue
+        self._margins, self._layout = None, None
         self.batches.append({"round": self.current_round, "tests": len(queries)})
         self.annotate(batch=len(self.batches) - 1, tests=len(queries))
         self.runner.answer(pvalues)
+
+    def _handle_tables(self, request: Request, replies: list[Reply]) -> None:
+        """One part of an exact batch: dense summed tables or the clients' sparse cells."""
+        assert self.runner is not None and self.runner.pending is not None
+        assert self._plan is not None  # planned by next_request
+        plan, queries = self._plan, self.runner.pending
+        part = plan.parts[len(plan.answered)]
+        layout = make_layout([queries[i] for i in part], self.cards, max_cells=None)
+        if request.action == TABLES:
+            (summed,) = replies
+            pvalues = discrete_pvalues(
+                summed.arrays[0], layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
+            )
+        else:
+            cells = []
+            for reply in replies:
+                if len(reply.arrays) != 2:
+                    raise ClientProtocolError(
+                        f"client {reply.client} sent {len(reply.arrays)} arrays for sparse "
+                        "tables, expected 2 (indices, counts)"
+                    )
+                problem = check_sparse_tables(reply.arrays[0], reply.arrays[1], layout.total)
+                if problem:
+                    raise ClientProtocolError(f"client {reply.client} sent {problem}")
+                cells.append((reply.arrays[0], reply.arrays[1]))
+            indices, counts = merge_sparse_tables(cells)
+            pvalues = sparse_tests(
+                indices, counts, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
+            ).pvalue
+        plan.answered.append(np.asarray(pvalues, dtype=np.float64))
+        self.annotate(
+            batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
+        )
+        if len(plan.answered) < len(plan.parts):
+            return
+        self._plan = None
+        self.batches.append(
+            {"round": self.current_round, "tests": len(queries), "rounds": len(plan.parts)}
+        )
+        self.runner.answer(np.concatenate(plan.answered))
 
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)
@@ -293,9 +417,16 @@ class FedC2SLStrategy(ProtocolStrategy):
         return InputError(problem, fix=fix, door=self.door)
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
-        # A sketch batch restarts from its margins with the survivors; tables are re-asked as is.
-        if self.ci == "sketch" and self.runner is not None and not self.runner.done:
+        # A sketch batch restarts from its margins with the survivors, a batch counted in parts
+        # from its first part (every sum of one batch comes from the same clients); a one-part
+        # batch of tables is re-asked as is.
+        if self.runner is None or self.runner.done:
+            return
+        if self.ci == "sketch":
             self._margins, self._layout = None, None
+            self.retract_request()
+        elif self._plan is not None and self._plan.answered:
+            self._plan = None
             self.retract_request()
 
     def _sketch_seed(self) -> int:
@@ -311,6 +442,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             "variables": list(result.graph.names),
             "levels": [lv["level"] for lv in skeleton.levels],
             "pc_levels": len(skeleton.levels),
+            "constant_columns": list(self.constant),
             "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
             "batches": self.batches,
             "sepsets": {
@@ -372,7 +504,7 @@ def _options(algorithm: str) -> OptionSet:
             ),
             *engine,
         ),
-        checks=(shared.fisherz_needs_exact, shared.sketch_needs_chi2),
+        checks=(shared.fisherz_needs_exact, shared.sketch_needs_chi2, shared.pc_engine_problem),
     )
 
 

@@ -486,7 +486,8 @@ def _options(algorithm: str) -> OptionSet:
                 maximum=8,
             ),  # fmt: skip
             *engine,
-        )
+        ),
+        checks=(shared.pc_engine_problem,),
     )
 
 

@@ -146,15 +146,69 @@ def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def pc_engine() -> tuple[Option, ...]:
+    """PC's orientation options, with causal-learn 0.1.4.8's codes and meanings."""
+    return (
+        collider_rule(),
+        Option(
+            "uc_rule",
+            "int",
+            0,
+            "causal-learn's uc_rule: 0 separating sets (collider_rule decides), 1 maxP, "
+            "2 definiteMaxP (1 and 2 ask the p-values of every candidate separating set of the "
+            "unshielded triples: one more round; capped at max_depth variables if set)",
+            minimum=0,
+            maximum=2,
+        ),
+        Option(
+            "uc_priority",
+            "int",
+            2,
+            "causal-learn's uc_priority for conflicting colliders: 0 overwrite, 1 bi-directed, "
+            "2 existing first, 3 stronger first, 4 stronger* first, -1 the uc_rule's own default "
+            "(3; 4 for uc_rule 2); 3 and 4 ask one more round of tests",
+            minimum=-1,
+            maximum=4,
+        ),
+        Option(
+            "stable",
+            "bool",
+            True,
+            "PC-stable skeleton; false: causal-learn's order-dependent skeleton (nodes in column "
+            "order on the live graph: the result depends on the column order; same rounds)",
+        ),
+    )
+
+
+def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
+    """Cross-option rule of PC's orientation: causal-learn's pairs only."""
+    if "uc_rule" not in values:
+        return None
+    rule, priority = values["uc_rule"], values["uc_priority"]
+    if rule != 0 and values["collider_rule"] != "causallearn":
+        return (
+            f"{say('uc_rule', rule, door)} decides colliders by p-values, not by separating "
+            f"sets: it takes {say('collider_rule', 'causallearn', door)}"
+        )
+    if rule == 2 and priority in (0, 1):
+        return (
+            f"{say('uc_rule', 2, door)} (definiteMaxP) takes uc_priority -1, 2, 3 or 4, not "
+            f"{say('uc_priority', priority, door)} (causal-learn's definite_maxp has no "
+            "overwrite or bi-directed policy)"
+        )
+    return None
+
+
 def search_engine(algorithm: str) -> tuple[Option, ...]:
-    """The server-side search's options: PC's collider rule, or FCI's engine."""
-    return (collider_rule(),) if algorithm == "pc" else fci_engine()
+    """The server-side search's options: PC's orientation, or FCI's engine."""
+    return pc_engine() if algorithm == "pc" else fci_engine()
 
 
 def search_engine_options(algorithm: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The search engine keywords of resolved options (see :func:`search_engine`)."""
     if algorithm == "pc":
-        return {"collider_rule": values["collider_rule"]}
+        keys = ("collider_rule", "uc_rule", "uc_priority", "stable")
+        return {key: values[key] for key in keys}
     return fci_engine_options(values)
 
 

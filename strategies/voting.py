@@ -66,7 +66,7 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
@@ -157,6 +157,26 @@ VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"})
 LOCAL_OPTIONS = VOTING_OPTIONS.extend(ALGORITHM)
 
 
+def _for_search(option: Option, algorithm: str) -> Option:
+    return replace(option, requires=("algorithm", (algorithm,)))
+
+
+#: ``pooled`` stands in for FedPC / FedFCI: it takes their search engines' options (each only
+#: with its algorithm) and their dof rule, with the same defaults and checks.
+POOLED_OPTIONS = LOCAL_OPTIONS.extend(
+    *(_for_search(o, "pc") for o in shared.search_engine("pc")),
+    *(_for_search(o, "fci") for o in shared.search_engine("fci")),
+    Option(
+        "empty_strata_add_dof",
+        "bool",
+        False,
+        "add one degree of freedom per empty stratum, as the FedC2SL code does "
+        "(default: causal-learn's count)",
+    ),
+    checks=(shared.pc_engine_problem,),
+)
+
+
 class DiscreteMethodStrategy(ProtocolStrategy):
     """Common set-up: options, global level sets and cardinalities; discrete data (checked
     after hello by the input check, as :attr:`needs` declares)."""
@@ -187,6 +207,7 @@ class DiscreteMethodStrategy(ProtocolStrategy):
         self.reliability = None if not reliability else float(reliability)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
+        self.constant: list[str] = []
 
     def input_needs(self) -> InputNeeds:
         return replace(self.needs, test=self.test)
@@ -201,8 +222,10 @@ class DiscreteMethodStrategy(ProtocolStrategy):
         # never None: the input check required every column to be discrete
         self.levels = {v: levels[v] or [] for v in self.variables}
         self.cards = np.array([len(self.levels[v]) for v in self.variables], dtype=np.int64)
+        if self.needs.isolates_constants:
+            self.constant = note_constant_columns(self.name, self.levels, allowed=True)
         for v, card in zip(self.variables, self.cards, strict=True):
-            if card < 2:
+            if card < 2 and not self.needs.isolates_constants:
                 raise ValueError(
                     f"variable {v!r} has a single level {self.levels[v]} over all clients; a "
                     "CI test needs at least two"
@@ -317,6 +340,7 @@ def pooled_oracle(
     test: str,
     rows: dict[int, int],
     reliability: float | None = None,
+    empty_strata_add_dof: bool = False,
 ) -> DiscreteOracle:
     """A centralised oracle over the clients' raw encoded rows (``raw_data`` replies, in partition
     order); ``rows`` gets each client's row count."""
@@ -331,7 +355,12 @@ def pooled_oracle(
         parts.append(codes.astype(np.int64))
         rows[reply.client] = int(codes.shape[0])
     return DiscreteOracle(
-        np.concatenate(parts), cards, variables, test=test, reliability=reliability
+        np.concatenate(parts),
+        cards,
+        variables,
+        test=test,
+        reliability=reliability,
+        empty_strata_add_dof=empty_strata_add_dof,
     )
 
 
@@ -430,13 +459,22 @@ class PooledStrategy(DiscreteMethodStrategy):
     """Centralised reference: raw data to the server, PC/FCI on the union. NOT private."""
 
     name = "pooled"
-    needs = InputNeeds(values="discrete")  # the server tests the pooled rows: any client size
+    #: the server tests the pooled rows: any client size; a single-level column is isolated
+    needs = InputNeeds(values="discrete", isolates_constants=True)
 
-    def __init__(self, algorithm: str = "pc", **common: Any):
+    def __init__(
+        self,
+        algorithm: str = "pc",
+        engine_options: Mapping[str, Any] | None = None,
+        empty_strata_add_dof: bool = False,
+        **common: Any,
+    ):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         super().__init__(**common)
         self.algorithm = algorithm
+        self.engine_options = dict(engine_options or {})
+        self.empty_strata_add_dof = bool(empty_strata_add_dof)
         self.result: PCResult | FCIResult | None = None
         self.rows: dict[int, int] = {}
 
@@ -449,10 +487,16 @@ class PooledStrategy(DiscreteMethodStrategy):
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(
-            replies, self.variables, self.cards, self.test, self.rows, self.reliability
+            replies,
+            self.variables,
+            self.cards,
+            self.test,
+            self.rows,
+            self.reliability,
+            self.empty_strata_add_dof,
         )
         search = pc if self.algorithm == "pc" else fci
-        self.result = search(oracle, self.alpha, max_depth=self.max_depth)
+        self.result = search(oracle, self.alpha, max_depth=self.max_depth, **self.engine_options)
         self.annotate(rows=int(sum(self.rows.values())))
 
     def result_payload(self) -> dict:
@@ -463,6 +507,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             "reference": "centralised: clients sent raw data (not private)",
             "rows": {str(c): n for c, n in sorted(self.rows.items())},
             "tests": self.result.n_tests,
+            "constant_columns": list(self.constant),
         }
 
 
@@ -488,11 +533,17 @@ def make_local(options: Mapping[str, Any]) -> LocalStrategy:
     return LocalStrategy(values["algorithm"], **common_values(values))
 
 
-@documented_by(LOCAL_OPTIONS)
+@documented_by(POOLED_OPTIONS)
 def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
-    """``pooled`` from its options."""
-    values = LOCAL_OPTIONS.resolve(options, owner="method 'pooled'")
-    return PooledStrategy(values["algorithm"], **common_values(values))
+    """``pooled`` from its options (the search engine's options of its algorithm)."""
+    values = POOLED_OPTIONS.resolve(options, owner="method 'pooled'")
+    algorithm = values["algorithm"]
+    return PooledStrategy(
+        algorithm,
+        engine_options=shared.search_engine_options(algorithm, values),
+        empty_strata_add_dof=values["empty_strata_add_dof"],
+        **common_values(values),
+    )
 
 
 def make_client(partition_id, data, options):
@@ -552,7 +603,7 @@ register_method(
     "pooled",
     make_pooled,
     make_client,
-    options=LOCAL_OPTIONS,
+    options=POOLED_OPTIONS,
     paper="upper bound",
     description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",
 )

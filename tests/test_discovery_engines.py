@@ -219,9 +219,13 @@ def test_bad_input_is_named():
     names = padded_names(data.shape[1])
     cards = data.max(axis=0) + 1
     one_level = cards.copy()
-    one_level[2] = 1
+    one_level[2] = 1  # a constant column: allowed, every test with it has p = 1 (causal-learn's)
+    constant = DiscreteOracle(np.where(np.arange(11) == 2, 0, data), one_level, names)
+    assert constant.test(2, 0, ()) == 1.0 and constant.test(2, 5, (0, 1)) == 1.0
+    no_level = cards.copy()
+    no_level[2] = 0
     with pytest.raises(ValueError, match=names[2]):
-        DiscreteOracle(np.where(np.arange(11) == 2, 0, data), one_level, names)
+        DiscreteOracle(np.where(np.arange(11) == 2, 0, data), no_level, names)
     with pytest.raises(ValueError, match=names[4]):
         DiscreteOracle(data + np.where(np.arange(11) == 4, 0.5, 0.0), cards, names)
     oracle = DiscreteOracle(data, cards, names)

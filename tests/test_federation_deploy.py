@@ -1,7 +1,13 @@
-"""A real deployment on 127.0.0.1: SuperLink + 3 SuperNodes (one CSV each) + ``flwr run`` (FedPC,
-then FedLCS with its method options through ``--run-config``, then FedPC again with one SuperNode
-killed after the hello round: a real dropout), and ``flwr run .`` on Flower's default local
-simulation.
+"""A real deployment on 127.0.0.1: SuperLink + 3 SuperNodes (one CSV each) + ``flwr run``.
+
+The tuned set-up (``fedcausal-supernode --isolation process`` + ``fedcausal-executor`` per site,
+which keeps these tests fast) runs FedPC, then FedLCS with its method options through
+``--run-config``, then FedPC again with one site killed after the hello round (a real dropout);
+the stock set-up (the README's ``flower-supernode`` commands) runs FedPC once; both give the
+in-process result. ``flwr run .`` runs on Flower's default local simulation. Every process started
+(and everything it starts) has Flower's update check and runtime dependency installation off.
+The tuned SuperNode refuses a Flower whose loop it was not written for, and the warm executor
+runs each task in a forked child.
 
 The SuperLink/SuperNode subprocesses import the installed package; the FAB built from this repo's
 pyproject.toml carries only the app manifest (staged in a directory with a valid app name, since
@@ -28,6 +34,7 @@ import fedcausal_flwr
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.federation import flower_internals, tuned_supernode
 from fedcausal_flwr.federation.deploy import (
     NO_PHONING_OUT,
     LocalDeployment,
@@ -39,14 +46,15 @@ from fedcausal_flwr.federation.deploy import (
     processes_with_env,
 )
 from fedcausal_flwr.federation.messages import FederationError
+from fedcausal_flwr.federation.warm_executor import Stop, WarmExecutor
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: A round waits this long for replies in the dropout run (a dead SuperNode never replies; the
 #: SuperLink itself only notices it after 2 missed 30 s heartbeats). Generous for a loaded
-#: 2-core machine, where a round of the live nodes takes 6-15 s.
-DROPOUT_ROUND_TIMEOUT = 30.0
+#: 2-core machine, where a round of the tuned set-up's live nodes takes 1-7 s.
+DROPOUT_ROUND_TIMEOUT = 20.0
 
 
 def pooled_pc(frames: list[pd.DataFrame]):
@@ -59,14 +67,16 @@ def pooled_pc(frames: list[pd.DataFrame]):
 
 
 class KillWhenLogged(threading.Thread):
-    """Kills a SuperNode (its process and every descendant, SIGKILL, by PID) as soon as its log,
-    from ``offset`` on, shows ``pattern``: e.g. the moment it receives the message of round 2,
-    before the ``flwr-clientapp`` process it starts for it can answer (the reply would go
-    through the SuperNode, which is gone)."""
+    """Kills a site (its SuperNode and executor processes and every descendant, SIGKILL, by PID)
+    as soon as the SuperNode's log, from ``offset`` on, shows ``pattern``: e.g. the moment it
+    receives the message of round 2, before the ClientApp task it creates for it can answer (the
+    reply would go through the SuperNode, which is gone)."""
 
-    def __init__(self, proc: subprocess.Popen, log: Path, pattern: str, timeout: float = 240.0):
+    def __init__(
+        self, procs: list[subprocess.Popen], log: Path, pattern: str, timeout: float = 240.0
+    ):
         super().__init__(daemon=True)
-        self.proc, self.log, self.pattern, self.timeout = proc, log, re.compile(pattern), timeout
+        self.procs, self.log, self.pattern, self.timeout = procs, log, re.compile(pattern), timeout
         self.offset = log.stat().st_size if log.exists() else 0
         self.killed: list[int] = []
         self.done = threading.Event()
@@ -78,47 +88,76 @@ class KillWhenLogged(threading.Thread):
                 f.seek(self.offset)
                 text = f.read().decode(errors="replace")
             if self.pattern.search(text):
-                pids = [self.proc.pid, *descendants(self.proc.pid)]
+                pids = [p for proc in self.procs for p in (proc.pid, *descendants(proc.pid))]
                 for pid in pids:
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-                self.proc.wait(timeout=10)
+                for proc in self.procs:
+                    proc.wait(timeout=10)
                 self.killed = pids
                 return
-            time.sleep(0.05)
+            time.sleep(0.01)
+
+
+def write_sites(tmp_path: Path, rows: int = 3_000) -> list[Path]:
+    """Three sites' CSVs: an iid split of ``rows`` asia samples."""
+    pooled = load_network("asia").sample(rows, seed=11)
+    data_dir = tmp_path / "sites"
+    data_dir.mkdir()
+    paths = []
+    for k, site in enumerate(split_iid(pooled, 3, seed=0).clients):
+        paths.append(data_dir / f"site{k}.csv")
+        site.to_csv(paths[-1], index=False)
+    return paths
+
+
+def stage_app(tmp_path: Path) -> Path:
+    app_dir = tmp_path / "fedcausal-app"
+    app_dir.mkdir()
+    shutil.copy(REPO_ROOT / "pyproject.toml", app_dir / "pyproject.toml")
+    return app_dir
+
+
+def assert_nothing_phones_out(deployment: LocalDeployment) -> int:
+    """Every process the deployment started was given NO_PHONING_OUT (the environment passed to
+    Popen), and every one still running, and everything it started (SuperExec, ServerApp,
+    ClientApp processes, forked task children), has it in /proc/<pid>/environ; the number of
+    live processes checked. Call it once the processes have run (not right after Popen, when
+    /proc may still show the forking parent's environment)."""
+    started = [proc.pid for proc in deployment.processes]
+    assert set(started) <= set(deployment.environments)
+    for pid in started:
+        env = deployment.environments[pid]
+        assert {k: env.get(k) for k in NO_PHONING_OUT} == NO_PHONING_OUT, pid
+    live = [p for pid in started for p in (pid, *descendants(pid)) if _alive(p)]
+    for pid in live:
+        env = process_environment(pid)
+        if env:  # {}: it ended meanwhile
+            assert {k: env.get(k) for k in NO_PHONING_OUT} == NO_PHONING_OUT, (pid, env)
+    return len(live)
 
 
 @pytest.mark.slow
 def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
-    net = load_network("asia")
-    pooled = net.sample(3_000, seed=11)
-    sites = split_iid(pooled, 3, seed=0).clients
-    data_dir = tmp_path / "sites"
-    data_dir.mkdir()
-    paths = []
-    for k, site in enumerate(sites):
-        paths.append(data_dir / f"site{k}.csv")
-        site.to_csv(paths[-1], index=False)
-    app_dir = tmp_path / "fedcausal-app"
-    app_dir.mkdir()
-    shutil.copy(REPO_ROOT / "pyproject.toml", app_dir / "pyproject.toml")
-
+    """The tuned set-up: FedPC and FedLCS equal to in-process, a refused key, a real dropout."""
+    paths = write_sites(tmp_path)
+    frames = [pd.read_csv(p) for p in paths]
+    app_dir = stage_app(tmp_path)
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
-    deployment = LocalDeployment(tmp_path / "deploy", nodes)
+    deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True)
     lcs_options = {"target": "either", "ratio": 1.0, "max_depth": 1, "extension_depth": 0}
     try:
         deployment.start()
-        # nothing we started may phone out
-        for proc in deployment.processes:
-            env = process_environment(proc.pid)
-            assert {k: env.get(k) for k in NO_PHONING_OUT} == NO_PHONING_OUT, proc.args
         result = deployment.run(
             app_dir,
             {"method": "fedpc", "options": "alpha=0.05", "num-clients": 3},
             timeout=170,
         )
+        # nothing we started (nor anything it started) may phone out; 3 SuperNodes, 3 executors,
+        # the SuperLink and what it runs are up
+        assert assert_nothing_phones_out(deployment) >= 7
         # a key the app does not declare is refused by the SuperLink itself ...
         with pytest.raises(FederationError, match="Key 'ratio' is not present"):
             deployment.run(app_dir, {"method": "fedlcs", "ratio": 1.0}, timeout=60)
@@ -127,10 +166,14 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
         lcs = deployment.run(
             app_dir, {"method": "fedlcs", "options": assignments, "num-clients": 3}, timeout=200
         )
-        # a real dropout: SuperNode 1 (partition 1) dies when it receives round 2 (after hello)
+        # a real dropout: site 1 (its SuperNode and its executor) dies when its SuperNode
+        # receives round 2 (after hello)
         node1 = next(p for p in deployment.processes if str(deployment.workdir / "node1.toml")
                      in p.args)  # fmt: skip
-        killer = KillWhenLogged(node1, deployment.workdir / "supernode1.log", r"ROUND 2\]")
+        executor1 = next(p for p in deployment.processes if "--parent-pid" in p.args and
+                         p.args[p.args.index("--parent-pid") + 1] == str(node1.pid))  # fmt: skip
+        site1 = [node1, executor1]
+        killer = KillWhenLogged(site1, deployment.workdir / "supernode1.log", r"ROUND 2\]")
         killer.start()
         started = time.perf_counter()
         try:
@@ -147,20 +190,23 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     finally:
         deployment.stop()
 
-    # each site read its own CSV: the answer is pooled PC on the union of the three files
-    reference = pooled_pc([pd.read_csv(p) for p in paths])
+    # each site read its own CSV: the answer is pooled PC on the union of the three files, and
+    # the in-process run's on the same rows
+    reference = pooled_pc(frames)
+    local = fedcausal_flwr.run("fedpc", data=frames, alpha=0.05)
     assert result.method == "fedpc"
-    assert result.graph == reference.graph
-    assert result.rounds <= result.extra["pc_levels"] + 2
+    assert result.graph == reference.graph == local.graph
+    assert result.rounds == local.rounds <= result.extra["pc_levels"] + 2
+    assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
     assert result.dropped_clients == []
     assert result.config["options"]["alpha"] == 0.05 and result.config["run"]["num_clients"] == 3
 
     # FedLCS got its target and options through the SuperLink: the same result as in-process
     assert lcs.extra["target"] == "either"
     assert {k: lcs.config["options"][k] for k in lcs_options} == lcs_options
-    local = fedcausal_flwr.run("fedlcs", data=[pd.read_csv(p) for p in paths], **lcs_options)
-    assert lcs.graph == local.graph and lcs.extra["targets"] == local.extra["targets"]
-    assert lcs.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
+    local_lcs = fedcausal_flwr.run("fedlcs", data=frames, **lcs_options)
+    assert lcs.graph == local_lcs.graph and lcs.extra["targets"] == local_lcs.extra["targets"]
+    assert lcs.config["data"]["fingerprint"] == local_lcs.config["data"]["fingerprint"]
     # the killed site is dropped in round 2 (its first tables request) and the run finishes on
     # the other two: pooled PC on their files, since site 1 sent nothing but its hello report
     print(f"\ndeployment dropout run: {dropout_s:.1f} s")
@@ -174,11 +220,128 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     assert all(e["n_clients"] == 2 for e in dropout.log[2:])
     assert all(e["n_clients"] == 2 for e in dropout.ledger if e["round"] > 2)
     assert dropout.config["run"]["min_clients"] == 2
-    assert dropout.graph == pooled_pc([pd.read_csv(paths[k]) for k in (0, 2)]).graph
+    assert dropout.graph == pooled_pc([frames[0], frames[2]]).graph
     # every process we started (and everything it spawned) is gone
     assert deployment.stopped_pids
     assert not [p for p in deployment.stopped_pids if _alive(p)]
     assert not any(descendants(p) for p in deployment.stopped_pids if _alive(p))
+
+
+@pytest.mark.slow
+def test_stock_deployment_runs_fedpc(tmp_path):
+    """The README's commands (flower-supernode in its default subprocess isolation, which starts
+    flower-superexec and a flwr-clientapp per message): the in-process result, and none of those
+    processes phones out."""
+    paths = write_sites(tmp_path, rows=1_500)
+    frames = [pd.read_csv(p) for p in paths]
+    app_dir = stage_app(tmp_path)
+    nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
+    deployment = LocalDeployment(tmp_path / "deploy", nodes)
+    try:
+        deployment.start()
+        result = deployment.run(app_dir, {"method": "fedpc", "num-clients": 3}, timeout=170)
+        # SuperLink, 3 SuperNodes and the flower-superexec each of them started are up
+        assert assert_nothing_phones_out(deployment) >= 7
+    finally:
+        deployment.stop()
+    assert not [p for p in deployment.stopped_pids if _alive(p)]
+    local = fedcausal_flwr.run("fedpc", data=frames)
+    assert result.graph == local.graph and result.rounds == local.rounds
+    assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
+
+
+def test_the_tuned_supernode_refuses_a_flower_loop_it_was_not_written_for(monkeypatch, capsys):
+    """fedcausal-supernode checks the SuperNode loop's source before it changes anything: on a
+    loop whose idle sleep is not the 3 s it was written for, it exits with a message saying what
+    differs, and neither patches the loop nor starts a SuperNode."""
+    import inspect
+
+    loop = __import__(flower_internals.SUPERNODE_LOOP_MODULE, fromlist=["_"])
+    real_getsource = inspect.getsource
+
+    def other_flower(obj):
+        source = real_getsource(obj)
+        return source.replace("time.sleep(3)", "time.sleep(idle)") if obj is loop else source
+
+    started = []
+    monkeypatch.setattr(inspect, "getsource", other_flower)
+    monkeypatch.setattr(flower_internals, "run_flower_supernode", lambda: started.append(1))
+    monkeypatch.setattr(loop, "time", loop.time)
+    monkeypatch.setattr(loop, "pull_objects", loop.pull_objects)
+    with pytest.raises(SystemExit) as stop:
+        tuned_supernode.main(["--insecure", "--superlink", "127.0.0.1:1"])
+    message = str(stop.value.code)
+    assert message.startswith("fedcausal-supernode: flwr.supernode.start_client_internal")
+    assert "is not the SuperNode loop this tuning was written for" in message
+    assert "'time.sleep(3)' 0x (expected 1x)" in message
+    assert started == [] and loop.time is time
+
+
+def test_the_tuned_supernode_changes_only_its_loops_waits(monkeypatch):
+    """On Flower 1.42's loop: that module's 3 s and 0.5 s sleeps and its object-pull backoff are
+    replaced; any other sleep there, and ``time`` everywhere else, is untouched."""
+    loop = __import__(flower_internals.SUPERNODE_LOOP_MODULE, fromlist=["_"])
+    monkeypatch.setattr(loop, "time", loop.time)
+    monkeypatch.setattr(loop, "pull_objects", loop.pull_objects)
+    started = []
+    monkeypatch.setattr(flower_internals, "run_flower_supernode", lambda: started.append(1))
+    tuned_supernode.main(["--insecure", "--idle-poll", "0.25", "--reply-wait", "0.03"])
+    assert started == [1]
+    assert loop.time is not time and loop.time.waits == {3.0: 0.25, 0.5: 0.03}
+    assert loop.time.monotonic is time.monotonic
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    loop.time.sleep(3)
+    loop.time.sleep(0.5)
+    loop.time.sleep(1)
+    assert slept == [0.25, 0.03, 1]
+    assert loop.pull_objects.keywords == {"initial_backoff": 0.02, "backoff_cap": 0.5}
+
+
+class ListedTasks:
+    """A task source handing out ``tokens`` once each, then stopping the executor when every
+    child has been collected."""
+
+    def __init__(self, tokens: list[str]):
+        self.tokens = list(tokens)
+        self.executor: WarmExecutor | None = None
+        self.closed = False
+
+    def acquire(self):
+        if self.tokens:
+            return self.tokens.pop(0), 100 + len(self.tokens)
+        if self.executor is not None and not self.executor.children:
+            raise Stop("done")
+        return None
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_warm_executor_runs_each_task_in_a_forked_child(tmp_path):
+    """Each task runs in its own child (a copy of the warm parent: what a task changes stays in
+    it), failures are logged with their exit code, and the parent keeps claiming."""
+    marker = {"value": "parent"}
+    out = tmp_path / "tasks"
+    out.mkdir()
+
+    def run_task(token: str) -> int:
+        (out / token).write_text(f"{os.getpid()} {marker['value']}")
+        marker["value"] = token  # in the child only
+        return 3 if token == "bad" else 0
+
+    lines: list[str] = []
+    source = ListedTasks(["a", "bad", "c"])
+    executor = WarmExecutor(source, run_task, poll_interval=0.01, log=lines.append)  # type: ignore[arg-type]
+    source.executor = executor
+    executor.serve()
+    written = {p.name: p.read_text().split() for p in out.iterdir()}
+    assert sorted(written) == ["a", "bad", "c"]
+    pids = {int(pid) for pid, _ in written.values()}
+    assert len(pids) == 3 and os.getpid() not in pids
+    assert all(seen == "parent" for _, seen in written.values())
+    assert marker["value"] == "parent" and executor.tasks == 3 and source.closed
+    assert len(lines) == 1 and "exited with code 3" in lines[0], lines
 
 
 @pytest.mark.slow
@@ -215,3 +378,39 @@ def test_flwr_run_dot_works_on_flowers_default_local_simulation(tmp_path):
     assert result.config["data"]["network"] == "asia" and "shd" in result.metrics
     reference = fedcausal_flwr.run("fedpc", network="asia", samples=2000, clients=2)
     assert result.graph == reference.graph  # the simulated sites split the sample as run() does
+
+
+def test_a_deployment_serverapp_pulls_replies_with_a_short_backoff(monkeypatch):
+    """Only Flower's deployment Grid module gets the shorter object-pull backoff, only once, and
+    not at all when its source is not the one the tuning was written for."""
+    import inspect
+
+    grid_module = __import__(flower_internals.GRID_MODULE, fromlist=["_"])
+    flower_pull = grid_module.pull_objects
+    monkeypatch.setattr(grid_module, "pull_objects", flower_pull)
+
+    class OtherGrid:
+        pass
+
+    class DeploymentGrid:
+        pass
+
+    DeploymentGrid.__module__ = flower_internals.GRID_MODULE
+    assert flower_internals.tune_grid_reply_pulls(OtherGrid()) is None
+    assert grid_module.pull_objects is flower_pull
+    real_getsource = inspect.getsource
+    monkeypatch.setattr(
+        inspect,
+        "getsource",
+        lambda obj: real_getsource(obj).replace("pull_objects(", "pull_objects_with_retries("),
+    )
+    reason = flower_internals.tune_grid_reply_pulls(DeploymentGrid())
+    assert reason is not None and "is not the Grid this tuning was written for" in reason
+    assert grid_module.pull_objects is flower_pull
+    monkeypatch.setattr(inspect, "getsource", real_getsource)
+    assert flower_internals.tune_grid_reply_pulls(DeploymentGrid()) is None
+    tuned = grid_module.pull_objects
+    assert tuned.func is flower_pull
+    assert tuned.keywords == {"initial_backoff": 0.02, "backoff_cap": 0.5}
+    assert flower_internals.tune_grid_reply_pulls(DeploymentGrid()) is None
+    assert grid_module.pull_objects is tuned  # not wrapped twice

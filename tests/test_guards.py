@@ -28,9 +28,13 @@ def test_fedci_refuses_a_categorical_column_with_too_many_levels():
     assert fedcausal_flwr.run("fedci-pc", data=few).graph is not None
 
 
-def test_fedpc_refuses_a_level_whose_tables_exceed_the_budget():
+def test_fedpc_splits_a_level_over_the_budget_and_refuses_only_a_query_over_it_alone():
     parts = split_iid(load_network("alarm").sample(500, seed=1), 2, seed=0).clients
-    with pytest.raises(ValueError, match=r"need 5,354 cells, over the budget max_cells=1,000.*"
-                       r"--max-cells 5354"):  # fmt: skip
-        fedcausal_flwr.run("fedpc", data=parts, max_cells=1000)
-    assert fedcausal_flwr.run("fedpc", data=parts, max_cells=6000, max_depth=0).graph is not None
+    full = fedcausal_flwr.run("fedpc", data=parts)
+    small = fedcausal_flwr.run("fedpc", data=parts, max_cells=1000)
+    assert small.graph == full.graph and small.rounds > full.rounds  # more rounds, same graph
+    with pytest.raises(ValueError, match=r"table of \w+ _\|\|_ \w+ \| \[\] has \d cells.*"
+                       r"budget max_cells=3: raise the budget \(--max-cells \d+"):  # fmt: skip
+        fedcausal_flwr.run("fedpc", data=parts, max_cells=3)
+    with pytest.raises(ValueError, match=r"secure run sums dense tables"):
+        fedcausal_flwr.run("fedpc", data=parts, max_cells=3, secure=True)

@@ -24,6 +24,7 @@ from fedcausal_flwr.data.csv_input import (
 )
 from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
 from fedcausal_flwr.federation.inputs import (
+    ConstantColumnNote,
     InputNeeds,
     check_client_inputs,
     client_info_of,
@@ -184,6 +185,8 @@ def test_every_method_declares_how_many_clients_it_needs():
         "pooled",
         "fedlcs-local",
         "lcs-pooled",
+        "fedci-iod",  # one site's evidence is FCI's; IOD integrates as many as there are
+        "iod-fisher",
     }
     assert combining | single == set(builtin_methods())
     assert {m: get_method(m).min_sites for m in builtin_methods()} == {
@@ -212,8 +215,14 @@ def test_a_column_constant_at_one_site_is_data(capsys, sites, method):
     code, out, err = run_cli(capsys, method, files)
     assert code == 0 and "over 6 nodes" in out, out + err
     everywhere = [write(f"flat{k}.csv", f.assign(E=1)) for k, f in enumerate(frames)]
+    if method == "fedpc":  # exact summed tables: every test with E has p = 1, E stays isolated
+        with pytest.warns(ConstantColumnNote, match="column 'E' has a single level"):
+            code, out, err = run_cli(capsys, method, everywhere)
+        assert code == 0 and "over 6 nodes" in out, out + err
+        return
     err = refused(capsys, method, everywhere)
     assert "column 'E' is constant (1) over all clients' rows" in err and "drop the column" in err
+    assert f"{method} " in err  # the method that cannot use it says so by name
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -23,6 +23,7 @@ from fedcausal_flwr.discovery.possible_dsep import (
     remove_by_possible_dsep,
 )
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.stats.oracle import normalise_query
 
 
 def build(d: int, edges) -> Graph:
@@ -182,30 +183,50 @@ NEVER = {}  # no independence anywhere: p = 0 for every query
 
 
 def pvalue(table):
-    return lambda q: table.get((q[0], q[1], tuple(q[2])), 0.0)
+    known = {normalise_query(*key): p for key, p in table.items()}
+    return lambda q: known.get(normalise_query(q[0], q[1], tuple(q[2])), 0.0)
 
 
-def test_sequential_schedule_asks_every_side_by_subset_size():
+ONE_BATCH_PER_SIDE_AND_SIZE = [
+    [(0, 1, (4, 3)), (0, 1, (3, 2))],  # (4, 2) lies inside adj(0) = {1, 2, 4}
+    [(0, 1, (4, 3, 2))],
+    [(0, 4, (3, 2)), (0, 4, (3, 1))],  # Possible-D-Sep(0, 4) = [3, 2, 1]
+    [(0, 4, (3, 2, 1))],
+    [(1, 3, (4, 0)), (1, 3, (2, 0))],  # from 3's side: [4, 2, 0]; (4, 2) inside adj(3)
+    [(1, 3, (4, 2, 0))],
+    [(3, 4, (2, 0)), (3, 4, (1, 0))],  # from 3's side: [2, 1, 0]; (2, 1) inside adj(3)
+    [(3, 4, (2, 1, 0))],
+]
+
+
+def _normalised(batches):
+    return [[normalise_query(*q) for q in batch] for batch in batches]
+
+
+def test_sequential_schedule_asks_every_side_by_subset_size(monkeypatch):
+    # without speculation: edges in index order, both sides, subsets of size >= 2 of the
+    # descending Possible-D-Sep list, skipping subsets inside adj(a) or adj(b); one batch per
+    # (side, size)
+    monkeypatch.setattr(pds_module, "SPECULATIVE_TESTS", 0)
     graph, sepsets = g1(), {}
     batches, removed = run(remove_by_possible_dsep(graph, sepsets, 0.05), pvalue(NEVER))
-    # edges in index order, both sides, subsets of size >= 2 of the descending Possible-D-Sep
-    # list, skipping subsets inside adj(a) or adj(b); one batch per (side, size)
-    assert batches == [
-        [(0, 1, (4, 3)), (0, 1, (3, 2))],  # (4, 2) lies inside adj(0) = {1, 2, 4}
-        [(0, 1, (4, 3, 2))],
-        [(0, 4, (3, 2)), (0, 4, (3, 1))],  # Possible-D-Sep(0, 4) = [3, 2, 1]
-        [(0, 4, (3, 2, 1))],
-        [(1, 3, (4, 0)), (1, 3, (2, 0))],  # from 3's side: [4, 2, 0]; (4, 2) inside adj(3)
-        [(1, 3, (4, 2, 0))],
-        [(3, 4, (2, 0)), (3, 4, (1, 0))],  # from 3's side: [2, 1, 0]; (2, 1) inside adj(3)
-        [(3, 4, (2, 1, 0))],
-    ]
+    assert _normalised(batches) == _normalised(ONE_BATCH_PER_SIDE_AND_SIZE)
     assert removed == [] and sepsets == {} and graph == g1()
     capped, _ = run(remove_by_possible_dsep(g1(), {}, 0.05, max_size=2), pvalue(NEVER))
-    assert capped == batches[::2]
+    assert _normalised(capped) == _normalised(ONE_BATCH_PER_SIDE_AND_SIZE[::2])
 
 
-def test_sequential_removal_changes_later_possible_dsep_sets():
+def test_sequential_schedule_speculates_the_tests_it_will_ask_in_one_batch():
+    graph, sepsets = g1(), {}
+    batches, removed = run(remove_by_possible_dsep(graph, sepsets, 0.05), pvalue(NEVER))
+    # the same tests in the same order, one round
+    assert _normalised(batches) == [sum(_normalised(ONE_BATCH_PER_SIDE_AND_SIZE), [])]
+    assert removed == [] and sepsets == {} and graph == g1()
+
+
+@pytest.mark.parametrize("speculate,rounds", [(0, 3), (3, 2), (20_000, 1)])
+def test_sequential_removal_changes_later_possible_dsep_sets(monkeypatch, speculate, rounds):
+    monkeypatch.setattr(pds_module, "SPECULATIVE_TESTS", speculate)
     graph, sepsets = g1(), {}
     independent = pvalue({(0, 1, (3, 2)): 0.9})
     batches, removed = run(remove_by_possible_dsep(graph, sepsets, 0.05), independent)
@@ -213,11 +234,17 @@ def test_sequential_removal_changes_later_possible_dsep_sets():
     assert not graph.adjacent(0, 1) and int(np.sum(graph.adjacency())) == 2 * 5
     # 0 - 1 gone: 3 reaches 0 and 4 only through the collider 2 (no possible parent via 1), so
     # edges 0 - 4 and 3 - 4 get no candidate sets any more; 1 - 3 is asked as before
-    assert batches == [
+    needed = [
         [(0, 1, (4, 3)), (0, 1, (3, 2))],
         [(1, 3, (4, 0)), (1, 3, (2, 0))],
         [(1, 3, (4, 2, 0))],
     ]
+    asked = sum(_normalised(batches), [])
+    assert set(sum(_normalised(needed), [])) <= set(asked)
+    if speculate == 0:
+        assert _normalised(batches) == _normalised(needed)
+    # speculated on the graph before the removal: the needed tests come in fewer rounds
+    assert len(batches) == rounds
 
 
 def test_stable_schedule_fixes_the_sets_and_removes_at_the_end():
@@ -242,7 +269,7 @@ def test_first_separating_subset_wins_and_bad_settings_are_errors(monkeypatch):
     both = pvalue({(0, 1, (4, 3)): 0.06, (0, 1, (3, 2)): 0.9})
     batches, removed = run(remove_by_possible_dsep(graph, sepsets, 0.05), both)
     assert sepsets[(0, 1)] == {3, 4}  # the first subset above alpha, not the largest p-value
-    assert removed == [(0, 1)] and len(batches[0]) == 2
+    assert removed == [(0, 1)] and batches[0][:2] == [(0, 1, (3, 4)), (0, 1, (2, 3))]
     # p == alpha is dependence
     _, removed = run(remove_by_possible_dsep(g1(), {}, 0.05), pvalue({(0, 1, (4, 3)): 0.05}))
     assert removed == []

@@ -152,8 +152,6 @@ def test_an_ordinary_exception_is_a_dropout_not_a_refusal():
     result = run_protocol(ToyStrategy(), PartitionedClients(Crashing, parts), 3, min_clients=1)
     assert [(d["client"], d["action"]) for d in result.dropped_clients] == [(0, "ssd")]
     assert "out of memory" in result.dropped_clients[0]["reason"]
-    assert result.extra["ssd"] == toy_reference({2: parts[2], 0: parts[0], 1: parts[1]}, [2])[
-        "ssd"
-    ]
+    assert result.extra["ssd"] == toy_reference({2: parts[2], 0: parts[0], 1: parts[1]}, [2])["ssd"]
     with pytest.raises(TooFewClientsError, match="out of memory"):
         run_protocol(ToyStrategy(), PartitionedClients(Crashing, parts), 3)

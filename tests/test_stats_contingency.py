@@ -188,7 +188,9 @@ def test_empty_strata_dof_quirk_adds_one_per_empty_stratum():
 def test_check_codes_errors_name_variable_and_client():
     names = ["A", "B", "C"]
     codes = np.array([[0, 1, 0], [1, 0, 2]])
-    with pytest.raises(ValueError, match=r"'B' .*1 level"):
+    with pytest.raises(ValueError, match=r"'B' .*0 levels"):
+        check_codes(codes, [2, 0, 3], names)
+    with pytest.raises(ValueError, match=r"'B' .*\[0, 1\].*0\.\.0"):  # one level is allowed
         check_codes(codes, [2, 1, 3], names)
     with pytest.raises(ValueError, match=r"'C' .*client 'hospital-2'.*0\.\.1"):
         check_codes(codes, [2, 2, 2], names, client="hospital-2")

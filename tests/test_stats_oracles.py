@@ -82,8 +82,10 @@ def test_discrete_oracle_sparse_path_agrees_on_options():
 def test_discrete_oracle_rejects_bad_data():
     with pytest.raises(ValueError, match=r"'b' .*client 'c3'.*non-integer"):
         DiscreteOracle(np.array([[0, 0.5], [1, 1.0]]), [2, 2], ["a", "b"], client="c3")
-    with pytest.raises(ValueError, match=r"'a' .*1 level"):
-        DiscreteOracle(np.zeros((4, 2), dtype=int), [1, 2], ["a", "b"])
+    with pytest.raises(ValueError, match=r"'a' .*0 levels"):
+        DiscreteOracle(np.zeros((4, 2), dtype=int), [0, 2], ["a", "b"])
+    one_level = DiscreteOracle(np.zeros((4, 2), dtype=int), [1, 2], ["a", "b"])  # constant: p = 1
+    assert one_level.test(0, 1, ()) == 1.0
     with pytest.raises(ValueError, match="unknown discrete test"):
         DiscreteOracle(np.zeros((4, 2), dtype=int), [2, 2], ["a", "b"], "fisherz")
 

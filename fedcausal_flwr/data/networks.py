@@ -23,14 +23,14 @@ three of its five copies stay disconnected from the rest.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from fedcausal_flwr.data.bif import read_bif
@@ -179,6 +179,8 @@ class Network:
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Variable indices in a topological order, ties broken by variable order."""
+        import networkx as nx  # here: validating a network name (every flwr run message) needs none
+
         index = {v: i for i, v in enumerate(self.variables)}
         g = nx.DiGraph()
         g.add_nodes_from(range(self.n_nodes))
@@ -247,10 +249,12 @@ class Network:
 
 # --------------------------------------------------------------------------- loading
 def _example_dir() -> Any:
-    try:
-        return resources.files("pgmpy") / "utils" / "example_models"
-    except ModuleNotFoundError:  # pragma: no cover - pgmpy is a hard dependency
-        raise ImportError("benchmark networks are read from pgmpy's files; install pgmpy") from None
+    # found without importing pgmpy: listing the names (every flwr run message checks one) and
+    # reading a .bif.gz need only its files
+    spec = importlib.util.find_spec("pgmpy")
+    if spec is None or not spec.submodule_search_locations:  # pragma: no cover - a dependency
+        raise ImportError("benchmark networks are read from pgmpy's files; install pgmpy")
+    return Path(next(iter(spec.submodule_search_locations))) / "utils" / "example_models"
 
 
 @lru_cache(maxsize=1)

@@ -11,18 +11,18 @@ sites of ``flwr run`` all read specs here.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from fedcausal_flwr.data.networks import Network, list_networks, load_network
-from fedcausal_flwr.data.partition import (
-    Partition,
-    split_heterogeneous,
-    split_iid,
-    split_sizes,
-)
 from fedcausal_flwr.options import REQUIRED, Option, OptionError, OptionSet, closest, parse_spec
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.data.partition import Partition
+
+# The splitting rules (data.partition, which imports scipy.stats) are imported where a sample is
+# split: reading a spec, which every flwr run message does, needs none of them.
 
 #: CPT concentration of random networks: each column Dirichlet(a), a ~ U(0.1, 1) (FedC2SL).
 ER_CONCENTRATION = (0.1, 1.0)
@@ -139,6 +139,8 @@ def make_partition(
     pooled: pd.DataFrame, clients: int, spec: str = "iid", seed: int = 0
 ) -> Partition:
     """Split a pooled frame into ``clients`` parts by a partition spec."""
+    from fedcausal_flwr.data.partition import split_heterogeneous, split_iid, split_sizes
+
     rule, options = parse_partition(spec)
     if rule == "iid":
         return split_iid(pooled, clients, seed=seed)

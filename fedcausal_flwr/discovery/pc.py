@@ -11,6 +11,19 @@ extra batch: ``x _||_ z | S`` for every subset ``S`` of ``adj(x) \\ {z}`` and of
 in
 the final skeleton (up to ``max_depth``), for every unshielded triple; the separating sets found,
 together with those of the skeleton phase, decide the triple. Ambiguous triples stay unoriented.
+
+causal-learn's ``uc_rule`` and ``uc_priority`` keep their meanings (:mod:`~fedcausal_flwr.graphs.
+pvalue_colliders`): ``uc_priority`` 0 (overwrite), 1 (bi-directed), 2 (existing colliders first,
+the default), 3 (stronger colliders first), 4 (stronger* first), -1 (the rule's default: 3, or 4
+for definiteMaxP); ``uc_rule`` 1 (maxP) and 2 (definiteMaxP, followed by causal-learn's
+``definite_meek``). Priorities 3 and 4 and rules 1 and 2 read the p-values of every candidate
+separating set of the unshielded triples: one more batch after the skeleton (subsets of at most
+``max_depth`` variables when a cap is set; causal-learn's own caps only the skeleton).
+
+``stable=False`` is causal-learn's order-dependent PC: within a level, x's tests run in index
+order on the live graph, so an edge removed for x changes the neighbours of later nodes. Every
+test such a level can ask is among the PC-stable level's tests (adjacency only shrinks), so the
+level is still one batch; the answers are then read in causal-learn's order.
 """
 
 from __future__ import annotations
@@ -23,13 +36,30 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
-from fedcausal_flwr.graphs.colliders import ColliderOrientation
+from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
+from fedcausal_flwr.graphs.colliders import (
+    ColliderOrientation,
+    orient_colliders,
+    pc_unshielded_triples,
+)
 from fedcausal_flwr.graphs.graph import TAIL, Graph
-from fedcausal_flwr.graphs.meek import orient_cpdag
-from fedcausal_flwr.stats.oracle import CIOracle, Query
+from fedcausal_flwr.graphs.meek import apply_meek, definite_meek
+from fedcausal_flwr.graphs.pvalue_colliders import (
+    PRIORITY_NAMES,
+    candidate_queries,
+    needs_pvalues,
+    orient_by_strength,
+    orient_definite_maxp,
+    orient_maxp,
+    resolve_priority,
+)
+from fedcausal_flwr.graphs.sepsets import sepsets_or_raise, triple_status
+from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
 
 ColliderRule = Literal["causallearn", "standard", "conservative", "majority"]
 COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
+#: Largest batch the p-value collider rules may ask (every subset of two neighbourhoods).
+MAX_STRENGTH_TESTS = 2_000_000
 
 
 @dataclass
@@ -77,13 +107,23 @@ def pc_steps(
     collider_rule: ColliderRule = "causallearn",
     meek: Literal["causallearn", "complete"] = "causallearn",
     initial: np.ndarray | None = None,
+    uc_rule: int = 0,
+    uc_priority: int = 2,
+    stable: bool = True,
 ):
-    """Generator: the skeleton's level batches (plus one batch for conservative/majority rules)."""
+    """Generator: the skeleton's level batches, then one batch for the collider rules that read
+    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2)."""
     if collider_rule not in COLLIDER_RULES:
         raise ValueError(
             f"unknown collider rule {collider_rule!r}; expected one of {COLLIDER_RULES}"
         )
-    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial)
+    priority = resolve_priority(uc_rule, uc_priority)
+    if uc_rule != 0 and collider_rule != "causallearn":
+        raise ValueError(
+            f"uc_rule={uc_rule} decides colliders by p-values; it does not combine with "
+            f"collider_rule={collider_rule!r} (use collider_rule='causallearn')"
+        )
+    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, stable)
     sepsets = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
     extra = 0
     if collider_rule in ("conservative", "majority"):
@@ -95,8 +135,72 @@ def pc_steps(
                 if p > alpha and s not in sepsets[(x, z)]:
                     sepsets[(x, z)].append(s)
     graph = undirected_graph(variables, skeleton.adjacency)
-    colliders = orient_cpdag(graph, sepsets, rule=collider_rule, conflict="existing", meek=meek)
+    answers: dict[Query, float] = {}
+    if needs_pvalues(uc_rule, priority):
+        queries = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
+        if queries:
+            pvalues = yield queries
+            extra += len(queries)
+            answers = {normalise_query(*q): float(p) for q, p in zip(queries, pvalues, strict=True)}
+
+    def pvalue(x: int, z: int, s: tuple[int, ...]) -> float:
+        return answers[normalise_query(x, z, s)]
+
+    ancestry = CausalLearnAncestry.from_marks(graph.marks)
+    definite: tuple[list, list] | None = None
+    if uc_rule == 1:
+        colliders = orient_maxp(
+            graph, pvalue, priority=priority, max_size=max_depth, ancestry=ancestry
+        )
+    elif uc_rule == 2:
+        found = orient_definite_maxp(
+            graph, pvalue, alpha, priority=priority, max_size=max_depth, ancestry=ancestry
+        )
+        colliders, definite = found.orientation, (found.colliders, found.noncolliders)
+    elif priority in (3, 4):
+        colliders = orient_by_strength(
+            graph,
+            sepsets,
+            pvalue,
+            rule=collider_rule,
+            priority=priority,
+            max_size=max_depth,
+            ancestry=ancestry,
+        )
+    else:
+        colliders = orient_colliders(
+            graph, sepsets, collider_rule, PRIORITY_NAMES[priority], ancestry
+        )
+    if definite is not None:
+        definite_meek(graph, *definite, ancestry)
+    apply_meek(graph, mode=meek, ancestry=ancestry)
     return PCResult(graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra)
+
+
+def strength_queries(
+    graph: Graph,
+    sepsets: dict,
+    collider_rule: str,
+    uc_rule: int,
+    priority: int,
+    max_depth: int | None,
+) -> list[Query]:
+    """The candidate-set tests the p-value collider rules read (one batch)."""
+    triples = pc_unshielded_triples(graph.marks)
+    if uc_rule == 0:  # only the separating-set rule's colliders are ranked
+        triples = [
+            (x, y, z)
+            for x, y, z in triples
+            if triple_status(sepsets_or_raise(sepsets, x, z), y, collider_rule) == "collider"
+        ]
+    queries = candidate_queries(graph.adjacency(), triples, max_depth)
+    if len(queries) > MAX_STRENGTH_TESTS:
+        raise ValueError(
+            f"uc_rule={uc_rule}, uc_priority={priority} would ask {len(queries):,} CI tests "
+            "(every subset of the neighbours of the unshielded triples' ends); cap the subsets "
+            "with max_depth"
+        )
+    return queries
 
 
 def pc(oracle: CIOracle, alpha: float = 0.05, **options) -> PCResult:

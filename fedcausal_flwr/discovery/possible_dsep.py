@@ -10,7 +10,10 @@ increasing size, then lexicographically; subsets of size < 2 or inside adj(a) or
 Two schedules:
 
 * ``"sequential"`` (causal-learn): edges in index order on the *live* graph, so a removal changes
-  later Possible-D-Sep sets; one batch per (edge side, subset size).
+  later Possible-D-Sep sets. The loop is replayed from the known answers; at its first unknown
+  test it asks that (edge side, subset size) batch together with the tests it would ask next if
+  no edge were removed (up to :data:`SPECULATIVE_TESTS`), so a federated run pays one round per
+  removal that changes the plan, not one per (side, size); the result is the same.
 * ``"stable"``: every Possible-D-Sep set is computed once on the graph at the phase start and all
   edges advance together, one batch per subset size; removals apply at the end. Fewer rounds for a
   federated run; may differ from causal-learn when one removal would have changed another's set.
@@ -23,10 +26,13 @@ from itertools import combinations
 
 import numpy as np
 
+from fedcausal_flwr.discovery.driver import NeedTests, PValues, replay
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL, Graph
-from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.oracle import Query, normalise_query
 
 MAX_BATCH = 2_000_000
+#: How many tests the sequential schedule asks ahead of need in one batch (see _speculation).
+SPECULATIVE_TESTS = 20_000
 
 
 def _semi_directed_path_exists(marks: np.ndarray, start: int, goal: int) -> bool:
@@ -133,6 +139,53 @@ def _check_batch(n: int) -> None:
         )
 
 
+def _speculation(
+    live: Graph,
+    edges: list[tuple[int, int]],
+    index: int,
+    side: tuple[int, int],
+    size: int,
+    needed: list[Query],
+    cache: dict[Query, float],
+    sizes,
+    max_path_length: int,
+) -> list[Query]:
+    """The batch asked when the sequential schedule meets an unknown test: the (side, size)
+    batch it needs, then, while under :data:`SPECULATIVE_TESTS`, the tests the schedule would
+    ask next if no edge were removed: the side's larger subsets, the edge's other side, and the
+    later edges, all on the live graph. A removal makes some of them unneeded (asked, unused)
+    and the next unknown test starts a new batch, so the result equals the one-batch-per-size
+    schedule's; only the number of rounds drops."""
+    batch = dict.fromkeys(k for k in needed if k not in cache)
+    _check_batch(len(batch))
+
+    def add(a: int, b: int, pds: list[int], first: int) -> bool:
+        for extra in sizes(pds):
+            if extra < first:
+                continue
+            if len(batch) >= SPECULATIVE_TESTS:
+                return False
+            for s in _candidate_sets(live, a, b, pds, extra):
+                key = normalise_query(a, b, s)
+                if key not in cache:
+                    batch.setdefault(key, None)
+        return True
+
+    a, b = edges[index]
+    if not add(a, b, possible_dsep(live, side[0], side[1], max_path_length), size + 1):
+        return list(batch)
+    later = [((a, b), (b, a))] if side == (a, b) else []
+    later += [((c, d), (c, d)) for c, d in edges[index + 1 :]]
+    later += [((c, d), (d, c)) for c, d in edges[index + 1 :]]
+    later.sort(key=lambda item: edges.index(item[0]))  # edge order, near side first
+    for (c, d), near in later:
+        if not live.adjacent(c, d):
+            continue
+        if not add(c, d, possible_dsep(live, near[0], near[1], max_path_length), 2):
+            break
+    return list(batch)
+
+
 def remove_by_possible_dsep(
     graph: Graph,
     sepsets: dict[tuple[int, int], set[int]],
@@ -156,25 +209,49 @@ def remove_by_possible_dsep(
         return range(2, top + 1)
 
     if schedule == "sequential":
-        for a, b in edges:
-            for side in ((a, b), (b, a)):
-                if not graph.adjacent(a, b):
-                    break
-                pds = possible_dsep(graph, side[0], side[1], max_path_length)
-                for size in sizes(pds):
-                    subsets = _candidate_sets(graph, a, b, pds, size)
-                    if not subsets:
-                        continue
-                    _check_batch(len(subsets))
-                    pvalues = yield [(a, b, s) for s in subsets]
-                    hit = next(
-                        (s for s, p in zip(subsets, pvalues, strict=True) if p > alpha), None
-                    )
-                    if hit is not None:
-                        graph.remove_edge(a, b)
-                        sepsets[(a, b)] = set(hit)
-                        removed.append((a, b))
+        cache: dict[Query, float] = {}
+
+        def walk(_: PValues) -> list[tuple[tuple[int, int], tuple]]:
+            """causal-learn's sequential loop on a copy of the graph, from the known answers;
+            at the first unknown test it asks that (side, size) batch plus a speculation."""
+            live = graph.copy()
+            found: list[tuple[tuple[int, int], tuple]] = []
+            for index, (a, b) in enumerate(edges):
+                for side in ((a, b), (b, a)):
+                    if not live.adjacent(a, b):
                         break
+                    pds = possible_dsep(live, side[0], side[1], max_path_length)
+                    for size in sizes(pds):
+                        subsets = _candidate_sets(live, a, b, pds, size)
+                        keys = [normalise_query(a, b, s) for s in subsets]
+                        if any(k not in cache for k in keys):
+                            raise NeedTests(
+                                _speculation(
+                                    live,
+                                    edges,
+                                    index,
+                                    side,
+                                    size,
+                                    keys,
+                                    cache,
+                                    sizes,
+                                    max_path_length,
+                                )  # fmt: skip
+                            )
+                        hit = next(
+                            (s for s, k in zip(subsets, keys, strict=True) if cache[k] > alpha),
+                            None,
+                        )
+                        if hit is not None:
+                            live.remove_edge(a, b)
+                            found.append(((a, b), hit))
+                            break
+            return found
+
+        for pair, hit in (yield from replay(walk, cache)):
+            graph.remove_edge(*pair)
+            sepsets[pair] = set(hit)
+            removed.append(pair)
         return removed
 
     # stable: every side's candidates from the graph at the phase start

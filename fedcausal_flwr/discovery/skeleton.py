@@ -11,6 +11,10 @@ from x's side first, then y's (x < y), each side in ``itertools.combinations`` o
 the
 collider rules need: the standard rule reads the first set, causal-learn's rule reads all of them
 (``y`` is a collider iff it is in none), the majority/conservative rules count them.
+
+``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_level_
+sequential`): nodes in index order, each with its neighbours fixed when its turn comes, an edge
+removed at the first independence with that set recorded. The outcome depends on the column order.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ def skeleton_steps(
     alpha: float,
     max_depth: int | None = None,
     initial: np.ndarray | None = None,
+    stable: bool = True,
 ):
     """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
 
@@ -97,8 +102,11 @@ def skeleton_steps(
         queries = level_queries(adjacency, level)
         if not queries:
             continue
-        pvalues = yield queries
-        removed = apply_level(result, queries, np.asarray(pvalues, dtype=float), alpha, level)
+        pvalues = np.asarray((yield queries), dtype=float)
+        if stable:
+            removed = apply_level(result, queries, pvalues, alpha, level)
+        else:
+            removed = apply_level_sequential(result, adjacency, queries, pvalues, alpha, level)
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
         result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})
@@ -124,3 +132,41 @@ def apply_level(
         sets = result.sepsets[key]
         result.sepsets[key] = list(dict.fromkeys(sets))
     return list(removed)
+
+
+def apply_level_sequential(
+    result: Skeleton,
+    adjacency: np.ndarray,
+    queries: list[Query],
+    pvalues: np.ndarray,
+    alpha: float,
+    level: int,
+) -> list[Pair]:
+    """causal-learn's ``stable=False`` level from the PC-stable level's answers: x ascending, x's
+    neighbours taken when its turn comes (edges it removes stay in its conditioning pool, as in
+    causal-learn), each edge removed at its first independent set."""
+    answer = {normalise(x, y, s): float(p) for (x, y, s), p in zip(queries, pvalues, strict=True)}
+    live = adjacency.copy()
+    removed: list[Pair] = []
+    for x in range(live.shape[0]):
+        nx = np.flatnonzero(live[x]).tolist()
+        for y in nx:
+            others = [v for v in nx if v != y]
+            for s in combinations(others, level):
+                p = answer[normalise(x, y, s)]
+                key = pair_key(x, y)
+                if p > result.max_pvalue.get(key, -1.0):
+                    result.max_pvalue[key] = p
+                if p > alpha:
+                    live[x, y] = live[y, x] = False
+                    result.sepsets[key] = [tuple(sorted(s))]
+                    result.removed_at[key] = level
+                    removed.append(key)
+                    break
+    return removed
+
+
+def normalise(x: int, y: int, s: tuple[int, ...]) -> Query:
+    """The key of a test whatever side asked it."""
+    lo, hi = (x, y) if x < y else (y, x)
+    return (lo, hi, tuple(sorted(s)))

@@ -40,12 +40,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.data.csv_input import read_client_csv
-from fedcausal_flwr.federation.apps import (
-    CLIENT_MODS,
-    RunSettings,
-    partition_id_of,
-    run_strategy,
-)
+from fedcausal_flwr.federation.clientside import CLIENT_MODS, partition_id_of
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.federation.registry import (
     MethodSpec,
@@ -55,7 +50,6 @@ from fedcausal_flwr.federation.registry import (
     simulation_data,
 )
 from fedcausal_flwr.options import Option, OptionSet, parse_assignments, parse_bool
-from fedcausal_flwr.result import run_config
 from fedcausal_flwr.settings import RUN_SETTINGS
 
 logger = logging.getLogger(__name__)
@@ -225,6 +219,11 @@ server_app = ServerApp()
 
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
+    # the server side's modules are imported here, not at module level: the ClientApp process
+    # loads this module too, and imports only what a client needs (see _client_fn)
+    from fedcausal_flwr.federation.apps import RunSettings, run_strategy
+    from fedcausal_flwr.result import run_config
+
     spec, settings, options = resolve_run_config(context.run_config)
     strategy = spec.new_strategy(options, "config")
     wanted = settings["num_clients"]

@@ -9,60 +9,54 @@ go through a fit round with a short poll interval; secure steps of a secure run 
 Flower's ``SecAggPlusWorkflow`` with the exact-integer-sum recipe.
 This is the route on which SecAgg+ works in Flower 1.42 (legacy Strategy + NumPyClient).
 
-Client side: a compat ``ClientApp(client_fn=...)`` building the method's
-:class:`~fedcausal_flwr.clients.base.ProtocolClient` for each message, with :func:`secure_sum_mod`,
-which hands SecAgg+ stage messages to Flower's ``secaggplus_mod`` and lets plain ones through.
+Client side (:mod:`.clientside`, re-exported here): a compat ``ClientApp(client_fn=...)`` building
+the method's :class:`~fedcausal_flwr.clients.base.ProtocolClient` for each message, with
+:func:`secure_sum_mod`, which hands SecAgg+ stage messages to Flower's ``secaggplus_mod`` and lets
+plain ones through.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MessageType
-from flwr.client.mod import secaggplus_mod
-from flwr.clientapp import ClientApp
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType
 from flwr.common import Code, FitRes, Parameters
 from flwr.server import LegacyContext, ServerConfig
 from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.federation.adapter import FlowerStrategy, failure_of
+from fedcausal_flwr.federation.clientside import (  # noqa: F401 - re-exported (the client side)
+    CLIENT_MODS,
+    PARTITION_ID_KEY,
+    ClientFactory,
+    client_error_mod,
+    make_client_app,
+    partition_id_of,
+    secure_sum_mod,
+)
 from fedcausal_flwr.federation.flower_internals import (
     MAIN_CONFIGS_RECORD,
     MAIN_PARAMS_RECORD,
-    RECORD_KEY_CONFIGS,
     Key,
     TrackedSecAggPlusWorkflow,
     fitins_to_recorddict,
     recorddict_to_fitres,
     start_update_client_manager_thread,
+    tune_grid_reply_pulls,
 )
 from fedcausal_flwr.federation.messages import (
-    CLIENT_FAILURE_CODE,
-    REFUSAL_CODE,
-    UNKNOWN_CLIENT,
     ClientFailure,
     Failure,
     FederationError,
-    ProtocolError,
     TooFewClientsError,
-    encode_client_failure,
-    encode_refusal,
 )
 from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy
-
-if TYPE_CHECKING:
-    from fedcausal_flwr.clients.base import ProtocolClient
-
-logger = logging.getLogger(__name__)
-
-PARTITION_ID_KEY = "partition-id"
-ClientFactory = Callable[[int, Context], "ProtocolClient"]
+from fedcausal_flwr.federation.secagg_traffic import SecAggTraffic
 
 
 @dataclass(frozen=True)
@@ -111,48 +105,6 @@ class RunSettings:
     round_timeout: float | None = None
     max_rounds: int = 10_000
     progress: Callable[[str], None] | None = None
-
-
-def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
-    """Client mod: SecAgg+ stage messages go to ``secaggplus_mod``; all others pass through."""
-    if (
-        msg.metadata.message_type == MessageType.TRAIN
-        and RECORD_KEY_CONFIGS in msg.content.config_records
-    ):
-        return secaggplus_mod(msg, ctxt, call_next)
-    return call_next(msg, ctxt)
-
-
-def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
-    """Client mod (outermost): an exception becomes a typed error reply naming the client (its
-    partition id, from the node config) instead of Flower's error text. A :class:`ProtocolError`
-    (its data or the request is invalid) is a refusal (``REFUSAL_CODE``: the run stops); anything
-    else a failure (``CLIENT_FAILURE_CODE``: a dropout, named even in hello)."""
-    try:
-        return call_next(msg, ctxt)
-    except ProtocolError as error:
-        code, reason = REFUSAL_CODE, encode_refusal(error)
-    except Exception as error:  # noqa: BLE001 - every failure of this client is reported
-        logger.warning("client failed at a %s message", msg.metadata.message_type, exc_info=error)
-        client = ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT)
-        code, reason = CLIENT_FAILURE_CODE, encode_client_failure(int(client), error)
-    return Message(Error(code=code, reason=reason), reply_to=msg)
-
-
-#: The mods of every ClientApp the project builds, outermost first.
-CLIENT_MODS = (client_error_mod, secure_sum_mod)
-
-
-def partition_id_of(context: Context) -> int:
-    """The site's partition id from ``node_config`` (set by simulation, or passed per site)."""
-    if PARTITION_ID_KEY not in context.node_config:
-        raise ProtocolError(
-            UNKNOWN_CLIENT,
-            f"node_config of node {context.node_id} has no '{PARTITION_ID_KEY}'; start the "
-            f"SuperNode with --node-config \"{PARTITION_ID_KEY}=<k> data-path='...'\" "
-            "(a distinct integer per site)",
-        )
-    return int(context.node_config[PARTITION_ID_KEY])
 
 
 def wait_for_nodes(
@@ -324,7 +276,12 @@ class ProtocolWorkflow:
             modulus_range=2**32,
             timeout=sec.timeout if sec.timeout is not None else self.settings.round_timeout,
         )
-        workflow(grid, context)
+        poll = self.poll_interval
+        traffic = SecAggTraffic(grid, lambda msgs, wait: send_and_receive(grid, msgs, wait, poll))
+        try:
+            workflow(traffic, context)  # type: ignore[arg-type]  # a Grid by duck typing
+        finally:
+            session.recorder.record_secagg(server_round, traffic.by_stage(session.members.pid_of))
         if session.awaiting_replies(server_round):
             state = workflow.last_state
             if state is None:
@@ -357,6 +314,9 @@ def run_strategy(
     grid: Grid, context: Context, strategy: ProtocolStrategy, settings: RunSettings
 ) -> None:
     """Run ``strategy`` to completion on ``grid`` (the body of every ServerApp ``main``)."""
+    problem = tune_grid_reply_pulls(grid)  # a deployment's Grid: replies are pulled sooner
+    if problem and settings.progress is not None:
+        settings.progress(problem)
     legacy = LegacyContext(
         context=context,
         config=ServerConfig(num_rounds=settings.max_rounds),
@@ -390,21 +350,3 @@ def make_server_app(
             on_finish(protocol, context)
 
     return app
-
-
-def make_client_app(client_factory: ClientFactory) -> ClientApp:
-    """A ClientApp building ``client_factory(partition_id, context)`` for every message."""
-
-    def client_fn(context: Context):
-        partition_id = partition_id_of(context)
-        client = client_factory(partition_id, context)
-        if getattr(client, "partition_id", None) != partition_id:
-            raise ValueError(
-                f"client factory returned {type(client).__name__} with partition_id "
-                f"{getattr(client, 'partition_id', None)} for partition {partition_id}"
-            )
-        if client.context is None:
-            client.context = context
-        return client.to_client()
-
-    return ClientApp(client_fn=client_fn, mods=list(CLIENT_MODS))

@@ -2,8 +2,11 @@
 
 Flower-free so it can be unit-tested and reused by any driver. Bytes are counted as they travel:
 serialised arrays (``Parameters.tensors``, i.e. ``.npy`` bytes) plus the JSON strings of the action,
-payload and reply metadata. SecAgg+ key-exchange traffic is not included; for a securely summed
-reply each client is charged the size of the vector it contributes.
+payload and reply metadata: the method's payload (``bytes_up`` / ``bytes_down``; for a securely
+summed reply each client is charged the size of the vector it contributes). What SecAgg+ itself
+sends (public keys, encrypted key shares, masked vectors, unmasking shares) is counted apart, per
+round and stage, as ``secagg_bytes_up`` / ``secagg_bytes_down``
+(:mod:`fedcausal_flwr.federation.secagg_traffic` measures it).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class RunRecorder:
     dropped: list[dict] = field(default_factory=list)
     bytes_up: int = 0
     bytes_down: int = 0
+    secagg: list[dict] = field(default_factory=list)
+    secagg_bytes_up: int = 0
+    secagg_bytes_down: int = 0
     per_client: dict[int, dict[str, int]] = field(
         default_factory=lambda: defaultdict(lambda: {"up": 0, "down": 0})
     )
@@ -129,6 +135,14 @@ class RunRecorder:
                 "meta_keys": sorted(meta_keys),
             }
         )
+
+    def record_secagg(self, server_round: int, stages: Sequence[Mapping]) -> None:
+        """SecAgg+'s own traffic in a secure round: one entry per stage (``stage``,
+        ``n_clients``, ``n_replies``, ``bytes_up``, ``bytes_down``, ``per_client``)."""
+        for stage in stages:
+            self.secagg.append({"round": int(server_round), **stage})
+            self.secagg_bytes_up += int(stage["bytes_up"])
+            self.secagg_bytes_down += int(stage["bytes_down"])
 
     def record_dropout(
         self, client: int | None, node: int, server_round: int, action: str, reason: str

@@ -4,26 +4,54 @@ For smoke tests and demos of the deployment path (``flower-superlink --insecure`
 ``flower-supernode`` per site with its own ``--node-config`` TOML holding ``partition-id`` and
 ``data-path``, and ``flwr run <app> <federation>`` with ``FLWR_HOME`` inside the work dir). Every
 process started here, and every process they spawn, is ended by PID when the deployment stops.
-Expect about 6 s per protocol round: the SuperNode polls every 3 s and starts a fresh
-``flwr-clientapp`` process per message.
+
+Security (``tls``, ``auth``; :mod:`.credentials` makes the files): TLS with a generated CA and a
+certificate for 127.0.0.1/localhost, and SuperNode authentication with one registered ECDSA key
+per site (``flwr supernode register``). Keys and certificates are checked before any process
+starts; a SuperNode refused by the SuperLink is explained by :func:`explain_supernode_failure`.
+``fedcausal-flwr federation up`` (:mod:`.localhost`) starts this secure set-up for users.
+
+Two set-ups (``tuned``):
+
+* stock (default): the README's commands, ``flower-supernode`` in its default ``subprocess``
+  isolation: the SuperNode sleeps 3 s after every empty pull from the SuperLink and Flower's
+  SuperExec starts a fresh ``flwr-clientapp`` process for every message.
+* tuned (``tuned=True``): each site is ``fedcausal-supernode --isolation process`` (Flower's
+  SuperNode with its idle poll at 0.2 s, its reply wait at 0.02 s and its object-pull backoff at
+  0.02 s, :mod:`~fedcausal_flwr.federation.tuned_supernode`) plus ``fedcausal-executor`` (a warm
+  ClientApp executor that forks a pre-imported child per message, :mod:`~.warm_executor`),
+  watching the SuperNode's PID.
+
+``experiments/bench_deployment.py`` measures both set-ups' seconds per round in one run.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from fedcausal_flwr.environment import NO_PHONING_OUT  # set for every process started here
+from fedcausal_flwr.federation.credentials import (
+    check_certificate,
+    check_node_key,
+    check_readable,
+    write_node_key,
+    write_tls_files,
+)
 from fedcausal_flwr.federation.messages import FederationError
 from fedcausal_flwr.result import Result
 
@@ -128,12 +156,75 @@ def write_toml(path: Path, values: Mapping[str, Any]) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class SiteSecurity:
+    """How one site of a TLS deployment is started (the defaults are the correct set-up; the
+    others exist to show what a misconfigured site gets).
+
+    ``register``: its public key is registered at the SuperLink (with ``auth``); ``key``: it is
+    started with ``--auth-supernode-private-key`` (``private_key`` overrides the generated key's
+    path); ``root_certificates``: it is started with ``--root-certificates`` (the CA).
+    """
+
+    register: bool = True
+    key: bool = True
+    root_certificates: bool = True
+    private_key: str | None = None
+
+
+#: Flower 1.42's SuperNode log lines for a refused connection, and what they mean for a site.
+SUPERNODE_FAILURES = (
+    (
+        re.compile(r"\[code: 2004\]"),
+        "the SuperLink refused this SuperNode's key (Flower error 2004, node activation "
+        "failed): its public key is not registered. Register it at the coordinator with "
+        "`flwr supernode register <key>.pub <federation>`, or start the SuperNode with the "
+        "private key whose public key was registered",
+    ),
+    (
+        re.compile(r"\[code: 2001\]"),
+        "the SuperLink requires SuperNode authentication (Flower error 2001) but this "
+        "SuperNode was started without a key: start it with --auth-supernode-private-key "
+        "<key> (the private key whose .pub was registered)",
+    ),
+    (
+        re.compile(r"CERTIFICATE_VERIFY_FAILED"),
+        "this SuperNode could not verify the SuperLink's TLS certificate: start it with "
+        "--root-certificates <ca.crt> (the CA that signed the SuperLink's certificate)",
+    ),
+    (
+        re.compile(r"Exit Code: 303"),
+        "SuperNode authentication needs TLS: start the SuperNode with --root-certificates "
+        "<ca.crt> instead of --insecure",
+    ),
+)
+
+
+def explain_supernode_failure(log_text: str) -> str | None:
+    """What a SuperNode's log says went wrong when it could not join, in a site's words
+    (None if the log shows none of the known refusals)."""
+    for pattern, explanation in SUPERNODE_FAILURES:
+        if pattern.search(log_text):
+            return explanation
+    return None
+
+
 class LocalDeployment:
     """SuperLink + SuperNodes on loopback, each site with its own node config (see module doc).
 
     ``node_configs[k]`` is site k's ``--node-config`` (e.g. ``{"partition-id": k, "data-path":
     "/data/site-k.csv"}``). ``env`` adds environment variables for every process (e.g.
-    ``PYTHONPATH`` so the apps can import plugin modules).
+    ``PYTHONPATH`` so the apps can import plugin modules). ``tuned=True`` runs each site as
+    ``fedcausal-supernode --isolation process`` plus a ``fedcausal-executor`` (see module doc);
+    ``executor_args`` are added to every executor's command line (e.g. ``["--preload", "plugin"]``).
+
+    ``tls=True``: a CA and a SuperLink certificate for 127.0.0.1/localhost are generated in
+    ``workdir/credentials`` (:mod:`.credentials`); the SuperLink serves HTTPS, every SuperNode
+    and the CLI verify it with the CA. ``auth=True`` (needs TLS): SuperNode authentication; each
+    site gets an ECDSA key pair, its public key registered with ``flwr supernode register``
+    before the SuperNodes start. ``site_security[k]`` changes how site k is set up (tests use it
+    to start misconfigured sites). A site that could not join is explained by
+    :meth:`site_problem`.
     """
 
     def __init__(
@@ -143,13 +234,33 @@ class LocalDeployment:
         *,
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 60.0,
+        tuned: bool = False,
+        executor_args: Sequence[str] = (),
+        tls: bool = False,
+        auth: bool = False,
+        site_security: Sequence[SiteSecurity] | None = None,
     ):
+        if auth and not tls:
+            raise ValueError("SuperNode authentication (auth=True) needs TLS (tls=True)")
+        if site_security is not None and len(site_security) != len(node_configs):
+            raise ValueError(
+                f"site_security has {len(site_security)} entries for {len(node_configs)} sites"
+            )
+        self.tls, self.auth = bool(tls), bool(auth)
+        self.site_security = list(site_security or [SiteSecurity()] * len(node_configs))
+        self.credentials_dir = Path(workdir).resolve() / "credentials"
+        #: SuperLink node id of each registered site (auth=True), filled by start()
+        self.registered_node_ids: dict[int, int] = {}
         self.workdir = Path(workdir).resolve()
         self.node_configs = [dict(c) for c in node_configs]
+        self.tuned = bool(tuned)
+        self.executor_args = list(executor_args)
         self.startup_timeout = float(startup_timeout)
         self.flwr_home = self.workdir / "flwr_home"
         self.port = 0
         self.processes: list[subprocess.Popen] = []
+        #: the environment each process was started with, by PID (tests check NO_PHONING_OUT)
+        self.environments: dict[int, dict[str, str]] = {}
         self._log_files: list = []
         self.env = dict(os.environ)
         self.env.update(
@@ -185,6 +296,7 @@ class LocalDeployment:
             stdin=subprocess.DEVNULL,
         )
         self.processes.append(proc)
+        self.environments[proc.pid] = dict(env)
         return proc
 
     def start(self) -> None:
@@ -192,11 +304,12 @@ class LocalDeployment:
         start = time.perf_counter()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.flwr_home.mkdir(parents=True, exist_ok=True)
+        self._prepare_credentials()  # before any process: a missing file is refused here
         self.port = free_port()
         link = self._spawn(
             [
                 "flower-superlink",
-                "--insecure",
+                *self._superlink_security_args(),
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -214,33 +327,197 @@ class LocalDeployment:
             {
                 "superlink": {
                     "default": FEDERATION,
-                    FEDERATION: {"address": f"127.0.0.1:{self.port}", "insecure": True},
+                    FEDERATION: {"address": f"127.0.0.1:{self.port}", **self._cli_security()},
                 }
             },
         )
+        self._register_sites()
+        executors: list[subprocess.Popen] = []
         for k, node_config in enumerate(self.node_configs):
             home = self.workdir / f"node{k}_home"
             home.mkdir(exist_ok=True)
             config_file = write_toml(self.workdir / f"node{k}.toml", node_config)
-            self._spawn(
+            runtime_port = free_port()
+            site_env = {**self.env, "FLWR_HOME": str(home)}
+            node = self._spawn(
                 [
-                    "flower-supernode",
-                    "--insecure",
+                    "fedcausal-supernode" if self.tuned else "flower-supernode",
+                    *self._supernode_security_args(k),
                     "--superlink",
                     f"127.0.0.1:{self.port}",
                     "--port",
-                    str(free_port()),
+                    str(runtime_port),
+                    *(["--isolation", "process"] if self.tuned else []),
                     "--node-config",
                     str(config_file),
                 ],
                 f"supernode{k}.log",
-                {**self.env, "FLWR_HOME": str(home)},
+                site_env,
             )
+            if self.tuned:
+                executor = self._spawn(
+                    [
+                        "fedcausal-executor",
+                        "--insecure",
+                        "--runtime-api-address",
+                        f"127.0.0.1:{runtime_port}",
+                        "--parent-pid",
+                        str(node.pid),
+                        *self.executor_args,
+                    ],
+                    f"executor{k}.log",
+                    site_env,
+                )
+                executors.append(executor)
+        if self.tuned:
+            self._wait_executors_ready(executors)
         self.timings["start_s"] = time.perf_counter() - start
+
+    def _wait_executors_ready(self, executors: list[subprocess.Popen]) -> None:
+        """Wait until every site's executor has imported what its tasks need (its log says so;
+        up to 3x ``startup_timeout``: it imports every method)."""
+        from fedcausal_flwr.federation.warm_executor import READY
+
+        logs = [self.workdir / f"executor{k}.log" for k in range(len(executors))]
+        deadline = time.monotonic() + 3 * self.startup_timeout
+        while time.monotonic() < deadline:
+            for log, proc in zip(logs, executors, strict=True):
+                if proc.poll() is not None:
+                    raise FederationError(
+                        f"fedcausal-executor exited with code {proc.returncode}:\n"
+                        + self.log_tail(log.name)
+                    )
+            ready = f"fedcausal-executor: {READY}"
+            if all(log.exists() and ready in log.read_text(errors="replace") for log in logs):
+                return
+            time.sleep(0.1)
+        raise FederationError(
+            f"executors not ready after {3 * self.startup_timeout:g} s:\n"
+            + "\n".join(self.log_tail(log.name, 5) for log in logs)
+        )
+
+    # ------------------------------------------------------------------ TLS and authentication
+    def _prepare_credentials(self) -> None:
+        """Generate the CA, the SuperLink's certificate and the sites' keys (tls/auth), then
+        check every file a process will be given exists."""
+        if not self.tls:
+            return
+        if not (self.credentials_dir / "ca.crt").exists():
+            write_tls_files(self.credentials_dir)
+        for name, option in (
+            ("ca.crt", "--ssl-ca-certfile"),
+            ("server.pem", "--ssl-certfile"),
+        ):
+            check_certificate(self.credentials_dir / name, f"TLS {name}", option)
+        check_readable(self.credentials_dir / "server.key", "TLS server key", "--ssl-keyfile")
+        if not self.auth:
+            return
+        for k, security in enumerate(self.site_security):
+            if not (self.credentials_dir / f"site{k}").exists():
+                write_node_key(self.credentials_dir, f"site{k}")
+            if security.key:
+                try:
+                    check_node_key(self.node_key(k))
+                except (OSError, ValueError) as error:
+                    raise FederationError(f"site {k}: {error}") from None
+
+    def node_key(self, k: int) -> Path:
+        """Site k's private key (its public key is the same path + ``.pub``)."""
+        override = self.site_security[k].private_key
+        return Path(override) if override else self.credentials_dir / f"site{k}"
+
+    def _superlink_security_args(self) -> list[str]:
+        if not self.tls:
+            return ["--insecure"]
+        d = self.credentials_dir
+        args = ["--ssl-ca-certfile", str(d / "ca.crt"), "--ssl-certfile", str(d / "server.pem")]
+        args += ["--ssl-keyfile", str(d / "server.key")]
+        return [*args, "--enable-supernode-auth"] if self.auth else args
+
+    def _cli_security(self) -> dict[str, Any]:
+        """The ``[superlink.<name>]`` keys of the ``flwr`` CLI's connection."""
+        if not self.tls:
+            return {"insecure": True}
+        return {"root-certificates": str(self.credentials_dir / "ca.crt")}
+
+    def _supernode_security_args(self, k: int) -> list[str]:
+        if not self.tls:
+            return ["--insecure"]
+        security = self.site_security[k]
+        args = []
+        if security.root_certificates:
+            args += ["--root-certificates", str(self.credentials_dir / "ca.crt")]
+        if self.auth and security.key:
+            args += ["--auth-supernode-private-key", str(self.node_key(k))]
+        return args
+
+    def _register_sites(self) -> None:
+        """``flwr supernode register <site>.pub <federation>`` for every site to register (all
+        at once: each is a CLI start of about a second)."""
+        if not self.auth:
+            return
+        flwr = shutil.which("flwr", path=self.env.get("PATH")) or "flwr"
+        pending = {
+            k: subprocess.Popen(
+                [
+                    flwr,
+                    "supernode",
+                    "register",
+                    f"{self.node_key(k)}.pub",
+                    FEDERATION,
+                    "--format",
+                    "json",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+            )
+            for k, security in enumerate(self.site_security)
+            if security.register
+        }
+        problems = []
+        for k, proc in pending.items():
+            out, _ = proc.communicate(timeout=self.startup_timeout)
+            try:
+                reply = json.loads(out[out.index("{") :])
+            except ValueError:
+                reply = {}
+            if proc.returncode != 0 or not reply.get("success"):
+                problems.append(f"site {k}: `flwr supernode register` failed:\n{out.strip()}")
+            else:
+                self.registered_node_ids[k] = int(reply["node-id"])
+        if problems:
+            raise FederationError("\n".join(problems))
+
+    def supernode_process(self, k: int) -> subprocess.Popen:
+        """The SuperNode process of site k."""
+        config = str(self.workdir / f"node{k}.toml")
+        for proc in self.processes:
+            args = [str(a) for a in proc.args] if isinstance(proc.args, list) else []
+            if config in args and "--superlink" in args:
+                return proc
+        raise KeyError(f"site {k} has no SuperNode process")
+
+    def site_problem(self, k: int) -> str | None:
+        """Why site k's SuperNode could not join, in the site's words (None if its log shows
+        no known refusal)."""
+        log = self.workdir / f"supernode{k}.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        explanation = explain_supernode_failure(text)
+        return None if explanation is None else f"site {k}: {explanation}"
 
     def _wait_healthy(self, link: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.startup_timeout
-        url = f"http://127.0.0.1:{self.port}/health"
+        scheme = "https" if self.tls else "http"
+        url = f"{scheme}://127.0.0.1:{self.port}/health"
+        context = (
+            ssl.create_default_context(cafile=str(self.credentials_dir / "ca.crt"))
+            if self.tls
+            else None
+        )
         while time.monotonic() < deadline:
             if link.poll() is not None:
                 raise FederationError(
@@ -248,7 +525,7 @@ class LocalDeployment:
                     + self.log_tail("superlink.log")
                 )
             try:
-                with urllib.request.urlopen(url, timeout=1) as response:
+                with urllib.request.urlopen(url, timeout=1, context=context) as response:
                     if response.status == 200:
                         return
             except OSError:
@@ -310,6 +587,7 @@ class LocalDeployment:
                 stdin=subprocess.DEVNULL,
             )
             self.processes.append(cli)
+            self.environments[cli.pid] = dict(self.env)
             try:
                 code = cli.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -319,8 +597,10 @@ class LocalDeployment:
                 ) from None
         self.timings["run_s"] = time.perf_counter() - start
         if not result_path.exists():
+            sites = [p for k in range(len(self.node_configs)) if (p := self.site_problem(k))]
             raise FederationError(
                 f"flwr run exited with code {code} and wrote no result:\n"
+                + "".join(f"{problem}\n" for problem in sites)
                 + self.log_tail("flwr_run.log")
                 + "\n--- superlink.log ---\n"
                 + self.log_tail("superlink.log")

@@ -116,20 +116,321 @@ def run_simulation_quietly(**kwargs: Any) -> None:
         run_simulation(**kwargs)
 
 
+# -- The SuperNode's ClientApp runtime in process isolation (`flower-supernode --isolation
+# process`), used by the warm executor (fedcausal_flwr.federation.warm_executor). Missing public
+# API: an executor that runs ClientApp tasks in a process that is already started. Flower 1.42's
+# SuperExec starts a fresh `flwr-clientapp` process per task (SubprocessExecutor; its warm pools
+# serve only agentapp/model/connector tasks on Kubernetes), and the pieces an executor is made of
+# (the Runtime API client, AcquireTask, the ClientApp task runner `run_clientapp`) are internal.
+# Imported inside the functions below: a module that only needs the names above (every backend)
+# does not pay for the SuperNode runtime.
+SUPEREXEC_AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})  # as flower-superexec's
+
+
+def add_superexec_auth_args(parser: Any) -> None:
+    """``--superexec-auth-secret-file``, as ``flower-superexec`` / ``flower-supernode`` take it."""
+    from flwr.supercore.auth import add_superexec_auth_secret_args
+
+    add_superexec_auth_secret_args(parser)
+
+
+def load_superexec_secret(path: str | None) -> bytes | None:
+    from flwr.supercore.auth import load_superexec_auth_secret
+
+    return load_superexec_auth_secret(secret_file=path)
+
+
+def preload_clientapp_runtime() -> None:
+    """Import what ``flwr-clientapp`` imports (the task runner and everything under it), and
+    check it has what :func:`run_clientapp_task` uses."""
+    import flwr.supernode.runtime.run_clientapp as runtime
+
+    missing = [name for name in CLIENTAPP_RUNTIME_NAMES if not hasattr(runtime, name)]
+    if missing:
+        raise ImportError(
+            f"flwr {flwr.__version__}: flwr.supernode.runtime.run_clientapp has no {missing} "
+            f"(the warm executor was written for flwr {FLOWER_SERIES}x)"
+        )
+
+
+class ClientAppTaskSource:
+    """Claims ClientApp tasks from a SuperNode's Runtime API, as ``flower-superexec`` does
+    (AcquireTask, with the version header and, given a secret, SuperExec auth)."""
+
+    def __init__(
+        self,
+        runtime_api_address: str,
+        insecure: bool,
+        root_certificates_path: str | None = None,
+        superexec_auth_secret: bytes | None = None,
+    ):
+        from flwr.supercore.interceptors import (
+            RuntimeVersionHttpInterceptor,
+            SuperExecAuthHttpInterceptor,
+        )
+        from flwr.supercore.retry import make_simple_http_retry_invoker
+        from flwr.supercore.runtime import RuntimeHttpClient
+        from flwr.supercore.tls import validate_and_resolve_root_certificates
+
+        interceptors: list[Any] = [RuntimeVersionHttpInterceptor(component_name="SuperExec")]
+        if superexec_auth_secret:
+            interceptors.append(
+                SuperExecAuthHttpInterceptor(
+                    master_secret=superexec_auth_secret,
+                    protected_methods=SUPEREXEC_AUTH_METHODS,
+                )
+            )
+        self.client = RuntimeHttpClient.from_server_address(
+            server_address=runtime_api_address,
+            insecure=insecure,
+            root_certificates=validate_and_resolve_root_certificates(
+                root_certificates_path, insecure
+            ),
+            interceptors=interceptors,
+            retry_invoker=make_simple_http_retry_invoker(),
+        )
+
+    def acquire(self) -> tuple[str, int] | None:
+        """``(token, task id)`` of a pending ClientApp task claimed for us, or None."""
+        from flwr.proto.runtime_pb2 import AcquireTaskRequest  # pylint: disable=E0611
+        from flwr.supercore.constant import TaskType
+
+        response = self.client.AcquireTask(
+            AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP], agentapp_fab_hashes=[])
+        )
+        if response.HasField("task") and response.token:
+            return response.token, int(response.task.task_id)
+        return None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def run_clientapp_task(
+    runtime_api_address: str,
+    token: str,
+    insecure: bool,
+    root_certificates_path: str | None,
+    parent_pid: int | None,
+    pull_backoff: float,
+    message_wait: float = 5.0,
+) -> int:
+    """Run one claimed ClientApp task with Flower's own ``run_clientapp`` (what
+    ``flwr-clientapp --token ...`` runs), in this process; its exit code. Runtime dependency
+    installation is off.
+
+    Two changes, in this (forked, single-task) process only, both for a worker that starts within
+    milliseconds of its task (a fresh ``flwr-clientapp`` process takes a second to start, by which
+    time the SuperNode has stored the message and its objects): Flower's ``pull_task_input`` waits
+    up to ``message_wait`` seconds for the message (the SuperNode creates the task just before it
+    stores the message) instead of failing at once, and retries the message's objects the
+    SuperNode has not yet pulled from the SuperLink after ``pull_backoff`` seconds (doubling,
+    capped at 0.1 s) instead of Flower's 1 s (doubling, capped at 10 s)."""
+    from functools import partial
+
+    import flwr.supernode.runtime.run_clientapp as runtime
+    from flwr.supercore.tls import validate_and_resolve_root_certificates
+
+    runtime.pull_and_inflate_object_from_tree = partial(
+        runtime.pull_and_inflate_object_from_tree,
+        initial_backoff=pull_backoff,
+        backoff_cap=max(pull_backoff, 0.1),
+    )
+    flower_pull_task_input = runtime.pull_task_input
+
+    def patient_pull_task_input(client: Any) -> Any:
+        client.PullMessages = _waiting(client.PullMessages, message_wait, pull_backoff)
+        return flower_pull_task_input(client)
+
+    runtime.pull_task_input = patient_pull_task_input
+    try:
+        runtime.run_clientapp(
+            runtime_api_address=runtime_api_address,
+            token=token,
+            insecure=insecure,
+            certificates=validate_and_resolve_root_certificates(root_certificates_path, insecure),
+            parent_pid=parent_pid,
+            runtime_dependency_install=False,
+        )
+    except SystemExit as done:  # run_clientapp ends with flwr_exit -> sys.exit
+        return done.code if isinstance(done.code, int) else 1
+    return 0
+
+
+def _waiting(pull_messages: Any, wait: float, step: float) -> Any:
+    """``PullMessages`` asked again (every ``step`` s, up to ``wait`` s) while it returns none."""
+    import time
+
+    def pull(request: Any) -> Any:
+        deadline = time.monotonic() + wait
+        while not (response := pull_messages(request)).messages_list:
+            if time.monotonic() >= deadline:
+                break  # Flower's pull_task_input reports it
+            time.sleep(min(step, 0.05))
+        return response
+
+    return pull
+
+
+#: What the warm executor uses of the ClientApp runtime module (checked when it starts).
+CLIENTAPP_RUNTIME_NAMES = ("run_clientapp", "pull_task_input", "pull_and_inflate_object_from_tree")
+
+
+# -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.tuned_supernode). Missing
+# public API: any setting for them. Flower 1.42's SuperNode loop
+# (flwr.supernode.start_client_internal) sleeps a hard-coded 3 s after a pull from the SuperLink
+# that brought no message, waits for the ClientApp's reply (and for its objects) in hard-coded
+# 0.5 s steps, and pulls a message's objects from the SuperLink with Flower's default retry backoff
+# (1 s, doubling up to 10 s) when they are not there yet. tune_supernode_waits() gives that one
+# module its own `time`, whose sleep() turns those two durations into shorter ones, and its own
+# `pull_objects` with a shorter backoff; every other call, and every other module, is untouched.
+# It refuses to patch a module whose source does not have exactly those sleeps and that one call.
+SUPERNODE_LOOP_MODULE = "flwr.supernode.start_client_internal"
+SUPERNODE_IDLE_SLEEP = 3  # seconds, after an empty pull
+SUPERNODE_REPLY_SLEEP = 0.5  # seconds, between looks for the reply and for its objects
+#: what the loop's source must contain, and how often (the version check of the patch)
+SUPERNODE_LOOP_CALLS = {
+    f"time.sleep({SUPERNODE_IDLE_SLEEP})": 1,
+    f"time.sleep({SUPERNODE_REPLY_SLEEP})": 2,
+    "time.sleep(": 3,
+    "pull_objects(": 1,
+    "initial_backoff": 0,
+}
+
+
+class _TunedClock:
+    """``time`` for one module, with some sleep durations replaced."""
+
+    def __init__(self, waits: dict[float, float]):
+        import time
+
+        self._time = time
+        self.waits = dict(waits)
+
+    def sleep(self, seconds: float) -> None:
+        self._time.sleep(self.waits.get(seconds, seconds))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._time, name)
+
+
+def supernode_loop_mismatch(source: str) -> str | None:
+    """Why the SuperNode loop ``source`` is not the one the tuning was written for (None: it is)."""
+    found = {call: source.count(call) for call in SUPERNODE_LOOP_CALLS}
+    if found == SUPERNODE_LOOP_CALLS:
+        return None
+    differ = ", ".join(
+        f"{call!r} {found[call]}x (expected {n}x)"
+        for call, n in SUPERNODE_LOOP_CALLS.items()
+        if found[call] != n
+    )
+    return (
+        f"{SUPERNODE_LOOP_MODULE} (flwr {flwr.__version__}) is not the SuperNode loop this tuning "
+        f"was written for (flwr {FLOWER_SERIES}x): {differ}. Run the stock flower-supernode, or "
+        "a fedcausal-flwr release made for this Flower"
+    )
+
+
+def tune_supernode_waits(
+    idle_poll: float, reply_wait: float, object_backoff: float
+) -> dict[str, float]:
+    """Shorten the SuperNode loop's hard-coded waits (see above); {what: new seconds}.
+    :class:`ImportError` (with :func:`supernode_loop_mismatch`'s reason) on another loop."""
+    import importlib
+    import inspect
+    from functools import partial
+
+    loop = importlib.import_module(SUPERNODE_LOOP_MODULE)
+    problem = supernode_loop_mismatch(inspect.getsource(loop))
+    if problem:
+        raise ImportError(problem)
+    loop.time = _TunedClock(  # type: ignore[attr-defined]
+        {float(SUPERNODE_IDLE_SLEEP): idle_poll, SUPERNODE_REPLY_SLEEP: reply_wait}
+    )
+    loop.pull_objects = partial(  # type: ignore[attr-defined]
+        loop.pull_objects, initial_backoff=object_backoff, backoff_cap=max(object_backoff, 0.5)
+    )
+    return {
+        f"idle poll ({SUPERNODE_IDLE_SLEEP} s)": idle_poll,
+        f"reply wait ({SUPERNODE_REPLY_SLEEP} s)": reply_wait,
+        "object pull backoff (1 s)": object_backoff,
+    }
+
+
+# -- The ServerApp's reply pulls (a deployment's ServerApp, run by Flower's `flwr-serverapp`).
+# Missing public API: the retry backoff of Flower's deployment Grid (HttpGrid, module
+# flwr.superlink.grid.http_grid) for a reply whose objects are not at the SuperLink yet. A
+# SuperNode stores its reply at the SuperLink first and pushes the reply's objects after it; a
+# ServerApp that pulls in between (the project's looks for replies every 0.05 s) waits Flower's
+# default backoff, 1 s (doubling up to 10 s), before it asks again. tune_grid_reply_pulls() gives
+# that one module its own `pull_objects` with a shorter backoff, in the ServerApp's process only,
+# and only if the module's source has exactly the one call it was written for.
+GRID_MODULE = "flwr.superlink.grid.http_grid"
+GRID_REPLY_BACKOFF = 0.02  # seconds (Flower: 1), doubling up to 0.5 s (Flower: 10)
+
+
+def tune_grid_reply_pulls(grid: Any, initial_backoff: float = GRID_REPLY_BACKOFF) -> str | None:
+    """Shorten ``grid``'s object-pull backoff if it is Flower's deployment Grid (see above); None
+    if done (or not a deployment Grid), else why it was left as it is."""
+    import importlib
+    import inspect
+    from functools import partial
+
+    if type(grid).__module__ != GRID_MODULE:
+        return None
+    module = importlib.import_module(GRID_MODULE)
+    if isinstance(module.pull_objects, partial):  # tuned already (one ServerApp per process)
+        return None
+    source = inspect.getsource(module)
+    if source.count("pull_objects(") != 1 or "initial_backoff" in source:
+        return (
+            f"{GRID_MODULE} (flwr {flwr.__version__}) is not the Grid this tuning was written for "
+            f"(flwr {FLOWER_SERIES}x); replies are pulled with Flower's own backoff"
+        )
+    module.pull_objects = partial(  # type: ignore[attr-defined]
+        module.pull_objects, initial_backoff=initial_backoff, backoff_cap=max(initial_backoff, 0.5)
+    )
+    return None
+
+
+def run_flower_supernode() -> None:
+    """``flower-supernode``: Flower's own entry point (its arguments, TLS, auth, isolation)."""
+    from flwr.supernode.cli import flower_supernode
+
+    flower_supernode()
+
+
 __all__ = [
     "CLIENT_APP_RAISED_EXCEPTION",
+    "CLIENTAPP_RUNTIME_NAMES",
+    "ClientAppTaskSource",
     "FLOWER_SERIES",
+    "GRID_MODULE",
+    "GRID_REPLY_BACKOFF",
     "MAIN_CONFIGS_RECORD",
     "MAIN_PARAMS_RECORD",
     "RECORD_KEY_CONFIGS",
     "Key",
+    "SUPEREXEC_AUTH_METHODS",
+    "SUPERNODE_IDLE_SLEEP",
+    "SUPERNODE_LOOP_CALLS",
+    "SUPERNODE_LOOP_MODULE",
+    "SUPERNODE_REPLY_SLEEP",
     "TrackedSecAggPlusWorkflow",
+    "add_superexec_auth_args",
     "client_app_error_reason",
     "empty_run",
     "fitins_to_recorddict",
+    "load_superexec_secret",
+    "preload_clientapp_runtime",
     "recorddict_to_fitres",
+    "run_clientapp_task",
+    "run_flower_supernode",
     "run_simulation_quietly",
     "set_message_routing",
     "set_task_identity",
     "start_update_client_manager_thread",
+    "supernode_loop_mismatch",
+    "tune_grid_reply_pulls",
+    "tune_supernode_waits",
 ]

@@ -20,11 +20,14 @@ Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inpu
 5. the same kind of values for a column at every client (integers here and text there is an
    error naming the client that differs and what each holds);
 6. no column constant over all clients (one constant at some clients but varying overall is fine)
-   for every method (a protocol that runs no CI test may say it does not need this).
+   for every method (a protocol that runs no CI test may say it does not need this), except
+   methods whose tests make such a column an isolated node (``isolates_constants``: every
+   discrete test with it has 0 degrees of freedom, p = 1, as in causal-learn); those print a note.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +67,12 @@ SAME_COLUMNS_FIX = Fix(
     (("method", "fedcdnv"),),
 )
 
+#: What to do about a column constant over all clients, for a method that cannot keep it.
+CONSTANT_FIX = Fix(
+    "drop the column, or use {} or {} with {} (exact summed tables keep it as an isolated node)",
+    (("method", "fedpc"), ("method", "fedfci"), ("test", "chi2")),
+)
+
 
 @dataclass(frozen=True)
 class InputNeeds:
@@ -75,7 +84,8 @@ class InputNeeds:
     it; off only for protocols that test nothing); ``test``: the test's name for messages;
     ``value_fix``: what to do about a column whose values do not suit the test (default:
     :data:`DISCRETE_FIX` for discrete tests); ``kind_fix``: what else to do about a column of
-    different kinds at different clients.
+    different kinds at different clients. ``isolates_constants``: a column constant over all
+    clients is kept and becomes an isolated node (the method's tests allow it), not refused.
     """
 
     same_columns: bool = True
@@ -85,6 +95,7 @@ class InputNeeds:
     test: str = ""
     value_fix: Fix | None = None
     kind_fix: Fix | None = None
+    isolates_constants: bool = False
 
     def __post_init__(self) -> None:
         if self.values not in VALUE_NEEDS:
@@ -343,13 +354,15 @@ class _Check:
                 known = seen.get(col, set())
                 seen[col] = None if local is None or known is None else known | local
         for col, values in seen.items():
-            if values is not None and len(values) < 2:
+            if values is not None and len(values) < 2 and not self.needs.isolates_constants:
                 shown = f" ({shown_values(sorted(values, key=str))})" if values else ""
+                test = f" with the {self.needs.test} test" if self.needs.test else ""
                 raise self.error(
-                    f"is constant{shown} over all clients' rows: a variable with one value "
-                    "carries no information for a CI test",
+                    f"is constant{shown} over all clients' rows: {self.method}{test} cannot "
+                    "use a variable with one value (its CI tests are undefined or carry "
+                    "nothing)",
                     column=col,
-                    fix="drop the column",
+                    fix=CONSTANT_FIX,
                 )
 
 
@@ -371,6 +384,33 @@ def check_client_inputs(
     check.columns()
     check.kinds()
     check.constants()
+
+
+class ConstantColumnNote(UserWarning):
+    """A single-level column was kept as an isolated node (printed, not an error)."""
+
+
+def note_constant_columns(method: str, levels: Mapping[str, list], allowed: bool) -> list[str]:
+    """The columns with one level over all clients, each noted: a discrete test with such a
+    column has 0 degrees of freedom, so p = 1 and the column ends isolated, as in causal-learn
+    (its water benchmark has six). Where the tests cannot carry it (``allowed`` False: the
+    sketch), the method says so by name."""
+    constant = [v for v, values in levels.items() if len(values) < 2]
+    for v in constant:
+        if not allowed:
+            raise ValueError(
+                f"variable {v!r} has a single level {levels[v]} over all clients; {method}'s "
+                "sketch cannot test it: drop the column, or use ci='exact' (exact tables keep "
+                "it as an isolated node)"
+            )
+        warnings.warn(
+            f"note: column {v!r} has a single level {levels[v]} over all clients: every test "
+            f"with it is independent (0 degrees of freedom), so {method} keeps it as an "
+            "isolated node",
+            ConstantColumnNote,
+            stacklevel=2,
+        )
+    return constant
 
 
 def require_same_columns(

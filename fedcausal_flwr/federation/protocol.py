@@ -381,6 +381,9 @@ class ProtocolRun:
             log=list(rec.log),
             extra=payload,
             bytes_per_client={k: dict(v) for k, v in sorted(rec.per_client.items())},
+            secagg_bytes_up=rec.secagg_bytes_up,
+            secagg_bytes_down=rec.secagg_bytes_down,
+            secagg=list(rec.secagg),
         )
 
     # ================================================================== internals

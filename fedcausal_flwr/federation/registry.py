@@ -29,6 +29,8 @@ import pandas as pd
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
+#: the package of the methods' client sides (a strategy's ``make_client`` imports its module)
+BUILTIN_CLIENTS_MODULE = "fedcausal_flwr.clients"
 
 MakeStrategy = Callable[[dict], Any]
 MakeClient = Callable[[int, pd.DataFrame, dict], Any]
@@ -190,6 +192,19 @@ def _import_builtins() -> None:
     if not _IMPORTED_BUILTINS:
         importlib.import_module(BUILTIN_METHODS_MODULE).import_all()
         _IMPORTED_BUILTINS = True
+
+
+def builtin_method_modules() -> list[str]:
+    """Full names of every built-in method module and every client module, listed without
+    importing any of them: for a process that imports them all once, in advance (the warm
+    ClientApp executor), where a run imports only its method's (:func:`get_method`)."""
+    import pkgutil
+
+    methods = importlib.import_module(BUILTIN_METHODS_MODULE).METHOD_MODULES
+    clients = importlib.import_module(BUILTIN_CLIENTS_MODULE)
+    return [f"{BUILTIN_METHODS_MODULE}.{m}" for m in methods] + [
+        f"{BUILTIN_CLIENTS_MODULE}.{info.name}" for info in pkgutil.iter_modules(clients.__path__)
+    ]
 
 
 def known_methods() -> list[str]:

@@ -125,28 +125,49 @@ def orient_colliders(
     causal-learn's ``dpath`` for a later ``apply_meek(mode="causallearn")`` (or use
     :func:`~.meek.orient_cpdag`, which does both).
     """
+    check_conflict_policy(conflict)
+    check_pc_graph(graph)
+    m = graph.marks
+    result = ColliderOrientation()
+    for x, y, z in pc_unshielded_triples(m):
+        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
+        result.record((x, y, z), status)
+        if status == "collider":
+            orient_collider(m, (x, y, z), conflict, ancestry, result)
+    return result
+
+
+def check_conflict_policy(conflict: str) -> None:
     if conflict not in CONFLICT_POLICIES:
         raise ValueError(
             f"unknown conflict policy {conflict!r}; expected one of {CONFLICT_POLICIES}"
         )
+
+
+def pc_unshielded_triples(m: np.ndarray) -> list[Triple]:
+    """causal-learn's ``UT``: unshielded triples ``(x, y, z)`` with x < z, in its order."""
+    return [(x, y, z) for (x, y, z) in causallearn_unshielded_triples(m) if x < z]
+
+
+def orient_collider(
+    m: np.ndarray,
+    triple: Triple,
+    conflict: str,
+    ancestry: CausalLearnAncestry | None,
+    result: ColliderOrientation,
+) -> bool:
+    """Orient ``x --> y <-- z`` under a conflict policy (see :func:`orient_colliders`); a triple
+    that meets an edge out of y is listed in ``result.conflicts``. False if it was skipped."""
+    x, y, z = triple
     policy = _CONFLICT_POLICY[conflict]
-    check_pc_graph(graph)
-    m = graph.marks
-    result = ColliderOrientation()
-    triples = [(x, y, z) for (x, y, z) in causallearn_unshielded_triples(m) if x < z]
-    for x, y, z in triples:
-        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
-        result.record((x, y, z), status)
-        if status != "collider":
-            continue
-        meets_oriented_edge = is_directed(m, y, x) or is_directed(m, y, z)
-        if meets_oriented_edge:
-            result.conflicts.append((x, y, z))
-        if meets_oriented_edge and policy.skips_triple:
-            continue
-        for a in (x, z):
-            policy.orient_edge(m, a, y, ancestry)
-    return result
+    meets_oriented_edge = is_directed(m, y, x) or is_directed(m, y, z)
+    if meets_oriented_edge:
+        result.conflicts.append(triple)
+    if meets_oriented_edge and policy.skips_triple:
+        return False
+    for a in (x, z):
+        policy.orient_edge(m, a, y, ancestry)
+    return True
 
 
 # ============================================================================ FCI: R0

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:  # networkx is imported where a graph is converted (~0.2 s to import)
+    import networkx as nx
 
 NONE, TAIL, ARROW, CIRCLE = 0, 1, 2, 3
 MARK_NAMES = {TAIL: "tail", ARROW: "arrow", CIRCLE: "circle"}
@@ -204,6 +207,8 @@ class Graph:
     def to_networkx(self) -> nx.DiGraph:
         """Directed edges as networkx edges; other edges get both directions with a ``marks``
         attr."""
+        import networkx as nx
+
         dg = nx.DiGraph()
         dg.add_nodes_from(self.names)
         for u, v, mu, mv in self.edges():

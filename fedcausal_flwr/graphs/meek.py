@@ -153,3 +153,57 @@ def orient_cpdag(
     result = orient_colliders(graph, sepsets, rule=rule, conflict=conflict, ancestry=ancestry)
     apply_meek(graph, mode=meek, ancestry=ancestry)
     return result
+
+
+def definite_meek(
+    graph: Graph,
+    colliders: list[tuple[int, int, int]],
+    noncolliders: list[tuple[int, int, int]],
+    ancestry: CausalLearnAncestry,
+) -> int:
+    """causal-learn's ``Meek.definite_meek`` after definiteMaxP: R1 over the definite
+    non-colliders only, R2 over triangles, and R3 over kites whose triples are definite; the
+    triangles and kites are those of the graph on entry. Returns the number of edges oriented."""
+    check_pc_graph(graph)
+    m = graph.marks
+    triangles = causallearn_triangles(m)
+    kites = causallearn_kites(m, triangles)
+    definite_colliders = set(colliders)
+    definite_noncolliders = set(noncolliders)
+    total = 0
+
+    def orient(a: int, b: int) -> bool:
+        if ancestry.is_ancestor(b, a):
+            return False
+        m[a, b], m[b, a] = ARROW, TAIL
+        ancestry.adjust(a, b)
+        return True
+
+    loop = True
+    while loop:
+        loop = False
+        for i, j, k in noncolliders:
+            if is_directed(m, i, j) and is_undirected(m, j, k):
+                changed = orient(j, k)
+            elif is_directed(m, k, j) and is_undirected(m, j, i):
+                changed = orient(j, i)
+            else:
+                continue
+            loop, total = loop or changed, total + int(changed)
+        for i, j, k in triangles:
+            if (
+                is_directed(m, i, j)
+                and is_directed(m, j, k)
+                and is_undirected(m, i, k)
+                and orient(i, k)
+            ):
+                loop, total = True, total + 1
+        for i, j, k, ell in kites:
+            if (
+                ((j, ell, k) in definite_colliders or (k, ell, j) in definite_colliders)
+                and ((j, i, k) in definite_noncolliders or (k, i, j) in definite_noncolliders)
+                and is_undirected(m, i, ell)
+                and orient(i, ell)
+            ):
+                loop, total = True, total + 1
+    return total

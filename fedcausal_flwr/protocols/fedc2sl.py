@@ -7,9 +7,10 @@ The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedc2sl`; que
 from __future__ import annotations
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)
+SPARSE_TABLES = "sparse_tables"  # nonzero cells of a batch's tables, merged on the server (exact)
 MARGINS = "margins"  # summed stratum margins (sketch, first round of a batch)
 SKETCH = "sketch"  # summed projected residuals (sketch, second round)
 MOMENTS = "moments"  # data moments n, sum x, x x^T (Gaussian data)
-ACTIONS = (TABLES, MARGINS, SKETCH, MOMENTS)
+ACTIONS = (TABLES, SPARSE_TABLES, MARGINS, SKETCH, MOMENTS)
 
 SKETCH_SCALE = 2**8  # fixed point of the summed sketch: residuals travel as rint(value * scale)

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict, cast
 
 import numpy as np
-from scipy import stats as sps
 
 from .oracle import Query, normalise_query
 
 #: Largest table (cells) :func:`local_tables` will allocate for one query (128 MiB of int64).
 DEFAULT_MAX_CELLS = 2**24
+#: Largest flat cell index of a batch's (possibly sparse) table vector: int64 indices.
+MAX_FLAT_CELLS = 2**62
 #: Working-set sizes (array elements) of one vectorised counting / testing chunk.
 _COUNT_CHUNK_ELEMENTS = 2**18
 _CHUNK_ELEMENTS = 2**22
@@ -58,7 +59,9 @@ def _name(variables: Sequence[str] | None, v: int) -> str:
 def check_cards(
     cards: Sequence[int] | np.ndarray, variables: Sequence[str] | None = None
 ) -> np.ndarray:
-    """Validate the public level counts: integers >= 2 (a one-level variable cannot be tested)."""
+    """Validate the public level counts: integers >= 1. A one-level (constant) variable is
+    allowed: every test with it has 0 degrees of freedom and p = 1, as in causal-learn, so PC and
+    FCI leave it isolated."""
     arr = np.asarray(cards)
     if arr.ndim != 1:
         raise ValueError(f"cards must be a 1-d array of level counts, got shape {arr.shape}")
@@ -69,10 +72,10 @@ def check_cards(
     arr = arr.astype(np.int64)
     if variables is not None and len(variables) != arr.size:
         raise ValueError(f"{arr.size} cards given for {len(variables)} variables")
-    for v in np.flatnonzero(arr < 2):
+    for v in np.flatnonzero(arr < 1):
         raise ValueError(
-            f"variable {_name(variables, int(v))} has {int(arr[v])} level(s); a discrete CI test "
-            "needs at least 2 levels (drop constant variables before learning)"
+            f"variable {_name(variables, int(v))} has {int(arr[v])} levels; a discrete CI test "
+            "needs at least one"
         )
     return arr
 
@@ -155,15 +158,18 @@ class TableLayout:
 def make_layout(
     queries: Sequence[Sequence],
     cards: Sequence[int] | np.ndarray,
-    max_cells: int = DEFAULT_MAX_CELLS,
+    max_cells: int | None = DEFAULT_MAX_CELLS,
     *,
     normalised: bool = False,
 ) -> TableLayout:
     """The table layout of a batch; raises :class:`TableTooLargeError` naming an oversized query.
 
     ``normalised=True`` takes ``(x, y, S)`` tuples as they are (a client laying out the server's
-    already-normalised batch), skipping the per-query normalisation.
+    already-normalised batch), skipping the per-query normalisation. ``max_cells=None``: no
+    per-query limit (a sparse count, :func:`sparse_local_tables`, never allocates the dense
+    tables); the flat cell indices must still fit in int64.
     """
+    limit = MAX_FLAT_CELLS if max_cells is None else min(int(max_cells), MAX_FLAT_CELLS)
     cards_arr = check_cards(cards)
     keys: tuple[Query, ...]
     if normalised:
@@ -187,20 +193,26 @@ def make_layout(
             )
         level_counts = cards_arr[rows]
         log_cells = np.log2(level_counts.astype(np.float64)).sum(axis=1)
-        too_big = np.flatnonzero(log_cells > np.log2(max_cells) + 1e-9)
+        too_big = np.flatnonzero(log_cells > np.log2(limit) + 1e-9)
         if too_big.size:
             x, y, s = keys[members[too_big[0]]]
             cells = math.prod(int(cards_arr[v]) for v in (x, y, *s))
-            if cells > max_cells:
+            if cells > limit:
                 raise TableTooLargeError(
                     f"the table of query x={x}, y={y}, S={s} would have {cells} cells "
-                    f"(limit {max_cells}); reduce the conditioning set size or the level counts"
+                    f"(limit {limit}); reduce the conditioning set size or the level counts"
                 )
         shapes[members, 0] = level_counts[:, 2:].prod(axis=1)
         shapes[members, 1] = level_counts[:, 0]
         shapes[members, 2] = level_counts[:, 1]
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum(shapes.prod(axis=1), out=offsets[1:])
+    sizes = shapes.prod(axis=1)
+    if len(keys) and sum(int(v) for v in sizes) > MAX_FLAT_CELLS:
+        raise TableTooLargeError(
+            f"the {len(keys)} tables of this batch have more than {MAX_FLAT_CELLS} cells in all, "
+            "too many to index; split the batch"
+        )
+    np.cumsum(sizes, out=offsets[1:])
     return TableLayout(keys, cards_arr, shapes, offsets)
 
 
@@ -298,6 +310,129 @@ def sum_tables(vectors: Sequence[np.ndarray]) -> np.ndarray:
         if a.dtype.kind not in "iu":
             raise TypeError(f"table vector {k} has dtype {a.dtype}; counts must be integers")
     return np.stack(arrays).sum(axis=0, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------- sparse tables
+def count_sparse_tables(codes_t: np.ndarray, layout: TableLayout) -> tuple[np.ndarray, np.ndarray]:
+    """The nonzero cells of :func:`count_tables`'s vector, without allocating it: ``(flat
+    indices, sorted ascending, int64; counts, int64)``. Memory is one chunk of cell codes plus
+    at most one entry per row and query, whatever the tables' dense size."""
+    n = codes_t.shape[1]
+    if n == 0 or layout.n_queries == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cards = layout.cards.astype(np.int64)
+    by_size: dict[int, list[int]] = {}
+    for i, (_, _, s) in enumerate(layout.queries):
+        by_size.setdefault(len(s), []).append(i)
+    chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
+    indices: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for k, members in by_size.items():
+        rows = np.array([(q[0], q[1], *q[2]) for q in (layout.queries[i] for i in members)])
+        rows = rows.astype(np.int64).reshape(len(members), k + 2)
+        for start in range(0, len(members), chunk):
+            part = rows[start : start + chunk]
+            qi = np.asarray(members[start : start + chunk], dtype=np.int64)
+            cell = np.zeros((len(part), n), dtype=np.int64)
+            for j in range(k):  # S[0] most significant, then x, then y (the dense order)
+                cell *= cards[part[:, 2 + j]][:, None]
+                cell += codes_t[part[:, 2 + j]]
+            for j in (0, 1):
+                cell *= cards[part[:, j]][:, None]
+                cell += codes_t[part[:, j]]
+            cell += layout.offsets[qi][:, None]
+            found, found_counts = np.unique(cell, return_counts=True)
+            indices.append(found)
+            counts.append(found_counts.astype(np.int64))
+    flat = np.concatenate(indices)
+    order = np.argsort(flat, kind="stable")
+    return flat[order], np.concatenate(counts)[order]
+
+
+def sparse_local_tables(
+    codes: np.ndarray,
+    cards: Sequence[int] | np.ndarray,
+    layout: TableLayout,
+    *,
+    variables: Sequence[str] | None = None,
+    client: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One client's nonzero table cells of a batch (see :func:`count_sparse_tables`)."""
+    codes_i64, cards_arr = check_codes(codes, cards, variables, client)
+    if not np.array_equal(layout.cards, cards_arr):
+        raise ValueError(f"the layout was built for other cards than those{_where(client)}")
+    return count_sparse_tables(np.ascontiguousarray(codes_i64.T), layout)
+
+
+def check_sparse_tables(indices: np.ndarray, counts: np.ndarray, total: int) -> str | None:
+    """Why a client's sparse reply is malformed (None if it is well formed)."""
+    indices, counts = np.asarray(indices), np.asarray(counts)
+    if indices.ndim != 1 or counts.shape != indices.shape:
+        return f"sparse tables of shapes {indices.shape} and {counts.shape}, expected two equal 1-d"
+    if indices.dtype.kind not in "iu" or counts.dtype.kind not in "iu":
+        return "sparse tables must hold integer indices and counts"
+    if indices.size and (indices.min() < 0 or indices.max() >= total):
+        return f"sparse table indices outside 0..{total - 1}"
+    if counts.size and counts.min() < 1:
+        return "sparse table counts must be positive"
+    if indices.size > 1 and np.any(np.diff(indices) <= 0):
+        return "sparse table indices must be strictly increasing"
+    return None
+
+
+def merge_sparse_tables(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the clients' sparse tables (the sparse :func:`sum_tables`): exact int64 sums."""
+    if not parts:
+        raise ValueError("no sparse tables to merge")
+    flat = np.concatenate([np.asarray(i, dtype=np.int64) for i, _ in parts])
+    counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c in parts])
+    if flat.size == 0:
+        return flat, counts
+    order = np.argsort(flat, kind="stable")
+    flat, counts = flat[order], counts[order]
+    starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
+    return flat[starts], np.add.reduceat(counts, starts)
+
+
+def sparse_tests(
+    indices: np.ndarray,
+    counts: np.ndarray,
+    layout: TableLayout,
+    test: str = "g2",
+    *,
+    empty_strata_add_dof: bool = False,
+) -> DiscreteTestResult:
+    """:func:`discrete_tests` on sparse (summed) tables: each query's table is laid out densely
+    over its observed strata only (an empty stratum adds nothing but, optionally, a dof), in
+    chunks of strata, so memory follows the data, not the tables' dense size."""
+    test_name = resolve_test_name(test)
+    indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+    q = layout.n_queries
+    stat = np.zeros(q)
+    dof = np.zeros(q, dtype=np.int64)
+    n = np.zeros(q, dtype=np.int64)
+    empty = np.zeros(q, dtype=np.int64)
+    bounds = np.searchsorted(indices, layout.offsets)
+    for i in range(q):
+        cs, cx, cy = (int(v) for v in layout.shapes[i])
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        local = indices[lo:hi] - layout.offsets[i]
+        stratum = local // (cx * cy)
+        strata, rank = np.unique(stratum, return_inverse=True)
+        empty[i] = cs - strata.size
+        per_chunk = max(1, _CHUNK_ELEMENTS // (8 * cx * cy))
+        for first in range(0, strata.size, per_chunk):
+            take = (rank >= first) & (rank < first + per_chunk)
+            width = min(per_chunk, strata.size - first)
+            table = np.zeros(width * cx * cy, dtype=np.int64)
+            table[(rank[take] - first) * (cx * cy) + local[take] % (cx * cy)] = counts[lo:hi][take]
+            st, df, nn, _ = stacked_statistics(table.reshape(1, width, cx, cy), test_name)
+            stat[i] += st[0]
+            dof[i] += df[0]
+            n[i] += nn[0]
+    return finish_tests(stat, dof, n, empty, np.ones(q), None, np.nan, empty_strata_add_dof)
 
 
 def table_marginals(tables: np.ndarray, layout: TableLayout) -> np.ndarray:
@@ -400,6 +535,8 @@ def _max_observed_arity_product(t: np.ndarray, radices: tuple[int, ...]) -> np.n
 
 
 def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    from scipy import stats as sps  # here, not at import: a client counting tables needs none
+
     p = np.ones(stat.shape, dtype=np.float64)
     pos = dof > 0
     p[pos] = sps.chi2.sf(stat[pos], dof[pos])

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from .oracle import Query, normalise_query
 
@@ -159,6 +158,8 @@ class TooFewSamplesError(ValueError):
 
 def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequence]) -> np.ndarray:
     """Fisher-z p-values from a correlation matrix, vectorised over queries with equal |S|."""
+    from scipy import stats as sps  # here, not at import: a client summing moments needs none
+
     keys: list[Query] = [normalise_query(*q) for q in queries]
     p_vars = corr.shape[0]
     pvals = np.empty(len(keys))

@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
 from .contingency import TableLayout, expected_from_margins, marginal_offsets
 
@@ -115,6 +113,8 @@ def log_li_constant(sketch_length: int) -> float:
     ``C`` is the (2/l)-th absolute moment of a standard 2-stable variable, so dividing the product
     of ``|e_k|^(2/l)`` by ``C^l`` makes the estimator unbiased for ``||u||^2`` (Li 2008).
     """
+    from scipy import special  # here, not at import: a client sketching needs none
+
     lg = sketch_length
     if lg < 2:
         raise ValueError(f"sketch length must be >= 2, got {lg}")
@@ -186,6 +186,8 @@ def sketch_chi2(
     strata = layout.shapes[:, 0]
     stat = np.add.reduceat(per_stratum, s_off[:-1] // sketch_length) if strata.size else per_stratum
     dof = marginal_dof(marginals, layout, empty_strata_add_dof=empty_strata_add_dof)
+    from scipy import stats as sps  # here, not at import: a client sketching needs none
+
     pvalue = np.ones(layout.n_queries)
     pos = dof > 0
     pvalue[pos] = sps.chi2.sf(stat[pos], dof[pos])

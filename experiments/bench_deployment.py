@@ -1,0 +1,153 @@
+"""Per-round latency of a real deployment on 127.0.0.1: the stock commands against the tuned set-up.
+
+    python experiments/bench_deployment.py [--runs 2] [--samples 3000] [--method fedpc]
+
+Three sites (an IID split of ``--samples`` rows of asia, one CSV each), a SuperLink, one SuperNode
+per site and ``flwr run`` (FedPC, exact chi2, alpha 0.05, by default), in one run of this script:
+
+* stock: the README's commands, ``flower-supernode`` in its default ``subprocess`` isolation
+  (Flower's own SuperExec starts a fresh ``flwr-clientapp`` process for every message; the
+  SuperNode sleeps 3 s after an empty pull and waits for replies in 0.5 s steps);
+* tuned: ``fedcausal-supernode --isolation process`` (the same SuperNode with those waits at
+  0.1 s and 0.02 s) plus a warm ``fedcausal-executor`` per site.
+
+Each set-up runs the method ``--runs`` times on one deployment (the first run of each includes
+installing the app bundle on every site). Printed per set-up: every round's seconds (from the
+result's log: from sending a round's messages to having every reply), their mean and best, the
+number of rounds, each run's seconds from ``flwr run`` to its result, and whether the result equals
+the in-process run on the same rows, and the CPU seconds per round that every process of the
+deployment used (SuperLink, SuperNodes, executors, everything they started and ``flwr run``, from
+``flwr run`` to its result: the cost a loaded machine stretches into waiting); then the ratio
+stock / tuned of the mean round, against the targets (stock <= 5 s, i.e. at least 2x faster than
+the ~10 s per round before; tuned <= 2 s). The machine's load average is printed before and after:
+on a loaded machine every figure but the CPU seconds grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import fedcausal_flwr
+from fedcausal_flwr.data import load_network, split_iid
+from fedcausal_flwr.federation.deploy import LocalDeployment, descendants
+
+TARGET_STOCK_S = 5.0
+TARGET_TUNED_S = 2.0
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_sites(workdir: Path, samples: int, seed: int) -> list[Path]:
+    pooled = load_network("asia").sample(samples, seed=seed)
+    paths = []
+    for k, site in enumerate(split_iid(pooled, 3, seed=seed).clients):
+        paths.append(workdir / f"site{k}.csv")
+        site.to_csv(paths[-1], index=False)
+    return paths
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds used so far by ``pids``, everything below them, and the children of this
+    script it has waited for (the ``flwr run`` processes); Linux (/proc)."""
+    ticks = 0
+    for pid in {p for top in pids for p in (top, *descendants(top))}:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rfind(")") + 2 :].split()
+        ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    own = os.times()
+    return ticks / os.sysconf("SC_CLK_TCK") + own.children_user + own.children_system
+
+
+def measure(
+    setup: str, workdir: Path, paths: list[Path], app_dir: Path, method: str, runs: int
+) -> dict:
+    """Start a deployment of ``setup``, run ``method`` ``runs`` times, stop it; the figures."""
+    nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
+    deployment = LocalDeployment(workdir / setup, nodes, tuned=setup == "tuned")
+    rounds: list[float] = []
+    run_s: list[float] = []
+    cpu_s: list[float] = []
+    results = []
+    try:
+        deployment.start()
+        started_pids = [proc.pid for proc in deployment.processes]
+        for _ in range(runs):
+            started, cpu = time.perf_counter(), cpu_seconds(started_pids)
+            result = deployment.run(app_dir, {"method": method, "num-clients": 3}, timeout=600)
+            run_s.append(time.perf_counter() - started)
+            cpu_s.append(cpu_seconds(started_pids) - cpu)
+            rounds += [entry["seconds"] for entry in result.log]
+            results.append(result)
+    finally:
+        deployment.stop()
+    return {
+        "rounds": rounds,
+        "run_s": run_s,
+        "cpu_s": cpu_s,
+        "start_s": deployment.timings.get("start_s", float("nan")),
+        "results": results,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2, help="runs per set-up (default 2)")
+    parser.add_argument("--samples", type=int, default=3000, help="asia rows over 3 sites")
+    parser.add_argument("--method", default="fedpc", help="a built-in method (default fedpc)")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench_deployment_"))
+    try:
+        paths = write_sites(workdir, args.samples, args.seed)
+        app_dir = workdir / "fedcausal-app"  # a valid app name, whatever the checkout is called
+        app_dir.mkdir()
+        shutil.copy(REPO_ROOT / "pyproject.toml", app_dir / "pyproject.toml")
+        local = fedcausal_flwr.run(args.method, data=[pd.read_csv(p) for p in paths])
+        load_before = os.getloadavg()
+        print(
+            f"{args.method} on asia x {args.samples}, 3 sites on 127.0.0.1, {args.runs} runs per "
+            f"set-up; {os.cpu_count()} CPUs, load average before: "
+            + " ".join(f"{x:.1f}" for x in load_before)
+        )
+        figures = {}
+        for setup in ("stock", "tuned"):
+            figures[setup] = f = measure(setup, workdir, paths, app_dir, args.method, args.runs)
+            same = all(r.graph == local.graph and r.rounds == local.rounds for r in f["results"])
+            print(
+                f"\n{setup}: start {f['start_s']:.1f} s; per round mean "
+                f"{statistics.mean(f['rounds']):.2f} s, best {min(f['rounds']):.2f} s, "
+                f"{len(f['rounds'])} rounds; runs "
+                + ", ".join(f"{s:.1f} s" for s in f["run_s"])
+                + f"; same result as in-process: {'yes' if same else 'NO'}"
+            )
+            print(
+                f"  CPU seconds per round, all processes of the deployment (from flwr run to its "
+                f"result, start-up of each run included): {sum(f['cpu_s']) / len(f['rounds']):.2f}"
+            )
+            print("  rounds: " + " ".join(f"{s:.2f}" for s in f["rounds"]))
+        stock = statistics.mean(figures["stock"]["rounds"])
+        tuned = statistics.mean(figures["tuned"]["rounds"])
+        print(
+            f"\nmean round: stock {stock:.2f} s (target <= {TARGET_STOCK_S:g} s: "
+            f"{'met' if stock <= TARGET_STOCK_S else 'MISSED'}), tuned {tuned:.2f} s (target <= "
+            f"{TARGET_TUNED_S:g} s: {'met' if tuned <= TARGET_TUNED_S else 'MISSED'}); "
+            f"stock / tuned = {stock / tuned:.1f}x"
+        )
+        print("load average after: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The client side every method runs in (in-process, Ray, deployment): the ClientApp's mods and
+the builder of a ClientApp around a client factory.
+
+Kept apart from :mod:`.apps` (the ServerApp and its workflow) so that a ClientApp process imports
+neither the server-side workflow nor the protocol core: a deployment starts one ClientApp
+process per message (or forks one from a warm executor), and what it imports is paid each time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flwr.app import Context, Error, Message, MessageType
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+
+from fedcausal_flwr.federation.flower_internals import RECORD_KEY_CONFIGS
+from fedcausal_flwr.federation.messages import (
+    CLIENT_FAILURE_CODE,
+    REFUSAL_CODE,
+    UNKNOWN_CLIENT,
+    ProtocolError,
+    encode_client_failure,
+    encode_refusal,
+)
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.clients.base import ProtocolClient
+
+logger = logging.getLogger(__name__)
+
+PARTITION_ID_KEY = "partition-id"
+ClientFactory = Callable[[int, Context], "ProtocolClient"]
+
+
+def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
+    """Client mod: SecAgg+ stage messages go to ``secaggplus_mod``; all others pass through."""
+    if (
+        msg.metadata.message_type == MessageType.TRAIN
+        and RECORD_KEY_CONFIGS in msg.content.config_records
+    ):
+        return secaggplus_mod(msg, ctxt, call_next)
+    return call_next(msg, ctxt)
+
+
+def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
+    """Client mod (outermost): an exception becomes a typed error reply naming the client (its
+    partition id, from the node config) instead of Flower's error text. A :class:`ProtocolError`
+    (its data or the request is invalid) is a refusal (``REFUSAL_CODE``: the run stops); anything
+    else a failure (``CLIENT_FAILURE_CODE``: a dropout, named even in hello)."""
+    try:
+        return call_next(msg, ctxt)
+    except ProtocolError as error:
+        code, reason = REFUSAL_CODE, encode_refusal(error)
+    except Exception as error:  # noqa: BLE001 - every failure of this client is reported
+        logger.warning("client failed at a %s message", msg.metadata.message_type, exc_info=error)
+        client = ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT)
+        code, reason = CLIENT_FAILURE_CODE, encode_client_failure(int(client), error)
+    return Message(Error(code=code, reason=reason), reply_to=msg)
+
+
+#: The mods of every ClientApp the project builds, outermost first.
+CLIENT_MODS = (client_error_mod, secure_sum_mod)
+
+
+def partition_id_of(context: Context) -> int:
+    """The site's partition id from ``node_config`` (set by simulation, or passed per site)."""
+    if PARTITION_ID_KEY not in context.node_config:
+        raise ProtocolError(
+            UNKNOWN_CLIENT,
+            f"node_config of node {context.node_id} has no '{PARTITION_ID_KEY}'; start the "
+            f"SuperNode with --node-config \"{PARTITION_ID_KEY}=<k> data-path='...'\" "
+            "(a distinct integer per site)",
+        )
+    return int(context.node_config[PARTITION_ID_KEY])
+
+
+def make_client_app(client_factory: ClientFactory) -> ClientApp:
+    """A ClientApp building ``client_factory(partition_id, context)`` for every message."""
+
+    def client_fn(context: Context):
+        partition_id = partition_id_of(context)
+        client = client_factory(partition_id, context)
+        if getattr(client, "partition_id", None) != partition_id:
+            raise ValueError(
+                f"client factory returned {type(client).__name__} with partition_id "
+                f"{getattr(client, 'partition_id', None)} for partition {partition_id}"
+            )
+        if client.context is None:
+            client.context = context
+        return client.to_client()
+
+    return ClientApp(client_fn=client_fn, mods=list(CLIENT_MODS))

@@ -1,0 +1,305 @@
+"""``fedcausal-flwr federation up | down | credentials``: a federation on this machine to try the
+deployment path with one CSV per site, secure by default (TLS and SuperNode authentication), and
+the certificates and keys of a federation across machines.
+
+``up`` starts a :class:`~fedcausal_flwr.federation.deploy.LocalDeployment` (SuperLink, one
+SuperNode per ``--sites`` file), writes the Flower app (its ``pyproject.toml``) and the ``flwr``
+CLI's connection into ``--workdir``, prints the ``flwr run`` command to use and the PIDs, records
+them in ``<workdir>/federation.json`` and waits for Ctrl-C (or, with ``--detach``, returns and
+leaves the federation running). ``down`` ends the recorded processes by PID, each only if it
+still belongs to this federation (its ``FLWR_HOME`` lies in the work dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+FEDERATION_FILE = "federation.json"
+APP_DIR = "fedcausal-app"  # `flwr run` takes the directory name as the app's name: a valid one
+
+
+def add_federation_parser(sub: Any) -> None:
+    """The ``federation`` command and its ``up`` / ``down`` subcommands."""
+    fed = sub.add_parser(
+        "federation",
+        help="start (up) or stop (down) a federation on this machine: SuperLink + one SuperNode "
+        "per CSV, TLS and SuperNode authentication unless --insecure",
+    )
+    actions = fed.add_subparsers(dest="federation_command", required=True)
+    up = actions.add_parser("up", help="start a localhost federation, one site per CSV")
+    up.add_argument(
+        "--sites",
+        nargs="+",
+        required=True,
+        metavar="CSV",
+        help="one CSV per site (site k gets partition-id k)",
+    )
+    up.add_argument("--tls", action="store_true", help="TLS (generated CA and certificate)")
+    up.add_argument(
+        "--auth",
+        action="store_true",
+        help="SuperNode authentication (generated keys, registered; implies TLS)",
+    )
+    up.add_argument(
+        "--insecure", action="store_true", help="no TLS, no authentication (the default is both)"
+    )
+    up.add_argument(
+        "--workdir",
+        default=None,
+        help="folder for logs, credentials and state (default: a new temp folder)",
+    )
+    up.add_argument(
+        "--tuned",
+        action="store_true",
+        help="faster rounds: fedcausal-supernode + fedcausal-executor per site",
+    )
+    up.add_argument(
+        "--detach", action="store_true", help="return once it is up; stop it with `federation down`"
+    )
+    down = actions.add_parser("down", help="end the processes of a federation started by `up`")
+    down.add_argument("--workdir", required=True, help="the folder `federation up` printed")
+    creds = actions.add_parser(
+        "credentials",
+        help="a CA, the SuperLink's certificate and one key pair per site, for a federation "
+        "across machines (docs/deploy.md)",
+    )
+    creds.add_argument("--out", required=True, help="folder to write them to (must not exist)")
+    creds.add_argument(
+        "--host",
+        nargs="+",
+        required=True,
+        help="names and IP addresses the sites dial the SuperLink by (in its certificate)",
+    )
+    creds.add_argument("--sites", nargs="+", required=True, metavar="NAME", help="site names")
+
+
+def security_of(args: argparse.Namespace) -> tuple[bool, bool]:
+    """``(tls, auth)`` from the flags: both unless ``--insecure``; ``--tls`` alone: TLS only."""
+    if args.insecure and (args.tls or args.auth):
+        raise ValueError("--insecure cannot be combined with --tls or --auth")
+    if args.insecure:
+        return False, False
+    if not (args.tls or args.auth):
+        return True, True
+    return True, bool(args.auth)
+
+
+def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Path:
+    """A Flower app directory for ``flwr run``: the manifest only (``pyproject.toml``, with
+    ``run_config`` as the app's run settings, i.e. ``federation.app.DEFAULT_RUN_CONFIG``); the
+    code is the installed package, at the SuperLink and at every site."""
+    import tomli_w
+
+    from fedcausal_flwr.environment import VERSION
+
+    app = Path(directory)
+    app.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "project": {
+            "name": "fedcausal-flwr",
+            "version": VERSION,
+            "description": "fedcausal-flwr's Flower app (the code is the installed package)",
+            "license": "MIT",
+            "dependencies": [],
+        },
+        "tool": {
+            "flwr": {
+                "app": {
+                    "publisher": "fedcausal",
+                    "fab-include": ["pyproject.toml"],
+                    "components": {
+                        "serverapp": "fedcausal_flwr.federation.app:server_app",
+                        "clientapp": "fedcausal_flwr.federation.app:client_app",
+                    },
+                    "config": dict(run_config),
+                }
+            }
+        },
+    }
+    (app / "pyproject.toml").write_text(tomli_w.dumps(manifest))
+    return app
+
+
+def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str = "") -> str:
+    """The ``flwr run`` command line for ``deployment`` (shell-quoted)."""
+    from fedcausal_flwr.federation.deploy import FEDERATION
+
+    config = f"method='{method}' num-clients={len(deployment.node_configs)} " + (
+        f"options='{options}' " if options else ""
+    )
+    config += f"result-path='{deployment.workdir / 'result.json'}'"
+    # double quotes read best around the single-quoted values, where the shell allows them
+    quoted = f'"{config}"' if not set(config) & set('"$`\\!') else shlex.quote(config)
+    return (
+        f"FLWR_HOME={shlex.quote(str(deployment.flwr_home))} flwr run {shlex.quote(str(app))} "
+        f"{FEDERATION} --stream --run-config {quoted}"
+    )
+
+
+def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
+    from fedcausal_flwr.federation.deploy import LocalDeployment
+
+    tls, auth = security_of(args)
+    sites = [Path(s).resolve() for s in args.sites]
+    for k, path in enumerate(sites):
+        if not path.is_file():
+            raise FileNotFoundError(f"--sites: site {k}'s file {args.sites[k]!r} does not exist")
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fedcausal-federation-")).resolve()
+    if (workdir / FEDERATION_FILE).exists():
+        raise ValueError(
+            f"--workdir {workdir} holds a federation already; stop it with "
+            f"`fedcausal-flwr federation down --workdir {workdir}` or choose another folder"
+        )
+    nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(sites)]
+    deployment = LocalDeployment(workdir, nodes, tls=tls, auth=auth, tuned=args.tuned)
+    try:
+        deployment.start()
+        app = write_app(workdir / APP_DIR, run_config)
+        pids = [proc.pid for proc in deployment.processes]
+        state = {
+            "pids": pids,
+            "address": f"127.0.0.1:{deployment.port}",
+            "flwr_home": str(deployment.flwr_home),
+            "tls": tls,
+            "auth": auth,
+        }
+        (workdir / FEDERATION_FILE).write_text(json.dumps(state, indent=1) + "\n")
+        problems = _early_failures(deployment, len(sites))
+    except BaseException:
+        deployment.stop()
+        raise
+    mode = "TLS + SuperNode authentication" if auth else "TLS" if tls else "INSECURE (no TLS)"
+    print(f"federation up: {len(sites)} site(s), {mode}; logs and state in {workdir}")
+    print(f"  SuperLink  {state['address']}  pid {deployment.processes[0].pid}")
+    if tls:
+        print(f"  CA         {deployment.credentials_dir / 'ca.crt'}")
+    for k, path in enumerate(sites):
+        node = deployment.supernode_process(k)
+        registered = deployment.registered_node_ids.get(k)
+        extra = f", registered node {registered}" if registered is not None else ""
+        print(f"  site {k}     {path}  SuperNode pid {node.pid}{extra}")
+    others = sorted(set(pids) - {deployment.processes[0].pid}
+                    - {deployment.supernode_process(k).pid for k in range(len(sites))})  # fmt: skip
+    if others:
+        print(f"  executors  pids {' '.join(map(str, others))}")
+    for problem in problems:
+        print(f"  PROBLEM    {problem}")
+    print("run a method (its options go in `options`, e.g. options='alpha=0.01 max-depth=3'):")
+    print(f"  {run_command(deployment, app, 'fedpc', 'alpha=0.05')}")
+    print(f"the result JSON is written to {workdir / 'result.json'}")
+    print(f"stop: `fedcausal-flwr federation down --workdir {workdir}`", end="")
+    if args.detach:
+        print()
+        return 1 if problems else 0
+    print(" or Ctrl-C here", flush=True)
+    return _wait(deployment, workdir)
+
+
+def _early_failures(deployment: Any, n_sites: int, wait: float = 3.0) -> list[str]:
+    """Sites whose SuperNode exited within ``wait`` seconds, with the reason."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if any(deployment.supernode_process(k).poll() is not None for k in range(n_sites)):
+            break
+        time.sleep(0.2)
+    problems = []
+    for k in range(n_sites):
+        code = deployment.supernode_process(k).poll()
+        if code is not None:
+            problems.append(
+                deployment.site_problem(k)
+                or f"site {k}: its SuperNode exited with code {code} "
+                f"(see {deployment.workdir / f'supernode{k}.log'})"
+            )
+    return problems
+
+
+def _wait(deployment: Any, workdir: Path) -> int:
+    """Wait for Ctrl-C, SIGTERM or the SuperLink's end, then end everything."""
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # both set explicitly: a shell that starts a job in the background ignores its SIGINT
+    previous = {sig: signal.signal(sig, terminate) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while deployment.processes[0].poll() is None:
+            time.sleep(0.5)
+        print("federation: the SuperLink ended", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        deployment.stop()
+        (workdir / FEDERATION_FILE).unlink(missing_ok=True)
+    print(f"federation down: ended pids {' '.join(map(str, deployment.stopped_pids))}")
+    return 0
+
+
+def federation_down(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.federation.deploy import _alive, end_processes, process_environment
+
+    workdir = Path(args.workdir).resolve()
+    state_file = workdir / FEDERATION_FILE
+    if not state_file.exists():
+        raise FileNotFoundError(f"--workdir: no running federation recorded in {workdir}")
+    state = json.loads(state_file.read_text())
+    # a recorded PID is ended only while it is ours: its FLWR_HOME lies in the work dir (PIDs
+    # of processes that ended long ago may belong to someone else by now)
+    ours = [
+        pid
+        for pid in state["pids"]
+        if process_environment(pid).get("FLWR_HOME", "").startswith(str(workdir))
+    ]
+    ended = end_processes(ours)
+    state_file.unlink()
+    deadline = time.monotonic() + 10.0  # SIGKILLed processes take a moment to go
+    while (left := [p for p in ended if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print(
+        f"federation down: ended pids {' '.join(map(str, ended)) or '(none were running)'}"
+        + (f"; still alive: {left}" if left else "")
+    )
+    return 1 if left else 0
+
+
+def federation_credentials(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.federation.credentials import write_node_key, write_tls_files
+
+    out = Path(args.out)
+    if out.exists():
+        raise ValueError(f"--out: {out} exists; choose a new folder (keys are never overwritten)")
+    names = list(args.sites)
+    bad = [n for n in names if not n or "/" in n or n.startswith(".")]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"--sites: names must be distinct file names, got {names}")
+    tls = write_tls_files(out, hosts=args.host)
+    print(f"SuperLink (coordinator): --ssl-ca-certfile {tls.ca_certificate} "
+          f"--ssl-certfile {tls.server_certificate} --ssl-keyfile {tls.server_key}")  # fmt: skip
+    for name in names:
+        key = write_node_key(out / "sites", name)
+        print(f"site {name}: give it {tls.ca_certificate} and {key.private_key} (private); "
+              f"register {key.public_key} with `flwr supernode register`")  # fmt: skip
+    return 0
+
+
+def federation_command(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
+    """Run the ``federation`` subcommand; ``run_config``: the app's run settings with their
+    defaults (``federation.app.DEFAULT_RUN_CONFIG``, passed in by the command line, which sits
+    above the app in the layering)."""
+    if args.federation_command == "up":
+        return federation_up(args, run_config)
+    if args.federation_command == "credentials":
+        return federation_credentials(args)
+    return federation_down(args)

@@ -1,0 +1,296 @@
+"""``fedcausal-executor``: a warm ClientApp executor for a SuperNode in process isolation.
+
+``flower-supernode --isolation process`` runs no ClientApp itself: a separately started executor
+claims each task (one per message) from the SuperNode's Runtime API and runs it. Flower's own
+(``flower-superexec``, which a SuperNode in the default ``subprocess`` isolation starts for itself)
+starts a fresh ``flwr-clientapp`` process per task: a Python start, Flower's import and the app's
+imports, about 1.5-2.5 s of CPU for every message. This executor imports Flower's ClientApp
+runtime, numpy, pandas and this project's ClientApp, method and client modules once, then forks a
+child per task. The child runs the task with Flower's own ``run_clientapp`` (what
+``flwr-clientapp --token ...`` runs; :func:`~.flower_internals.run_clientapp_task`) and exits.
+Each child is a copy of the warm parent, so nothing one task does reaches the next (as with a
+fresh process); only the imports are shared.
+
+Built from Flower's pieces: tasks are claimed with Flower's Runtime API client and its
+``AcquireTask`` request, with the interceptors ``flower-superexec`` uses, and run by Flower's
+``run_clientapp``. Flower's own SuperExec loop cannot be reused as it is: it builds its executor
+from a fixed list (a subprocess or a Kubernetes pod per task; its warm pools serve other task types
+on Kubernetes only). Every Flower name outside its public API used here is in
+:mod:`~.flower_internals`, checked against the installed Flower when the executor starts.
+
+One executor per SuperNode, on its machine, pointed at the SuperNode's Runtime API (its
+``--port``; 9094 by default)::
+
+    flower-supernode --insecure --superlink <coordinator>:9092 --isolation process --port 9094 \\
+        --node-config "partition-id=0 data-path='/data/site0.csv'"
+    fedcausal-executor --insecure --runtime-api-address 127.0.0.1:9094
+
+``--root-certificates`` (a Runtime API served with TLS) and ``--superexec-auth-secret-file`` work
+as for ``flower-superexec``. ``--parent-pid`` ends the executor when that process (e.g. the
+SuperNode) ends. Runtime dependency installation is always off. Linux/macOS only (``fork``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+import fedcausal_flwr.environment  # noqa: F401 - NO_PHONING_OUT is set before Flower is imported
+from fedcausal_flwr.federation import flower_internals, registry
+
+#: the line (after "fedcausal-executor: ") saying the imports are done and tasks are claimed
+READY = "ready:"
+DEFAULT_POLL_INTERVAL = 0.05  # seconds between claims while idle
+DEFAULT_PULL_BACKOFF = 0.02  # seconds before re-pulling message objects not yet there
+
+
+class Stop(Exception):
+    """SIGTERM / SIGINT (or the watched parent ended): stop claiming, end the children."""
+
+
+def preload(extra: Sequence[str] = ()) -> list[str]:
+    """Import, once, what a ClientApp task of this project needs; the modules imported.
+
+    Flower's ClientApp runtime, numpy, pandas and scipy.stats, the app module ``pyproject.toml``
+    names (``fedcausal_flwr.federation.app``), every built-in method module and client module (by
+    name, from the registry: a task of any method then imports nothing), then the ``extra``
+    modules (e.g. plugins registering more methods)."""
+    flower_internals.preload_clientapp_runtime()
+    names = [
+        "numpy",
+        "pandas",
+        "scipy.stats",  # imported where p-values are computed (e.g. a client's local test)
+        "fedcausal_flwr.federation.app",
+        "fedcausal_flwr.data.specs",
+        *registry.builtin_method_modules(),
+        *extra,
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+class WarmExecutor:
+    """Claims ClientApp tasks from ``source`` and runs each in a forked child.
+
+    ``source.acquire()`` returns ``(token, task id)`` or None; ``run_task(token)`` runs one task
+    in the calling process and returns its exit code (the child's)."""
+
+    def __init__(
+        self,
+        source: flower_internals.ClientAppTaskSource,
+        run_task: Callable[[str], int],
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        log: Callable[[str], None] | None = None,
+        verbose: bool = False,
+    ):
+        self.source = source
+        self.run_task = run_task
+        self.poll_interval = float(poll_interval)
+        self.children: dict[int, tuple[int, float]] = {}  # pid -> (task id, start time)
+        self.tasks = 0
+        self.verbose = bool(verbose)
+        self.log = log or (lambda line: print(f"fedcausal-executor: {line}", flush=True))
+
+    def serve(self) -> None:
+        """Claim and launch until :class:`Stop`; then end the children still running."""
+        try:
+            while True:
+                self.reap()
+                claimed = self.source.acquire()
+                if claimed is None:
+                    time.sleep(self.poll_interval)
+                    continue
+                self.launch(*claimed)
+        except Stop:
+            pass
+        finally:
+            self.end_children()
+            self.source.close()
+
+    def launch(self, token: str, task_id: int) -> int:
+        """Fork a child running the task; its PID."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: run the task, never return into the parent's loop
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                code = self.run_task(token)
+            except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        self.children[pid] = (task_id, time.perf_counter())
+        self.tasks += 1
+        return pid
+
+    def reap(self) -> None:
+        """Collect finished children (their failures are logged; Flower reports the task)."""
+        for pid in list(self.children):
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status = pid, 0
+            if done:
+                task_id, started = self.children.pop(pid)
+                code = os.waitstatus_to_exitcode(status)
+                took = time.perf_counter() - started
+                if code != 0:
+                    self.log(
+                        f"task {task_id} (pid {pid}) exited with code {code} after {took:.2f} s"
+                    )
+                elif self.verbose:
+                    self.log(f"task {task_id} (pid {pid}) done in {took:.2f} s")
+
+    def end_children(self, grace: float = 3.0) -> None:
+        """SIGTERM the running children (Flower's task runner then reports them), SIGKILL what
+        is left after ``grace`` seconds."""
+        for pid in self.children:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.children and time.monotonic() < deadline:
+            self.reap()
+            time.sleep(0.05)
+        for pid in self.children:
+            _signal(pid, signal.SIGKILL)
+        for pid in list(self.children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.children.clear()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def watch_parent(pid: int, interval: float = 0.2) -> threading.Thread:
+    """SIGTERM this process once process ``pid`` is gone (``--parent-pid``). The thread only
+    sleeps and probes, so it holds no lock a forked child could inherit."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            except PermissionError:
+                pass
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fedcausal-executor",
+        description="A warm ClientApp executor for a Flower SuperNode started with "
+        "--isolation process: imports once, forks a child per task.",
+    )
+    p.add_argument(
+        "--runtime-api-address",
+        required=True,
+        help="the SuperNode's Runtime API, host:port (its --port; 9094 by default)",
+    )
+    p.add_argument("--insecure", action="store_true", help="the Runtime API is served without TLS")
+    p.add_argument(
+        "--root-certificates",
+        metavar="ROOT_CERT",
+        help="PEM file of the CA that signed the Runtime API's TLS certificate",
+    )
+    flower_internals.add_superexec_auth_args(p)
+    p.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="exit when this process (e.g. the SuperNode) ends",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        help=f"seconds between task claims while idle (default {DEFAULT_POLL_INTERVAL})",
+    )
+    p.add_argument(
+        "--pull-backoff",
+        type=float,
+        default=DEFAULT_PULL_BACKOFF,
+        help="seconds before a task re-pulls message objects the SuperNode does not have yet "
+        f"(Flower: 1 s; default {DEFAULT_PULL_BACKOFF})",
+    )
+    p.add_argument("--verbose", action="store_true", help="log every task and how long it took")
+    p.add_argument(
+        "--preload",
+        default="",
+        help="comma-separated modules to import once more (e.g. the plugins of your runs)",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.insecure and args.root_certificates:
+        parser().error("--insecure and --root-certificates exclude each other")
+    started = time.perf_counter()
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        modules = preload([m.strip() for m in args.preload.split(",") if m.strip()])
+        source = flower_internals.ClientAppTaskSource(
+            args.runtime_api_address,
+            insecure=args.insecure,
+            root_certificates_path=args.root_certificates,
+            superexec_auth_secret=flower_internals.load_superexec_secret(
+                args.superexec_auth_secret_file
+            ),
+        )
+    except Stop:
+        return
+    executor_pid = os.getpid()
+
+    def run_task(token: str) -> int:
+        return flower_internals.run_clientapp_task(
+            args.runtime_api_address,
+            token,
+            insecure=args.insecure,
+            root_certificates_path=args.root_certificates,
+            parent_pid=executor_pid,
+            pull_backoff=args.pull_backoff,
+        )
+
+    executor = WarmExecutor(source, run_task, args.poll_interval, verbose=args.verbose)
+    executor.log(
+        f"{READY} {len(modules)} modules imported in {time.perf_counter() - started:.1f} s; "
+        f"claiming ClientApp tasks from {args.runtime_api_address} every {args.poll_interval:g} s"
+    )
+    if args.parent_pid is not None:
+        watch_parent(args.parent_pid)
+    executor.serve()
+    executor.log(f"stopped after {executor.tasks} tasks")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,345 @@
+"""fedCI-IOD (Hahn et al.): IOD over sites holding different, overlapping variable sets, with
+federated CI evidence.
+
+The server drives IOD (:mod:`fedcausal_flwr.discovery.iod`): each *dataset* (a distinct column
+set; sites holding the same columns form one) runs FCI's search over its own variables, all of
+them in lockstep, so one batch of tests serves every dataset; then the global phase enumerates and
+validates the candidate PAGs over the union (no more rounds). A test's evidence pools every site
+that observes its variables, whatever dataset asked it. Evidence (``ci``):
+
+* ``fedci`` (``fedci-iod``): fedCI's protocol unchanged (:mod:`~fedcausal_flwr.strategies.fedci`:
+  the ``glm`` action, one round per IRLS iteration for all unfinished models of a batch, fixed
+  site dummies by default, the paper's mode 2), so each p-value equals the pooled GLM test with
+  the site as a covariate on the participating rows;
+* ``fisher`` (``iod-fisher``): the ``local_lrt`` action; each site tests on its own rows and the
+  server combines the participants' p-values by Fisher's method (the paper's baseline).
+
+Pairs no site observes together are never tested and never imputed: IOD asks tests inside one
+dataset only; such an edge stays in the global skeleton, and IOD's RemEdges enumeration covers its
+presence and absence. A test no site can answer is an error, never ``p = 1``.
+
+Result: ``graph`` is the PAG when the list has exactly one, else None; ``extra["pags"]`` the list
+(JSON graphs), ``extra["local_pags"]`` each dataset's PAG with its variables and sites,
+``candidates`` (before validation), ``partial``, ``message``, the enumeration bookkeeping, and
+fedCI's ``ci_tests`` / ``batches``. The pooled upper bound (``iod-pooled``) needs raw rows and is
+run in-process: :class:`~fedcausal_flwr.discovery.iod_evidence.SiteEvidence` with
+``evidence="pooled"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from fedcausal_flwr.data.inputs import InputError
+from fedcausal_flwr.discovery.driver import StepRunner, with_cache
+from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
+from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
+from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
+from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.messages import ClientInfo
+from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.graphs.truth import dag_to_pag
+from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.result import Result
+from fedcausal_flwr.stats.glm import SITE_EFFECTS
+from fedcausal_flwr.strategies import fedci
+
+LOG = logging.getLogger(__name__)
+POSSIBLE_DSEP = ("stable", "sequential", "off")
+
+
+class FedCIIODStrategy(fedci.FedCIStrategy):
+    """IOD on fedCI (``ci="fedci"``) or Fisher-combined (``ci="fisher"``) evidence."""
+
+    name = "fedci-iod"
+
+    def __init__(
+        self,
+        procedure: str = "original",
+        max_candidates: int | None = 100_000,
+        partial: bool = False,
+        possible_dsep: str = "stable",
+        pds_max_size: int | None = None,
+        **fedci_options: Any,
+    ):
+        super().__init__(algorithm="fci", **fedci_options)
+        if procedure not in PROCEDURES:
+            raise ValueError(f"unknown IOD procedure {procedure!r}; use one of {PROCEDURES}")
+        if possible_dsep not in POSSIBLE_DSEP:
+            raise ValueError(f"unknown possible_dsep {possible_dsep!r}; use one of {POSSIBLE_DSEP}")
+        self.name = "fedci-iod" if self.ci == "fedci" else "iod-fisher"
+        self.procedure, self.max_candidates, self.partial = procedure, max_candidates, partial
+        self.possible_dsep, self.pds_max_size = possible_dsep, pds_max_size
+        self.progress_lines: list[str] = []
+        self.datasets: list[tuple[int, ...]] = []
+        self.dropped: set[int] = set()
+
+    def input_needs(self) -> InputNeeds:
+        """fedCI's needs, except that the sites may hold different columns."""
+        return replace(super().input_needs(), same_columns=False)
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
+        super().validate_clients(info)
+        for pid in sorted(info):
+            if len(info[pid].columns) < 2:
+                raise InputError(
+                    f"has only the column(s) {list(info[pid].columns)}; IOD needs at least two "
+                    "variables per site",
+                    client=pid,
+                    fix="give the site at least two of the variables, or leave it out",
+                    door=self.door,
+                )
+
+    def _progress(self, line: str) -> None:
+        self.progress_lines.append(line)
+        LOG.info("%s", line)
+
+    def _start(self) -> StepRunner:
+        assert self.schema is not None  # validate_clients has set it
+        self._names = list(self.schema.names)
+        if self.encoding == "auto":
+            self.encoding = "fixed" if self.secure_mode else "float"
+        if self.encoding == "float" and self.secure_mode:
+            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
+        where = {v: i for i, v in enumerate(self._names)}
+        sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
+        self.datasets = check_datasets(self._names, sets)
+        steps = iod_steps(
+            self._names,
+            self.datasets,
+            self.alpha,
+            procedure=self.procedure,  # type: ignore[arg-type]
+            max_depth=self.max_depth,
+            possible_dsep=self.possible_dsep,  # type: ignore[arg-type]
+            pds_max_size=self.pds_max_size,
+            max_candidates=self.max_candidates,
+            partial=self.partial,
+            progress=self._progress,
+        )
+        self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        super().on_clients_dropped(dropped)
+        self.dropped.update(dropped)
+
+    def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
+        result: IODResult = self.runner.result
+        # a dataset's sites: those still in the run at its end (a dropped site is listed under
+        # the result's dropped clients, with the round it left)
+        sites: dict[tuple[int, ...], list[int]] = {}
+        where = {v: i for i, v in enumerate(self._names)}
+        for pid in sorted(set(self.client_info) - self.dropped):
+            key = tuple(sorted(where[c] for c in self.client_info[pid].columns))
+            sites.setdefault(key, []).append(pid)
+        enum = result.enumeration
+        return {
+            "graph": result.pags[0] if len(result.pags) == 1 else None,
+            "variables": list(result.names),
+            "pags": [g.to_json() for g in result.pags],
+            "n_pags": len(result.pags),
+            "message": result.message,
+            "procedure": result.procedure,
+            "candidates": result.candidates,
+            "partial": result.partial,
+            "enumeration": {
+                "size": enum.size,
+                "size_exact": enum.size_exact,
+                "enumerated": enum.enumerated,
+                "removable_edges": [[result.names[x], result.names[y]] for x, y in enum.removable],
+                "rejected": dict(enum.rejected),
+            },
+            "enumeration_seconds": enum.seconds,
+            "local_pags": [
+                {
+                    "variables": list(d.pag.names),
+                    "sites": sites.get(d.variables, []),
+                    "pag": d.pag.to_json(),
+                }
+                for d in result.local
+            ],  # fmt: skip
+            "progress": self.progress_lines,
+            "tests": len(self.cache),
+            "batches": self.batches,
+            "ci_tests": [
+                {
+                    "x": r.x,
+                    "y": r.y,
+                    "given": list(r.given),
+                    "p_value": r.p_value,
+                    "df": list(r.df),
+                    "clients": list(r.clients),
+                    "n": r.n,
+                }
+                for r in self.tests.values()
+            ],  # fmt: skip
+        }
+
+
+def result_pags(result: Result) -> list[Graph]:
+    """The PAG list of a fedci-iod / iod-fisher result."""
+    return [Graph.from_json(g) for g in result.extra.get("pags", [])]
+
+
+def score_pag_list(result: Result, dag: Graph) -> dict[str, float]:
+    """The list's metrics (:func:`~fedcausal_flwr.discovery.iod_metrics.pag_list_metrics`)
+    against the PAG of ``dag`` over the result's variables (the others are latent)."""
+    variables = list(result.variables)
+    unknown = [v for v in variables if v not in dag.names]
+    if unknown:
+        raise ValueError(f"the true graph lacks the learned variables {unknown}")
+    truth = dag_to_pag(dag, [v for v in dag.names if v not in variables])
+    return pag_list_metrics(result_pags(result), truth)
+
+
+def _options(ci: str) -> OptionSet:
+    """fedCI's options (without its search-engine ones) plus IOD's."""
+    drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules"}
+    # fedCI's encoding option depends on its ci option, which IOD fixes per method
+    base = [replace(o, requires=None) for o in fedci.FEDCI_FCI_OPTIONS if o.name not in drop]
+    if ci == "fisher":
+        base = [o for o in base if o.name not in ("encoding", "fixed_fraction_bits", "fixed_limbs")]
+    iod_options = [
+        Option(
+            "procedure",
+            "str",
+            "original",
+            "IOD procedure: original (Tillman and Spirtes), orderedcolls (colliders with order) "
+            "or orderedtriplets (triples with order); same final list, fewer candidates",
+            choices=PROCEDURES,
+            paper="original (the experiments); App. D compares all three",
+        ),
+        Option(
+            "max_candidates",
+            "int",
+            100_000,
+            "largest enumeration (edge subsets x possible-collider subsets) IOD may run; the "
+            "size is computed before it starts and a larger one stops the run (see partial)",
+            minimum=1,
+            nullable=True,
+            null_values=(-1,),
+            null_meaning="no cap",
+        ),
+        Option(
+            "partial",
+            "bool",
+            False,
+            "above max_candidates, enumerate only the first max_candidates combinations and "
+            "return the PAGs validated among them, marked partial (else the run stops)",
+        ),
+        Option(
+            "possible_dsep",
+            "str",
+            "stable",
+            "FCI's Possible-D-Sep phase in each dataset's search (stable: one round per subset "
+            "size; sequential: as causal-learn; off)",
+            choices=POSSIBLE_DSEP,
+            paper="pcalg::pdsep",
+        ),
+        Option(
+            "pds_max_size",
+            "int",
+            None,
+            "largest Possible-D-Sep conditioning set",
+            minimum=0,
+            nullable=True,
+            null_values=(-1,),
+            null_meaning="no cap",
+        ),
+    ]
+    if ci == "fedci":
+        iod_options.append(
+            Option(
+                "site_effect",
+                "str",
+                "fixed",
+                "client (site) effects in the GLMs: fixed site dummies (fedCI, the pooled test "
+                "with the site as a covariate), private per-site intercepts, or none",
+                choices=SITE_EFFECTS,
+                paper="fixed (fedCI's mode 2)",
+            )
+        )
+    return OptionSet((*base, *iod_options))
+
+
+FEDCI_IOD_OPTIONS = _options("fedci")
+IOD_FISHER_OPTIONS = _options("fisher")
+
+
+@documented_by(FEDCI_IOD_OPTIONS)
+def make_strategy(options: Mapping[str, Any], ci: str = "fedci") -> FedCIIODStrategy:
+    """fedci-iod (``ci="fedci"``) or iod-fisher from its options."""
+    spec = FEDCI_IOD_OPTIONS if ci == "fedci" else IOD_FISHER_OPTIONS
+    method = "fedci-iod" if ci == "fedci" else "iod-fisher"
+    values = spec.resolve(options, owner=f"method {method!r}")
+    extra = {}
+    if ci == "fedci":
+        extra = {
+            "site_effect": values["site_effect"],
+            "encoding": values["encoding"],
+            "fixed_fraction_bits": values["fixed_fraction_bits"],
+            "fixed_limbs": values["fixed_limbs"],
+        }
+    return FedCIIODStrategy(
+        procedure=values["procedure"],
+        max_candidates=values["max_candidates"],
+        partial=values["partial"],
+        possible_dsep=values["possible_dsep"],
+        pds_max_size=values["pds_max_size"],
+        alpha=values["alpha"],
+        max_depth=values["max_depth"],
+        ridge=values["ridge"],
+        tol=values["tol"],
+        max_iter=values["max_iter"],
+        schema=values["schema"],
+        ci=ci,
+        max_categories=values["max_categories"],
+        **extra,
+    )
+
+
+def _make_client(partition_id, data, options):
+    from fedcausal_flwr.clients.fedci_iod import FedCIIODClient
+
+    return FedCIIODClient(partition_id, data)
+
+
+def _for_evidence(
+    make: Callable[[Mapping[str, Any], str], FedCIIODStrategy], ci: str
+) -> Callable[[Mapping[str, Any]], FedCIIODStrategy]:
+    """``make`` for one evidence source, as registered (a lambda of this module)."""
+    return lambda options: make(options, ci)
+
+
+register_method(
+    "fedci-iod",
+    _for_evidence(make_strategy, "fedci"),
+    _make_client,
+    options=FEDCI_IOD_OPTIONS,
+    secure=fedci.secure_support,
+    score=score_pag_list,
+    paper="fedCI-IOD (Hahn et al.)",
+    description="IOD over sites with different, overlapping variable sets (latent confounding) "
+    "on federated fedCI likelihood-ratio tests; returns every consistent PAG",
+)
+register_method(
+    "iod-fisher",
+    _for_evidence(make_strategy, "fisher"),
+    _make_client,
+    options=IOD_FISHER_OPTIONS,
+    secure=lambda options: (
+        "Fisher's combination collects each client's p-values, which cannot be summed"
+    ),
+    score=score_pag_list,
+    paper="baseline (Hahn et al.: IOD with meta-analysis)",
+    description="IOD over sites with different variable sets on Fisher-combined local "
+    "likelihood-ratio tests (the fedCI paper's baseline)",
+)
+
+__all__ = ["FedCIIODStrategy", "make_strategy", "result_pags", "score_pag_list"]
