@@ -73,7 +73,9 @@ def measure(
 ) -> dict:
     """Start a deployment of ``setup``, run ``method`` ``runs`` times, stop it; the figures."""
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
-    deployment = LocalDeployment(workdir / setup, nodes, tuned=setup == "tuned")
+    deployment = LocalDeployment(
+        workdir / setup, nodes, tuned=setup == "tuned", tls=False, auth=False
+    )
     rounds: list[float] = []
     run_s: list[float] = []
     cpu_s: list[float] = []

@@ -401,14 +401,14 @@ def test_a_missing_key_or_certificate_is_refused_before_any_process_starts(tmp_p
         deployment.start()
     assert deployment.processes == []
     # a broken certificate in the credentials folder
-    broken = LocalDeployment(tmp_path / "c", [{"partition-id": 0}], tls=True)
+    broken = LocalDeployment(tmp_path / "c", [{"partition-id": 0}], tls=True, auth=False)
     write_tls_files(broken.credentials_dir)
     (broken.credentials_dir / "server.pem").write_text("not a certificate")
     with pytest.raises(ValueError, match="--ssl-certfile: .*server.pem' is not a PEM"):
         broken.start()
     assert broken.processes == []
     with pytest.raises(ValueError, match=r"auth=True\) needs TLS"):
-        LocalDeployment(tmp_path / "d", [{}], auth=True)
+        LocalDeployment(tmp_path / "d", [{}], tls=False, auth=True)
 
 
 def test_supernode_refusals_are_explained():

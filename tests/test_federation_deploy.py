@@ -146,7 +146,7 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     frames = [pd.read_csv(p) for p in paths]
     app_dir = stage_app(tmp_path)
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
-    deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True)
+    deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True, tls=False, auth=False)
     lcs_options = {"target": "either", "ratio": 1.0, "max_depth": 1, "extension_depth": 0}
     try:
         deployment.start()
@@ -236,7 +236,7 @@ def test_stock_deployment_runs_fedpc(tmp_path):
     frames = [pd.read_csv(p) for p in paths]
     app_dir = stage_app(tmp_path)
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
-    deployment = LocalDeployment(tmp_path / "deploy", nodes)
+    deployment = LocalDeployment(tmp_path / "deploy", nodes, tls=False, auth=False)
     try:
         deployment.start()
         result = deployment.run(app_dir, {"method": "fedpc", "num-clients": 3}, timeout=170)

@@ -218,6 +218,9 @@ class LocalDeployment:
     ``fedcausal-supernode --isolation process`` plus a ``fedcausal-executor`` (see module doc);
     ``executor_args`` are added to every executor's command line (e.g. ``["--preload", "plugin"]``).
 
+    Secure by default: ``tls=True, auth=True``; ``tls=False, auth=False`` runs everything with
+    ``--insecure`` (the tests and ``experiments/bench_deployment.py`` do, for speed).
+
     ``tls=True``: a CA and a SuperLink certificate for 127.0.0.1/localhost are generated in
     ``workdir/credentials`` (:mod:`.credentials`); the SuperLink serves HTTPS, every SuperNode
     and the CLI verify it with the CA. ``auth=True`` (needs TLS): SuperNode authentication; each
@@ -236,8 +239,8 @@ class LocalDeployment:
         startup_timeout: float = 60.0,
         tuned: bool = False,
         executor_args: Sequence[str] = (),
-        tls: bool = False,
-        auth: bool = False,
+        tls: bool = True,
+        auth: bool = True,
         site_security: Sequence[SiteSecurity] | None = None,
     ):
         if auth and not tls:
