@@ -359,6 +359,12 @@ class FedCIStrategy(ProtocolStrategy):
         return {
             "graph": result.graph,
             "variables": list(names),
+            **self.test_report(),
+        }
+
+    def test_report(self) -> dict:
+        """The result fields on the CI tests this run asked (shared by fedCI's subclasses)."""
+        return {
             "tests": len(self.cache),
             "batches": self.batches,
             "ci_tests": [

@@ -165,20 +165,7 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
                 for d in result.local
             ],  # fmt: skip
             "progress": self.progress_lines,
-            "tests": len(self.cache),
-            "batches": self.batches,
-            "ci_tests": [
-                {
-                    "x": r.x,
-                    "y": r.y,
-                    "given": list(r.given),
-                    "p_value": r.p_value,
-                    "df": list(r.df),
-                    "clients": list(r.clients),
-                    "n": r.n,
-                }
-                for r in self.tests.values()
-            ],  # fmt: skip
+            **self.test_report(),
         }
 
 

@@ -77,7 +77,7 @@ def test_each_kind_of_outside_reference_is_caught(tmp_path, line):
     [
         "REPO_ROOT = Path(__file__).resolve().parents[1]",
         "net.parents[2]",
-        "results/work/x.csv",
+        "results/home/x.csv",
         "shared across clients",
     ],
 )
