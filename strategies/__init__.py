@@ -23,6 +23,7 @@ BUILTIN_METHODS: dict[str, str] = {
     "fedci-fci": "fedci",
     "fedci-iod": "fedci_iod",
     "iod-fisher": "fedci_iod",
+    "iod-pooled": "fedci_iod",
     "fedcdnv": "tpss",
     "fedcdnv-vote": "tpss",
     "fci-base": "tpss",

@@ -12,7 +12,10 @@ that observes its variables, whatever dataset asked it. Evidence (``ci``):
   site dummies by default, the paper's mode 2), so each p-value equals the pooled GLM test with
   the site as a covariate on the participating rows;
 * ``fisher`` (``iod-fisher``): the ``local_lrt`` action; each site tests on its own rows and the
-  server combines the participants' p-values by Fisher's method (the paper's baseline).
+  server combines the participants' p-values by Fisher's method (the paper's baseline);
+* ``pooled`` (``iod-pooled``, the upper bound; NOT private): one ``raw_rows`` round, then the
+  server runs every test on the participants' rows in one table with the site as a categorical
+  covariate (:class:`~fedcausal_flwr.discovery.iod_evidence.SiteEvidence`, ``"pooled"``).
 
 Pairs no site observes together are never tested and never imputed: IOD asks tests inside one
 dataset only; such an edge stays in the global skeleton, and IOD's RemEdges enumeration covers its
@@ -21,9 +24,18 @@ presence and absence. A test no site can answer is an error, never ``p = 1``.
 Result: ``graph`` is the PAG when the list has exactly one, else None; ``extra["pags"]`` the list
 (JSON graphs), ``extra["local_pags"]`` each dataset's PAG with its variables and sites,
 ``candidates`` (before validation), ``partial``, ``message``, the enumeration bookkeeping, and
-fedCI's ``ci_tests`` / ``batches``. The pooled upper bound (``iod-pooled``) needs raw rows and is
-run in-process: :class:`~fedcausal_flwr.discovery.iod_evidence.SiteEvidence` with
-``evidence="pooled"``.
+fedCI's ``ci_tests`` / ``batches``.
+
+Wire protocol (after ``hello``): fedCI's ``glm`` and ``local_lrt`` actions
+(:mod:`~fedcausal_flwr.strategies.fedci`), asked only of the sites observing a test's variables,
+and for ``iod-pooled``:
+
+============  ====================  ====================================================  ======
+action        payload               reply (per client)                                    summed
+============  ====================  ====================================================  ======
+``raw_rows``  ``schema`` (JSON)     float64 ``rows x own columns`` (schema order): level   no
+                                    codes (discrete) or values (continuous)
+============  ====================  ====================================================  ======
 """
 
 from __future__ import annotations
@@ -33,17 +45,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from fedcausal_flwr.data.inputs import InputError
+from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
+from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
 from fedcausal_flwr.federation.inputs import InputNeeds
-from fedcausal_flwr.federation.messages import ClientInfo
+from fedcausal_flwr.federation.messages import ClientInfo, ProtocolError
+from fedcausal_flwr.federation.protocol import Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.protocols.fedci import RAW_ROWS
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import fedci
@@ -52,8 +71,13 @@ LOG = logging.getLogger(__name__)
 POSSIBLE_DSEP = ("stable", "sequential", "off")
 
 
+#: evidence source -> method name
+METHOD_OF_EVIDENCE = {"fedci": "fedci-iod", "fisher": "iod-fisher", "pooled": "iod-pooled"}
+
+
 class FedCIIODStrategy(fedci.FedCIStrategy):
-    """IOD on fedCI (``ci="fedci"``) or Fisher-combined (``ci="fisher"``) evidence."""
+    """IOD on fedCI (``ci="fedci"``), Fisher-combined (``ci="fisher"``) or pooled
+    (``ci="pooled"``) evidence."""
 
     name = "fedci-iod"
 
@@ -66,12 +90,18 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
         pds_max_size: int | None = None,
         **fedci_options: Any,
     ):
+        pooled = fedci_options.get("ci") == "pooled"
+        if pooled:  # fedCI's set-up and result fields; the tests are run by the server
+            fedci_options["ci"] = "fedci"
         super().__init__(algorithm="fci", **fedci_options)
+        if pooled:
+            self.ci = "pooled"
+        self.evidence: SiteEvidence | None = None
         if procedure not in PROCEDURES:
             raise ValueError(f"unknown IOD procedure {procedure!r}; use one of {PROCEDURES}")
         if possible_dsep not in POSSIBLE_DSEP:
             raise ValueError(f"unknown possible_dsep {possible_dsep!r}; use one of {POSSIBLE_DSEP}")
-        self.name = "fedci-iod" if self.ci == "fedci" else "iod-fisher"
+        self.name = METHOD_OF_EVIDENCE[self.ci]
         self.procedure, self.max_candidates, self.partial = procedure, max_candidates, partial
         self.possible_dsep, self.pds_max_size = possible_dsep, pds_max_size
         self.progress_lines: list[str] = []
@@ -81,6 +111,61 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
     def input_needs(self) -> InputNeeds:
         """fedCI's needs, except that the sites may hold different columns."""
         return replace(super().input_needs(), same_columns=False)
+
+    # ------------------------------------------------------------------ iod-pooled
+    def next_request(self) -> Request | None:
+        if self.ci != "pooled":
+            return super().next_request()
+        runner = self.runner if self.runner is not None else self._start()
+        if runner.pending is None:
+            return None
+        assert self.schema is not None  # validate_clients has set it
+        return Request(RAW_ROWS, {"schema": self.schema.to_json()})
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action != RAW_ROWS:
+            super().handle_replies(request, replies)
+            return
+        assert self.schema is not None and self.runner is not None  # set by next_request
+        pids = [reply.client for reply in replies]
+        frames = [self._rows_frame(reply, self.schema) for reply in replies]
+        self.evidence = SiteEvidence(
+            frames, self.schema, "pooled", ridge=self.ridge, **self.fit_options
+        )
+        self.annotate(rows=sum(len(f) for f in frames))
+        while (queries := self.runner.pending) is not None:
+            pvalues = self.evidence.compute_batch(queries)
+            for query in queries:
+                res = self.evidence.results[query]
+                self.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
+            self.batches.append({"round": self.current_round, "tests": len(queries), "rounds": 0})
+            self.runner.answer(pvalues)
+
+    def _rows_frame(self, reply: Reply, schema: Schema) -> pd.DataFrame:
+        """A site's ``raw_rows`` reply as a frame over its own columns, levels restored."""
+        own = [v for v in schema.names if v in self.client_info[reply.client].columns]
+        rows = np.asarray(reply.arrays[0], dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != len(own):
+            raise ProtocolError(
+                reply.client, f"sent rows of shape {rows.shape}, expected n x {len(own)} ({own})"
+            )
+        columns = {}
+        for j, name in enumerate(own):
+            spec = schema[name]
+            if spec.kind == "continuous":
+                columns[name] = rows[:, j]
+                continue
+            codes = rows[:, j].astype(np.int64)
+            if (
+                (codes != rows[:, j]).any()
+                or codes.min(initial=0) < 0
+                or codes.max(initial=0) >= spec.card
+            ):
+                raise ProtocolError(
+                    reply.client, f"sent level codes of {name!r} outside 0..{spec.card - 1}"
+                )
+            columns[name] = np.asarray(spec.levels)[codes]  # the levels' own dtype
+        return pd.DataFrame(columns)
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
@@ -190,7 +275,7 @@ def _options(ci: str) -> OptionSet:
     drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules"}
     # fedCI's encoding option depends on its ci option, which IOD fixes per method
     base = [replace(o, requires=None) for o in fedci.FEDCI_FCI_OPTIONS if o.name not in drop]
-    if ci == "fisher":
+    if ci != "fedci":  # no GLM blocks travel
         base = [o for o in base if o.name not in ("encoding", "fixed_fraction_bits", "fixed_limbs")]
     iod_options = [
         Option(
@@ -257,14 +342,19 @@ def _options(ci: str) -> OptionSet:
 
 FEDCI_IOD_OPTIONS = _options("fedci")
 IOD_FISHER_OPTIONS = _options("fisher")
+IOD_POOLED_OPTIONS = _options("pooled")
+OPTIONS_OF_EVIDENCE = {
+    "fedci": FEDCI_IOD_OPTIONS,
+    "fisher": IOD_FISHER_OPTIONS,
+    "pooled": IOD_POOLED_OPTIONS,
+}
 
 
 @documented_by(FEDCI_IOD_OPTIONS)
 def make_strategy(options: Mapping[str, Any], ci: str = "fedci") -> FedCIIODStrategy:
-    """fedci-iod (``ci="fedci"``) or iod-fisher from its options."""
-    spec = FEDCI_IOD_OPTIONS if ci == "fedci" else IOD_FISHER_OPTIONS
-    method = "fedci-iod" if ci == "fedci" else "iod-fisher"
-    values = spec.resolve(options, owner=f"method {method!r}")
+    """fedci-iod (``ci="fedci"``), iod-fisher or iod-pooled from its options."""
+    method = METHOD_OF_EVIDENCE[ci]
+    values = OPTIONS_OF_EVIDENCE[ci].resolve(options, owner=f"method {method!r}")
     extra = {}
     if ci == "fedci":
         extra = {
@@ -327,6 +417,19 @@ register_method(
     paper="baseline (Hahn et al.: IOD with meta-analysis)",
     description="IOD over sites with different variable sets on Fisher-combined local "
     "likelihood-ratio tests (the fedCI paper's baseline)",
+)
+register_method(
+    "iod-pooled",
+    _for_evidence(make_strategy, "pooled"),
+    _make_client,
+    options=IOD_POOLED_OPTIONS,
+    secure=lambda options: (
+        "the pooled upper bound collects every site's rows, which cannot be summed"
+    ),
+    score=score_pag_list,
+    paper="upper bound (Hahn et al.: IOD on the pooled data)",
+    description="IOD on the sites' rows pooled at the server (the site as a covariate): the "
+    "upper bound for fedci-iod; NOT private, every site sends its rows",
 )
 
 __all__ = ["FedCIIODStrategy", "make_strategy", "result_pags", "score_pag_list"]

@@ -314,6 +314,7 @@ WORK_KEYS = {
     "fci-base": {"clients"},
     "fedci-iod": {"enumeration_seconds"},
     "iod-fisher": {"enumeration_seconds"},
+    "iod-pooled": {"enumeration_seconds"},
 }
 
 

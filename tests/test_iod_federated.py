@@ -127,6 +127,28 @@ def test_a_site_with_one_column_is_refused(sites):
         run_method("fedci-iod", parts, {"schema": schema.dumps()}, backend="inprocess")
 
 
+def test_iod_pooled_method_equals_iod_on_pooled_evidence(sites):
+    """``iod-pooled`` (every site sends its rows once, the server tests the pooled table with the
+    site as a covariate) gives the list and p-values of IOD on in-process pooled evidence."""
+    frames, schema = sites
+    result = run_method("iod-pooled", frames, {"schema": schema.dumps()}, backend="inprocess")
+    pooled = SiteEvidence(frames, schema, "pooled")
+    reference = iod(pooled, datasets_of(frames, schema.names))
+    assert [e["action"] for e in result.log] == ["hello", "raw_rows"]
+    names = list(schema.names)
+    tests = result.extra["ci_tests"]
+    assert len(tests) == len(pooled.cache) > 10
+    for t in tests:
+        q = normalise_query(names.index(t["x"]), names.index(t["y"]),
+                            [names.index(v) for v in t["given"]])  # fmt: skip
+        assert t["p_value"] == pytest.approx(pooled.cache[q], rel=1e-12, abs=1e-300), q
+        assert t["n"] == sum(len(frames[k]) for k in t["clients"])
+    assert marks(result_pags(result)) == marks(reference.pags)
+    assert result.extra["candidates"] == reference.candidates
+    with pytest.raises(ValueError, match="cannot be summed"):
+        run_method("iod-pooled", frames, {"schema": schema.dumps()}, secure=True)
+
+
 @pytest.mark.slow
 def test_fedci_iod_on_ray_equals_inprocess(sites, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
@@ -187,11 +209,13 @@ def test_flwr_run_deployment_with_the_fig1_split_in_two_csv_files(tmp_path):
     deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True, tls=False, auth=False)
     try:
         deployment.start()
+        app = stage_app(tmp_path)
         result = deployment.run(
-            stage_app(tmp_path),
+            app,
             {"method": "fedci-iod", "options": "procedure=orderedtriplets", "num-clients": 2},
             timeout=300,
         )
+        pooled = deployment.run(app, {"method": "iod-pooled", "num-clients": 2}, timeout=300)
     finally:
         deployment.stop()
     assert not [p for p in deployment.stopped_pids if _alive(p)]
@@ -203,3 +227,8 @@ def test_flwr_run_deployment_with_the_fig1_split_in_two_csv_files(tmp_path):
     b = np.array([t["p_value"] for t in local.extra["ci_tests"]])
     assert a.size > 10 and np.allclose(a, b, rtol=1e-9, atol=0)
     assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
+    local_pooled = fedcausal_flwr.run("iod-pooled", data=frames)
+    assert marks(result_pags(pooled)) == marks(result_pags(local_pooled))
+    assert [t["p_value"] for t in pooled.extra["ci_tests"]] == [
+        t["p_value"] for t in local_pooled.extra["ci_tests"]
+    ]

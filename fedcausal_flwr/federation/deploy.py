@@ -216,7 +216,9 @@ class LocalDeployment:
     "/data/site-k.csv"}``). ``env`` adds environment variables for every process (e.g.
     ``PYTHONPATH`` so the apps can import plugin modules). ``tuned=True`` runs each site as
     ``fedcausal-supernode --isolation process`` plus a ``fedcausal-executor`` (see module doc);
-    ``executor_args`` are added to every executor's command line (e.g. ``["--preload", "plugin"]``).
+    ``warm_executor=True`` with ``tuned=False`` runs Flower's own ``flower-supernode --isolation
+    process`` beside a ``fedcausal-executor`` (no change to Flower at all); ``executor_args``
+    are added to every executor's command line (e.g. ``["--preload", "plugin"]``).
 
     Secure by default: ``tls=True, auth=True``; ``tls=False, auth=False`` runs everything with
     ``--insecure`` (the tests and ``experiments/bench_deployment.py`` do, for speed).
@@ -228,6 +230,11 @@ class LocalDeployment:
     before the SuperNodes start. ``site_security[k]`` changes how site k is set up (tests use it
     to start misconfigured sites). A site that could not join is explained by
     :meth:`site_problem`.
+
+    ``database``: the SuperLink's state. None (default, as in the README's command) keeps it in
+    memory; a file path keeps runs and registered keys across SuperLink restarts, at a price: every
+    pull from every SuperNode and from the ServerApp is then an SQLite transaction on disk
+    (``experiments/bench_deployment.py --database`` measures it).
     """
 
     def __init__(
@@ -238,10 +245,12 @@ class LocalDeployment:
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 60.0,
         tuned: bool = False,
+        warm_executor: bool | None = None,
         executor_args: Sequence[str] = (),
         tls: bool = True,
         auth: bool = True,
         site_security: Sequence[SiteSecurity] | None = None,
+        database: str | os.PathLike | None = None,
     ):
         if auth and not tls:
             raise ValueError("SuperNode authentication (auth=True) needs TLS (tls=True)")
@@ -257,6 +266,8 @@ class LocalDeployment:
         self.workdir = Path(workdir).resolve()
         self.node_configs = [dict(c) for c in node_configs]
         self.tuned = bool(tuned)
+        self.warm_executor = self.tuned if warm_executor is None else bool(warm_executor)
+        self.database = None if database is None else Path(database).resolve()
         self.executor_args = list(executor_args)
         self.startup_timeout = float(startup_timeout)
         self.flwr_home = self.workdir / "flwr_home"
@@ -269,7 +280,9 @@ class LocalDeployment:
         self.env.update(
             {
                 "FLWR_HOME": str(self.flwr_home),
-                "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1",
+                # Flower's SuperExec looks for tasks every 1 s by default; each look costs CPU
+                # (at 0.1 s four idle SuperExecs used 0.9 CPU-s per s), so 0.5 s
+                "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5",
                 **NO_PHONING_OUT,
             }
         )
@@ -317,8 +330,7 @@ class LocalDeployment:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
-                "--database",
-                str(self.workdir / "state.db"),
+                *([] if self.database is None else ["--database", str(self.database)]),
                 "--disable-runtime-dependency-installation",
             ],
             "superlink.log",
@@ -350,14 +362,14 @@ class LocalDeployment:
                     f"127.0.0.1:{self.port}",
                     "--port",
                     str(runtime_port),
-                    *(["--isolation", "process"] if self.tuned else []),
+                    *(["--isolation", "process"] if self.warm_executor else []),
                     "--node-config",
                     str(config_file),
                 ],
                 f"supernode{k}.log",
                 site_env,
             )
-            if self.tuned:
+            if self.warm_executor:
                 executor = self._spawn(
                     [
                         "fedcausal-executor",
@@ -372,7 +384,7 @@ class LocalDeployment:
                     site_env,
                 )
                 executors.append(executor)
-        if self.tuned:
+        if self.warm_executor:
             self._wait_executors_ready(executors)
         self.timings["start_s"] = time.perf_counter() - start
 
@@ -563,9 +575,14 @@ class LocalDeployment:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def run(
-        self, app_dir: str | os.PathLike, run_config: Mapping[str, Any], timeout: float = 300.0
-    ) -> Result:
-        """``flwr run app_dir`` against this deployment; the Result the ServerApp wrote."""
+        self,
+        app_dir: str | os.PathLike,
+        run_config: Mapping[str, Any],
+        timeout: float = 300.0,
+        load: Callable[[Path], Any] = Result.load,
+    ) -> Any:
+        """``flwr run app_dir`` against this deployment; the Result the ServerApp wrote at the run
+        config's ``result-path`` (read with ``load``: another app may write another file)."""
         result_path = self.workdir / "result.json"
         result_path.unlink(missing_ok=True)
         config = {**dict(run_config), "result-path": str(result_path)}
@@ -608,4 +625,4 @@ class LocalDeployment:
                 + "\n--- superlink.log ---\n"
                 + self.log_tail("superlink.log")
             )
-        return Result.load(result_path)
+        return load(result_path)

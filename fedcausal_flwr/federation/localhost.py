@@ -56,7 +56,8 @@ def add_federation_parser(sub: Any) -> None:
     up.add_argument(
         "--workdir",
         default=None,
-        help="folder for logs, credentials and state (default: a new temp folder)",
+        help="folder for logs and credentials (default: a new temp folder); the SuperLink keeps "
+        "its state in memory",
     )
     up.add_argument(
         "--tuned",

@@ -12,7 +12,8 @@ from fedcausal_flwr.stats.glm import GLMModel
 
 GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients
 LOCAL_LRT = "local_lrt"  # the client's own LRT p-values (Fisher baseline)
-ACTIONS = (GLM, LOCAL_LRT)
+RAW_ROWS = "raw_rows"  # the client's rows over its own columns (iod-pooled only: NOT private)
+ACTIONS = (GLM, LOCAL_LRT, RAW_ROWS)
 
 FIXED_FRACTION_BITS = 30  # default f: values travel as round(v * 2**f)
 FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value
