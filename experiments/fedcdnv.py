@@ -23,7 +23,8 @@ where it gives any):
   settings at their defaults; ``nodes`` also prints Table 2 (FDR-C / -dC / -nC / -dnC) per |V|.
 * ``networks``: child, insurance, alarm, child3, alarm3 with the same defaults (Fig. 6).
 * ``sachs``: discrete Sachs (853 x 11), 6 IID clients, each observing a random 9 of the 11
-  (Table 1), and the identical-sets case (Table 6) with fedpc-vote and FedC2SL's fedfci added.
+  (Table 1), and the identical-sets case (Table 6) with fedpc-vote, FedC2SL's fedfci and the
+  baseline FedCSL (``fedcsl``) added.
   Truth: the 17-edge bnlearn DAG (no latents). Data and truth are shipped with the package
   (:mod:`fedcausal_flwr.data.reference`); ``--data DIR`` reads the two files from DIR instead
   (a missing file is an error).
@@ -84,7 +85,7 @@ from fedcausal_flwr.strategies.tpss import SCORE_KEYS, score_result  # noqa: E40
 
 SACHS_FILE, SACHS_TRUTH = SACHS_DISCRETE_FILE, SACHS_DISCRETE_TRUTH_FILE
 OURS = ("fedcdnv", "fedcdnv-vote", "fci-base")
-IDENTICAL_EXTRA = ("fedpc-vote", "fedfci")
+IDENTICAL_EXTRA = ("fedpc-vote", "fedfci", "fedcsl")
 PAPER_NAMES = {"fedcdnv": "FedCDnv", "fedcdnv-vote": "FedCDnv-vote", "fci-base": "FCI-base"}
 NODES = (10, 20, 30, 40, 50, 60, 80, 100)
 CLIENTS = (2, 4, 6, 8, 10, 15, 20, 30)
@@ -95,7 +96,12 @@ PAPER_SACHS = {
     "fedcdnv-vote": (0.5778, 0.2544),
     "fci-base": (0.5823, 0.2488),
 }
-PAPER_SACHS_IDENTICAL = {"fedcdnv": (0.68, 0.3030), "fedcdnv-vote": (0.6115, 0.2633)}
+PAPER_SACHS_IDENTICAL = {
+    "fedcdnv": (0.68, 0.3030),
+    "fedcdnv-vote": (0.6115, 0.2633),
+    "fedpc-vote": (0.4928, None),  # Table 6's FedPC (Huang et al.'s layer-wise voting)
+    "fedcsl": (0.3774, None),  # the baselines report no orientation
+}
 # Table 2: |V| -> (FDR-C, FDR-dC, FDR-nC, FDR-dnC), FedCDnv
 PAPER_TABLE2 = {
     10: (0.0, 0.0, 0.2549, 0.2270),
@@ -263,7 +269,8 @@ def print_block(frame: pd.DataFrame, title: str, paper: dict | None = None) -> N
         cells = "".join(f"{mean_sd(rows[m].tolist()):>14}" for m in METRICS)
         line = f"{method:<14}{cells}{rows['n_edges'].mean():>8.1f}{rows['seconds'].mean():>7.2f}"
         if paper and method in paper:
-            line += f"   {paper[method][0]:.4f} / {paper[method][1]:.4f}"
+            edge, orie = paper[method]
+            line += f"   {edge:.4f} / {'-' if orie is None else f'{orie:.4f}'}"
         print(line)
 
 

@@ -71,6 +71,8 @@ BREADTH = [
     ("pc-vote", "", "asia"),
     ("fedlcs-local", "target=either max-depth=1 extension-depth=0", "asia"),
     ("iod-fisher", "", "overlap"),
+    ("fedcsl", "max-depth=1", "asia"),
+    ("rfcd", "", "asia"),
 ]
 TUNED = shutil.which("fedcausal-supernode") is not None and shutil.which("fedcausal-executor")
 

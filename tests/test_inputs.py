@@ -187,6 +187,9 @@ def test_every_method_declares_how_many_clients_it_needs():
         "lcs-pooled",
         "fedci-iod",  # one site's evidence is FCI's; IOD integrates as many as there are
         "iod-fisher",
+        "iod-pooled",
+        "fedcsl",  # one client: its own HITON-PC skeleton and hill-climbing DAG
+        "rfcd",  # one client: GES on its own scores
     }
     assert combining | single == set(builtin_methods())
     assert {m: get_method(m).min_sites for m in builtin_methods()} == {

@@ -137,6 +137,12 @@ def end_processes(
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # SIGKILL is delivered asynchronously: return once the kernel has ended them all
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and any(_alive(p) for p in everything):
+        if reap is not None:
+            reap()
+        time.sleep(0.02)
     return sorted(set(everything))
 
 

@@ -1,0 +1,71 @@
+"""Client of RFCD: its local BDeu score of every family the server's GES step asks.
+
+Mirror of :mod:`fedcausal_flwr.strategies.rfcd` (see its wire-protocol table). The client encodes
+its columns over the global level sets, then scores each family with
+:class:`~fedcausal_flwr.discovery.ges.CausalLearnBDeu` (causal-learn's ``local_score_BDeu``) over
+its own observed values per variable, or over the global level sets.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
+from fedcausal_flwr.clients.fedc2sl import cached_codes
+from fedcausal_flwr.discovery.ges import CausalLearnBDeu
+from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.protocols.rfcd import CARDINALITIES, FAMILY_SCORES, decode_families
+
+_SCORERS = FrameCache()
+
+
+class RFCDClient(ProtocolClient):
+    """One site's data; answers ``family_scores``."""
+
+    def _scorer(self, payload: dict) -> CausalLearnBDeu:
+        variables, levels = list(payload["variables"]), payload["levels"]
+        cardinalities = str(payload["cardinalities"])
+        if cardinalities not in CARDINALITIES:
+            raise ProtocolError(
+                self.partition_id,
+                f"unknown cardinalities {cardinalities!r}; expected one of {CARDINALITIES}",
+            )
+        codes = cached_codes(self.data, variables, levels, self.partition_id)
+        cards = None if cardinalities == "observed" else [len(levels[v]) for v in variables]
+        prior = payload["structure_prior"]
+        try:
+            return CausalLearnBDeu(
+                codes,
+                cards,
+                ess=float(payload["ess"]),
+                structure_prior=None if prior is None else float(prior),
+            )
+        except (TypeError, ValueError) as err:
+            raise ProtocolError(self.partition_id, f"cannot score families: {err}") from None
+
+    @action(FAMILY_SCORES)
+    def family_scores(self, payload: dict, arrays: list[np.ndarray]):
+        """The client's BDeu log score of each family of the batch, in order."""
+        variables = list(payload["variables"])
+        if len(arrays) != 1:
+            raise ProtocolError(
+                self.partition_id, f"expected one family matrix, got {len(arrays)} arrays"
+            )
+        try:
+            families = decode_families(arrays[0], len(variables))
+        except ValueError as err:
+            raise ProtocolError(self.partition_id, str(err)) from None
+        key = json.dumps(
+            [
+                variables,
+                [payload["levels"][v] for v in variables],
+                payload["ess"],
+                payload["structure_prior"],
+                payload["cardinalities"],
+            ],
+            default=str,
+        )
+        scorer = _SCORERS.get(self.data, key, lambda: self._scorer(payload))
+        return [scorer.batch(families)], {"families": len(families)}
