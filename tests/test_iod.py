@@ -223,3 +223,162 @@ def test_cap_holds_when_the_size_is_only_a_lower_bound(monkeypatch):
     part = iod(oracle, SPLIT, max_candidates=cap, partial=True)
     assert part.partial and not part.enumeration.size_exact
     assert part.enumeration.enumerated == cap
+
+
+# ---------------------------------------------------------------------------- speed, same results
+def enumeration_facts(oracle: DSeparationOracle, sets: list) -> list:
+    """Everything a procedure's run reports that the memos could change."""
+    out = []
+    for proc in PROCEDURES:
+        r = iod(oracle, sets, procedure=proc)
+        e = r.enumeration
+        out.append(([g.marks.tobytes() for g in r.pags], e.candidates, e.enumerated, e.rejected))
+    return out
+
+
+def test_memos_change_no_result_and_hand_out_copies(monkeypatch):
+    """The orientation and validation memos (keyed by marks) give the same lists, candidate
+    counts and rejection reasons as computing every graph afresh; what they return is the
+    caller's to change."""
+    from fedcausal_flwr.discovery import iod_candidates as candidates
+
+    memos = (candidates.ORIENTATION_MEMO, candidates.VALIDATION_MEMO)
+    rng = np.random.default_rng(7)
+    cases = [random_case(rng) for _ in range(12)]
+    fresh = []
+    for memo in memos:
+        memo.clear()
+        monkeypatch.setattr(memo, "limit", 0)  # nothing kept: every graph computed afresh
+    for dag, observed, _, sets in cases:
+        fresh.append(enumeration_facts(DSeparationOracle(dag, observed), sets))
+    assert all(len(memo.table) == 0 and memo.hits == 0 for memo in memos)
+    for memo in memos:
+        monkeypatch.setattr(memo, "limit", 100_000)
+    for rounds in range(2):  # cold, then every graph known
+        for (dag, observed, _, sets), expected in zip(cases, fresh, strict=True):
+            assert enumeration_facts(DSeparationOracle(dag, observed), sets) == expected
+        assert all(memo.hits > 0 for memo in memos), rounds
+    marks = dag_to_pag(fig1_dag(), ["U_AC", "U_AD"]).marks.copy()
+    marks[marks != 0] = 3  # Fig. 1's skeleton with circles and the collider A *-> C <-* B:
+    marks[[0, 1], [2, 2]] = ARROW  # the discriminating path <B, C, A, D> makes R4 branch
+    first = candidates.orient_with_branching(marks, OBSERVED)
+    assert len(first) == 2
+    kept = [m.copy() for m in first]
+    for m in first:
+        m[:] = 0
+    again = candidates.orient_with_branching(marks, OBSERVED)
+    assert len(again) == len(kept) and all(
+        np.array_equal(a, b) for a, b in zip(again, kept, strict=True)
+    )
+    with pytest.raises(ValueError, match="4 names for a 5x5 graph"):
+        candidates.orient_with_branching(marks, OBSERVED[:4])
+    for memo in memos:
+        memo.clear()
+
+
+def random_marks(rng: np.random.Generator, p: int) -> np.ndarray:
+    """Any mark matrix (not necessarily a PAG): each pair an edge with probability 0.6, each end
+    a tail, arrowhead or circle."""
+    m = np.zeros((p, p), dtype=np.int8)
+    for i in range(p):
+        for j in range(i + 1, p):
+            if rng.random() < 0.6:
+                m[i, j], m[j, i] = rng.integers(1, 4, size=2)
+    return m
+
+
+def reference_r3(m: np.ndarray) -> int:
+    """R3's sweep over every circle, without the pre-filter."""
+    from fedcausal_flwr.graphs.marks import non_adjacent_mask
+
+    na, n = non_adjacent_mask(m), 0
+    for d, b in zip(*np.nonzero(m == 3), strict=True):
+        s = (m[:, b] == ARROW) & (m[:, d] == 3)
+        if s.sum() >= 2 and na[np.ix_(s, s)].any():
+            m[d, b] = ARROW
+            n += 1
+    return n
+
+
+def reference_r4(m: np.ndarray, ctx) -> int:
+    """R4's sweep with c's parents read for every b, without the pre-filter."""
+    from fedcausal_flwr.graphs import fci_rules
+
+    n = 0
+    for c in range(m.shape[0]):
+        for b in np.flatnonzero(m[c] == 3).tolist():
+            for a in np.flatnonzero((m[:, c] == ARROW) & (m[c, :] == TAIL)).tolist():
+                if a == b or m[b, a] != ARROW:
+                    continue
+                path = fci_rules._find_discriminating_path(m, a, b, c)
+                if path is None:
+                    continue
+                noncollider = ctx.noncollider_on_path(path)
+                if noncollider is None:
+                    continue
+                if noncollider:
+                    m[c, b] = TAIL
+                    fci_rules._set_if_circle(m, b, c, ARROW)
+                else:
+                    m[c, b] = ARROW
+                    fci_rules._set_if_circle(m, a, b, ARROW)
+                    fci_rules._set_if_circle(m, b, c, ARROW)
+                n += 1
+                break
+    return n
+
+
+def test_r3_r4_prefilters_change_nothing():
+    """R3 and R4 skip the sweep (or the nodes) where nothing can fire and read c's parents once
+    per orientation: the same marks, counts and discriminating paths asked, in the same order,
+    as the plain sweeps, on arbitrary mark matrices."""
+    from fedcausal_flwr.graphs import fci_rules
+    from fedcausal_flwr.graphs.fci_context import FCIContext
+
+    rng = np.random.default_rng(11)
+    fired = {"R3": 0, "R4": 0}
+    for case in range(600):
+        m = random_marks(rng, int(rng.integers(4, 8)))
+        asked: dict[str, list] = {"ours": [], "reference": []}
+
+        def decide(paths: list):
+            def decision(dp):
+                paths.append(dp.path)
+                return (None, True, False)[sum(dp.path) % 3]
+
+            return decision
+
+        ours, ref = m.copy(), m.copy()
+        n3 = fci_rules._zhang_r3(ours)
+        assert n3 == reference_r3(ref) and np.array_equal(ours, ref), case
+        ctx = {w: FCIContext(None, "standard", None, decide(asked[w]), True, -1) for w in asked}
+        n4 = fci_rules._zhang_r4(ours, ctx["ours"])
+        assert n4 == reference_r4(ref, ctx["reference"]) and np.array_equal(ours, ref), case
+        assert asked["ours"] == asked["reference"], case
+        fired["R3"] += n3 > 0
+        fired["R4"] += n4 > 0
+    assert fired["R3"] > 5 and fired["R4"] > 5, fired
+
+
+def test_fedci_iod_study_rows_do_not_depend_on_jobs():
+    """The experiment computes oracle IOD once per graph and may run graphs in worker
+    processes: the rows are those of independent one_run calls, in run order, for any --jobs."""
+    import argparse
+
+    from fedcausal_flwr.experiments import fedci_iod as experiment
+
+    args = argparse.Namespace(graphs=2, graph_seed=2024, seeds=1, sites=[4], sizes=[500, 1000],
+                              max_candidates=50_000, jobs=1)  # fmt: skip
+    serial = experiment.study(args)
+    args.jobs = 2
+    parallel = experiment.study(args)
+    pool = experiment.graph_pool(2, 2024)
+    rows = []
+    for n in (500, 1000):
+        for graph in pool:
+            rows += experiment.one_run(graph, n, 4, 10000, 50_000)
+    cols = ["method", "best_nshd", "empty", "too_large", "n_pags"]
+    direct = [[row[c] for c in cols] for row in rows]
+    for frame in (serial, parallel):
+        assert frame["run"].tolist() == [r for r in range(4) for _ in range(3)]
+        assert frame[cols].astype(object).values.tolist() == direct

@@ -37,10 +37,15 @@ No CI test is asked here: everything comes from the local phase (:mod:`.iod`). S
    MAG ancestral and maximal, and its own MAG's PAG), every recorded separating set of every
    dataset m-separates its pair in that MAG, and every pair of IP is m-connected given *every*
    subset of its dataset's other variables.
+
+Steps 4 and 5 are memoised per mark matrix (:class:`MarksMemo`, bounded, process-wide): the
+orientation and the marks-only part of validation read nothing else, and a study meets the same
+small graphs in every run.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +54,7 @@ from itertools import chain, combinations
 import numpy as np
 
 from fedcausal_flwr.graphs.fci_context import DiscriminatingPath
-from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
+from fedcausal_flwr.graphs.fci_rules import apply_zhang_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.pag_validity import (
     MSeparation,
@@ -308,20 +313,82 @@ def enumeration_size(gg: GlobalGraph, removable: Sequence[Pair]) -> tuple[int, b
 
 
 # ============================================================================ 4: orientation
+class MarksMemo:
+    """A bounded, process-wide memo of a pure function of a mark matrix, keyed by its bytes.
+
+    IOD orients and validates the same small graphs again and again (every run of a study on
+    one graph, every evidence source on one run); the rules and the marks-only part of the
+    validation read nothing but the marks. When full, the oldest entries go first.
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.table: dict[bytes, object] = {}
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()  # a server may run IOD in several threads
+
+    @staticmethod
+    def key(marks: np.ndarray) -> bytes:
+        p = marks.shape[0]
+        return p.to_bytes(2, "little") + np.ascontiguousarray(marks, dtype=np.int8).tobytes()
+
+    def get(self, key: bytes) -> object | None:
+        found = self.table.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: bytes, value: object) -> None:
+        if self.limit <= 0:
+            return
+        with self._lock:
+            while len(self.table) >= self.limit:
+                del self.table[next(iter(self.table))]
+            self.table[key] = value
+
+    def clear(self) -> None:
+        self.table.clear()
+        self.hits = self.misses = 0
+
+
+#: orient_with_branching's results (read-only arrays; callers get copies); about 0.5 kB each.
+ORIENTATION_MEMO = MarksMemo(200_000)
+
+
 def orient_with_branching(marks: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
-    """FCI's rules without R0 and with R4 branching (step 4 of the module docstring)."""
+    """FCI's rules without R0 and with R4 branching (step 4 of the module docstring).
+
+    The result depends on the marks only (memoised in :data:`ORIENTATION_MEMO`); the arrays
+    returned are the caller's to change.
+    """
+    if len(names) != marks.shape[0]:
+        raise ValueError(f"{len(names)} names for a {marks.shape[0]}x{marks.shape[0]} graph")
+    key = MarksMemo.key(marks)
+    known = ORIENTATION_MEMO.get(key)
+    if known is None:
+        known = tuple(_orient_with_branching(marks))
+        for m in known:
+            m.flags.writeable = False
+        ORIENTATION_MEMO.put(key, known)
+    assert isinstance(known, tuple)
+    return [m.copy() for m in known]
+
+
+def _orient_with_branching(marks: np.ndarray) -> list[np.ndarray]:
     out = []
-    stack = [marks.copy()]
+    met: list[tuple[int, ...]] = []
+
+    def undecided(dp: DiscriminatingPath) -> None:
+        met.append(dp.path)
+        return None
+
+    stack = [np.array(marks, dtype=np.int8)]
     while stack:
-        graph = Graph(names, stack.pop(), "PAG")
-        met: list[tuple[int, ...]] = []
-
-        def undecided(dp: DiscriminatingPath, met: list = met) -> None:
-            met.append(dp.path)
-            return None
-
-        apply_fci_rules(graph, None, mode="zhang", discriminating_decision=undecided)
-        m = graph.marks
+        m = stack.pop()
+        met.clear()
+        apply_zhang_rules(m, discriminating_decision=undecided)
         path = next((q for q in met if m[q[-1], q[-2]] == CIRCLE), None)
         if path is None:
             out.append(m)
@@ -341,13 +408,50 @@ def orient_with_branching(marks: np.ndarray, names: Sequence[str]) -> list[np.nd
 
 
 # ============================================================================ 5: validation
+@dataclass
+class _MarksFacts:
+    """What validation reads off a candidate's marks alone (memoised across candidates/runs)."""
+
+    pag: Graph
+    mag: Graph
+    tail_tail: bool
+    msep: MSeparation
+    pag_problem: str | None = None
+    pag_checked: bool = False
+
+    def is_pag(self) -> bool:
+        if not self.pag_checked:
+            self.pag_problem = pag_problem(self.pag, self.mag)
+            self.pag_checked = True
+        return self.pag_problem is None
+
+
+#: canonical MAG, m-separation cache and PAG check per candidate marks (names do not matter:
+#: validation only asks whether there is a problem); a few kB each.
+VALIDATION_MEMO = MarksMemo(50_000)
+
+
+def _marks_facts(marks: np.ndarray, names: Sequence[str]) -> _MarksFacts:
+    key = MarksMemo.key(marks)
+    facts = VALIDATION_MEMO.get(key)
+    if facts is None:
+        pag = Graph(names, marks, "PAG")
+        mag = canonical_mag(pag)
+        tail_tail = bool(np.any((mag.marks == TAIL) & (mag.marks.T == TAIL)))
+        facts = _MarksFacts(pag, mag, tail_tail, MSeparation(mag))
+        VALIDATION_MEMO.put(key, facts)
+    assert isinstance(facts, _MarksFacts)
+    return facts
+
+
 def validation_problem(marks: np.ndarray, names: Sequence[str], gg: GlobalGraph) -> str | None:
     """Why a candidate fails validation (``"pag"``, ``"sepset"``, ``"ip"``), or None if kept."""
-    pag = Graph(names, marks, "PAG")
-    mag = canonical_mag(pag)
-    if np.any((mag.marks == TAIL) & (mag.marks.T == TAIL)):
+    if len(names) != marks.shape[0]:
+        raise ValueError(f"{len(names)} names for a {marks.shape[0]}x{marks.shape[0]} graph")
+    facts = _marks_facts(marks, names)
+    if facts.tail_tail:
         return "pag"
-    msep = MSeparation(mag)
+    msep = facts.msep
     for sepsets in gg.sepsets:
         for (x, y), s in sepsets.items():
             if not msep.separated(x, y, s):
@@ -358,7 +462,7 @@ def validation_problem(marks: np.ndarray, names: Sequence[str], gg: GlobalGraph)
         rest = sorted(gg.datasets[k] - {x, y})
         if any(msep.separated(x, y, s) for s in subsets(rest)):
             return "ip"
-    if pag_problem(pag, mag) is not None:
+    if not facts.is_pag():
         return "pag"
     return None
 

@@ -79,6 +79,19 @@ def apply_fci_rules(
 
 
 # ---------------------------------------------------------------------------- Zhang (2008)
+def apply_zhang_rules(
+    m: np.ndarray,
+    *,
+    discriminating_decision: DiscriminatingDecision | None = None,
+    selection_bias: bool = False,
+) -> dict[str, int]:
+    """:func:`apply_fci_rules` with ``mode="zhang"`` and no separating sets, on a mark matrix in
+    place (IOD orients tens of thousands of small graphs: no :class:`Graph` around each)."""
+    ctx = FCIContext(None, "standard", None, discriminating_decision, strict=True,
+                     max_path_length=-1)  # fmt: skip
+    return _fci_zhang(m, ctx, selection_bias)
+
+
 def _fci_zhang(m: np.ndarray, ctx: FCIContext, selection_bias: bool) -> dict[str, int]:
     rules: list[tuple[str, Callable[[], int]]] = [
         ("R1", lambda: _zhang_r1(m)),
@@ -134,8 +147,12 @@ def _zhang_r2(m: np.ndarray) -> int:
 def _zhang_r3(m: np.ndarray) -> int:
     """``a *-> b <-* c``, ``a *-o d o-* c``, a, c non-adjacent, ``d *-o b``  =>  ``d *-> b``."""
     na = non_adjacent_mask(m)
+    # only a b with two non-adjacent nodes pointing into it can gain an arrowhead; the rule
+    # adds arrowheads at such b only, so no other b becomes one during the sweep
+    into = (m == ARROW).astype(np.int64)
+    has_v = ((into.T @ na.astype(np.int64)) * into.T).any(axis=1)
     n = 0
-    for d, b in zip(*np.nonzero(m == CIRCLE), strict=True):
+    for d, b in zip(*np.nonzero((m == CIRCLE) & has_v[None, :]), strict=True):
         s = (m[:, b] == ARROW) & (m[:, d] == CIRCLE)
         if s.sum() >= 2 and na[np.ix_(s, s)].any():
             m[d, b] = ARROW
@@ -179,10 +196,16 @@ def _set_if_circle(m: np.ndarray, i: int, j: int, mark: int) -> bool:
 def _zhang_r4(m: np.ndarray, ctx: FCIContext) -> int:
     """Discriminating path ``<theta, ..., a, b, c>`` with ``b o-* c``: ``b --> c`` if b is a
     non-collider, else ``a <-> b <-> c``."""
+    # a candidate needs a --> c, b *-> a and a circle at b on c-b; without one nothing fires
+    via_parent = (m == ARROW).astype(np.int64) @ directed_mask(m).astype(np.int64)  # [b, c]
+    if not ((via_parent.T > 0) & (m == CIRCLE)).any():
+        return 0
     n = 0
     for c in range(m.shape[0]):
+        parents = None  # of c, read again after an orientation
         for b in np.flatnonzero(m[c] == CIRCLE).tolist():  # circle at b on c-b
-            parents = np.flatnonzero((m[:, c] == ARROW) & (m[c, :] == TAIL)).tolist()
+            if parents is None:
+                parents = np.flatnonzero((m[:, c] == ARROW) & (m[c, :] == TAIL)).tolist()
             for a in parents:
                 if a == b or m[b, a] != ARROW:
                     continue
@@ -200,6 +223,7 @@ def _zhang_r4(m: np.ndarray, ctx: FCIContext) -> int:
                     _set_if_circle(m, a, b, ARROW)
                     _set_if_circle(m, b, c, ARROW)
                 n += 1
+                parents = None
                 break
     return n
 
