@@ -277,6 +277,29 @@ def test_the_tuned_supernode_refuses_a_flower_loop_it_was_not_written_for(monkey
     assert started == [] and loop.time is time
 
 
+def test_the_tuned_supernode_refuses_a_missing_or_invalid_key_before_flower_starts(
+    tmp_path, monkeypatch
+):
+    """A wrong --auth-supernode-private-key / --root-certificates path is one line naming the
+    option and the file, not Flower's traceback; Flower's SuperNode is never started."""
+    started = []
+    monkeypatch.setattr(flower_internals, "run_flower_supernode", lambda: started.append(1))
+    junk = tmp_path / "junk"
+    junk.write_text("not a key")
+    cases = [
+        (["--auth-supernode-private-key", str(tmp_path / "absent")], "does not exist"),
+        ([f"--auth-supernode-private-key={junk}"], "is not an unencrypted OpenSSH private key"),
+        (["--root-certificates", str(junk)], "is not a PEM certificate"),
+    ]
+    for arguments, problem in cases:
+        with pytest.raises(SystemExit) as stop:
+            tuned_supernode.main(["--superlink", "127.0.0.1:1", *arguments])
+        message = str(stop.value.code)
+        option = arguments[0].split("=")[0]
+        assert message.startswith(f"fedcausal-supernode: {option}: ") and problem in message
+    assert started == []
+
+
 def test_the_tuned_supernode_changes_only_its_loops_waits(monkeypatch):
     """On Flower 1.42's loop: that module's 3 s and 0.5 s sleeps and its object-pull backoff are
     replaced; any other sleep there, and ``time`` everywhere else, is untouched."""

@@ -72,11 +72,38 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _value_of(arguments: Sequence[str], option: str) -> str | None:
+    """The value given to ``option`` (``--opt value`` or ``--opt=value``), else None."""
+    for k, item in enumerate(arguments):
+        if item == option and k + 1 < len(arguments):
+            return arguments[k + 1]
+        if item.startswith(option + "="):
+            return item.split("=", 1)[1]
+    return None
+
+
+def check_security_files(arguments: Sequence[str]) -> None:
+    """Refuse a missing or invalid SuperNode key or CA file, naming the option, before Flower
+    starts (Flower answers a wrong path with a traceback)."""
+    from fedcausal_flwr.federation.credentials import check_certificate, check_node_key
+
+    key = _value_of(arguments, "--auth-supernode-private-key")
+    if key is not None:
+        check_node_key(key)
+    ca = _value_of(arguments, "--root-certificates")
+    if ca is not None:
+        check_certificate(ca, "CA certificate", "--root-certificates")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args, rest = parser().parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if "-h" in rest or "--help" in rest:
         parser().print_help()
         print("\nflower-supernode's own arguments:\n")
+    try:
+        check_security_files(rest)
+    except (OSError, ValueError) as error:
+        sys.exit(f"fedcausal-supernode: {error}")
     try:
         waits = flower_internals.tune_supernode_waits(
             args.idle_poll, args.reply_wait, args.object_backoff
