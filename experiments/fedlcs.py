@@ -19,7 +19,9 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
   paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
 * ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private);
 * ``fedpc-vote``: global layer-wise voting FedPC (ratio 0.4, max-p orientation); the target's
-  incident edges are read off its global graph.
+  incident edges are read off its global graph; ``--global fedpc-vote notears-admm`` adds the
+  paper's other global baseline, NOTEARS-ADMM (discrete columns mapped by FedC2SL's frequency
+  midpoints; about 200 ADMM rounds, slow on large networks).
 
 Metrics per target (:func:`~fedcausal_flwr.metrics.local_metrics`): arrowhead F1 and local SHD,
 averaged over targets. ``time_s`` is wall time for all targets (per client for -avg); ``tests``
@@ -83,6 +85,13 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
     return names
 
 
+#: the global baselines (seed-004 digest: FedPC and NOTEARS-ADMM) and their options
+GLOBAL_OPTIONS = {
+    "fedpc-vote": lambda args: {"alpha": args.alpha, "ratio": 0.4, "max_depth": args.max_layer},
+    "notears-admm": lambda args: {},
+}
+
+
 def targets_vs_global(samples: int, clients: int, alpha: float, seed: int, n_targets: int) -> None:
     """FedLCS for ONE target at a time (HR and more) vs one global run, CI tests and wall time.
 
@@ -143,7 +152,17 @@ def main() -> None:
         help="FLSke's maximum layer (the paper's 6); hub-heavy networks (pigs: PC sets of ~40) "
         "need millions of layer-6 tests per variable",
     )
-    parser.add_argument("--no-global", action="store_true", help="skip the global fedpc-vote run")
+    parser.add_argument("--no-global", action="store_true", help="skip the global runs")
+    parser.add_argument(
+        "--global",
+        dest="global_methods",
+        nargs="+",
+        default=["fedpc-vote"],
+        choices=sorted(GLOBAL_OPTIONS),
+        help="global federated baselines whose graph gives each target's local structure (the "
+        "paper's: FedPC and NOTEARS-ADMM; notears-admm runs about 200 ADMM rounds, slow on "
+        "large networks)",
+    )
     parser.add_argument(
         "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
     )
@@ -197,20 +216,10 @@ def main() -> None:
             rows.append(
                 ("lcs-pooled", score_targets(union, targets, net), secs, union.extra["tests"])
             )
-            if not args.no_global:
-                glob, secs = timed(
-                    "fedpc-vote",
-                    parts,
-                    {"alpha": args.alpha, "ratio": 0.4, "max_depth": args.max_layer},
-                )
-                rows.append(
-                    (
-                        "fedpc-vote",
-                        score({t: glob.graph for t in targets}, net.dag),
-                        secs,
-                        fedpc_tests(glob),
-                    )
-                )
+            for method in [] if args.no_global else args.global_methods:
+                glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
+                tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
+                rows.append((method, score({t: glob.graph for t in targets}, net.dag), secs, tests))
             for method, s, secs, tests in rows:
                 print(
                     f"{name:<10} {k:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "

@@ -16,6 +16,7 @@ BUILTIN_METHODS: dict[str, str] = {
     "fedfci": "fedc2sl",
     "fedpc-vote": "fedpc_vote",
     "fedecd": "fedecd",
+    "notears-admm": "notears_admm",
     "fedcsl": "fedcsl",
     "fedlcs": "fedlcs",
     "fedlcs-local": "fedlcs",

@@ -14,8 +14,23 @@ for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests that start Ray or a Flower deployment (marked slow) share one xdist group, so they
+    run one after another on one worker while the other worker takes the rest."""
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _ray_tmpdir(tmp_path_factory):
-    """Ray's session files go under pytest's temp dir (short path: Ray's socket names are long)."""
-    os.environ["RAY_TMPDIR"] = str(tmp_path_factory.mktemp("ray"))
+    """Ray's session files go under pytest's temp dir, on a short path: Ray refuses a temp dir
+    whose socket names would be too long, and an xdist worker's temp dir (``.../popen-gw0``)
+    is; so a folder beside it, named by the worker."""
+    base = tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = base.parent if worker and base.name.startswith("popen-") else base
+    folder = root / f"r{(worker or '').removeprefix('gw')}"  # r, r0, r1, ...: short
+    folder.mkdir(exist_ok=True)
+    os.environ["RAY_TMPDIR"] = str(folder)
     yield

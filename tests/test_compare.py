@@ -282,7 +282,12 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
     assert "PC-Voting" in text and "paper (d=50; ours d=10)" in text
     assert "2.8" in text  # the paper's PC-Voting number at K = 2 is printed beside ours
     frame = pd.read_csv(tmp_path / "results.csv")
-    assert len(frame) == 5 * 2 * 2 and (frame["status"] == "ok").all()
+    from fedcausal_flwr.experiments_registry import QUICK_SKIPS, SWEEP_METHODS
+
+    methods = [m for m in SWEEP_METHODS if m not in QUICK_SKIPS]
+    assert "rfcd" in methods and set(frame["method"]) == set(methods)
+    assert len(frame) == len(methods) * 2 * 2 and (frame["status"] == "ok").all()
+    assert "RFCD" in text and "2.1" in text  # the paper's RFCD number at K = 2
     # pooled PC and exact FedPC agree run by run
     pivot = frame.pivot_table(index=["K", "seed"], columns="method", values="shd")
     assert (pivot["pooled"] == pivot["fedpc:ci=exact"]).all()

@@ -196,6 +196,8 @@ METHOD_OPTIONS = {
     "fedlcs": {"target": "either"},
     "fedlcs-local": {"target": "either"},
     "lcs-pooled": {"target": "either"},
+    # a few ADMM iterations (the defaults run about 200 rounds)
+    "notears-admm": {"rho1_growth": 4.0, "rho2_growth": 2.0, "rho_max": 1e12, "max_iter": 8},
 }
 METHOD_DATA = {
     "fedci-pc": "mixed",
