@@ -85,7 +85,7 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
     return names
 
 
-#: the global baselines (seed-004 digest: FedPC and NOTEARS-ADMM) and their options
+#: the global baselines (the FedLCS paper compares FedPC and NOTEARS-ADMM, Fig. 10) and options
 GLOBAL_OPTIONS = {
     "fedpc-vote": lambda args: {"alpha": args.alpha, "ratio": 0.4, "max_depth": args.max_layer},
     "notears-admm": lambda args: {},
