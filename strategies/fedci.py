@@ -134,6 +134,8 @@ class FedCIStrategy(ProtocolStrategy):
     """fedCI-PC (``algorithm="pc"``) or fedCI-FCI (``algorithm="fci"``) on mixed data."""
 
     name = "fedci"
+    #: the evidence sources this strategy serves (``ci``)
+    ci_tests: tuple[str, ...] = CI_TESTS
 
     def __init__(
         self,
@@ -153,8 +155,8 @@ class FedCIStrategy(ProtocolStrategy):
         max_categories: int = 20,
     ):
         super().__init__()
-        if ci not in CI_TESTS:
-            raise ValueError(f"unknown ci {ci!r}; use one of {CI_TESTS}")
+        if ci not in self.ci_tests:
+            raise ValueError(f"unknown ci {ci!r}; use one of {self.ci_tests}")
         self.ci = ci
         self.max_categories = int(max_categories)
         if encoding not in ENCODINGS:

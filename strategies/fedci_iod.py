@@ -80,6 +80,8 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
     (``ci="pooled"``) evidence."""
 
     name = "fedci-iod"
+    #: fedCI's sources plus ``pooled``: the server runs the tests on the rows (iod-pooled)
+    ci_tests = (*fedci.CI_TESTS, "pooled")
 
     def __init__(
         self,
@@ -90,12 +92,7 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
         pds_max_size: int | None = None,
         **fedci_options: Any,
     ):
-        pooled = fedci_options.get("ci") == "pooled"
-        if pooled:  # fedCI's set-up and result fields; the tests are run by the server
-            fedci_options["ci"] = "fedci"
         super().__init__(algorithm="fci", **fedci_options)
-        if pooled:
-            self.ci = "pooled"
         self.evidence: SiteEvidence | None = None
         if procedure not in PROCEDURES:
             raise ValueError(f"unknown IOD procedure {procedure!r}; use one of {PROCEDURES}")
