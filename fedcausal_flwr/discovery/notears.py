@@ -40,7 +40,7 @@ of its interval of cumulative frequency, times a scale (20 there).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -99,6 +99,20 @@ def _join(x: np.ndarray, d: int) -> np.ndarray:
     return (x[: d * d] - x[d * d :]).reshape(d, d)
 
 
+def _quiet_trial_steps(
+    objective: Callable[[np.ndarray], tuple[float, np.ndarray]],
+) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """Evaluate without floating-point warnings: L-BFGS-B's line search tries long steps where
+    ``exp(W o W)`` overflows; it gets an infinite value there and steps back, so the overflow
+    changes nothing but would print a warning per trial."""
+
+    def quiet(x: np.ndarray) -> tuple[float, np.ndarray]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return objective(x)
+
+    return quiet
+
+
 def _bounds(d: int, zero_diagonal: bool) -> list[tuple[float, float | None]]:
     """``W+, W- >= 0``, and 0 on the diagonal when self-loops are excluded."""
     free: tuple[float, float | None] = (0.0, None)
@@ -132,6 +146,7 @@ def notears_linear(
     bounds = _bounds(d, zero_diagonal=True)
     rho, alpha, h = 1.0, 0.0, np.inf
 
+    @_quiet_trial_steps
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
         w = _join(x, d)
         loss, g_loss = least_squares(w, covariance)
@@ -203,6 +218,7 @@ def consensus_step(
     n_clients = len(locals_)
     local_sum, dual_sum = locals_.sum(axis=0), duals.sum(axis=0)
 
+    @_quiet_trial_steps
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
         z = _join(x, d)
         h_val, g_h = acyclicity(z)
