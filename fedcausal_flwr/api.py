@@ -94,6 +94,7 @@ def execute(
     source: Mapping[str, Any] | None = None,
     announce: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    with_truth: Callable[[Result, Graph | None], None] | None = None,
 ) -> Result:
     """The body of every single-run door: settings and options as typed on ``door``.
 
@@ -106,6 +107,8 @@ def execute(
     ``source``: where in-memory ``data`` came from, for the result's provenance.
     ``announce``: called with one line saying what is about to run (no default stays silent).
     ``progress``: called with one line per round (a slow run is told from a hung one).
+    ``with_truth``: called with the result and the true DAG it was scored against (None without
+    one) before the result is returned (the command line draws the graph with it).
     """
     started = time.perf_counter()
     spec = get_method(method)
@@ -186,6 +189,8 @@ def execute(
     if dag is not None and (result.graph is not None or spec.score is not None):
         result.metrics.update(score_graph(result, dag))  # a score hook needs no single graph
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
+    if with_truth is not None:
+        with_truth(result, dag)
     return result
 
 

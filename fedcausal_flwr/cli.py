@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fedcausal_flwr.options import (
@@ -88,6 +89,14 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
         "--truth", default=None, metavar="CSV", help="cause,effect edges for metrics"
     )
     parser.add_argument("--out", default=None, help="write the result JSON here")
+    parser.add_argument(
+        "--draw",
+        default=None,
+        metavar="FILE",
+        help="draw the learned graph to FILE (.png, .svg or .pdf), against the truth when there "
+        "is one",
+    )
+    parser.add_argument("--no-edges", action="store_true", help="do not print the learned edges")
     settings = parser.add_argument_group("run settings")
     for option in RUN_SETTINGS:
         _add_option_flag(settings, option)
@@ -176,6 +185,8 @@ def _run_command(argv: list[str]) -> int:
         for name in spec_options
         if getattr(args, name) is not None
     }
+    if args.draw is not None and Path(args.draw).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise OptionError(f"--draw {args.draw}: give a .png, .svg or .pdf file name")
     files, truth, fingerprint = args.data, args.truth, None
     reading = {"sep": args.sep, "keep_index": args.keep_index}
     if recorded is not None:
@@ -208,14 +219,41 @@ def _run_command(argv: list[str]) -> int:
         expect_fingerprint=fingerprint,
         announce=lambda line: print(f"running {line}", flush=True),
         progress=ProgressLines(),
+        with_truth=None if args.draw is None else _drawer(args.draw),
     )
     print(result.summary())
+    if result.graph is not None and not args.no_edges:
+        lines = result.edge_lines()
+        print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
+        for line in lines:
+            print(f"  {line}")
+    if args.draw:
+        print(f"  graph drawn to {args.draw}")
     for d in result.dropped_clients:
         print(f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}")
     if args.out:
         path = result.save(args.out)
         print(f"  result written to {path}")
     return 0
+
+
+def _drawer(path: str) -> Callable[[Any, Any], None]:
+    """``run --draw``: the learned graph against the truth it was scored with, if any."""
+
+    def draw(result: Any, dag: Any) -> None:
+        from fedcausal_flwr.plots import plot_graph_vs_truth
+        from fedcausal_flwr.scoring import truth_for
+
+        if result.graph is None:
+            raise OptionError(f"--draw {path}: {result.method} returned no single graph to draw")
+        data = result.config.get("data") or {}
+        title = f"{result.method}: {data.get('clients', '?')} clients" + (
+            f", {data['network']} x {data.get('samples')}" if data.get("network") else ""
+        )
+        reference = None if dag is None else truth_for(result.graph, dag)
+        plot_graph_vs_truth(result.graph, reference, path, title=title)
+
+    return draw
 
 
 def _networks(args: argparse.Namespace) -> int:
@@ -521,6 +559,42 @@ def _citest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from fedcausal_flwr.graphs.export import EXPORT_FORMATS
+
+    p = sub.add_parser(
+        "export",
+        help="write a result's learned graph in another tool's format",
+        description="Write the learned graph of a result JSON (`run --out`) as DOT, GML, "
+        "GraphML, pcalg's amat (CSV), causal-learn's endpoint matrix (CSV) or edge lines.",
+    )
+    p.add_argument("result", metavar="RESULT.json", help="a result written by `run --out`")
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, dest="fmt")
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="default: RESULT with the format's suffix"
+    )
+
+
+def _export(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.graphs.export import SUFFIXES, write_graph
+    from fedcausal_flwr.result import Result
+
+    source = Path(args.result)
+    if not source.is_file():
+        raise OptionError(f"export {args.result}: no such file")
+    try:
+        result = Result.load(source)
+    except (ValueError, KeyError, TypeError) as err:
+        raise OptionError(f"export {args.result}: not a result JSON ({err})") from None
+    if result.graph is None:
+        raise OptionError(f"export {args.result}: the {result.method} result holds no graph")
+    out = Path(args.out) if args.out else source.with_suffix(SUFFIXES[args.fmt])
+    write_graph(result.graph, out, args.fmt)
+    graph = result.graph
+    print(f"{result.method}'s {graph.kind} ({graph.n_edges()} edges) written to {out}")
+    return 0
+
+
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
     from fedcausal_flwr.federation.localhost import federation_command
@@ -549,6 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_compare(sub)
     _add_experiment(sub)
     _add_citest(sub)
+    _add_export(sub)
     from fedcausal_flwr.federation.localhost import add_federation_parser
 
     add_federation_parser(sub)
@@ -558,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compare": _compare,
         "experiment": _experiment,
         "citest": _citest,
+        "export": _export,
         "federation": _federation,
     }
     try:

@@ -151,9 +151,10 @@ _ARROWSTYLE = {
 
 
 def plot_graph_vs_truth(
-    learned: Graph, truth: Graph, path: str | Path, title: str = "", seed: int = 0
+    learned: Graph, truth: Graph | None, path: str | Path, title: str = "", seed: int = 0
 ) -> Path:
-    """Draw the learned graph's edges (the truth's for missing ones) styled by category.
+    """Draw the learned graph's edges (the truth's for missing ones) styled by category; with
+    no ``truth``, the learned graph alone.
 
     Arrowheads show the drawn graph's marks; a circle mark is a small hollow circle near its node.
     """
@@ -162,8 +163,13 @@ def plot_graph_vs_truth(
     plt = _pyplot()
     from fedcausal_flwr.metrics import align
 
-    learned = align(learned, truth)
-    groups = classify_pairs(learned, truth)
+    if truth is None:
+        truth = learned
+        pairs = np.nonzero(np.triu(learned.marks != NONE, k=1))
+        groups = {"edges": list(zip(pairs[0].tolist(), pairs[1].tolist(), strict=True))}
+    else:
+        learned = align(learned, truth)
+        groups = classify_pairs(learned, truth)
     skeleton = nx.Graph()
     skeleton.add_nodes_from(range(truth.n_nodes))
     skeleton.add_edges_from(pair for pairs in groups.values() for pair in pairs)
@@ -171,7 +177,7 @@ def plot_graph_vs_truth(
     size = max(5.0, 0.35 * truth.n_nodes + 3.0)
     fig, ax = plt.subplots(figsize=(size + 2, size))
     for category, pairs in groups.items():
-        style = EDGE_STYLES[category]
+        style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
         drawn = truth if category == "missing" else learned
         for i, j in pairs:
             at_i, at_j = int(drawn.marks[j, i]), int(drawn.marks[i, j])
@@ -200,8 +206,10 @@ def plot_graph_vs_truth(
     nx.draw_networkx_nodes(skeleton, pos, ax=ax, node_color="#e8eef7", edgecolors="0.3",
                            node_size=650)  # fmt: skip
     nx.draw_networkx_labels(skeleton, pos, labels=dict(enumerate(truth.names)), ax=ax, font_size=8)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, title=f"vs {truth.kind}")
-    ax.set_title(title or f"learned {learned.kind} against the true {truth.kind}")
+    against = "" if truth is learned else f" against the true {truth.kind}"
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9,
+              title=f"{learned.kind}{against}")  # fmt: skip
+    ax.set_title(title or f"learned {learned.kind}{against}")
     ax.set_axis_off()
     fig.tight_layout()
     return _save(fig, path)

@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedcausal_flwr.graphs.graph import Graph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 FORMAT_VERSION = 2
 VERSIONED = ("fedcausal-flwr", "flwr", "numpy", "scipy", "pandas")
@@ -201,6 +204,44 @@ class Result:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
         return path
+
+    # ----------------------------------------------------------------- the graph, exported
+    def _learned(self) -> Graph:
+        if self.graph is None:
+            raise ValueError(f"the {self.method} result holds no graph to export")
+        return self.graph
+
+    def edge_lines(self) -> list[str]:
+        """The learned edges, ``A --> B``, ``A o-> B``, ``A <-> B``, ``A --- B``."""
+        from fedcausal_flwr.graphs.export import edge_lines
+
+        return edge_lines(self._learned())
+
+    def to_networkx(self) -> nx.DiGraph:
+        """One networkx edge per adjacent pair with its marks as edge attributes
+        (``mark_at_source`` / ``mark_at_target``); ``nx.write_gml`` / ``write_graphml`` store
+        it as it is."""
+        from fedcausal_flwr.graphs.export import to_marked_networkx
+
+        return to_marked_networkx(self._learned())
+
+    def to_dot(self) -> str:
+        """Graphviz DOT of the learned graph (marks as arrow shapes)."""
+        from fedcausal_flwr.graphs.export import to_dot
+
+        return to_dot(self._learned(), name=self.method)
+
+    def to_amat(self, kind: str | None = None) -> np.ndarray:
+        """pcalg's adjacency matrix (``cpdag`` type for DAGs and CPDAGs, else ``pag``)."""
+        from fedcausal_flwr.graphs.export import to_amat
+
+        return to_amat(self._learned(), kind)
+
+    def to_causallearn(self) -> Any:
+        """causal-learn's ``GeneralGraph`` (needs causal-learn installed)."""
+        from fedcausal_flwr.graphs.export import to_causallearn_graph
+
+        return to_causallearn_graph(self._learned())
 
     @classmethod
     def load(cls, path: str | Path) -> Result:
