@@ -150,6 +150,29 @@ _ARROWSTYLE = {
 }
 
 
+def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
+    """Node positions: Kamada-Kawai on the nodes with edges (it spreads dense clusters more
+    evenly than a spring layout), nodes without edges in rows below them."""
+    import networkx as nx
+
+    linked = [v for v in skeleton if skeleton.degree(v) > 0]
+    alone = sorted(v for v in skeleton if skeleton.degree(v) == 0)
+    pos: dict[int, np.ndarray] = {}
+    if len(linked) > 1:
+        start = nx.spring_layout(skeleton.subgraph(linked), seed=seed)
+        pos = nx.kamada_kawai_layout(skeleton.subgraph(linked), pos=start)
+    elif linked:
+        pos = {linked[0]: np.zeros(2)}
+    if alone:
+        per_row = max(4, int(np.ceil(np.sqrt(len(skeleton)))))
+        bottom = min((p[1] for p in pos.values()), default=0.0) - 0.25
+        for k, v in enumerate(alone):
+            row, col = divmod(k, per_row)
+            x = -1.0 + 2.0 * (col + 0.5) / per_row
+            pos[v] = np.array([x, bottom - 0.2 * row])
+    return pos
+
+
 def plot_graph_vs_truth(
     learned: Graph, truth: Graph | None, path: str | Path, title: str = "", seed: int = 0
 ) -> Path:
@@ -173,9 +196,17 @@ def plot_graph_vs_truth(
     skeleton = nx.Graph()
     skeleton.add_nodes_from(range(truth.n_nodes))
     skeleton.add_edges_from(pair for pairs in groups.values() for pair in pairs)
-    pos = nx.spring_layout(skeleton, seed=seed)
+    pos = graph_layout(skeleton, seed)
     size = max(5.0, 0.35 * truth.n_nodes + 3.0)
     fig, ax = plt.subplots(figsize=(size + 2, size))
+    xy = np.array([pos[v] for v in range(truth.n_nodes)])
+    ax.scatter(xy[:, 0], xy[:, 1], s=0)  # the axes' limits (text does not set them)
+    span = float(np.ptp(xy, axis=0).max()) or 1.0
+    boxes = {
+        v: ax.text(*pos[v], name, ha="center", va="center", fontsize=8, zorder=3,
+                   bbox={"boxstyle": "round,pad=0.35", "fc": "#e8eef7", "ec": "0.3"})
+        for v, name in enumerate(truth.names)
+    }  # fmt: skip
     for category, pairs in groups.items():
         style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
         drawn = truth if category == "missing" else learned
@@ -190,22 +221,22 @@ def plot_graph_vs_truth(
                     "color": style["color"],
                     "linestyle": style["linestyle"],
                     "lw": style["lw"],
-                    "shrinkA": 13,
-                    "shrinkB": 13,
+                    "patchA": boxes[i].get_bbox_patch(),  # edges end at the label's box
+                    "patchB": boxes[j].get_bbox_patch(),
+                    "shrinkA": 3,
+                    "shrinkB": 3,
                     "mutation_scale": 14,
                 },
             )
             for node, other, mark in ((i, j, at_i), (j, i, at_j)):
-                if mark == CIRCLE:
-                    spot = np.asarray(pos[node]) + 0.12 * (
-                        np.asarray(pos[other]) - np.asarray(pos[node])
-                    )
+                if mark == CIRCLE:  # a fixed distance from the node, past its label's box
+                    step = np.asarray(pos[other]) - np.asarray(pos[node])
+                    length = float(np.hypot(*step)) or 1.0
+                    spot = np.asarray(pos[node]) + min(0.4 * length, 0.05 * span) * step / length
                     ax.plot(*spot, marker="o", mfc="white", mec=style["color"], ms=6)
         ax.plot([], [], color=style["color"], linestyle=style["linestyle"], lw=style["lw"],
                 label=f"{category} ({len(pairs)})")  # fmt: skip
-    nx.draw_networkx_nodes(skeleton, pos, ax=ax, node_color="#e8eef7", edgecolors="0.3",
-                           node_size=650)  # fmt: skip
-    nx.draw_networkx_labels(skeleton, pos, labels=dict(enumerate(truth.names)), ax=ax, font_size=8)
+    ax.margins(0.06)
     against = "" if truth is learned else f" against the true {truth.kind}"
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9,
               title=f"{learned.kind}{against}")  # fmt: skip
