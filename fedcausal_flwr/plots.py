@@ -46,6 +46,41 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["status"] == "ok"] if not frame.empty else frame
 
 
+#: axis labels of the metrics a study reports (other columns are shown as they are named)
+METRIC_LABELS = {
+    "shd": "SHD",
+    "shd_cl0128": "SHD (causal-learn 0.1.2.8's rule)",
+    "shd_normalised": "SHD / possible pairs",
+    "adj_f1": "adjacency F1",
+    "adj_precision": "adjacency precision",
+    "adj_recall": "adjacency recall",
+    "arrow_f1": "arrowhead F1",
+    "arrow_precision": "arrowhead precision",
+    "arrow_recall": "arrowhead recall",
+    "tpr": "true positive rate",
+    "fdr": "false discovery rate",
+    "n_edges_learned": "edges learned",
+    "wall_s": "seconds",
+}
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+
+
+def setting_title(per_net: pd.DataFrame, network: str) -> str:
+    """What a panel ran: network, rows, partition and seeds (from the results' columns)."""
+    parts = [network]
+    if "n" in per_net.columns and per_net["n"].nunique() == 1:
+        parts.append(f"{int(per_net['n'].iloc[0]):,} rows")
+    if "partition" in per_net.columns and per_net["partition"].nunique() == 1:
+        parts.append(str(per_net["partition"].iloc[0]))
+    if "seed" in per_net.columns:
+        seeds = sorted(set(int(x) for x in per_net["seed"]))
+        parts.append(f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
+    return ", ".join(parts)
+
+
 def _k_axis(ax: Any, ks: Sequence[int]) -> None:
     ks = sorted(set(int(k) for k in ks))
     if len(ks) > 1 and ks[0] > 0 and ks[-1] / ks[0] >= 4:
@@ -63,46 +98,75 @@ def plot_metric_vs_clients(frame: pd.DataFrame, metric: str, path: str | Path) -
         raise KeyError(f"no metric {metric!r} in the results; have {sorted(ok.columns)}")
     networks = list(dict.fromkeys(ok["network"]))
     fig, axes = plt.subplots(
-        1, max(len(networks), 1), figsize=(5 * max(len(networks), 1), 3.8), squeeze=False
+        1, max(len(networks), 1), figsize=(7 * max(len(networks), 1), 3.8), squeeze=False
     )
     for ax, network in zip(axes[0], networks, strict=False):
         per_net = ok[ok["network"] == network]
         _method_lines(ax, per_net, metric)
         _k_axis(ax, per_net["K"])
-        ax.set_title(network)
-        ax.set_ylabel(metric)
+        ax.set_title(setting_title(per_net, network), fontsize=10)
+        ax.set_ylabel(metric_label(metric))
+        ax.margins(y=0.08)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return _save(fig, path)
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def _method_lines(ax, per_net: pd.DataFrame, column: str) -> None:
     """One error-bar line per method: mean +- sd of ``column`` over seeds, against K (derived
-    rows such as local-avg dashed)."""
-    for method, rows in per_net.groupby("method", sort=False):
+    rows such as local-avg dashed). A line equal to one drawn before it (pooled and exact FedPC,
+    say) would hide under it: its legend entry says so and it is drawn thinner, on top, with
+    hollow markers."""
+    drawn: list[tuple[str, pd.DataFrame]] = []
+    for index, (method, rows) in enumerate(per_net.groupby("method", sort=False)):
         stats = rows.groupby("K")[column].agg(["mean", "std"]).sort_index()
+        same = next(
+            (
+                other
+                for other, seen in drawn
+                if seen.index.equals(stats.index)
+                and np.allclose(seen["mean"], stats["mean"], equal_nan=True)
+            ),
+            None,
+        )
+        drawn.append((str(method), stats))
         ax.errorbar(
             stats.index,
             stats["mean"],
             yerr=stats["std"].fillna(0.0),
-            marker="o",
+            marker=_MARKERS[index % len(_MARKERS)],
             capsize=3,
-            label=method,
-            linestyle="--" if method in DERIVED_METHODS else "-",
+            label=str(method) if same is None else f"{method} (= {same})",
+            linestyle="--" if method in DERIVED_METHODS or same is not None else "-",
+            mfc="none" if same is not None else None,
+            lw=1.0 if same is not None else 1.5,
+            zorder=3 if same is not None else 2,
         )
 
 
+def _byte_text(value: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:g} {unit}"
+    return f"{value:g} B"
+
+
 def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Rounds and bytes (up + down) against K per method (log scale), a column per network."""
+    """Rounds (linear) and bytes up + down (log) against K per method, a column per network."""
     plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     ok = _ok(frame)
     ok = ok[~ok["method"].isin(DERIVED_METHODS)].assign(
         bytes_total=lambda f: f["bytes_up"] + f["bytes_down"]
     )
     networks = list(dict.fromkeys(ok["network"]))
     cols = max(len(networks), 1)
-    fig, axes = plt.subplots(2, cols, figsize=(5 * cols, 7), squeeze=False)
+    fig, axes = plt.subplots(2, cols, figsize=(7 * cols, 7), squeeze=False)
     for col, network in enumerate(networks):
         per_net = ok[ok["network"] == network]
         for row, (column, label) in enumerate(
@@ -110,13 +174,18 @@ def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
         ):
             ax = axes[row][col]
             _method_lines(ax, per_net, column)
-            if (per_net[column] > 0).any():
+            if column == "rounds":  # few and whole: a linear axis with integer ticks
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.set_ylim(bottom=0)
+            elif (per_net[column] > 0).any():
                 ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _byte_text(v)))
             _k_axis(ax, per_net["K"])
             ax.set_ylabel(label)
-            ax.set_title(f"{network}: {label}")
+            ax.set_title(f"{setting_title(per_net, network)}: {label}", fontsize=10)
+            ax.margins(y=0.08)
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return _save(fig, path)
 
