@@ -257,8 +257,8 @@ def plot_graph_vs_truth(
 
     if truth is None:
         truth = learned
-        pairs = np.nonzero(np.triu(learned.marks != NONE, k=1))
-        groups = {"edges": list(zip(pairs[0].tolist(), pairs[1].tolist(), strict=True))}
+        rows, cols = np.nonzero(np.triu(learned.marks != NONE, k=1))
+        groups = {"edges": list(zip(rows.tolist(), cols.tolist(), strict=True))}
     else:
         learned = align(learned, truth)
         groups = classify_pairs(learned, truth)

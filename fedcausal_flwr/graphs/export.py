@@ -241,10 +241,10 @@ def from_amat(matrix: np.ndarray, names: Sequence[str], kind: str, graph_kind: s
 def to_causallearn_graph(graph: Graph) -> Any:
     """causal-learn's ``GeneralGraph`` with the same nodes and end marks."""
     try:
-        from causallearn.graph.Edge import Edge
-        from causallearn.graph.Endpoint import Endpoint
-        from causallearn.graph.GeneralGraph import GeneralGraph
-        from causallearn.graph.GraphNode import GraphNode
+        from causallearn.graph.Edge import Edge  # type: ignore[import-untyped]
+        from causallearn.graph.Endpoint import Endpoint  # type: ignore[import-untyped]
+        from causallearn.graph.GeneralGraph import GeneralGraph  # type: ignore[import-untyped]
+        from causallearn.graph.GraphNode import GraphNode  # type: ignore[import-untyped]
     except ImportError:
         raise ImportError(
             "to_causallearn_graph needs causal-learn: pip install causal-learn"
