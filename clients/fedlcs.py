@@ -82,10 +82,16 @@ class FedLCSClient(VotingClient):
 
     @action(LCS_SEPSETS)
     def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]):
-        """p-values of every subset of size ``l`` of the pool; NaN unless independent."""
+        """p-values of every subset of size ``l`` of the pool; NaN unless independent (all of
+        them if ``reveal_all``, the ``fisher`` rule)."""
         oracle = self.lcs_oracle(payload)
         before = oracle.n_computed
-        values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]))
+        reveal = payload.get("reveal_all", False)
+        if not isinstance(reveal, bool):
+            raise ProtocolError(
+                self.partition_id, f"reveal_all must be true or false, got {reveal!r}"
+            )
+        values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]), reveal)
         return [values.astype(np.float64)], {"tests": oracle.n_computed - before}
 
     @action(LCS_LOCAL)

@@ -7,11 +7,11 @@ Per network and number of clients N (IID split of ``--samples`` rows, seed ``--s
 every node with at least one parent or child (a seeded sample of ``--max-targets`` on larger
 networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
 
-* ``fedlcs``: one federated run for all targets together (shared PC-set cache, batched rounds),
-  one row per ``--sep-stops`` rule (default ``after_found``, the method's default, and
-  ``first_found``, which stops a pair's separating-set search at the first level where some
-  client found independence; which is better depends on the network, see the strategy's
-  docstring for the measured comparison);
+* ``fedlcs``: one federated run for all targets together (shared PC-set cache, batched rounds)
+  with the default options (``sep_rule=votes``, ``sep_stop=after_found``); ``fedlcs[max_p]`` (the
+  paper's max-p separating set) and one row per other ``--sep-rules`` rule, and
+  ``fedlcs[first_found]`` per other ``--sep-stops`` rule (``first_found`` stops a pair's
+  separating-set search at the first level where a set was chosen);
 * ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
   ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
   search run by each client alone on its rows; avg = mean over clients of the per-client target
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import split_iid  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
+from fedcausal_flwr.graphs.graph import NONE, Graph  # noqa: E402
 from fedcausal_flwr.metrics import local_metrics  # noqa: E402
 from fedcausal_flwr.strategies.fedlcs import full_graph, lcs_local_summary  # noqa: E402
 
@@ -69,11 +69,25 @@ def score_targets(result, targets: list[str], net) -> dict[str, float]:
 
 
 def score(graphs: dict[str, Graph], truth: Graph) -> dict[str, float]:
+    """Mean arrowhead F1, local SHD and skeleton F1 (the target's learned vs true neighbours)."""
     rows = [local_metrics(g, truth, t) for t, g in graphs.items()]
     return {
         "f1": float(np.mean([r["f1"] for r in rows])),
         "shd": float(np.mean([r["shd"] for r in rows])),
+        "adj_f1": float(np.mean([neighbour_f1(g, truth, t) for t, g in graphs.items()])),
     }
+
+
+def neighbour_f1(learned: Graph, truth: Graph, target: str) -> float:
+    """F1 of the target's learned neighbours (any edge) against its true parents and children."""
+    t = truth.index(target)
+    found = learned.marks[learned.index(target)] != NONE
+    true = truth.marks[t] != NONE
+    hits = int(np.count_nonzero(found & true))
+    if not found.any() or not true.any():
+        return float(found.any() == true.any())
+    precision, recall = hits / np.count_nonzero(found), hits / np.count_nonzero(true)
+    return 0.0 if hits == 0 else 2 * precision * recall / (precision + recall)
 
 
 def pick_targets(net, max_targets: int, seed: int) -> list[str]:
@@ -169,8 +183,15 @@ def main() -> None:
     parser.add_argument(
         "--sep-stops",
         nargs="+",
-        default=["after_found", "first_found"],
+        default=["after_found"],
         help="fedlcs rows, one per separating-set stop rule (LCSOptions.sep_stop)",
+    )
+    parser.add_argument(
+        "--sep-rules",
+        nargs="+",
+        default=["votes", "max_p"],
+        help="fedlcs rows, one per separating-set rule (LCSOptions.sep_rule; votes is the default, "
+        "max_p the paper's) with the default stop rule after_found",
     )
     parser.add_argument(
         "--quick",
@@ -184,7 +205,8 @@ def main() -> None:
 
     targets_vs_global(args.samples, 5, args.alpha, args.seed, args.compare_targets)
     header = (
-        f"{'network':<10} {'N':>3} {'method':<22} {'F1':>6} {'SHD':>6} {'time_s':>8} {'tests':>9}"
+        f"{'network':<10} {'N':>3} {'method':<22} {'F1':>6} {'SHD':>6} {'time_s':>8} {'tests':>9} "
+        f"{'rounds':>6} {'adjF1':>6}"
     )
     print("\n" + header + "\n" + "-" * len(header))
     for name in args.networks:
@@ -195,10 +217,15 @@ def main() -> None:
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
             rows = []
-            for stop in args.sep_stops:
-                label = "fedlcs" if stop == "after_found" else f"fedlcs[{stop}]"
-                fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop})
-                rows.append((label, score_targets(fed, targets, net), secs, fed.extra["tests"]))
+            variants = [("after_found", rule) for rule in args.sep_rules]
+            variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
+            for stop, rule in variants:
+                label = "fedlcs" + "".join(
+                    f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d
+                )
+                fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop, "sep_rule": rule})
+                scores = score_targets(fed, targets, net)
+                rows.append((label, scores, secs, fed.extra["tests"], fed.rounds))
 
             local, secs = timed("fedlcs-local", parts, options)
             summary = lcs_local_summary(local, net.dag)
@@ -208,22 +235,30 @@ def main() -> None:
                     summary["fedlcs-local-avg"],
                     secs / k,
                     local.extra["tests"] // k,
+                    local.rounds,
                 )
             )
-            rows.append(("lcs-best", summary["fedlcs-local-best"], float("nan"), 0))
+            rows.append(("lcs-best", summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
 
             union, secs = timed("lcs-pooled", parts, options)
             rows.append(
-                ("lcs-pooled", score_targets(union, targets, net), secs, union.extra["tests"])
+                (
+                    "lcs-pooled",
+                    score_targets(union, targets, net),
+                    secs,
+                    union.extra["tests"],
+                    union.rounds,
+                )
             )
             for method in [] if args.no_global else args.global_methods:
                 glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
                 tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
-                rows.append((method, score({t: glob.graph for t in targets}, net.dag), secs, tests))
-            for method, s, secs, tests in rows:
+                scores = score({t: glob.graph for t in targets}, net.dag)
+                rows.append((method, scores, secs, tests, glob.rounds))
+            for method, s, secs, tests, rounds in rows:
                 print(
                     f"{name:<10} {k:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "
-                    f"{secs:8.2f} {tests:>9}",
+                    f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
                     flush=True,
                 )
 

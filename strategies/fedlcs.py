@@ -20,27 +20,35 @@ paper: ratio 0.4 gives 2 of 3, 2 of 5, 4 of 10, 6 of 15; FedPC's MATLAB ``round`
 **All pending variables advance together**: one round per layer, whatever their number.
 
 **FLSori**. PC sets of every member of PC_T (one batched FLSke stage), then the AND rule: an edge
-u - v exists iff v is in PC_u and u in PC_v when both are learned; if only PC_u is learned, v in
-PC_u keeps it provisionally (the AND rule, Def. 5, does not cover this case: docs/choices.md,
-FedLCS). For every unshielded ``a - T - b`` (a, b not adjacent) the consistent separating set
-is searched over ``U = (PC_a | PC_b) \\ {a, b}``, level ``l = 0, 1, ...`` up to ``sep_depth``
-(default 3, as FedPC's code; the paper gives no value): each client
-tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` in U (``itertools.combinations`` order) and
-uploads the p-values above alpha only (NaN otherwise). The server keeps the level's largest
-p over (subsets, clients) with :func:`~fedcausal_flwr.discovery.lcs.max_pvalue_choice`
-(first maximum: subset order, then partition id) and the overall maximum over levels with strict
-``>`` (lower levels win ties). ``sep_stop="first_empty"`` stops a pair at the first level where no
-client found an independent set (the paper's literal rule, which misses a collider whose ends are
+u - v exists iff v is in PC_u and u in PC_v when both are learned (``edge_rule="or"``: either
+suffices); if only PC_u is learned, v in PC_u keeps it provisionally (the AND rule, Def. 5, does
+not cover this case: docs/choices.md, FedLCS). For every unshielded ``a - T - b`` (a, b not
+adjacent) the consistent separating set is searched over ``U = (PC_a | PC_b) \\ {a, b}``, level
+``l = 0, 1, ...`` up to ``sep_depth`` (default 3, as FedPC's code; the paper gives no value):
+each client tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` in U (``itertools.combinations``
+order) and uploads the p-values above alpha only (NaN otherwise; every p-value with
+``sep_rule="fisher"``). The server chooses the level's set by ``sep_rule`` (module
+:mod:`fedcausal_flwr.discovery.sepset_choice`):
+
+* ``"votes"`` (default, ``vote_choice``): the subset that the most clients found independent, at
+  least ``ceil(ratio * K)`` of the K answering (FLSke's threshold), ties broken by the mean p of
+  those clients, then subset order; across levels the larger (votes, mean p) wins, strict, so
+  lower levels win ties;
+* ``"max_p"`` (the paper's rule, Sec. 5.2, ``max_pvalue_choice``): the largest p over (subsets,
+  clients), first maximum in subset order then partition id, and the largest over levels
+  (strict ``>``). This maximum over levels x subsets x clients favours spurious high p: with
+  more, smaller clients a set containing a true collider (a test of low power on one small
+  client, or df = 0 giving p = 1) wins over the true set that most clients agree on, and the
+  arrowhead F1 falls with N;
+* ``"fisher"`` (``fisher_choice``): Fisher's combination of the K clients' p-values per subset,
+  the largest combined p if above alpha.
+
+With one client the three rules choose the same set. The measured comparison is in
+``experiments/README.md`` (FedLCS). ``sep_stop="first_empty"`` stops a pair at the first level
+where no set was chosen (the paper's literal rule, which misses a collider whose ends are
 marginally dependent); the default ``"after_found"`` stops at the first empty level *after* a set
-was found; ``"first_found"`` stops at the first level where some client found one (PC's
-"first separating set"). The max over levels x subsets x clients favours spurious high p: with
-more, smaller clients a set containing a true collider (tests of low power, or df = 0 giving
-p = 1) can win over the lower-level true set. Measured with ``experiments/fedlcs.py`` (5000
-rows, up to 40 targets, N = 3, 5, 10, 15; mean arrowhead F1 ``after_found`` / ``first_found``):
-insurance .660/.570, .599/.511, .513/.414, .473/.468; win95pts .354/.318, .301/.253, .240/.183,
-.193/.179; andes .681/.641, .666/.582, .607/.510, .448/.424; alarm .746/.717, .579/.699,
-.407/.611, .270/.535. ``after_found`` is better in 13 of 16 settings and stays the default;
-ALARM with 5 or more clients is the exception where stopping at the first set found is better.
+was found; ``"first_found"`` stops at the first level where a set was chosen (PC's "first
+separating set").
 No set found: the triple stays undecided (never a collider). Pairs of all triples and
 all targets are searched in the same rounds. Colliders (``T`` not in the set) are oriented in
 causal-learn's triple order without overwriting arrowheads, then Meek R1-R4
@@ -69,12 +77,19 @@ action            payload                                    reply (per client, 
 ================  ========================================  =====================================
 ``lcs_prune``     ``jobs = [[V, [CPC...], l], ...]``,        uint8 keep flag per candidate, jobs
                   ``stable``                                 concatenated
-``lcs_sepsets``   ``jobs = [[a, b, [U...], l], ...]``        float64 p per subset of size l of U
-                                                             (NaN where p <= alpha), concatenated
+``lcs_sepsets``   ``jobs = [[a, b, [U...], l], ...]``,       float64 p per subset of size l of U
+                  ``reveal_all``                             (NaN where p <= alpha unless
+                                                             ``reveal_all``), concatenated
+``lcs_local``     ``targets``, ``lcs`` (search options)      int8 ``targets x p x p`` local graphs
+                  (``fedlcs-local``)                         (each embedded in all variables)
+``raw_data``      (``lcs-pooled``)                           the client's encoded rows
 ================  ========================================  =====================================
 
 What the server learns: each client's keep/remove decision for every candidate of every layer,
-and the p-values of the conditioning sets under which a client found a triple's ends independent.
+and the p-values of the conditioning sets under which a client found a triple's ends independent;
+with ``sep_rule="fisher"`` (``reveal_all``) every separating-set p-value, dependent ones too,
+i.e. each client's evidence (effect size given its row count) for every tested subset.
+``fedlcs-local`` reveals every client's local structures, ``lcs-pooled`` the raw rows.
 """
 
 from __future__ import annotations
@@ -88,6 +103,8 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.lcs import (
+    EDGE_RULES,
+    SEP_RULES,
     SEP_STOPS,
     Knowledge,
     LCSOptions,
@@ -167,7 +184,8 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in self.request.jobs]
             return Request(LCS_PRUNE, {**payload, "jobs": jobs, "stable": self.options.stable})
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in self.request.jobs]
-        return Request(LCS_SEPSETS, {**payload, "jobs": jobs}, nan_ok=True)
+        reveal = self.options.sep_rule == "fisher"
+        return Request(LCS_SEPSETS, {**payload, "jobs": jobs, "reveal_all": reveal}, nan_ok=True)
 
     def _advance(self, answer: list | None) -> None:
         assert self.steps is not None  # next_request started the search
@@ -192,9 +210,10 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             jobs = self.request.jobs
             n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
             values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
-            choices = choose_sepsets(jobs, values, self.alpha)
+            need = vote_threshold(self.ratio, len(replies))
+            choices = choose_sepsets(jobs, values, self.alpha, self.options.sep_rule, need)
             clients = [r.client for r in replies]
-            answer = [None if a is None else (a[0], a[1], clients[a[2]]) for a in choices]
+            answer = [None if a is None else (a[0], a[1], clients[a[2]], *a[3:]) for a in choices]
             self.stage_rounds["sepsets"] += 1
             self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
         self._advance(answer)
@@ -455,7 +474,17 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
             choices=SEP_STOPS,
             paper="first_empty (the paper's rule)",
             why="the paper's rule misses colliders whose ends are marginally dependent; "
-            "after_found was better in 13 of 16 measured settings (see strategies/fedlcs.py)",
+            "after_found was better in 13 of 16 measured settings (with max_p; "
+            "experiments/README.md)",
+        ),
+        Option(
+            "edge_rule",
+            "str",
+            "and",
+            "an edge u - v needs v in PC_u and u in PC_v (and) or either (or), where both PC "
+            "sets are learned",
+            choices=EDGE_RULES,
+            paper="and (the AND rule, Def. 5 and Sec. 5.3)",
         ),
         Option(
             "extension_depth",
@@ -476,7 +505,23 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
         shared.seed("seed of random_orient"),
     )
     if with_ratio:
-        options = options.extend(shared.ratio(0.4, paper="0.4 (Eq. 2)"))
+        options = options.extend(
+            shared.ratio(0.4, paper="0.4 (Eq. 2)"),
+            Option(
+                "sep_rule",
+                "str",
+                "votes",
+                "how a level's separating set is chosen across clients: the set most clients "
+                "(at least ratio x clients) found independent, ties by their mean p (votes); the "
+                "largest p of any client (max_p); the largest Fisher-combined p (fisher, clients "
+                "send every p-value)",
+                choices=SEP_RULES,
+                paper="max_p (the highest p over clients, subsets and levels, Sec. 5.2)",
+                why="the maximum over more, smaller clients picks spurious sets (p = 1 on "
+                "sparse tables); votes beat it by up to 0.21 on alarm and beat lcs-avg in every "
+                "measured cell (experiments/README.md)",
+            ),
+        )
     return options
 
 
@@ -493,6 +538,9 @@ def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
         stop_unchanged=values["stop_unchanged"],
         sep_depth=values["sep_depth"],
         sep_stop=values["sep_stop"],
+        edge_rule=values["edge_rule"],
+        # one oracle (fedlcs-local, lcs-pooled): every rule chooses the same set
+        **({"sep_rule": values["sep_rule"]} if "sep_rule" in values else {}),
         extension_depth=values["extension_depth"],
         random_orient=values["random_orient"],
         seed=values["seed"],

@@ -386,7 +386,9 @@ def test_experiment_fedlcs_quick(capfd):
     table = {
         (int(n), method): (float(f1), float(shd), int(tests))
         for n, method, f1, shd, tests in re.findall(
-            r"^alarm\s+(\d+) (\S+)\s+([\d.]+)\s+([\d.]+)\s+\S+\s+(\d+)$", text, flags=re.M
+            r"^alarm\s+(\d+) (\S+)\s+([\d.]+)\s+([\d.]+)\s+\S+\s+(\d+)\s+\d+\s+\S+$",
+            text,
+            flags=re.M,
         )
     }
     assert {n for n, _ in table} == {3, 5} and len(table) == 12

@@ -5,8 +5,9 @@ one request per round, a :class:`PruneRequest` (a PCsimple layer for several var
 :class:`SepsetRequest` (one level of the consistent separating-set search for several pairs), and
 returns every target's :class:`LocalStructure` plus the shared :class:`Knowledge` (PC sets and
 separating-set decisions, shared by all targets). A federation answers a request with votes and
-max-p choices over its clients (:mod:`fedcausal_flwr.strategies.fedlcs`, whose module docstring
-documents the rules, defaults and wire protocol); one oracle answers it alone with
+separating-set choices over its clients (:mod:`~fedcausal_flwr.discovery.sepset_choice`;
+:mod:`fedcausal_flwr.strategies.fedlcs`, whose module docstring documents the rules, defaults and
+wire protocol); one oracle answers it alone with
 :func:`answer_prune`, :func:`answer_sepsets` and :func:`choose_sepsets`, which is
 :func:`local_structure` (a site's own search, or the pooled reference). A federated client answers
 its share of a request with the same :func:`answer_prune` and :func:`answer_sepsets`.
@@ -14,6 +15,7 @@ its share of a request with the same :func:`answer_prune` and :func:`answer_seps
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,18 +24,31 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.discovery.pcsimple import apply_layer
+from fedcausal_flwr.discovery.pcsimple import (
+    combination_ranks,
+    combination_rows,
+    first_stop,
+    subset_members,
+)
+from fedcausal_flwr.discovery.sepset_choice import (
+    SEP_RULES,
+    SepChoice,
+    SepsetJob,
+    choose_sepsets,
+)
+from fedcausal_flwr.discovery.sepset_choice import fisher_choice as fisher_choice
+from fedcausal_flwr.discovery.sepset_choice import max_pvalue_choice as max_pvalue_choice
+from fedcausal_flwr.discovery.sepset_choice import vote_choice as vote_choice
 from fedcausal_flwr.graphs.colliders import orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.meek import apply_meek
 from fedcausal_flwr.graphs.sepsets import pair_key
-from fedcausal_flwr.stats.oracle import CIOracle, normalise_query
+from fedcausal_flwr.stats.oracle import CIOracle
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
+EDGE_RULES = ("and", "or")
 Pair = tuple[int, int]
 PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, level)
-SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, level)
-SepChoice = tuple[tuple[int, ...], float, int]  # (set, p, client position)
 
 
 # ============================================================================ options and state
@@ -47,6 +62,8 @@ class LCSOptions:
     stop_unchanged: bool = True
     sep_depth: int = 3
     sep_stop: str = "after_found"
+    sep_rule: str = "votes"
+    edge_rule: str = "and"
     extension_depth: int = 2
     random_orient: bool = False
     seed: int = 0
@@ -59,6 +76,10 @@ class LCSOptions:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.sep_stop not in SEP_STOPS:
             raise ValueError(f"unknown sep_stop {self.sep_stop!r}; expected one of {SEP_STOPS}")
+        if self.sep_rule not in SEP_RULES:
+            raise ValueError(f"unknown sep_rule {self.sep_rule!r}; expected one of {SEP_RULES}")
+        if self.edge_rule not in EDGE_RULES:
+            raise ValueError(f"unknown edge_rule {self.edge_rule!r}; expected one of {EDGE_RULES}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,7 @@ class Knowledge:
     pc: dict[int, tuple[int, ...]] = field(default_factory=dict)
     layers: dict[int, list[dict]] = field(default_factory=dict)
     sepsets: dict[Pair, dict | None] = field(default_factory=dict)
+    edge_rule: str = "and"  # LCSOptions.edge_rule: how two learned PC sets make an edge
 
 
 @dataclass
@@ -126,7 +148,7 @@ def lcs_search(n_vars: int, targets: Sequence[int], options: LCSOptions) -> LCSS
     for t in targets:
         if not 0 <= t < n_vars:
             raise KeyError(f"target index {t} is not one of the {n_vars} variables")
-    kb = Knowledge()
+    kb = Knowledge(edge_rule=options.edge_rule)
     programs = {t: _target_program(n_vars, t, kb, options) for t in dict.fromkeys(targets)}
     needs = {t: next(p) for t, p in programs.items()}
     results: dict[int, LocalStructure] = {}
@@ -191,10 +213,12 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
                 if options.sep_stop == "first_empty" or best[key] is not None:
                     continue
             else:
-                subset, p, client = answer
+                subset, p, client, *votes = answer
                 current = best[key]
-                if current is None or p > current["p"]:
-                    best[key] = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
+                rank = (votes[0] if votes else 1, p)
+                if current is None or rank > (current.get("votes", 1), current["p"]):
+                    chosen = {"set": tuple(subset), "p": float(p), "client": client, "level": lv}
+                    best[key] = {**chosen, "votes": int(votes[0])} if votes else chosen
                 if options.sep_stop == "first_found":
                     continue
             if lv + 1 <= min(options.sep_depth, len(pool)):
@@ -256,10 +280,11 @@ def _target_program(n_vars: int, t: int, kb: Knowledge, options: LCSOptions):
 
 
 def _adjacent(kb: Knowledge, known: set[int], u: int, v: int) -> bool:
-    """AND rule where both PC sets are learned; one-sided where only one is."""
+    """AND rule where both PC sets are learned (OR with ``edge_rule="or"``); one-sided where only
+    one is."""
     in_u = u in known and v in kb.pc[u]
     in_v = v in known and u in kb.pc[v]
-    if u in known and v in known:
+    if u in known and v in known and kb.edge_rule == "and":
         return in_u and in_v
     return in_u or in_v
 
@@ -376,6 +401,153 @@ def sepset_queries(job: SepsetJob) -> list[tuple[int, int, tuple[int, ...]]]:
     return [(a, b, z) for z in combinations(pool, level)]
 
 
+class _Scan:
+    """What one client knows of one candidate's scan in a prune job (indices: subset order).
+
+    ``known`` / ``dependent`` cover the subsets fetched so far (past their end: unknown).
+    """
+
+    def __init__(self, total: int):
+        self.total = total
+        self.known = np.zeros(0, dtype=bool)
+        self.dependent = np.zeros(0, dtype=bool)
+        self.dependent_prefix = 0  # every subset before it is known dependent
+        self.fetched = 0  # the end of the prefix asked for so far
+        self.partners: list[tuple[int, int]] = []  # (job, position) scanning the same test pair
+
+    def fill(self, index: np.ndarray, independent: np.ndarray) -> None:
+        """Record fetched tests (``independent``: p > alpha) at these subset indices."""
+        if index.size == 0:
+            return
+        need = int(index.max()) + 1
+        if need > len(self.known):
+            grow = min(self.total, max(need, 2 * len(self.known))) - len(self.known)
+            self.known = np.concatenate([self.known, np.zeros(grow, dtype=bool)])
+            self.dependent = np.concatenate([self.dependent, np.zeros(grow, dtype=bool)])
+        self.known[index] = True
+        self.dependent[index] = ~independent
+        not_dependent = np.flatnonzero(~self.dependent[self.dependent_prefix :])
+        self.dependent_prefix = (
+            self.dependent_prefix + int(not_dependent[0]) if not_dependent.size else len(self.known)
+        )
+
+
+class _PruneJob:
+    """One prune job's layer replay, kept up to date by events rather than redone per pass.
+
+    Per candidate (a position): ``at``, where its scan stops for its current pool (the number of
+    subsets if it is kept), ``row``, that subset's members, and whether it is ``removed`` or
+    ``open`` (stopped at an unknown test). A candidate is rescanned only when its tests grew
+    (``todo``) or a member of its stop subset left the pool (``watchers``); a candidate that
+    rejoins the pool rescans everything after it from the known-dependent prefix (``full``).
+    ``served`` are the open candidates whose next test conditions on no earlier open one.
+    """
+
+    def __init__(self, target: int, candidates: tuple[int, ...], level: int, stable: bool):
+        if level < 0:
+            raise ValueError(f"prune job for variable {target}: level {level} is negative")
+        if target in candidates:
+            raise ValueError(f"prune job for variable {target} lists it among its candidates")
+        if len(set(candidates)) != len(candidates):
+            raise ValueError(f"prune job for variable {target} repeats a candidate: {candidates}")
+        self.target, self.level, self.size, self.stable = target, level, len(candidates), stable
+        self.candidates = np.asarray(candidates, dtype=np.int64)
+        self.ascending = bool(np.all(np.diff(self.candidates) > 0))
+        total = math.comb(self.size - 1, level) if self.size else 0
+        self.scans = [_Scan(total) for _ in range(self.size)]
+        self.lookup: np.ndarray | None = None  # variable -> position, -1 if not a candidate
+        self.at = [0] * self.size
+        self.row: list[tuple[int, ...]] = [()] * self.size
+        self.removed = np.zeros(self.size, dtype=bool)
+        self.open = np.zeros(self.size, dtype=bool)
+        self.watchers: list[set[int]] = [set() for _ in range(self.size)]
+        self.todo, self.full = set(range(self.size)), set(range(self.size))
+        self.served: set[int] = set()
+
+    def members(self, x: int, start: int, stop: int) -> np.ndarray:
+        return subset_members(self.size, self.level, x, start, stop)
+
+    def conditioning(self, members: np.ndarray) -> np.ndarray:
+        """Conditioning sets given as candidate positions -> their variables, ascending."""
+        values = self.candidates[members]
+        return values if self.ascending else np.sort(values, axis=1)
+
+    def locate(self, x: int, variables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which conditioning sets (rows of variables) candidate ``x``'s scan holds, and where."""
+        if self.lookup is None or len(self.lookup) <= int(variables.max(initial=0)):
+            size = max(int(variables.max(initial=0)), int(self.candidates.max())) + 1
+            self.lookup = np.full(size, -1, dtype=np.int64)
+            self.lookup[self.candidates] = np.arange(self.size)
+        members = self.lookup[variables]
+        inside = (members >= 0).all(axis=1)
+        members = members[inside]
+        members -= members > x
+        if not self.ascending:
+            members.sort(axis=1)
+        return inside, combination_ranks(members, self.size - 1)
+
+    def replay(self) -> None:
+        """Bring the layer's replay (:func:`~.pcsimple.apply_layer` against what is known) up
+        to date, in scan order from the first candidate that changed."""
+        queue = sorted(self.todo)
+        queued = set(queue)
+        self.todo = set()
+        recheck = set()  # candidates whose served status may have changed
+        while queue:
+            x = heapq.heappop(queue)
+            recheck.add(x)
+            scan = self.scans[x]
+            start = scan.dependent_prefix
+            if x in self.full:
+                self.full.discard(x)
+            else:  # the pool only shrank since ``at``: everything before it is still settled
+                start = max(start, self.at[x])
+            gone = None
+            if not self.stable and self.removed[:x].any():
+                gone = self.removed.copy()
+                gone[x:] = False  # candidates after x are still in its pool
+            at = first_stop(scan.dependent, self.size, self.level, x, start, gone)
+            was_removed, was_open = self.removed[x], self.open[x]
+            settled = at < len(scan.known) and scan.known[at]
+            self.removed[x] = settled and at < scan.total
+            self.open[x] = at < scan.total and not settled
+            row: tuple[int, ...] = ()
+            if at < scan.total:
+                subset = combination_rows(self.size - 1, self.level, at, at + 1)[0].tolist()
+                row = tuple(u + (u >= x) for u in subset)
+            self.at[x] = at
+            if self.stable:
+                continue
+            if row != self.row[x]:
+                for u in self.row[x]:
+                    if u < x:
+                        self.watchers[u].discard(x)
+                for u in row:
+                    if u < x:
+                        self.watchers[u].add(x)
+                self.row[x] = row
+            if self.removed[x] != was_removed:
+                if self.removed[x]:  # x left the later pools: rescan who stopped on a subset with x
+                    later = set(self.watchers[x])
+                else:  # x is back in the later pools
+                    later = set(range(x + 1, self.size))
+                    self.full |= later
+                for y in later - queued:
+                    queued.add(y)
+                    heapq.heappush(queue, y)
+            if self.open[x] != was_open:
+                recheck |= self.watchers[x]
+        for x in recheck:
+            waits = not self.stable and any(u < x and self.open[u] for u in self.row[x])
+            if self.open[x] and not waits:
+                self.served.add(x)
+            else:
+                self.served.discard(x)
+
+    def kept(self) -> tuple[int, ...]:
+        return tuple(int(u) for u in self.candidates[~self.removed])
+
+
 def answer_prune(
     oracle: CIOracle,
     jobs: Sequence[PruneJob],
@@ -386,101 +558,83 @@ def answer_prune(
 ) -> list[tuple[int, ...]]:
     """One client's kept candidates per job: PCsimple's layer with its own tests.
 
-    The result is exactly a sequential replay (:func:`apply_layer`), but tests are fetched in
-    batches: each pass replays every job; a candidate that meets an unknown test stays open
-    (kept, its later tests not scanned in this pass), and every open candidate gets its next
-    tests (in scan order, a prefix that at least doubles) in ONE oracle batch. A candidate
+    The result is exactly a sequential replay (:func:`~.pcsimple.apply_layer`), but tests are
+    fetched in batches: each pass replays every job; a candidate that meets an unknown test
+    stays open (kept, its later tests not scanned in this pass), and every open candidate gets
+    its next tests (in scan order, a prefix that at least doubles) in ONE oracle batch. A candidate
     removed early thus costs few tests beyond the one that removed it, and the number of batches
-    grows with log(tests per candidate). Each job remembers how many leading subsets of a
-    candidate are known dependent, so a pass does not rescan them.
+    grows with log(tests per candidate).
     Tests that condition on a candidate scanned earlier whose fate is still open, or on one this
     pass removed, are not fetched speculatively (with the on-the-fly pool the replay may never
     ask them); the first open candidate of a job is always served, so every pass progresses.
     ``first`` and ``growth`` set the prefix sizes (fewer tests vs fewer oracle batches).
+
+    Each candidate's scan is an array over its subsets (:func:`first_stop`), redone only when
+    its tests or its pool changed (:class:`_PruneJob`), so a pass costs work per change rather
+    than Python work per subset, and only fetched tests become query tuples; a fetched test is
+    recorded in every job that scans the same pair and level.
     """
-    scans: dict[tuple[int, int], list] = {}
-    for j, (v, cpc, lv) in enumerate(jobs):
-        for x in cpc:
-            others = [u for u in cpc if u != x]
-            scans[(j, x)] = [normalise_query(x, v, z) for z in combinations(others, lv)]
-    position = {key: {q: i for i, q in enumerate(qs)} for key, qs in scans.items()}
-    fetched = dict.fromkeys(scans, 0)
-    known: dict = {}
-    resumes: list[dict] = [{} for _ in jobs]
-    while True:
-        short: dict[tuple[int, int], int] = {}
-        kept_lists = []
-        for j, (v, cpc, lv) in enumerate(jobs):
-
-            def pvalue(q, j=j, v=v, short=short):
-                if q in known:
-                    return known[q]
-                key = (j, q[1] if q[0] == v else q[0])
-                short.setdefault(key, position[key][q])
-                return None  # open: this candidate stays until the fetch; the pass is replayed
-
-            kept = apply_layer(v, cpc, lv, pvalue, alpha, stable, resume=resumes[j])[0]
-            kept_lists.append(tuple(kept))
-        if not short:
-            return kept_lists
-        removed = [set(cpc) - set(kept) for (_, cpc, _), kept in zip(jobs, kept_lists, strict=True)]
-        pending: dict[int, list[int]] = {}
-        for j, x in short:
-            pending.setdefault(j, []).append(x)
-        batch = []
-        for key, at in short.items():
-            j, x = key
-            # on the fly, a candidate scanned earlier whose fate is still open may leave the
-            # pool: defer tests that condition on it (the first open candidate never waits)
-            rank = {u: i for i, u in enumerate(jobs[j][1])}
-            unsure = set() if stable else {u for u in pending[j] if rank[u] < rank[x]}
-            if unsure and not unsure.isdisjoint(scans[key][at][2]):
-                continue
-            stop = min(len(scans[key]), max(math.ceil(growth * fetched[key]), at + first))
-            skip = removed[j] | unsure
-            batch.append(scans[key][at])  # the test the replay asked
-            batch.extend(
-                q for q in scans[key][at + 1 : stop] if q not in known and skip.isdisjoint(q[2])
+    prunes = [_PruneJob(int(v), tuple(int(u) for u in cpc), int(lv), stable) for v, cpc, lv in jobs]
+    by_pair: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for j, job in enumerate(prunes):
+        for x, u in enumerate(job.candidates.tolist()):
+            by_pair.setdefault((min(u, job.target), max(u, job.target), job.level), []).append(
+                (j, x)
             )
-            fetched[key] = stop
-        batch = list(dict.fromkeys(batch))
-        known.update(zip(batch, oracle.test_batch(batch).tolist(), strict=True))
+    for slots in by_pair.values():
+        for j, x in slots:
+            prunes[j].scans[x].partners = [s for s in slots if s != (j, x)]
+    while True:
+        for job in prunes:
+            if job.todo:
+                job.replay()
+        if not any(job.served for job in prunes):
+            return [job.kept() for job in prunes]
+        asks = []
+        for job in prunes:
+            for x in sorted(job.served):
+                scan, at = job.scans[x], job.at[x]
+                stop = min(scan.total, max(math.ceil(growth * scan.fetched), at + first))
+                members = job.members(x, at, stop)
+                # tests on a candidate removed in this pass or, on the fly, on one scanned
+                # earlier whose fate is open, are not fetched ahead (the replay may not ask them)
+                skip = job.removed.copy()
+                if not stable:
+                    skip[:x] |= job.open[:x]
+                wanted = ~skip[members].any(axis=1)
+                wanted[0] = True  # the test the replay asked
+                seen = min(stop, len(scan.known)) - at
+                if seen > 1:
+                    wanted[1:seen] &= ~scan.known[at + 1 : at + seen]
+                index = at + np.flatnonzero(wanted)
+                variables = job.conditioning(members[wanted])
+                low, high = sorted((int(job.candidates[x]), job.target))
+                asks.append(
+                    (job, x, index, variables, [(low, high, tuple(z)) for z in variables.tolist()])
+                )
+                scan.fetched = stop
+        batch = list(dict.fromkeys(q for *_, queries in asks for q in queries))
+        values = dict(zip(batch, oracle.test_batch(batch).tolist(), strict=True))
+        for job, x, index, variables, queries in asks:
+            independent = np.array([values[q] for q in queries]) > alpha
+            job.scans[x].fill(index, independent)
+            job.todo.add(x)
+            for j, y in job.scans[x].partners:
+                inside, where = prunes[j].locate(y, variables)
+                prunes[j].scans[y].fill(where, independent[inside])
+                prunes[j].todo.add(y)
 
 
-def answer_sepsets(oracle: CIOracle, jobs: Sequence[SepsetJob], alpha: float) -> np.ndarray:
-    """One client's p-values of every job's subsets, NaN where not independent (not revealed)."""
+def answer_sepsets(
+    oracle: CIOracle, jobs: Sequence[SepsetJob], alpha: float, reveal_all: bool = False
+) -> np.ndarray:
+    """One client's p-values of every job's subsets, NaN where not independent (not revealed);
+    ``reveal_all`` (``sep_rule="fisher"``) sends every p-value (NaN only where unreliable)."""
     queries = [q for job in jobs for q in sepset_queries(job)]
     if not queries:
         return np.zeros(0)
     pvalues = oracle.test_batch(queries)
-    return np.where(pvalues > alpha, pvalues, np.nan)
-
-
-def max_pvalue_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | None:
-    """In a (clients x candidates) block, the first (candidate, client) with the largest
-    ``p > alpha`` scanning candidates outer, clients inner; ``None`` if no p exceeds alpha."""
-    scores = np.where(block > alpha, block, -np.inf).T  # candidates x clients, NaN -> -inf
-    if scores.size == 0:
-        return None
-    flat = int(np.argmax(scores))
-    if not np.isfinite(scores.flat[flat]):
-        return None
-    candidate, client = divmod(flat, block.shape[0])
-    return candidate, client, float(scores.flat[flat])
-
-
-def choose_sepsets(
-    jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float
-) -> list[SepChoice | None]:
-    """Per job, the largest p over (subsets, clients) of a ``clients x tests`` matrix."""
-    out: list[SepChoice | None] = []
-    start = 0
-    for job in jobs:
-        subsets = list(combinations(job[2], job[3]))
-        pick = max_pvalue_choice(pvalues[:, start : start + len(subsets)], alpha)
-        start += len(subsets)
-        out.append(None if pick is None else (subsets[pick[0]], pick[2], pick[1]))
-    return out
+    return pvalues if reveal_all else np.where(pvalues > alpha, pvalues, np.nan)
 
 
 def local_structure(
@@ -495,8 +649,9 @@ def local_structure(
             if isinstance(request, PruneRequest):
                 answer = answer_prune(oracle, request.jobs, options.alpha, options.stable)
             else:
-                values = answer_sepsets(oracle, request.jobs, options.alpha)[None, :]
-                answer = choose_sepsets(request.jobs, values, options.alpha)
+                reveal = options.sep_rule == "fisher"
+                values = answer_sepsets(oracle, request.jobs, options.alpha, reveal)[None, :]
+                answer = choose_sepsets(request.jobs, values, options.alpha, options.sep_rule)
             request = steps.send(answer)
     except StopIteration as stop:
         return stop.value
@@ -588,6 +743,7 @@ def structure_payload(
                 "p": c["p"],
                 "client": c["client"],
                 "level": c["level"],
+                **({"votes": c["votes"]} if "votes" in c else {}),
             }
             for (a, b), c in sorted(kb.sepsets.items())
         },
