@@ -137,16 +137,14 @@ class HashedOracle(CIOracle):
         out = []
         for a, b, z in queries:
             u = np.random.default_rng([self.seed, a, b, len(z), *z]).random()
-            independent = u < 0.1 + self.independent
-            out.append(
-                np.nan
-                if u < 0.03
-                else self.tie
-                if u < 0.1
-                else 0.5 + u / 2
-                if independent
-                else u / 40
-            )
+            if u < 0.03:
+                out.append(np.nan)
+            elif u < 0.1:
+                out.append(self.tie)
+            elif u < 0.1 + self.independent:
+                out.append(0.5 + u / 2)
+            else:
+                out.append(u / 40)
         return np.array(out)
 
 
