@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedcausal_flwr.graphs.graph import (
+    _FROM_CAUSALLEARN,
+    _SYMBOL_LEFT,
+    _SYMBOL_RIGHT,
     ARROW,
     CIRCLE,
     GRAPH_KINDS,
@@ -52,14 +55,10 @@ SUFFIXES = {
     "causallearn": ".csv",
 }
 
-_LEFT = {TAIL: "-", ARROW: "<", CIRCLE: "o"}
-_RIGHT = {TAIL: "-", ARROW: ">", CIRCLE: "o"}
 _DOT_ARROWS = {TAIL: "none", ARROW: "normal", CIRCLE: "odot"}
 _FROM_DOT = {v: k for k, v in _DOT_ARROWS.items()}
 _PAG_CODES = {NONE: 0, CIRCLE: 1, ARROW: 2, TAIL: 3}
 _FROM_PAG = {v: k for k, v in _PAG_CODES.items()}
-_CAUSALLEARN_CODES = {NONE: 0, TAIL: -1, ARROW: 1, CIRCLE: 2}
-_FROM_CAUSALLEARN = {v: k for k, v in _CAUSALLEARN_CODES.items()}
 _SYMBOL_MARKS = {"-": TAIL, "<": ARROW, ">": ARROW, "o": CIRCLE}
 _EDGES_HEADER = re.compile(r"^#\s*(\w+) over nodes (\[.*\])\s*$")
 _EDGE_LINE = re.compile(r"^\s*(\S.*?)\s+([-<o])-([->o])\s+(\S.*?)\s*$")
@@ -80,9 +79,9 @@ def _pairs(graph: Graph) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- edge lines
 def edge_lines(graph: Graph) -> list[str]:
     """``A --> B``-style lines, one per edge (see the module docstring)."""
-    m = graph.marks
+    m, names = graph.marks, graph.names
     return [
-        f"{graph.names[i]} {_LEFT[int(m[j, i])]}-{_RIGHT[int(m[i, j])]} {graph.names[j]}"
+        f"{names[i]} {_SYMBOL_LEFT[int(m[j, i])]}-{_SYMBOL_RIGHT[int(m[i, j])]} {names[j]}"
         for i, j in _pairs(graph)
     ]
 
