@@ -13,7 +13,7 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
   ``fedlcs[first_found]`` per other ``--sep-stops`` rule (``first_found`` stops a pair's
   separating-set search at the first level where a set was chosen);
 * ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
-  ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
+  ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.lcs_baselines.lcs_local_summary`): the same
   search run by each client alone on its rows; avg = mean over clients of the per-client target
   means; best = the client with the highest mean F1, chosen with the truth (an oracle; the
   paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
@@ -42,10 +42,11 @@ import numpy as np  # noqa: E402
 
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import split_iid  # noqa: E402
+from fedcausal_flwr.discovery.lcs import full_graph  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import NONE, Graph  # noqa: E402
 from fedcausal_flwr.metrics import local_metrics  # noqa: E402
-from fedcausal_flwr.strategies.fedlcs import full_graph, lcs_local_summary  # noqa: E402
+from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary  # noqa: E402
 
 
 def fedpc_tests(result) -> int:
@@ -194,6 +195,13 @@ def main() -> None:
         "max_p the paper's) with the default stop rule after_found",
     )
     parser.add_argument(
+        "--edge-rules",
+        nargs="+",
+        default=["and"],
+        choices=["and", "or"],
+        help="fedlcs and LCS baseline rows, one set per edge rule (LCSOptions.edge_rule)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="CI-sized: alarm, N = 3, 5, 10 targets (5 in the one-target block)",
@@ -217,39 +225,9 @@ def main() -> None:
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
             rows = []
-            variants = [("after_found", rule) for rule in args.sep_rules]
-            variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
-            for stop, rule in variants:
-                label = "fedlcs" + "".join(
-                    f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d
-                )
-                fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop, "sep_rule": rule})
-                scores = score_targets(fed, targets, net)
-                rows.append((label, scores, secs, fed.extra["tests"], fed.rounds))
-
-            local, secs = timed("fedlcs-local", parts, options)
-            summary = lcs_local_summary(local, net.dag)
-            rows.append(
-                (
-                    "lcs-avg",
-                    summary["fedlcs-local-avg"],
-                    secs / k,
-                    local.extra["tests"] // k,
-                    local.rounds,
-                )
-            )
-            rows.append(("lcs-best", summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
-
-            union, secs = timed("lcs-pooled", parts, options)
-            rows.append(
-                (
-                    "lcs-pooled",
-                    score_targets(union, targets, net),
-                    secs,
-                    union.extra["tests"],
-                    union.rounds,
-                )
-            )
+            started = time.perf_counter()
+            for edge in args.edge_rules:
+                rows += lcs_rows(parts, {**options, "edge_rule": edge}, args, net, targets)
             for method in [] if args.no_global else args.global_methods:
                 glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
                 tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
@@ -261,6 +239,32 @@ def main() -> None:
                     f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
                     flush=True,
                 )
+            print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall)")
+
+
+def lcs_rows(parts, options: dict, args, net, targets: list[str]) -> list[tuple]:
+    """fedlcs (one row per separating-set variant), lcs-avg, lcs-best and lcs-pooled rows."""
+    k, rows = len(parts), []
+    edge = "" if options["edge_rule"] == "and" else f"[{options['edge_rule']}]"
+    variants = [("after_found", rule) for rule in args.sep_rules]
+    variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
+    for stop, rule in variants:
+        label = (
+            "fedlcs"
+            + edge
+            + "".join(f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d)
+        )
+        fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop, "sep_rule": rule})
+        rows.append((label, score_targets(fed, targets, net), secs, fed.extra["tests"], fed.rounds))
+    local, secs = timed("fedlcs-local", parts, options)
+    summary = lcs_local_summary(local, net.dag)
+    tests = local.extra["tests"] // k
+    rows.append(("lcs-avg" + edge, summary["fedlcs-local-avg"], secs / k, tests, local.rounds))
+    rows.append(("lcs-best" + edge, summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
+    union, secs = timed("lcs-pooled", parts, options)
+    scores = score_targets(union, targets, net)
+    rows.append(("lcs-pooled" + edge, scores, secs, union.extra["tests"], union.rounds))
+    return rows
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ from typing import Any, cast
 import numpy as np
 
 from fedcausal_flwr.data.inputs import Fix, InputError
-from fedcausal_flwr.discovery.driver import StepRunner, Steps
+from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.discovery.ges import Family, GESResult, ges_steps
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
@@ -144,9 +144,7 @@ class RFCDStrategy(ProtocolStrategy):
         return self.max_parents_fraction * len(self.variables)
 
     def _start_search(self) -> None:
-        steps = ges_steps(len(self.variables), self.max_parents)
-        # StepRunner drives any batch generator; its annotation names the CI-query batches
-        self.runner = StepRunner(cast(Steps, steps))
+        self.runner = StepRunner(ges_steps(len(self.variables), self.max_parents))
 
     def payload(self) -> dict[str, Any]:
         return {

@@ -69,6 +69,7 @@ BREADTH = [
     ("fedecd", "bootstraps=2 max-depth=1", "asia"),
     ("fedpc-vote", "max-depth=1", "asia"),
     ("pc-vote", "", "asia"),
+    ("fedlcs", "target=either max-depth=1 extension-depth=0", "asia"),
     ("fedlcs-local", "target=either max-depth=1 extension-depth=0", "asia"),
     ("iod-fisher", "", "overlap"),
     ("fedcsl", "max-depth=1", "asia"),

@@ -220,7 +220,7 @@ def incident(extra):
 
 def test_one_client_baselines_equal_fedlcs(alarm_rows):
     """With one client, per-client search, pooled search and the federation are the same run."""
-    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
+    from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary
 
     net, frame = alarm_rows
     options = {"target": ",".join(BASELINE_TARGETS)}
@@ -246,7 +246,7 @@ def test_baselines_on_alarm_with_three_clients(alarm_rows):
     from fedcausal_flwr.data.partition import split_iid
     from fedcausal_flwr.graphs.graph import Graph
     from fedcausal_flwr.stats.oracles import DiscreteOracle
-    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
+    from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary
 
     net, frame = alarm_rows
     names = list(net.variables)

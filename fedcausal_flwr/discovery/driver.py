@@ -101,15 +101,16 @@ def replay(step: Callable[[PValues], R], cache: dict[Query, float] | None = None
 
 
 class StepRunner:
-    """Drive a step generator from outside, one batch at a time (used by Flower strategies).
+    """Drive a step generator from outside, one request at a time (used by Flower strategies).
 
-    ``pending`` is the batch waiting for p-values, or ``None`` once ``result`` is available.
+    ``pending`` is what the search waits for (a batch of CI queries, or an engine's own request
+    type of the same length as its answer, e.g. FedLCS's), or ``None`` once ``result`` is available.
     """
 
-    def __init__(self, steps: Steps):
+    def __init__(self, steps: Generator[Any, Any, Any]):
         self._steps = steps
         self.result: Any = None  # the engine's return value once the search has finished
-        self.pending: list[Query] | None = None
+        self.pending: Any = None
         self.n_batches = 0
         self._advance(None)
 
@@ -117,23 +118,28 @@ class StepRunner:
     def done(self) -> bool:
         return self.pending is None
 
-    def answer(self, pvalues: np.ndarray) -> None:
+    def answer(self, answers: Any) -> None:
+        """Send the pending request's answers: p-values for a query batch (one per query), else
+        one answer per item of the request."""
         if self.pending is None:
             raise RuntimeError("the search has finished; there is no pending batch to answer")
-        pvalues = np.asarray(pvalues, dtype=float)
-        if pvalues.shape != (len(self.pending),):
+        if isinstance(self.pending, list):
+            answers = np.asarray(answers, dtype=float)
+            shape = answers.shape
+        else:
+            shape = (len(answers),)
+        if shape != (len(self.pending),):
             raise ValueError(
-                f"expected {len(self.pending)} p-values for the pending batch, got shape "
-                f"{pvalues.shape}"
+                f"expected {len(self.pending)} answers for the pending batch, got shape {shape}"
             )
         self.n_batches += 1
-        self._advance(pvalues)
+        self._advance(answers)
 
-    def _advance(self, pvalues: np.ndarray | None) -> None:
+    def _advance(self, answers: Any) -> None:
         try:
-            batch = next(self._steps) if pvalues is None else self._steps.send(pvalues)
+            batch = next(self._steps) if answers is None else self._steps.send(answers)
         except StopIteration as stop:
             self.pending = None
             self.result = stop.value
             return
-        self.pending = list(batch)
+        self.pending = list(batch) if isinstance(batch, list | tuple) else batch

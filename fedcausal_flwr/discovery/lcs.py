@@ -88,12 +88,18 @@ class PruneRequest:
 
     jobs: list[PruneJob]
 
+    def __len__(self) -> int:  # one answer (the kept candidates) per job
+        return len(self.jobs)
+
 
 @dataclass(frozen=True)
 class SepsetRequest:
     """One level of the consistent separating-set search for several pairs."""
 
     jobs: list[SepsetJob]
+
+    def __len__(self) -> int:  # one answer (a choice or None) per job
+        return len(self.jobs)
 
 
 @dataclass
