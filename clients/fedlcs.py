@@ -29,17 +29,17 @@ class FedLCSClient(VotingClient):
 
     def lcs_oracle(self, payload: dict) -> CIOracle:
         """The site's CI oracle for this payload, kept for the life of the data frame."""
-        key = json.dumps(
-            [
-                payload["variables"],
-                [payload["levels"][v] for v in payload["variables"]],
-                payload["test"],
-                payload.get("reliability"),
-                payload.get("session"),
-            ],
-            default=str,
-        )
+        names = payload["variables"]
+        levels = [payload["levels"][v] for v in names]
+        scope = [names, levels, payload["test"], payload.get("reliability"), payload.get("session")]
+        key = json.dumps(scope, default=str)
         return _ORACLES.get(self.data, key, lambda: self._oracle(payload))
+
+    def _flag(self, payload: dict, name: str) -> bool:
+        value = payload.get(name, False)
+        if not isinstance(value, bool):
+            raise ProtocolError(self.partition_id, f"{name} must be true or false, got {value!r}")
+        return value
 
     def _jobs(self, payload: dict, width: int) -> list:
         jobs = payload.get("jobs")
@@ -55,10 +55,8 @@ class FedLCSClient(VotingClient):
                 raise ProtocolError(
                     self.partition_id, f"job {job!r} names a variable outside 0..{p - 1}"
                 )
-            if width == 3:
-                out.append((int(job[0]), tuple(int(v) for v in job[1]), int(job[2])))
-            else:
-                out.append((int(job[0]), int(job[1]), tuple(int(v) for v in job[2]), int(job[3])))
+            pool = tuple(int(v) for v in job[-2])
+            out.append((*(int(v) for v in job[:-2]), pool, int(job[-1])))  # type: ignore[arg-type]
         return out
 
     @action(LCS_PRUNE)
@@ -67,7 +65,7 @@ class FedLCSClient(VotingClient):
         oracle = self.lcs_oracle(payload)
         before = oracle.n_computed
         jobs = self._jobs(payload, 3)
-        kept = answer_prune(oracle, jobs, float(payload["alpha"]), bool(payload.get("stable")))
+        kept = answer_prune(oracle, jobs, float(payload["alpha"]), self._flag(payload, "stable"))
         flags = [int(v in k) for (_, cpc, _), k in zip(jobs, kept, strict=True) for v in cpc]
         return [np.array(flags, dtype=np.uint8)], {"tests": oracle.n_computed - before}
 
@@ -77,10 +75,6 @@ class FedLCSClient(VotingClient):
         them if ``reveal_all``, the ``fisher`` rule)."""
         oracle = self.lcs_oracle(payload)
         before = oracle.n_computed
-        reveal = payload.get("reveal_all", False)
-        if not isinstance(reveal, bool):
-            raise ProtocolError(
-                self.partition_id, f"reveal_all must be true or false, got {reveal!r}"
-            )
+        reveal = self._flag(payload, "reveal_all")
         values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]), reveal)
         return [values.astype(np.float64)], {"tests": oracle.n_computed - before}

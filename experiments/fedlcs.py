@@ -102,7 +102,11 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
 
 #: the global baselines (the FedLCS paper compares FedPC and NOTEARS-ADMM, Fig. 10) and options
 GLOBAL_OPTIONS = {
-    "fedpc-vote": lambda args: {"alpha": args.alpha, "ratio": 0.4, "max_depth": args.max_layer},
+    "fedpc-vote": lambda args: {
+        "alpha": args.alpha,
+        "ratio": 0.4,
+        "max_depth": args.max_layer if args.global_max_layer is None else args.global_max_layer,
+    },
     "notears-admm": lambda args: {},
 }
 
@@ -179,6 +183,14 @@ def main() -> None:
         "large networks)",
     )
     parser.add_argument(
+        "--global-max-layer",
+        type=int,
+        default=None,
+        help="fedpc-vote's largest conditioning set (default: --max-layer). On pigs each client "
+        "would run about 27 million level-5 and 157 million level-6 tests (hubs of 41 true "
+        "neighbours keep every edge), beyond 24 GB: the README's pigs rows use 3",
+    )
+    parser.add_argument(
         "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
     )
     parser.add_argument(
@@ -224,27 +236,30 @@ def main() -> None:
         pooled = net.sample(args.samples, seed=args.seed)
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
-            rows = []
             started = time.perf_counter()
-            for edge in args.edge_rules:
-                rows += lcs_rows(parts, {**options, "edge_rule": edge}, args, net, targets)
-            for method in [] if args.no_global else args.global_methods:
-                glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
-                tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
-                scores = score({t: glob.graph for t in targets}, net.dag)
-                rows.append((method, scores, secs, tests, glob.rounds))
-            for method, s, secs, tests, rounds in rows:
+
+            def show(row: tuple, name: str = name, k: int = k) -> None:  # each row when measured
+                method, s, secs, tests, rounds = row
                 print(
                     f"{name:<10} {k:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "
                     f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
                     flush=True,
                 )
+
+            for edge in args.edge_rules:
+                lcs_rows(parts, {**options, "edge_rule": edge}, args, net, targets, show)
+            for method in [] if args.no_global else args.global_methods:
+                glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
+                tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
+                scores = score({t: glob.graph for t in targets}, net.dag)
+                show((method, scores, secs, tests, glob.rounds))
             print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall)")
 
 
-def lcs_rows(parts, options: dict, args, net, targets: list[str]) -> list[tuple]:
-    """fedlcs (one row per separating-set variant), lcs-avg, lcs-best and lcs-pooled rows."""
-    k, rows = len(parts), []
+def lcs_rows(parts, options: dict, args, net, targets: list[str], show) -> None:
+    """fedlcs (one row per separating-set variant), lcs-avg, lcs-best and lcs-pooled rows, each
+    passed to ``show`` when measured."""
+    k = len(parts)
     edge = "" if options["edge_rule"] == "and" else f"[{options['edge_rule']}]"
     variants = [("after_found", rule) for rule in args.sep_rules]
     variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
@@ -255,16 +270,15 @@ def lcs_rows(parts, options: dict, args, net, targets: list[str]) -> list[tuple]
             + "".join(f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d)
         )
         fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop, "sep_rule": rule})
-        rows.append((label, score_targets(fed, targets, net), secs, fed.extra["tests"], fed.rounds))
+        show((label, score_targets(fed, targets, net), secs, fed.extra["tests"], fed.rounds))
     local, secs = timed("fedlcs-local", parts, options)
     summary = lcs_local_summary(local, net.dag)
     tests = local.extra["tests"] // k
-    rows.append(("lcs-avg" + edge, summary["fedlcs-local-avg"], secs / k, tests, local.rounds))
-    rows.append(("lcs-best" + edge, summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
+    show(("lcs-avg" + edge, summary["fedlcs-local-avg"], secs / k, tests, local.rounds))
+    show(("lcs-best" + edge, summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
     union, secs = timed("lcs-pooled", parts, options)
     scores = score_targets(union, targets, net)
-    rows.append(("lcs-pooled" + edge, scores, secs, union.extra["tests"], union.rounds))
-    return rows
+    show(("lcs-pooled" + edge, scores, secs, union.extra["tests"], union.rounds))
 
 
 if __name__ == "__main__":

@@ -1,39 +1,37 @@
 """FedLCS: federated local causal structure of target variables (Yu et al., Sci China Inf Sci 2025).
 
 The server learns, for each target T, its parents, children and still-undirected neighbours;
-clients only run CI tests on their own rows. The search is Flower-free
-(:func:`~fedcausal_flwr.discovery.lcs.lcs_search`): it yields one *request* per round, which this
-strategy answers from the clients' replies. Its baselines (``fedlcs-local``, ``lcs-pooled``) are in
-:mod:`fedcausal_flwr.strategies.lcs_baselines`; the paper's gaps and our choices (pool, threshold,
-stop rules, AND rule, separating sets, random orientation) in ``docs/choices.md`` (FedLCS), the
-measured comparisons of the rules in ``experiments/README.md``.
+clients only run CI tests on their own rows. The Flower-free search
+(:func:`~fedcausal_flwr.discovery.lcs.lcs_search`) yields one *request* per round, answered here
+from the replies. Baselines: :mod:`fedcausal_flwr.strategies.lcs_baselines`; the paper's gaps and
+our choices: ``docs/choices.md`` (FedLCS); measured rules: ``experiments/README.md``.
 
-**FLSke** (layer-wise federated PCsimple). For every variable V whose parents-and-children set is
-needed, the server sends V's current candidates and a layer ``l``; each client replays PCsimple's
-layer ``l`` with its own tests (on-the-fly pool unless ``stable``) and returns one keep flag per
-candidate. A candidate stays with ``votes >= ratio * K`` (K = clients answering; exact decimal
-comparison, Eq. 2: ratio 0.4 keeps 2 of 3, 2 of 5, 4 of 10, 6 of 15). A variable stops after a
-layer ``l >= 1`` that removed nothing (``stop_unchanged``), when ``|CPC| <= l``, or after
-``max_depth`` (6). All pending variables advance together: one round per layer.
+**FLSke** (layer-wise federated PCsimple). For every variable V whose PC set is needed, the server
+sends V's candidates and a layer ``l``; each client runs PCsimple's layer ``l`` with its own tests
+(pool frozen at the layer's start, ``stable``; Table 2 removes on the fly: ``stable=False``) and
+returns a keep flag per candidate. A candidate stays with ``votes >= ratio * K`` (K = clients
+answering; exact decimal comparison, Eq. 2: ratio 0.4 keeps 2 of 3, 2 of 5, 4 of 10, 6 of 15). A
+variable stops after a layer ``l >= 1`` that removed nothing (``stop_unchanged``), when
+``|CPC| <= l``, or after ``max_depth`` (6). All pending variables share one round per layer.
 
 **FLSori**. PC sets of every member of PC_T, then an edge u - v iff v in PC_u and u in PC_v
 (``edge_rule="and"``, Def. 5; ``"or"``: either). For every unshielded ``a - T - b`` a consistent
 separating set is searched over ``U = (PC_a | PC_b) \\ {a, b}``, levels ``0..sep_depth``: each
 client tests ``a _||_ b | Z`` for every ``Z`` of size ``l`` (``itertools.combinations`` order) and
-uploads the p-values above alpha (NaN otherwise; all of them with ``sep_rule="fisher"``). The
-server chooses the level's set by ``sep_rule``
-(:mod:`~fedcausal_flwr.discovery.sepset_choice`): ``votes`` (default) the subset most clients
-found independent, at least ``ceil(ratio * K)``, ties by their mean p; ``max_p`` (the paper's) the
-largest p over subsets x clients; ``fisher`` the largest Fisher-combined p above alpha. Across
-levels the larger (votes, p) wins, lower levels on ties; ``sep_stop`` ends a pair's search
-(``after_found``: the first empty level after a set was found). No set: the triple stays
-undecided. Colliders (T not in the set), then Meek R1-R4.
+uploads the p-values above alpha (NaN otherwise; all with ``sep_rule="fisher"``). The server
+picks the level's set by ``sep_rule`` (:mod:`~fedcausal_flwr.discovery.sepset_choice`): ``votes``
+(default) the subset most clients found independent, at least ``ceil(ratio * K)``, ties by the
+smallest p among them; ``max_p`` (the paper's) the largest p over subsets x clients; ``fisher``
+the largest Fisher-combined p above alpha. Across levels the larger (votes, p) wins, lower levels
+on ties; ``sep_stop`` ends a pair's search (``after_found``: the first empty level after a set).
+No set: the triple stays undecided. Colliders by ``collider_rule`` (``standard``: T not in the
+chosen set), then Meek R1-R4.
 
 **FLEori**. While some T - X stays undirected, up to ``extension_depth`` (2) rings of PC sets and
 triples further out, the orientation rebuilt after each ring so arrows propagate back to T. What
 stays undirected is reported so (``random_orient=True``: the paper's random orientation). PC sets
-and separating-set decisions are shared across targets (``target="A,B"`` or ``"all"`` runs them in
-the same rounds with exactly the per-target results).
+and separating-set decisions are shared across targets (``target="A,B"`` or ``"all"``: the same
+rounds, exactly the per-target results).
 
 Wire protocol (after ``hello``; ``variables, levels, test, alpha, session`` in every payload):
 
@@ -76,6 +74,7 @@ from fedcausal_flwr.discovery.lcs import (
     PruneRequest,
     choose_sepsets,
     full_graph,
+    independent_sets,
     lcs_search,
     options_dict,
     parse_targets,
@@ -84,6 +83,7 @@ from fedcausal_flwr.discovery.lcs import (
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.graphs.sepsets import SEPSET_RULES
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.options import REQUIRED, Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedlcs import LCS_PRUNE, LCS_SEPSETS
@@ -142,9 +142,12 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
             values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
             need = vote_threshold(self.ratio, len(replies))
-            choices = choose_sepsets(jobs, values, self.alpha, self.options.sep_rule, need)
+            rule = self.options.sep_rule
+            choices = choose_sepsets(jobs, values, self.alpha, rule, need)
+            found = independent_sets(jobs, values, self.alpha, rule, need)
             clients = [r.client for r in replies]
-            answer = [None if a is None else (a[0], a[1], clients[a[2]], *a[3:]) for a in choices]
+            named = [None if a is None else (a[0], a[1], clients[a[2]], *a[3:]) for a in choices]
+            answer = list(zip(named, found, strict=True))
             self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
         self.stage_rounds["prune" if request.action == LCS_PRUNE else "sepsets"] += 1
         self.runner.answer(answer)
@@ -200,8 +203,13 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
             nullable=False,
             null_values=(),
         ),
-        Option("stable", "bool", False,
-               "PCsimple layers on a frozen candidate pool (stable) instead of on the fly"),
+        Option("stable", "bool", True,
+               "PCsimple layers on the candidate pool frozen at the layer's start (stable) "
+               "instead of on the fly",
+               paper="on the fly (Table 2's trace)",
+               why="every client then tests the same sets in a layer, so the votes count the "
+               "same evidence; better in 9 of 12 measured cells, never worse at N >= 5 on "
+               "win95pts (experiments/README.md)"),
         Option("stop_unchanged", "bool", True,
                "stop a variable after a layer (l >= 1) that removed nothing"),
         Option("sep_depth", "int", 3, "largest set in the consistent separating-set search",
@@ -223,6 +231,15 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
             choices=EDGE_RULES,
             paper="and (the AND rule, Def. 5 and Sec. 5.3)",
         ),
+        Option(
+            "collider_rule", "str", "standard",
+            "which separating sets decide a triple a - T - b: the chosen consistent set "
+            "(standard), or every set found independent at the searched levels: T in none of "
+            "them (causallearn), none or all else undecided (conservative), the majority of them "
+            "(majority, ties undecided)",
+            choices=SEPSET_RULES,
+            paper="standard (the consistent separating set, Sec. 5.2)",
+        ),
         Option("extension_depth", "int", 2, "rings of FLEori's orientation extension",
                minimum=0, paper="2"),
         Option("random_orient", "bool", False,
@@ -237,7 +254,7 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
         Option(
             "sep_rule", "str", "votes",
             "how a level's separating set is chosen across clients: the set most clients "
-            "(at least ratio x clients) found independent, ties by their mean p (votes); the "
+            "(at least ratio x clients) found independent, ties by their smallest p (votes); the "
             "largest p of any client (max_p); the largest Fisher-combined p (fisher, clients "
             "send every p-value)",
             choices=SEP_RULES,
@@ -256,7 +273,7 @@ BASELINE_OPTIONS = _lcs_options(with_ratio=False)
 def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
     """:class:`LCSOptions` of resolved options (``max_depth`` is FLSke's maximum layer)."""
     keys = ("alpha", "stable", "stop_unchanged", "sep_depth", "sep_stop", "edge_rule",
-            "extension_depth", "random_orient", "seed", "sep_rule")  # fmt: skip
+            "collider_rule", "extension_depth", "random_orient", "seed", "sep_rule")  # fmt: skip
     # one oracle (fedlcs-local, lcs-pooled) has no sep_rule: every rule chooses the same set
     given = {k: values[k] for k in keys if k in values}
     return LCSOptions(max_level=values["max_depth"], **given)

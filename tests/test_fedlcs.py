@@ -330,12 +330,14 @@ def test_separating_set_stop_rules():
             while True:
                 assert isinstance(request, SepsetRequest)
                 levels.append(request.jobs[0][3])
-                request = steps.send([answers[levels[-1]]])
+                choice = answers[levels[-1]]
+                request = steps.send([(choice, () if choice is None else (choice[0],))])
         except StopIteration:
             return levels, kb.sepsets[(0, 1)]
 
     levels, chosen = drive("after_found")
     assert levels == [0, 1, 2] and chosen["set"] == (2,) and chosen["level"] == 1
+    assert chosen["independent"] == [(), (2,)]  # every level's sets, for the collider rules
     levels, chosen = drive("first_found")
     assert levels == [0] and chosen["set"] == () and chosen["p"] == 0.5
     levels, chosen = drive("first_empty")

@@ -12,15 +12,18 @@ from fedcausal_flwr.discovery.lcs import (
     Knowledge,
     LCSOptions,
     SepsetRequest,
+    _orient,
     _sepset_search,
     local_structure,
 )
 from fedcausal_flwr.discovery.sepset_choice import (
     choose_sepsets,
     fisher_choice,
+    independent_sets,
     max_pvalue_choice,
     vote_choice,
 )
+from fedcausal_flwr.graphs.graph import ARROW, TAIL
 from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.stats.oracles import DiscreteOracle, TableOracle
 from fedcausal_flwr.strategies.fedlcs import make_strategy
@@ -43,18 +46,19 @@ def test_vote_choice_prefers_agreement_over_one_large_p():
     assert max_pvalue_choice(BLOCK, 0.05) == (0, 0, 0.9)
     candidate, client, p, votes = vote_choice(BLOCK, 0.05, need=2)
     assert (candidate, client, votes) == (1, 4, 4)
-    assert p == pytest.approx(0.35)
+    assert p == pytest.approx(0.2)  # the smallest p of the four voters
     assert vote_choice(BLOCK, 0.05, need=5) is None  # no set has five votes
     with pytest.raises(ValueError, match="at least one client"):
         vote_choice(BLOCK, 0.05, need=0)
 
 
 def test_vote_choice_ties():
-    """Equal votes: the larger mean p of the voters; equal votes and mean: the first candidate."""
-    by_mean = np.array([[0.3, 0.6], [0.3, 0.2], [0.01, 0.01]])  # 2 votes each; means .3 / .4
-    assert vote_choice(by_mean, 0.05, need=1)[:2] == (1, 0)
-    first = np.array([[0.375, 0.25], [0.375, 0.5]])  # 2 votes each, both means .375 (exact)
-    assert vote_choice(first, 0.05, need=2)[0] == 0
+    """Equal votes: the larger smallest p of the voters (not the mean); equal votes and smallest
+    p: the first candidate."""
+    by_min = np.array([[0.3, 0.6], [0.3, 0.2], [0.01, 0.01]])  # 2 votes each; mean .3 / .4
+    assert vote_choice(by_min, 0.05, need=1)[:3] == (0, 0, 0.3)  # smallest .3 beats .2
+    first = np.array([[0.3, 0.5], [0.5, 0.3]])  # 2 votes each, both smallest .3
+    assert vote_choice(first, 0.05, need=2)[:2] == (0, 1)
 
 
 def test_fisher_choice_combines_the_clients():
@@ -80,7 +84,7 @@ def test_choose_sepsets_by_rule():
     values = np.array([[0.95, 0.30, 0.01], [0.01, 0.20, 0.01], [0.01, 0.25, 0.01]])
     assert choose_sepsets([job], values, 0.05, "max_p") == [((2,), 0.95, 0)]
     [(subset, p, client, votes)] = choose_sepsets([job], values, 0.05, "votes", need=2)
-    assert (subset, client, votes) == ((3,), 0, 3) and p == pytest.approx(0.25)
+    assert (subset, client, votes) == ((3,), 0, 3) and p == pytest.approx(0.20)  # smallest p
     [(subset, p, client)] = choose_sepsets([job], values, 0.05, "fisher")
     assert subset == (3,) and client == 0
     assert choose_sepsets([job], values[:, [0, 2, 2]], 0.05, "votes", need=2) == [None]
@@ -88,6 +92,35 @@ def test_choose_sepsets_by_rule():
         choose_sepsets([job], values, 0.05, "median")
     with pytest.raises(ValueError, match="sep_rule"):
         LCSOptions(sep_rule="median")
+
+
+def test_independent_sets_follow_each_rules_criterion():
+    job = (0, 1, (2, 3, 4, 5), 1)  # four subsets of size 1: BLOCK's columns
+    assert independent_sets([job], BLOCK, 0.05, "votes", need=2) == [((3,), (5,))]
+    assert independent_sets([job], BLOCK, 0.05, "max_p") == [((2,), (3,), (5,))]
+    # combined p 1e-4, 0.054, 2e-5 and (NaN reads as dependent) 0: only candidate 1 at 0.05
+    assert independent_sets([job], BLOCK, 0.05, "fisher") == [((3,),)]
+    assert independent_sets([job], BLOCK, 0.06, "fisher") == [()]
+    with pytest.raises(ValueError, match="unknown sep_rule"):
+        independent_sets([job], BLOCK, 0.05, "median")
+
+
+@pytest.mark.parametrize(
+    ("rule", "collider"),
+    [("standard", True), ("majority", False), ("conservative", False), ("causallearn", False)],
+)
+def test_collider_rule_reads_the_chosen_or_every_independent_set(rule, collider):
+    """0 - 2 - 1 and 0 - 3 - 1, 0 and 1 non-adjacent. Chosen set (3,) (2 not in it: a collider at 2
+    by the standard rule); the sets found independent are (3,), (2,), (2, 3): 2 is in two of three,
+    so the majority rule calls it a non-collider, conservative and causallearn do not orient."""
+    kb = Knowledge(pc={0: (2, 3), 1: (2, 3), 2: (0, 1), 3: (0, 1)}, collider_rule=rule)
+    kb.sepsets[(0, 1)] = {
+        "set": (3,), "p": 0.9, "client": 0, "level": 1, "independent": [(3,), (2,), (2, 3)],
+    }  # fmt: skip
+    nodes, marks = _orient(kb, {0, 1, 2, 3}, {(0, 1)})
+    into_2 = marks[0, 2] == ARROW and marks[1, 2] == ARROW and marks[2, 0] == TAIL
+    assert into_2 == collider
+    assert marks[0, 3] == marks[3, 0] == TAIL  # 3 is in the chosen set: never a collider
 
 
 def test_votes_rank_before_p_across_levels():
@@ -101,7 +134,8 @@ def test_votes_rank_before_p_across_levels():
             request = next(steps)
             while True:
                 assert isinstance(request, SepsetRequest)
-                request = steps.send([answers[request.jobs[0][3]]])
+                choice = answers[request.jobs[0][3]]
+                request = steps.send([(choice, () if choice is None else (choice[0],))])
         except StopIteration:
             return kb.sepsets[(0, 1)]
 

@@ -35,6 +35,7 @@ from fedcausal_flwr.discovery.sepset_choice import (
     SepChoice,
     SepsetJob,
     choose_sepsets,
+    independent_sets,
 )
 from fedcausal_flwr.discovery.sepset_choice import fisher_choice as fisher_choice
 from fedcausal_flwr.discovery.sepset_choice import max_pvalue_choice as max_pvalue_choice
@@ -42,7 +43,7 @@ from fedcausal_flwr.discovery.sepset_choice import vote_choice as vote_choice
 from fedcausal_flwr.graphs.colliders import orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.meek import apply_meek
-from fedcausal_flwr.graphs.sepsets import pair_key
+from fedcausal_flwr.graphs.sepsets import SEPSET_RULES, pair_key, triple_status
 from fedcausal_flwr.stats.oracle import CIOracle
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
@@ -58,12 +59,13 @@ class LCSOptions:
 
     alpha: float = 0.05
     max_level: int = 6
-    stable: bool = False
+    stable: bool = True
     stop_unchanged: bool = True
     sep_depth: int = 3
     sep_stop: str = "after_found"
     sep_rule: str = "votes"
     edge_rule: str = "and"
+    collider_rule: str = "standard"
     extension_depth: int = 2
     random_orient: bool = False
     seed: int = 0
@@ -80,6 +82,10 @@ class LCSOptions:
             raise ValueError(f"unknown sep_rule {self.sep_rule!r}; expected one of {SEP_RULES}")
         if self.edge_rule not in EDGE_RULES:
             raise ValueError(f"unknown edge_rule {self.edge_rule!r}; expected one of {EDGE_RULES}")
+        if self.collider_rule not in SEPSET_RULES:
+            raise ValueError(
+                f"unknown collider_rule {self.collider_rule!r}; expected one of {SEPSET_RULES}"
+            )
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class Knowledge:
     layers: dict[int, list[dict]] = field(default_factory=dict)
     sepsets: dict[Pair, dict | None] = field(default_factory=dict)
     edge_rule: str = "and"  # LCSOptions.edge_rule: how two learned PC sets make an edge
+    collider_rule: str = "standard"  # LCSOptions.collider_rule: which sets decide a triple
 
 
 @dataclass
@@ -154,7 +161,7 @@ def lcs_search(n_vars: int, targets: Sequence[int], options: LCSOptions) -> LCSS
     for t in targets:
         if not 0 <= t < n_vars:
             raise KeyError(f"target index {t} is not one of the {n_vars} variables")
-    kb = Knowledge(edge_rule=options.edge_rule)
+    kb = Knowledge(edge_rule=options.edge_rule, collider_rule=options.collider_rule)
     programs = {t: _target_program(n_vars, t, kb, options) for t in dict.fromkeys(targets)}
     needs = {t: next(p) for t, p in programs.items()}
     results: dict[int, LocalStructure] = {}
@@ -204,8 +211,10 @@ def _flske(n_vars: int, variables: list[int], kb: Knowledge, options: LCSOptions
 
 
 def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, options: LCSOptions):
-    """Batched max-p consistent separating-set search, one level per request."""
+    """Batched consistent separating-set search, one level per request; each answer is a level's
+    (choice or None, every subset found independent)."""
     best: dict[Pair, dict | None] = dict.fromkeys((p for p, _ in pairs), None)
+    found: dict[Pair, list[tuple[int, ...]]] = {p: [] for p, _ in pairs}
     pools = dict(pairs)
     level = dict.fromkeys(pools, 0)
     active = list(pools)
@@ -213,8 +222,9 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
         jobs = [(a, b, pools[(a, b)], level[(a, b)]) for a, b in active]
         answers = yield SepsetRequest(jobs)
         still = []
-        for (a, b, pool, lv), answer in zip(jobs, answers, strict=True):
+        for (a, b, pool, lv), (answer, independent) in zip(jobs, answers, strict=True):
             key = (a, b)
+            found[key].extend(tuple(z) for z in independent)
             if answer is None:
                 if options.sep_stop == "first_empty" or best[key] is not None:
                     continue
@@ -231,6 +241,9 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
                 level[key] = lv + 1
                 still.append(key)
         active = still
+    for key, choice in best.items():
+        if choice is not None:
+            choice["independent"] = found[key]
     kb.sepsets.update(best)
 
 
@@ -337,10 +350,18 @@ def _orient(kb: Knowledge, known: set[int], examined: set[Pair]) -> tuple[list[i
     for a, b in sorted(examined):
         choice = kb.sepsets.get((a, b))
         if choice is not None and a in index and b in index:
-            decisions[pair_key(index[a], index[b])] = [tuple(index[v] for v in choice["set"])]
-    orient_colliders(graph, decisions, rule="conservative", conflict="existing")
+            sets = _deciding_sets(kb, choice)
+            decisions[pair_key(index[a], index[b])] = [tuple(index[v] for v in z) for z in sets]
+    rule = "conservative" if kb.collider_rule == "standard" else kb.collider_rule
+    orient_colliders(graph, decisions, rule=rule, conflict="existing")
     apply_meek(graph, mode="complete")
     return nodes, graph.marks
+
+
+def _deciding_sets(kb: Knowledge, choice: dict) -> list[tuple[int, ...]]:
+    """The sets that decide a pair's triples: the chosen one (``standard``), or every set found
+    independent at the searched levels (the chosen one among them)."""
+    return [choice["set"]] if kb.collider_rule == "standard" else choice["independent"]
 
 
 def _undirected_at(nodes: list[int], marks: np.ndarray, t: int) -> list[int]:
@@ -359,7 +380,10 @@ def _collider_list(
             continue
         ia, ib = index[a], index[b]
         for ic in np.flatnonzero((marks[ia] != NONE) & (marks[ib] != NONE)):
-            if marks[ia, ic] == ARROW and marks[ib, ic] == ARROW and nodes[ic] not in choice["set"]:
+            if marks[ia, ic] != ARROW or marks[ib, ic] != ARROW:
+                continue
+            rule = "conservative" if kb.collider_rule == "standard" else kb.collider_rule
+            if triple_status(_deciding_sets(kb, choice), nodes[ic], rule) == "collider":
                 out.append((a, nodes[ic], b))
     return out
 
@@ -648,7 +672,7 @@ def local_structure(
 ) -> tuple[dict[int, LocalStructure], Knowledge]:
     """Run the whole search against one oracle (one site, or pooled data): LCS without votes."""
     steps = lcs_search(oracle.n_vars, targets, options)
-    answer: list[tuple[int, ...]] | list[SepChoice | None]
+    answer: list[tuple[int, ...]] | list[tuple[SepChoice | None, tuple]]
     try:
         request = next(steps)
         while True:
@@ -657,7 +681,9 @@ def local_structure(
             else:
                 reveal = options.sep_rule == "fisher"
                 values = answer_sepsets(oracle, request.jobs, options.alpha, reveal)[None, :]
-                answer = choose_sepsets(request.jobs, values, options.alpha, options.sep_rule)
+                choices = choose_sepsets(request.jobs, values, options.alpha, options.sep_rule)
+                found = independent_sets(request.jobs, values, options.alpha, options.sep_rule)
+                answer = list(zip(choices, found, strict=True))
             request = steps.send(answer)
     except StopIteration as stop:
         return stop.value
@@ -750,6 +776,7 @@ def structure_payload(
                 "client": c["client"],
                 "level": c["level"],
                 **({"votes": c["votes"]} if "votes" in c else {}),
+                "independent": [named(z) for z in c["independent"]],
             }
             for (a, b), c in sorted(kb.sepsets.items())
         },

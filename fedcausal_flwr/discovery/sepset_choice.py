@@ -35,20 +35,22 @@ def max_pvalue_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float]
 
 def vote_choice(block: np.ndarray, alpha: float, need: int) -> tuple[int, int, float, int] | None:
     """In a (clients x candidates) block, the candidate found independent (``p > alpha``) by the
-    most clients, at least ``need``; ties go to the larger mean p of those clients, then to the
-    first candidate. Returns (candidate, client with its largest p, that mean p, votes), ``None``
-    if no candidate has ``need`` votes. NaN (not revealed, unreliable) is no vote."""
+    most clients, at least ``need``; ties go to the larger *smallest* p of those clients (the set
+    whose weakest agreement is strongest: a set that looks independent only because a weak
+    dependence went undetected gets a low p at some client), then to the first candidate.
+    Returns (candidate, client with its largest p, that smallest p, votes), ``None`` if no
+    candidate has ``need`` votes. NaN (not revealed, unreliable) is no vote."""
     if need < 1:
         raise ValueError(f"a separating set needs at least one client's vote, got need={need}")
     found = block > alpha
     votes = found.sum(axis=0)
     if votes.size == 0 or votes.max() < need:
         return None
-    mean = np.where(found, block, 0.0).sum(axis=0) / np.maximum(votes, 1)
+    weakest = np.where(found, block, np.inf).min(axis=0)
     top = np.flatnonzero(votes == votes.max())
-    candidate = int(top[np.argmax(mean[top])])
+    candidate = int(top[np.argmax(weakest[top])])
     client = int(np.argmax(np.where(found[:, candidate], block[:, candidate], -np.inf)))
-    return candidate, client, float(mean[candidate]), int(votes[candidate])
+    return candidate, client, float(weakest[candidate]), int(votes[candidate])
 
 
 def fisher_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | None:
@@ -58,14 +60,41 @@ def fisher_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | N
     Returns (candidate, client with its largest p, combined p) or ``None``."""
     if block.size == 0:
         return None
-    with np.errstate(divide="ignore"):
-        statistic = -2.0 * np.log(block).sum(axis=0)
-    combined = np.nan_to_num(chi2.sf(statistic, 2 * block.shape[0]), nan=0.0)
+    combined = fisher_combined(block)
     candidate = int(np.argmax(combined))
     if not combined[candidate] > alpha:
         return None
     client = int(np.argmax(block[:, candidate]))
     return candidate, client, float(combined[candidate])
+
+
+def fisher_combined(block: np.ndarray) -> np.ndarray:
+    """Fisher's combination of a (clients x candidates) block per candidate (NaN reads as 0)."""
+    with np.errstate(divide="ignore"):
+        statistic = -2.0 * np.log(block).sum(axis=0)
+    return np.nan_to_num(chi2.sf(statistic, 2 * block.shape[0]), nan=0.0)
+
+
+def independent_sets(
+    jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float, rule: str, need: int = 1
+) -> list[tuple[tuple[int, ...], ...]]:
+    """Per job, every subset the federation found independent under ``rule``'s criterion:
+    at least ``need`` clients with ``p > alpha`` (``votes``), any client (``max_p``), or the
+    Fisher-combined p above alpha (``fisher``). The majority and conservative collider rules
+    read them (``LCSOptions.collider_rule``)."""
+    if rule not in SEP_RULES:
+        raise ValueError(f"unknown sep_rule {rule!r}; expected one of {SEP_RULES}")
+    out, start = [], 0
+    for job in jobs:
+        subsets = list(combinations(job[2], job[3]))
+        block = pvalues[:, start : start + len(subsets)]
+        start += len(subsets)
+        if rule == "fisher":
+            found = fisher_combined(block) > alpha if block.size else np.zeros(0, dtype=bool)
+        else:
+            found = (block > alpha).sum(axis=0) >= (need if rule == "votes" else 1)
+        out.append(tuple(subsets[i] for i in np.flatnonzero(found)))
+    return out
 
 
 def choose_sepsets(
