@@ -17,7 +17,9 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
   search run by each client alone on its rows; avg = mean over clients of the per-client target
   means; best = the client with the highest mean F1, chosen with the truth (an oracle; the
   paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
-* ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private);
+* ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private); the
+  union of the clients' rows is the same sample for every N, so it runs once per network (N
+  ``all``);
 * ``fedpc-vote``: global layer-wise voting FedPC (ratio 0.4, max-p orientation); the target's
   incident edges are read off its global graph; ``--global fedpc-vote notears-admm`` adds the
   paper's other global baseline, NOTEARS-ADMM (discrete columns mapped by FedC2SL's frequency
@@ -100,15 +102,19 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
     return names
 
 
-#: the global baselines (the FedLCS paper compares FedPC and NOTEARS-ADMM, Fig. 10) and options
-GLOBAL_OPTIONS = {
-    "fedpc-vote": lambda args: {
-        "alpha": args.alpha,
-        "ratio": 0.4,
-        "max_depth": args.max_layer if args.global_max_layer is None else args.global_max_layer,
-    },
-    "notears-admm": lambda args: {},
-}
+#: fedpc-vote's largest layer per network where layer 6 does not fit: on pigs, after layer 4 hubs
+#: with 41 true neighbours keep every edge, so each client would run about 27 million level-5 and
+#: 157 million level-6 tests (counted from its level-4 skeleton); past 24 GB, it was killed
+GLOBAL_LAYER_CAPS = {"pigs": 3}
+
+
+def global_options(method: str, args, network: str) -> dict:
+    """Options of a global baseline (the FedLCS paper compares FedPC and NOTEARS-ADMM, Fig. 10)."""
+    if method == "notears-admm":
+        return {}
+    cap = GLOBAL_LAYER_CAPS.get(network, args.max_layer)
+    layer = min(args.max_layer, cap) if args.global_max_layer is None else args.global_max_layer
+    return {"alpha": args.alpha, "ratio": 0.4, "max_depth": layer}
 
 
 def targets_vs_global(samples: int, clients: int, alpha: float, seed: int, n_targets: int) -> None:
@@ -177,7 +183,7 @@ def main() -> None:
         dest="global_methods",
         nargs="+",
         default=["fedpc-vote"],
-        choices=sorted(GLOBAL_OPTIONS),
+        choices=["fedpc-vote", "notears-admm"],
         help="global federated baselines whose graph gives each target's local structure (the "
         "paper's: FedPC and NOTEARS-ADMM; notears-admm runs about 200 ADMM rounds, slow on "
         "large networks)",
@@ -186,9 +192,8 @@ def main() -> None:
         "--global-max-layer",
         type=int,
         default=None,
-        help="fedpc-vote's largest conditioning set (default: --max-layer). On pigs each client "
-        "would run about 27 million level-5 and 157 million level-6 tests (hubs of 41 true "
-        "neighbours keep every edge), beyond 24 GB: the README's pigs rows use 3",
+        help="fedpc-vote's largest conditioning set (default: --max-layer, and 3 on pigs, whose "
+        "hubs would need about 27 million level-5 and 157 million level-6 tests per client)",
     )
     parser.add_argument(
         "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
@@ -234,31 +239,42 @@ def main() -> None:
         targets = pick_targets(net, args.max_targets, args.seed)
         options = {"target": ",".join(targets), "alpha": args.alpha, "max_depth": args.max_layer}
         pooled = net.sample(args.samples, seed=args.seed)
+        # lcs-pooled searches the union of the clients' rows, the same sample for every N: once
+        for edge in args.edge_rules:
+            label = "lcs-pooled" + ("" if edge == "and" else f"[{edge}]")
+            union, secs = timed("lcs-pooled", [pooled], {**options, "edge_rule": edge})
+            scores = score_targets(union, targets, net)
+            row = (label, scores, secs, union.extra["tests"], union.rounds)
+            print_row(name, "all", row)
         for k in args.clients:
             parts = split_iid(pooled, k, seed=args.seed).clients
             started = time.perf_counter()
 
             def show(row: tuple, name: str = name, k: int = k) -> None:  # each row when measured
-                method, s, secs, tests, rounds = row
-                print(
-                    f"{name:<10} {k:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "
-                    f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
-                    flush=True,
-                )
+                print_row(name, k, row)
 
             for edge in args.edge_rules:
                 lcs_rows(parts, {**options, "edge_rule": edge}, args, net, targets, show)
             for method in [] if args.no_global else args.global_methods:
-                glob, secs = timed(method, parts, GLOBAL_OPTIONS[method](args))
+                glob, secs = timed(method, parts, global_options(method, args, name))
                 tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
                 scores = score({t: glob.graph for t in targets}, net.dag)
                 show((method, scores, secs, tests, glob.rounds))
             print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall)")
 
 
+def print_row(network: str, clients: int | str, row: tuple) -> None:
+    method, s, secs, tests, rounds = row
+    print(
+        f"{network:<10} {clients:>3} {method:<22} {s['f1']:6.3f} {s['shd']:6.2f} "
+        f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
+        flush=True,
+    )
+
+
 def lcs_rows(parts, options: dict, args, net, targets: list[str], show) -> None:
-    """fedlcs (one row per separating-set variant), lcs-avg, lcs-best and lcs-pooled rows, each
-    passed to ``show`` when measured."""
+    """fedlcs (one row per separating-set variant), lcs-avg and lcs-best rows, each passed to
+    ``show`` when measured."""
     k = len(parts)
     edge = "" if options["edge_rule"] == "and" else f"[{options['edge_rule']}]"
     variants = [("after_found", rule) for rule in args.sep_rules]
@@ -276,9 +292,6 @@ def lcs_rows(parts, options: dict, args, net, targets: list[str], show) -> None:
     tests = local.extra["tests"] // k
     show(("lcs-avg" + edge, summary["fedlcs-local-avg"], secs / k, tests, local.rounds))
     show(("lcs-best" + edge, summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
-    union, secs = timed("lcs-pooled", parts, options)
-    scores = score_targets(union, targets, net)
-    show(("lcs-pooled" + edge, scores, secs, union.extra["tests"], union.rounds))
 
 
 if __name__ == "__main__":
