@@ -241,7 +241,7 @@ def main() -> None:
         pooled = net.sample(args.samples, seed=args.seed)
         # lcs-pooled searches the union of the clients' rows, the same sample for every N: once
         for edge in args.edge_rules:
-            label = "lcs-pooled" + ("" if edge == "and" else f"[{edge}]")
+            label = "lcs-pooled" + edge_label(edge)
             union, secs = timed("lcs-pooled", [pooled], {**options, "edge_rule": edge})
             scores = score_targets(union, targets, net)
             row = (label, scores, secs, union.extra["tests"], union.rounds)
@@ -263,6 +263,11 @@ def main() -> None:
             print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall)")
 
 
+def edge_label(edge_rule: str) -> str:
+    """A row label's suffix for a non-default edge rule."""
+    return "" if edge_rule == "and" else f"[{edge_rule}]"
+
+
 def print_row(network: str, clients: int | str, row: tuple) -> None:
     method, s, secs, tests, rounds = row
     print(
@@ -276,7 +281,7 @@ def lcs_rows(parts, options: dict, args, net, targets: list[str], show) -> None:
     """fedlcs (one row per separating-set variant), lcs-avg and lcs-best rows, each passed to
     ``show`` when measured."""
     k = len(parts)
-    edge = "" if options["edge_rule"] == "and" else f"[{options['edge_rule']}]"
+    edge = edge_label(options["edge_rule"])
     variants = [("after_found", rule) for rule in args.sep_rules]
     variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
     for stop, rule in variants:

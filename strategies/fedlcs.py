@@ -72,9 +72,8 @@ from fedcausal_flwr.discovery.lcs import (
     LCSOptions,
     PruneJob,
     PruneRequest,
-    choose_sepsets,
+    decide_sepsets,
     full_graph,
-    independent_sets,
     lcs_search,
     options_dict,
     parse_targets,
@@ -142,12 +141,10 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
             values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
             need = vote_threshold(self.ratio, len(replies))
-            rule = self.options.sep_rule
-            choices = choose_sepsets(jobs, values, self.alpha, rule, need)
-            found = independent_sets(jobs, values, self.alpha, rule, need)
-            clients = [r.client for r in replies]
-            named = [None if a is None else (a[0], a[1], clients[a[2]], *a[3:]) for a in choices]
-            answer = list(zip(named, found, strict=True))
+            decided = decide_sepsets(jobs, values, self.alpha, self.options.sep_rule, need)
+            clients = [r.client for r in replies]  # choices name a client position: its id
+            answer = [(a if a is None else (*a[:2], clients[a[2]], *a[3:]), found)
+                      for a, found in decided]  # fmt: skip
             self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
         self.stage_rounds["prune" if request.action == LCS_PRUNE else "sepsets"] += 1
         self.runner.answer(answer)
@@ -157,7 +154,7 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         if values.shape != (n,):
             raise ClientProtocolError(
                 f"client {reply.client} sent {values.shape} values, expected {n} for this "
-                f"{type(self.runner and self.runner.pending).__name__}"
+                f"{self.runner.pending.__class__.__name__ if self.runner else 'request'}"
             )
         return values.astype(dtype)
 

@@ -8,7 +8,7 @@ separating-set decisions, shared by all targets). A federation answers a request
 separating-set choices over its clients (:mod:`~fedcausal_flwr.discovery.sepset_choice`;
 :mod:`fedcausal_flwr.strategies.fedlcs`, whose module docstring documents the rules, defaults and
 wire protocol); one oracle answers it alone with
-:func:`answer_prune`, :func:`answer_sepsets` and :func:`choose_sepsets`, which is
+:func:`answer_prune`, :func:`answer_sepsets` and :func:`decide_sepsets`, which is
 :func:`local_structure` (a site's own search, or the pooled reference). A federated client answers
 its share of a request with the same :func:`answer_prune` and :func:`answer_sepsets`.
 """
@@ -34,8 +34,7 @@ from fedcausal_flwr.discovery.sepset_choice import (
     SEP_RULES,
     SepChoice,
     SepsetJob,
-    choose_sepsets,
-    independent_sets,
+    decide_sepsets,
 )
 from fedcausal_flwr.discovery.sepset_choice import fisher_choice as fisher_choice
 from fedcausal_flwr.discovery.sepset_choice import max_pvalue_choice as max_pvalue_choice
@@ -352,8 +351,7 @@ def _orient(kb: Knowledge, known: set[int], examined: set[Pair]) -> tuple[list[i
         if choice is not None and a in index and b in index:
             sets = _deciding_sets(kb, choice)
             decisions[pair_key(index[a], index[b])] = [tuple(index[v] for v in z) for z in sets]
-    rule = "conservative" if kb.collider_rule == "standard" else kb.collider_rule
-    orient_colliders(graph, decisions, rule=rule, conflict="existing")
+    orient_colliders(graph, decisions, rule=_triple_rule(kb), conflict="existing")
     apply_meek(graph, mode="complete")
     return nodes, graph.marks
 
@@ -362,6 +360,12 @@ def _deciding_sets(kb: Knowledge, choice: dict) -> list[tuple[int, ...]]:
     """The sets that decide a pair's triples: the chosen one (``standard``), or every set found
     independent at the searched levels (the chosen one among them)."""
     return [choice["set"]] if kb.collider_rule == "standard" else choice["independent"]
+
+
+def _triple_rule(kb: Knowledge) -> str:
+    """:func:`~fedcausal_flwr.graphs.sepsets.triple_status`'s rule over :func:`_deciding_sets`
+    (one set under ``conservative`` is the standard rule, and leaves the undecided marker alone)."""
+    return "conservative" if kb.collider_rule == "standard" else kb.collider_rule
 
 
 def _undirected_at(nodes: list[int], marks: np.ndarray, t: int) -> list[int]:
@@ -374,6 +378,7 @@ def _collider_list(
 ) -> list[tuple[int, int, int]]:
     out = []
     index = {v: i for i, v in enumerate(nodes)}
+    rule = _triple_rule(kb)
     for a, b in sorted(examined):
         choice = kb.sepsets.get((a, b))
         if choice is None or a not in index or b not in index:
@@ -382,7 +387,6 @@ def _collider_list(
         for ic in np.flatnonzero((marks[ia] != NONE) & (marks[ib] != NONE)):
             if marks[ia, ic] != ARROW or marks[ib, ic] != ARROW:
                 continue
-            rule = "conservative" if kb.collider_rule == "standard" else kb.collider_rule
             if triple_status(_deciding_sets(kb, choice), nodes[ic], rule) == "collider":
                 out.append((a, nodes[ic], b))
     return out
@@ -681,9 +685,7 @@ def local_structure(
             else:
                 reveal = options.sep_rule == "fisher"
                 values = answer_sepsets(oracle, request.jobs, options.alpha, reveal)[None, :]
-                choices = choose_sepsets(request.jobs, values, options.alpha, options.sep_rule)
-                found = independent_sets(request.jobs, values, options.alpha, options.sep_rule)
-                answer = list(zip(choices, found, strict=True))
+                answer = decide_sepsets(request.jobs, values, options.alpha, options.sep_rule)
             request = steps.send(answer)
     except StopIteration as stop:
         return stop.value

@@ -75,6 +75,36 @@ def fisher_combined(block: np.ndarray) -> np.ndarray:
     return np.nan_to_num(chi2.sf(statistic, 2 * block.shape[0]), nan=0.0)
 
 
+def _job_blocks(jobs: Sequence[SepsetJob], pvalues: np.ndarray, rule: str):
+    """Each job's subsets (``itertools.combinations`` order) and its ``clients x subsets`` block."""
+    if rule not in SEP_RULES:
+        raise ValueError(f"unknown sep_rule {rule!r}; expected one of {SEP_RULES}")
+    start = 0
+    for job in jobs:
+        subsets = list(combinations(job[2], job[3]))
+        yield subsets, pvalues[:, start : start + len(subsets)]
+        start += len(subsets)
+
+
+def _choice(subsets: list, block: np.ndarray, alpha: float, rule: str, need: int):
+    if rule == "votes":
+        voted = vote_choice(block, alpha, need)
+        if voted is None:
+            return None
+        candidate, client, p, votes = voted
+        return subsets[candidate], p, client, votes
+    pick = max_pvalue_choice(block, alpha) if rule == "max_p" else fisher_choice(block, alpha)
+    return None if pick is None else (subsets[pick[0]], pick[2], pick[1])
+
+
+def _independent(subsets: list, block: np.ndarray, alpha: float, rule: str, need: int) -> tuple:
+    if rule == "fisher":
+        found = fisher_combined(block) > alpha if block.size else np.zeros(0, dtype=bool)
+    else:
+        found = (block > alpha).sum(axis=0) >= (need if rule == "votes" else 1)
+    return tuple(subsets[i] for i in np.flatnonzero(found))
+
+
 def independent_sets(
     jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float, rule: str, need: int = 1
 ) -> list[tuple[tuple[int, ...], ...]]:
@@ -82,19 +112,7 @@ def independent_sets(
     at least ``need`` clients with ``p > alpha`` (``votes``), any client (``max_p``), or the
     Fisher-combined p above alpha (``fisher``). The majority and conservative collider rules
     read them (``LCSOptions.collider_rule``)."""
-    if rule not in SEP_RULES:
-        raise ValueError(f"unknown sep_rule {rule!r}; expected one of {SEP_RULES}")
-    out, start = [], 0
-    for job in jobs:
-        subsets = list(combinations(job[2], job[3]))
-        block = pvalues[:, start : start + len(subsets)]
-        start += len(subsets)
-        if rule == "fisher":
-            found = fisher_combined(block) > alpha if block.size else np.zeros(0, dtype=bool)
-        else:
-            found = (block > alpha).sum(axis=0) >= (need if rule == "votes" else 1)
-        out.append(tuple(subsets[i] for i in np.flatnonzero(found)))
-    return out
+    return [_independent(z, b, alpha, rule, need) for z, b in _job_blocks(jobs, pvalues, rule)]
 
 
 def choose_sepsets(
@@ -108,22 +126,15 @@ def choose_sepsets(
     ``max_p`` (the paper's: largest p over subsets x clients, :func:`max_pvalue_choice`),
     ``votes`` (:func:`vote_choice`, ``need`` clients) or ``fisher`` (:func:`fisher_choice`).
     With one client all three choose the same set."""
-    if rule not in SEP_RULES:
-        raise ValueError(f"unknown sep_rule {rule!r}; expected one of {SEP_RULES}")
-    out: list[SepChoice | None] = []
-    start = 0
-    for job in jobs:
-        subsets = list(combinations(job[2], job[3]))
-        block = pvalues[:, start : start + len(subsets)]
-        start += len(subsets)
-        if rule == "votes":
-            voted = vote_choice(block, alpha, need)
-            if voted is None:
-                out.append(None)
-            else:
-                candidate, client, p, votes = voted
-                out.append((subsets[candidate], p, client, votes))
-            continue
-        pick = max_pvalue_choice(block, alpha) if rule == "max_p" else fisher_choice(block, alpha)
-        out.append(None if pick is None else (subsets[pick[0]], pick[2], pick[1]))
-    return out
+    return [_choice(z, b, alpha, rule, need) for z, b in _job_blocks(jobs, pvalues, rule)]
+
+
+def decide_sepsets(
+    jobs: Sequence[SepsetJob], pvalues: np.ndarray, alpha: float, rule: str, need: int = 1
+) -> list[tuple[SepChoice | None, tuple[tuple[int, ...], ...]]]:
+    """Per job, what the search is sent: (:func:`choose_sepsets`'s choice,
+    :func:`independent_sets`'s sets), in one pass over the jobs."""
+    return [
+        (_choice(z, b, alpha, rule, need), _independent(z, b, alpha, rule, need))
+        for z, b in _job_blocks(jobs, pvalues, rule)
+    ]
