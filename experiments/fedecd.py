@@ -249,12 +249,36 @@ def main() -> None:
     _plots(frame, out)
 
 
+#: what each view's plot scores (see the module docstring), for its title and y axis
+VIEW_TEXT = {
+    "dag": ("DAG view", "every output extended to a DAG, scored against the true DAG"),
+    "cpdag": ("CPDAG view", "every output reduced to its CPDAG, scored against the true CPDAG"),
+}
+
+
 def _plots(frame: pd.DataFrame, out: Path) -> None:
+    """Ar_F1 against K in each view; the titles say which view and what was run, so the two
+    plots are not mistaken for one another."""
     from fedcausal_flwr.plots import plot_metric_vs_clients
 
-    for view in ("dag", "cpdag"):
-        data = frame.assign(status="ok", arrow_f1=frame[f"{view}_arrow_f1"])
-        path = plot_metric_vs_clients(data, "arrow_f1", out / f"arrow_f1_vs_K_{view}.png")
+    networks = ", ".join(dict.fromkeys(frame["network"]))
+    ks = ", ".join(str(k) for k in sorted(set(frame["K"])))
+    seeds = sorted(set(frame["seed"]))
+    seed_text = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(s) for s in seeds)}"
+    rows = ", ".join(f"{n:,}" for n in sorted(set(frame["samples"])))
+    for view, (name, what) in VIEW_TEXT.items():
+        data = frame.assign(status="ok", n=frame["samples"], arrow_f1=frame[f"{view}_arrow_f1"])
+        title = (
+            f"FedECD vs baselines, {name} ({what})\n"
+            f"{networks}: {rows} rows split i.i.d. over K = {ks} clients; {seed_text}"
+        )
+        path = plot_metric_vs_clients(
+            data,
+            "arrow_f1",
+            out / f"arrow_f1_vs_K_{view}.png",
+            title=title,
+            ylabel=f"arrowhead F1 ({name})",
+        )
         print(f"plot: {path}")
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fedcausal_flwr.options import (
     Option,
@@ -97,6 +97,12 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
         "is one",
     )
     parser.add_argument("--no-edges", action="store_true", help="do not print the learned edges")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr (shown only when stderr is a terminal, once a run has "
+        "taken 2 s)",
+    )
     settings = parser.add_argument_group("run settings")
     for option in RUN_SETTINGS:
         _add_option_flag(settings, option)
@@ -132,16 +138,32 @@ def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method:
 
 
 class ProgressLines:
-    """Round-by-round progress on stderr once a run has taken a few seconds (quick runs stay
-    quiet; a slow run is then told from a hung one)."""
+    """Round-by-round progress once a run has taken ``after_s`` seconds (quick runs stay quiet;
+    a slow run is then told from a hung one). A line ending in ``...`` announces a slow start
+    (``starting Ray ...``) and is shown at once.
 
-    def __init__(self, after_s: float = 2.0) -> None:
+    ``stream``: where the lines go (default ``sys.stderr``); ``enabled``: ``None`` shows them
+    only when that stream is a terminal, so a log file or a pipe gets no progress.
+    """
+
+    def __init__(
+        self, after_s: float = 2.0, *, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
         self.started = time.monotonic()
         self.after_s = after_s
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = _is_terminal(self.stream) if enabled is None else enabled
 
     def __call__(self, line: str) -> None:
-        if time.monotonic() - self.started >= self.after_s:
-            print(f"  {line}", file=sys.stderr, flush=True)
+        if not self.enabled:
+            return
+        if line.endswith("...") or time.monotonic() - self.started >= self.after_s:
+            print(f"  {line}", file=self.stream, flush=True)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False
 
 
 def _run_command(argv: list[str]) -> int:
@@ -218,7 +240,7 @@ def _run_command(argv: list[str]) -> int:
         door="cli",
         expect_fingerprint=fingerprint,
         announce=lambda line: print(f"running {line}", flush=True),
-        progress=ProgressLines(),
+        progress=None if args.quiet else ProgressLines(),
         with_truth=None if args.draw is None else _drawer(args.draw),
     )
     print(result.summary())

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,18 @@ def _k_axis(ax: Any, ks: Sequence[int]) -> None:
     ax.set_xlabel("clients K")
 
 
-def plot_metric_vs_clients(frame: pd.DataFrame, metric: str, path: str | Path) -> Path:
-    """``metric`` against K, a panel per network, a line per method (mean ± sd over seeds)."""
+def plot_metric_vs_clients(
+    frame: pd.DataFrame,
+    metric: str,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Path:
+    """``metric`` against K, a panel per network, a line per method (mean ± sd over seeds).
+
+    ``title``: a figure title over the panels (what sets this plot apart from a sibling, such as
+    the scoring view); ``ylabel``: the y axis label (default: the metric's readable name)."""
     plt = _pyplot()
     ok = _ok(frame)
     if metric not in ok.columns:
@@ -105,10 +116,14 @@ def plot_metric_vs_clients(frame: pd.DataFrame, metric: str, path: str | Path) -
         _method_lines(ax, per_net, metric)
         _k_axis(ax, per_net["K"])
         ax.set_title(setting_title(per_net, network), fontsize=10)
-        ax.set_ylabel(metric_label(metric))
+        ax.set_ylabel(ylabel or metric_label(metric))
         ax.margins(y=0.08)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if title:  # wrapped to the figure's width (about 11 characters an inch at 11 pt)
+        width = int(fig.get_figwidth() * 11)
+        lines = [textwrap.fill(line, width) for line in title.splitlines()]
+        fig.suptitle("\n".join(lines), fontsize=11)
     fig.tight_layout()
     return _save(fig, path)
 

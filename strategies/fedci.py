@@ -344,6 +344,7 @@ class FedCIStrategy(ProtocolStrategy):
         self.batches.append(
             {"round": self.current_round, "tests": len(self._fits), "rounds": self._rounds_in_batch}
         )
+        self.annotate(tests=len(self._fits))  # the round that decides the batch's tests
         self._fits = []
         self.runner.answer(np.asarray(pvalues, dtype=float))
 

@@ -178,8 +178,11 @@ class FedCIIODStrategy(fedci.FedCIStrategy):
                 )
 
     def _progress(self, line: str) -> None:
+        """IOD's own lines: kept in the result, logged, and shown with the run's progress (the
+        enumeration runs on the server after the last round, possibly for minutes)."""
         self.progress_lines.append(line)
         LOG.info("%s", line)
+        self.report(line)
 
     def _start(self) -> StepRunner:
         assert self.schema is not None  # validate_clients has set it

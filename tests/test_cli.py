@@ -11,6 +11,7 @@ import pytest
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.federation.registry import get_method
 from fedcausal_flwr.result import Result
 
 
@@ -160,16 +161,127 @@ def test_citest_spells_the_fisher_baseline_as_run_does(capsys, tmp_path):
     assert "(fisher, site effect none)" in capsys.readouterr().out
 
 
-def test_a_slow_run_reports_each_round(capsys, monkeypatch):
-    """Progress lines appear once a run has taken a while (here: at once), one per round."""
+def progress_at_once(monkeypatch, terminal: bool) -> None:
+    """Progress lines from the first second on (normally after 2 s), stderr a terminal or not."""
+    import sys
+
     import fedcausal_flwr.cli as cli
 
     quiet_for = cli.ProgressLines.__init__.__defaults__
     monkeypatch.setattr(cli.ProgressLines.__init__, "__defaults__", (0.0,))
     assert quiet_for == (2.0,)  # normally quiet for the first 2 s
-    code, _, err = run_cli(capsys, "--method", "fedpc", "--network", "asia", "--samples", "600",
-                           "--clients", "3")  # fmt: skip
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+
+
+def round_lines(err: str) -> list[str]:
+    return [line.strip() for line in err.splitlines() if line.strip().startswith("round ")]
+
+
+FEDPC_ASIA = ("--method", "fedpc", "--network", "asia", "--samples", "600", "--clients", "3")
+
+
+def test_a_slow_run_reports_each_round(capsys, monkeypatch):
+    """On a terminal, progress lines appear once a run has taken a while (here: at once), one
+    per round, with the round's batch and CI tests where its log counts them."""
+    progress_at_once(monkeypatch, terminal=True)
+    code, _, err = run_cli(capsys, *FEDPC_ASIA)
     assert code == 0
-    lines = [line.strip() for line in err.splitlines() if line.strip().startswith("round ")]
+    lines = round_lines(err)
     assert lines[0].startswith("round 1: hello (3 of 3 clients)")
-    assert lines[1].startswith("round 2: tables (3 of 3 clients)")
+    assert lines[1].startswith("round 2: tables, batch 0 (3 of 3 clients, ")
+    assert all(line.split(" (")[1].split(")")[0].endswith(" CI tests") for line in lines[1:])
+
+
+def test_quiet_silences_progress(capsys, monkeypatch):
+    progress_at_once(monkeypatch, terminal=True)
+    code, out, err = run_cli(capsys, *FEDPC_ASIA, "--quiet")
+    assert code == 0 and "learned" in out
+    assert round_lines(err) == [] and err.strip() == ""
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(capsys, monkeypatch):
+    """A pipe or a log file gets the result, never progress lines."""
+    progress_at_once(monkeypatch, terminal=False)
+    code, out, err = run_cli(capsys, *FEDPC_ASIA)
+    assert code == 0 and "learned" in out
+    assert round_lines(err) == [] and err.strip() == ""
+
+
+def test_quiet_is_no_method_option():
+    from fedcausal_flwr.cli import run_parser
+
+    args = run_parser("fedecd").parse_args(["--method", "fedecd", "--quiet"])
+    assert args.quiet is True
+    assert "quiet" not in get_method("fedecd").options
+
+
+def test_forced_progress_names_each_rounds_action_and_stage():
+    """ProgressLines told to show everything at once: one line per round of the log, naming
+    its action (and FedECD's level: which layer a bootstrap round re-tests)."""
+    from io import StringIO
+
+    from fedcausal_flwr.api import execute
+    from fedcausal_flwr.cli import ProgressLines
+
+    stream = StringIO()
+    settings = {"network": "asia", "samples": 1500, "clients": 3}
+    result = execute("fedecd", settings, {}, progress=ProgressLines(0, stream=stream, enabled=True))
+    lines = round_lines(stream.getvalue())
+    assert len(lines) == len(result.log)
+    for line, entry in zip(lines, result.log, strict=True):
+        assert line.startswith(f"round {entry['round']}: {entry['action']}")
+        if entry["action"] in ("prune", "bootstrap_weights"):
+            assert f"{entry['action']}, level {entry['level']} (" in line
+    assert {"hello", "prune", "orient"} <= {entry["action"] for entry in result.log}
+
+
+def test_progress_lines_hold_back_rounds_but_not_a_slow_start():
+    """Before ``after_s``, round lines are held back but ``starting Ray ...`` is shown; a
+    disabled ProgressLines shows nothing."""
+    from io import StringIO
+
+    from fedcausal_flwr.cli import ProgressLines
+
+    stream = StringIO()
+    lines = ProgressLines(3600, stream=stream, enabled=True)
+    lines("round 1: hello (3 of 3 clients) 0.1 s")
+    lines("starting Ray ...")
+    assert stream.getvalue() == "  starting Ray ...\n"
+    off = StringIO()
+    silent = ProgressLines(0, stream=off, enabled=False)
+    silent("starting Ray ...")
+    silent("round 1: hello (3 of 3 clients) 0.1 s")
+    assert off.getvalue() == ""
+    assert ProgressLines(0, stream=StringIO()).enabled is False  # not a terminal
+
+
+def test_the_ray_backend_says_it_is_starting_ray(monkeypatch):
+    """The line comes before the simulation starts (Ray itself is not started here)."""
+    from fedcausal_flwr.federation import runners
+
+    heard: list[str] = []
+
+    def simulation(**kwargs):
+        heard.append("simulation")
+
+    monkeypatch.setattr(runners, "run_simulation_quietly", simulation)
+    monkeypatch.setattr(runners, "make_client_app", lambda factory: None)
+    runners._run_ray(None, None, 2, None, None, progress=heard.append)
+    assert heard == ["starting Ray ...", "simulation"]
+
+
+def test_iod_enumeration_lines_reach_the_runs_progress():
+    """IOD's global phase runs on the server after the last round: its lines are forwarded."""
+    from fedcausal_flwr.data.schema import Schema
+    from fedcausal_flwr.federation.runners import run_method
+    from tests.test_iod_federated import fig1_sites
+
+    frames = fig1_sites(600, 2, seed=3)
+    heard: list[str] = []
+    result = run_method(
+        "iod-fisher", frames, {"schema": Schema.infer(frames).dumps()}, progress=heard.append
+    )
+    assert result.extra["progress"] and set(result.extra["progress"]) <= set(heard)
+    done = next(k for k, line in enumerate(heard) if line.startswith("IOD local phase done"))
+    after = heard[done + 1 :]  # the enumeration's lines (if it took a second), the last round's
+    assert after and after[-1].startswith(f"round {result.rounds}: local_lrt")

@@ -185,6 +185,7 @@ class ProtocolWorkflow:
         settings = self.settings
         thread, f_stop, c_done = start_update_client_manager_thread(grid, context.client_manager)
         c_done.wait()
+        session.progress = settings.progress  # the strategy's report() lines go there too
         try:
             nodes = wait_for_nodes(
                 grid, settings.num_clients, settings.connect_timeout, progress=settings.progress
@@ -299,14 +300,27 @@ class ProtocolWorkflow:
             )
 
 
+#: Round-log annotations a progress line shows after the action (where a long run is), in order.
+PROGRESS_FIELDS = (
+    ("stage", "{}"),
+    ("step", "{}"),
+    ("level", "level {}"),
+    ("batch", "batch {}"),
+    ("models", "{:,} models"),
+)
+
+
 def round_summary(session: ProtocolRun, server_round: int, started: float) -> str:
-    """One progress line per round: what was asked, of how many clients, how long it took."""
+    """One progress line per round: what was asked (and at which stage, level or batch), of how
+    many clients, how many CI tests where the round log counts them, how long it took."""
     entry = session.recorder.log[-1] if session.recorder.log else {}
     action = entry.get("action", "?")
+    where = [text.format(entry[key]) for key, text in PROGRESS_FIELDS if key in entry]
     status = "" if entry.get("status", "ok") == "ok" else f", {entry['status']}"
+    tests = f", {entry['tests']:,} CI tests" if isinstance(entry.get("tests"), int) else ""
     return (
-        f"round {server_round}: {action} ({entry.get('n_replies', 0)} of "
-        f"{entry.get('n_clients', 0)} clients{status}) {time.monotonic() - started:.1f} s"
+        f"round {server_round}: {', '.join([action, *where])} ({entry.get('n_replies', 0)} of "
+        f"{entry.get('n_clients', 0)} clients{tests}{status}) {time.monotonic() - started:.1f} s"
     )
 
 

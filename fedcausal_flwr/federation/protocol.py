@@ -19,7 +19,7 @@ the run with :meth:`ProtocolRun.begin_round`, :meth:`ProtocolRun.open_round` and
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -167,6 +167,12 @@ class ProtocolStrategy:
         """Add fields to the current round's log entry (call from :meth:`handle_replies`)."""
         self.protocol_run.annotations.update(fields)
 
+    def report(self, line: str) -> None:
+        """Tell whoever follows the run (the command line's progress lines) about a long step
+        the server runs between rounds, such as IOD's enumeration; silent when no one listens."""
+        if self.protocol_run.progress is not None:
+            self.protocol_run.progress(line)
+
     def build_result(self, config: Mapping[str, Any] | None = None) -> Result:
         """The :class:`Result`: the method's payload plus the run's bookkeeping."""
         return self.protocol_run.build_result(config)
@@ -193,6 +199,8 @@ class ProtocolRun:
         self.closed_round = 0
         self.asked: dict[int, int | None] = {}  # node id -> partition id (None before hello)
         self.annotations: dict[str, Any] = {}
+        #: set by the transport: hears :meth:`ProtocolStrategy.report` lines
+        self.progress: Callable[[str], None] | None = None
         self._secure_bound = 0
 
     # ================================================================== set-up

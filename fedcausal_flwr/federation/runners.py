@@ -199,12 +199,17 @@ def run_protocol(
         with quiet_flower():
             run_local(server_app, make_client_app(client_factory), num_clients)
     else:
-        _run_ray(server_app, client_factory, num_clients, ray_tmpdir, ray_num_cpus)
+        _run_ray(server_app, client_factory, num_clients, ray_tmpdir, ray_num_cpus, progress)
     return strategy.build_result(config)
 
 
 def _run_ray(
-    server_app, client_factory, num_clients: int, ray_tmpdir, ray_num_cpus: float | None
+    server_app,
+    client_factory,
+    num_clients: int,
+    ray_tmpdir,
+    ray_num_cpus: float | None,
+    progress: Callable[[str], None] | None = None,
 ) -> None:
     backend_config = {
         "client_resources": {"num_cpus": ray_num_cpus or default_ray_num_cpus(), "num_gpus": 0.0},
@@ -220,6 +225,8 @@ def _run_ray(
     with tempfile.TemporaryDirectory(dir=tmp_root, prefix="fedcausal-") as spill_dir:
         if hasattr(client_factory, "spill"):
             client_factory = client_factory.spill(spill_dir)
+        if progress is not None:  # Ray takes seconds to start before the first round
+            progress("starting Ray ...")
         with quiet_flower(ray_tmpdir):
             # Flower's deprecated in-process entry point (why: federation/flower_internals.py);
             # the ServerApp runs in a thread of this process, so the strategy holds the result.
