@@ -2,7 +2,7 @@
 
     python experiments/fedecd.py [--networks child insurance alarm child3 child5 insurance3
         insurance5 alarm3] [--clients 5 10 15 20 25 30] [--samples 10000] [--seeds 0 1 2]
-        [--taus 0.05 0.10] [--jobs 2] [--out results/fedecd] [--quick]
+        [--taus 0.05 0.10] [--jobs 2] [--out results/experiments/fedecd-grid-v1] [--quick]
 
 Per network and seed, ``--samples`` rows are drawn from the network and split i.i.d. over K
 clients (sizes differ by at most one row; the paper's code uses contiguous blocks and drops the
@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--taus", type=float, nargs="+", default=[0.05, 0.10])
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", default="results/fedecd")
+    parser.add_argument("--out", default="results/experiments/fedecd-grid-v1")
     parser.add_argument(
         "--quick",
         action="store_true",

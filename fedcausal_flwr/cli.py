@@ -448,6 +448,8 @@ def _compare(args: argparse.Namespace) -> int:
     )
     for path in study.plots:
         print(f"  plot: {path}")
+    if study.report is not None:
+        print(f"  report: {study.report}")
     failed = study.frame[study.frame["status"] != "ok"] if not study.frame.empty else study.frame
     for row in failed.itertuples():
         print(f"  failed: {row.key}: {row.error}")
@@ -617,6 +619,30 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="(re)write DIR/report.html, one self-contained page, from a compare or experiment "
+        "results folder",
+    )
+    p.add_argument("dir", metavar="DIR", help="a folder written by compare or experiment")
+    p.add_argument("--title", default=None, help="the page's heading (default: from the folder)")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.report import write_report
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise OptionError(f"report {args.dir}: no such folder")
+    try:
+        path = write_report(folder, args.title)
+    except FileNotFoundError as err:
+        raise OptionError(f"report {args.dir}: {err}") from None
+    print(f"report written to {path}")
+    return 0
+
+
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
     from fedcausal_flwr.federation.localhost import federation_command
@@ -646,6 +672,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_experiment(sub)
     _add_citest(sub)
     _add_export(sub)
+    _add_report(sub)
     from fedcausal_flwr.federation.localhost import add_federation_parser
 
     add_federation_parser(sub)
@@ -656,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "experiment": _experiment,
         "citest": _citest,
         "export": _export,
+        "report": _report,
         "federation": _federation,
     }
     try:

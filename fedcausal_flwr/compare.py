@@ -14,6 +14,10 @@ Layout of ``out/``:
   a method's ``summaries`` hook adds (``local``: ``local-avg`` and ``local-best-oracle``).
 * ``summary.csv`` / ``summary.txt``: mean and sd per network x method x K for the current sweep.
 * ``plots/*.png``: metrics against K, costs, and one learned graph against its truth.
+* ``study.json``: the sweep's plan (settings, metrics, run keys, the drawn run) and
+  ``report.html``: one self-contained page of all of it (:mod:`fedcausal_flwr.report`).
+
+The files are read and written by :mod:`fedcausal_flwr.study_files`.
 
 Method specs are a registered name with optional options, ``name:key=value:key=value`` (e.g.
 ``fedpc:ci=sketch``), validated against the method's declared options before the first run.
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -42,15 +45,23 @@ from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
 from fedcausal_flwr.federation.registry import get_method
 from fedcausal_flwr.options import parse_spec
-from fedcausal_flwr.scoring import summary_rows, truth_for
+from fedcausal_flwr.scoring import summary_rows
 from fedcausal_flwr.settings import RUN_SETTINGS
+from fedcausal_flwr.study_files import (
+    DEFAULT_METRICS,
+    STUDY_FILE,
+    format_summary,
+    json_default,
+    learned_and_truth,
+    load_results,  # noqa: F401 - compare's public name since the first sweep
+    read_record,
+    record_path,
+    summarise,
+    write_record,
+    write_results,
+)
 
 RECORD_VERSION = 2
-DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
-ROW_COLUMNS = (
-    "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
-    "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
-)  # fmt: skip
 
 
 # ============================================================================ specs
@@ -157,14 +168,6 @@ def plan_runs(
     ]
 
 
-# ============================================================================ data
-def network_for(spec: str, seed: int) -> Any:
-    """The :class:`Network` behind a network spec (see :mod:`fedcausal_flwr.data.specs`)."""
-    from fedcausal_flwr.data.specs import network_for as build
-
-    return build(spec, seed)
-
-
 def run_data(spec: RunSpec) -> tuple[Partition, Any]:
     """The client data and true DAG of a run, derived as :func:`api.run` does for a network."""
     part, net = sample_partition(
@@ -218,37 +221,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
         record["error"] = f"{type(err).__name__}: {err}"
         record["wall_s"] = time.perf_counter() - started
-    return json.loads(json.dumps(record, default=_json_default))
-
-
-def _json_default(value: Any) -> Any:
-    """numpy scalars and arrays (metrics, options) as JSON-native values."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"cannot store {type(value).__name__} value {value!r} in a run record")
-
-
-def record_path(out: Path, key: str) -> Path:
-    return Path(out) / "runs" / f"{key}.json"
-
-
-def write_record(out: Path, record: dict[str, Any]) -> Path:
-    """Write atomically (temp file + rename), so a killed sweep never leaves a half record."""
-    path = record_path(out, record["key"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def read_record(path: Path) -> dict[str, Any] | None:
-    """A stored record, or None when the file is unreadable (it is then re-run)."""
-    try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return record if isinstance(record, dict) and "key" in record else None
+    return json.loads(json.dumps(record, default=json_default))
 
 
 # ============================================================================ progress
@@ -296,6 +269,7 @@ class Study:
     n_skipped: int
     n_failed: int
     plots: list[Path] = field(default_factory=list)
+    report: Path | None = None
 
     def summary_text(self, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
         return format_summary(self.summary, metrics)
@@ -389,87 +363,6 @@ def execute_failed(spec: RunSpec, err: BaseException) -> dict[str, Any]:
     return failed_record(spec, f"worker failed: {type(err).__name__}: {err}")
 
 
-# ============================================================================ tables
-def record_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The results.csv rows of one record: the run, plus local-avg / local-best-oracle."""
-    base = {col: record.get(col, "") for col in ROW_COLUMNS}
-    base["options"] = json.dumps(record.get("options", {}), sort_keys=True)
-    base["error"] = record.get("error") or ""
-    rows = [{**base, **_scalar_metrics(record.get("metrics", {}))}]
-    for label, metrics in sorted(record.get("derived", {}).items()):
-        rows.append({**base, "method": label, **_scalar_metrics(metrics)})
-    return rows
-
-
-def _scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "client"}
-
-
-def load_results(out: str | Path) -> pd.DataFrame:
-    """Every stored run of ``out/runs`` as one tidy frame (one row per run and derived row)."""
-    paths = sorted((Path(out) / "runs").glob("*.json"))
-    records = [r for r in map(read_record, paths) if r is not None]
-    rows = [row for record in records for row in record_rows(record)]
-    frame = pd.DataFrame(rows, columns=None if rows else list(ROW_COLUMNS))
-    if frame.empty:
-        return frame
-    metric_cols = sorted(c for c in frame.columns if c not in ROW_COLUMNS)
-    ordered = ["method", "network", "n", "K", "partition", "seed", *metric_cols]
-    ordered += ["rounds", "bytes_up", "bytes_down", "wall_s", "status", "error"]
-    ordered += ["options", "data_hash", "key"]
-    frame = frame[ordered].sort_values(["network", "n", "partition", "K", "seed", "method", "key"])
-    return frame.reset_index(drop=True)
-
-
-def write_results(out: str | Path) -> tuple[Path, pd.DataFrame]:
-    """Rebuild ``out/results.csv`` from the run records (so rows are never duplicated)."""
-    frame = load_results(out)
-    path = Path(out) / "results.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path, frame
-
-
-def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:
-    """Mean, sd and count of each metric per network x method x K over successful runs."""
-    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
-    present = [m for m in metrics if m in ok.columns]
-    if ok.empty or not present:
-        return pd.DataFrame(columns=["network", "method", "K", "runs"])
-    groups = ok.groupby(["network", "method", "K"], sort=False)[present]
-    table = groups.agg(["mean", "std"])
-    table.columns = [f"{m}_{stat}" for m, stat in table.columns]
-    table["runs"] = groups.size()
-    return table.reset_index()
-
-
-def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
-    """Mean ± sd per method (rows) x K (columns), one block per network and metric."""
-    if summary.empty:
-        return "no successful runs to summarise"
-    blocks = []
-    for network, per_net in summary.groupby("network", sort=False):
-        ks = sorted(per_net["K"].unique())
-        for metric in metrics:
-            if f"{metric}_mean" not in per_net:
-                continue
-            header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
-            lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
-            for method, rows in per_net.groupby("method", sort=False):
-                cells = []
-                for k in ks:
-                    row = rows[rows["K"] == k]
-                    if row.empty:
-                        cells.append(f"{'-':>16}")
-                        continue
-                    mean, sd = row[f"{metric}_mean"].iloc[0], row[f"{metric}_std"].iloc[0]
-                    sd = 0.0 if math.isnan(sd) else sd
-                    cells.append(f"{f'{mean:.3g} ± {sd:.2g}':>16}")
-                lines.append(f"{method:<24}" + "".join(cells))
-            blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-
 # ============================================================================ the one call
 def compare(
     methods: Sequence[str],
@@ -486,6 +379,7 @@ def compare(
     plots: bool = True,
     graph_run: str | None = None,
     retry_failed: bool = False,
+    report: bool = True,
     progress: bool = True,
     on_run_done: Callable[[dict[str, Any]], None] | None = None,
     start_method: str = "spawn",
@@ -498,7 +392,9 @@ def compare(
     declares them (e.g. ``{"alpha": 0.01}``; ``warn`` hears about the others); a method spec's
     own options override them. ``graph_run``: the key of the run whose learned graph is drawn
     against the truth (default: the first method's run on the first network at the largest K and
-    first seed).
+    first seed). ``report``: write ``out/report.html`` (:mod:`fedcausal_flwr.report`; its learned
+    graphs are drawn even with ``plots=False``), and ``out/study.json``, from which
+    ``fedcausal-flwr report`` rebuilds it.
     """
     clients = parse_int_list(clients, "clients")
     seeds = parse_int_list(seeds, "seeds")
@@ -534,11 +430,27 @@ def compare(
     summary.to_csv(out / "summary.csv", index=False)
     (out / "summary.txt").write_text(format_summary(summary, metrics) + "\n")
     study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
+    chosen = graph_run or default_graph_run(specs, frame)
+    plan = {
+        "methods": list(methods),
+        "networks": list(networks),
+        "clients": clients,
+        "seeds": seeds,
+        **settings,
+        "options": dict(options or {}),
+        "metrics": list(metrics),
+        "graph_run": chosen,
+        "keys": [s.key for s in specs],
+    }
+    (out / STUDY_FILE).write_text(json.dumps(plan, indent=1, default=json_default) + "\n")
     if plots:
         from fedcausal_flwr.plots import plot_study
 
-        chosen = graph_run or default_graph_run(specs, frame)
         study.plots = plot_study(frame, out, metrics, graph_to_draw(out, chosen))
+    if report:
+        from fedcausal_flwr.report import write_report
+
+        study.report = write_report(out)
     return study
 
 
@@ -567,17 +479,3 @@ def graph_to_draw(out: str | Path, key: str | None) -> tuple[Any, Any, str] | No
         f"seed={record['seed']}): SHD {record['metrics'].get('shd')}"
     )
     return learned, truth, title
-
-
-def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, Any]]:
-    """The learned graph of a stored run, its truth of the same kind, and the record."""
-    from fedcausal_flwr.graphs import Graph
-
-    record = read_record(record_path(Path(out), key))
-    if record is None:
-        raise KeyError(f"no run record {key!r} under {Path(out) / 'runs'}")
-    if record.get("status") != "ok" or not (record.get("result") or {}).get("graph"):
-        raise ValueError(f"run {key!r} has no learned graph (status {record.get('status')})")
-    learned = Graph.from_json(record["result"]["graph"])
-    dag = network_for(record["network"], int(record["seed"])).dag
-    return learned, truth_for(learned, dag), record

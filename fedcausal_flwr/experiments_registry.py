@@ -2,8 +2,11 @@
 
 Each entry fixes one paper setting (what runs, which numbers the paper reports for it, and which
 choices we had to make where the paper is ambiguous) and prints our numbers beside the paper's.
-A change to what an experiment runs bumps its ``version``; results go to
-``results/experiments/<name>-v<version>[-quick]`` unless another folder is given.
+A change to what an experiment runs bumps its ``version``; everything it writes goes to
+``results/experiments/<name>-v<version>[-quick|-full]`` unless ``--out`` names another folder:
+``log.txt`` (the console output), ``experiment.json`` (what ran), the experiment's own files (a
+sweep's ``runs/``, ``results.csv`` and ``plots/``; a script's tables and figures) and
+``report.html`` (:mod:`fedcausal_flwr.report`).
 
 Paper numbers are the FedC2SL authors' own run logs behind Figs. 2 and 4 (``FedC2SL/log/`` and
 ``FedC2SL/utils/calculate_log.ipynb`` of github.com/wangzhaoyu07/FedC2SL at commit a573a4c): means
@@ -12,12 +15,17 @@ over 10 runs (Sachs: 40), SHD in causal-learn 0.1.2.8's definition (``shd_cl0128
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import json
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,64 @@ class Experiment:
         return "\n".join(lines)
 
     def run(self, options: ExperimentOptions) -> int:
-        print(self.header(), flush=True)
-        return self.runner(self, options)
+        """Run into :meth:`out_dir`: the console output also goes to ``log.txt``, what ran to
+        ``experiment.json``, and then ``report.html`` is written from the folder."""
+        from fedcausal_flwr.report import EXPERIMENT_FILE, LOG_FILE, write_report
+
+        out = self.out_dir(options)
+        out.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        with open(out / LOG_FILE, "w", encoding="utf-8") as log, _tee_stdout(log):
+            print(self.header(), flush=True)
+            code = self.runner(self, options)
+        size = " --quick" if options.quick else (" --full" if options.full else "")
+        meta = {
+            "name": self.name,
+            "version": self.version,
+            "paper": self.paper,
+            "description": self.description,
+            "ambiguities": list(self.ambiguities),
+            "command": f"fedcausal-flwr experiment {self.name}{size}",
+            "exit_code": code,
+            "wall_s": time.perf_counter() - started,
+        }
+        (out / EXPERIMENT_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+        try:
+            print(f"report: {write_report(out)}")
+        except Exception as err:  # noqa: BLE001 - the results stay; `report` can retry
+            print(
+                f"warning: no report written ({type(err).__name__}: {err}); the results are in "
+                f"{out}; retry with `fedcausal-flwr report {out}`",
+                file=sys.stderr,
+            )
+        return code
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the console and to a log file."""
+
+    def __init__(self, console: TextIO, log: TextIO):
+        self.console, self.log = console, log
+
+    def write(self, text: str) -> int:
+        self.console.write(text)
+        self.log.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.console.flush()
+        self.log.flush()
+
+
+@contextlib.contextmanager
+def _tee_stdout(log: TextIO) -> Iterator[None]:
+    console = sys.stdout
+    sys.stdout = _Tee(console, log)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = console
 
 
 # ============================================================================ FedC2SL Sachs
@@ -79,12 +143,17 @@ def run_script(
                 f"experiment {experiment.name!r} runs {target}, which is not installed"
             )
         args = list(quick if options.quick else full if options.full else default)
-        if "out" in passes and options.out is not None:
-            args += ["--out", str(options.out)]
+        if "out" in passes:
+            args += ["--out", str(experiment.out_dir(options))]
         if "jobs" in passes:
             args += ["--jobs", str(options.jobs)]
         print(f"running: python -m {target} {' '.join(args)}", flush=True)
-        return subprocess.run([sys.executable, "-m", target, *args], check=False).returncode
+        command = [sys.executable, "-u", "-m", target, *args]
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1) as child:
+            assert child.stdout is not None
+            for line in child.stdout:  # through sys.stdout, so the experiment's log has it
+                print(line, end="", flush=True)
+        return child.returncode
 
     return runner
 

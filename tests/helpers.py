@@ -44,3 +44,30 @@ def padded_names(p: int) -> list[str]:
 
 def codes_of(df: pd.DataFrame) -> np.ndarray:
     return df.to_numpy(dtype=np.int64)
+
+
+def assert_self_contained_html(text: str) -> None:
+    """A page that opens offline: no script, no external source, stylesheet or link target
+    other than its own anchors; images inline."""
+    import re
+
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert "<script" not in text.lower()
+    assert not re.search(r"""(?:src|href)\s*=\s*['"](?!data:|#)""", text), "external reference"
+    assert "@import" not in text and "url(" not in text
+
+
+def assert_experiment_folder(folder: Path, name: str, *texts: str) -> str:
+    """A named experiment's folder: its console log, what ran, and a self-contained report that
+    carries the experiment's name and ``texts`` (from the console output). Returns the page."""
+    import json
+
+    meta = json.loads((folder / "experiment.json").read_text())
+    assert meta["name"] == name and meta["exit_code"] == 0 and meta["command"].endswith("--quick")
+    log = (folder / "log.txt").read_text()
+    page = (folder / "report.html").read_text()
+    assert_self_contained_html(page)
+    assert f"Experiment {name}" in page and "Console output" in page
+    for text in texts:
+        assert text in log and text in page, text
+    return page

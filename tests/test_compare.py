@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
-from helpers import padded_names
+from helpers import assert_experiment_folder, padded_names
 
 from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.cli import main
@@ -318,10 +318,11 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
             assert (float(mean), float(sd)) == pytest.approx(expected, abs=0.051), (method, k)
 
 
-def test_experiment_sachs_quick(capfd):
+def test_experiment_sachs_quick(tmp_path, capfd):
     """Runs the installed script on the packaged Sachs data."""
-    assert run_experiment("fedc2sl-sachs", quick=True) == 0
+    assert run_experiment("fedc2sl-sachs", quick=True, out=tmp_path) == 0
     text = capfd.readouterr().out
+    assert_experiment_folder(tmp_path, "fedc2sl-sachs", "853 rows x 11 variables", "PC-Voting")
     assert "running: python -m fedcausal_flwr.experiments.fedc2sl_sachs --clients 2 64" in text
     assert "853 rows x 11 variables" in text
     assert "paper SHD(cl0128)" in text and "15.70" in text and "settings the paper" in text
@@ -357,9 +358,10 @@ def test_experiment_sachs_quick(capfd):
             assert float(cl0128) == float(std) == 17.0
 
 
-def test_experiment_fedlcs_quick(capfd):
-    assert run_experiment("fedlcs-benchmarks", quick=True) == 0
+def test_experiment_fedlcs_quick(tmp_path, capfd):
+    assert run_experiment("fedlcs-benchmarks", quick=True, out=tmp_path) == 0
     text = capfd.readouterr().out
+    assert_experiment_folder(tmp_path, "fedlcs-benchmarks", "lcs-pooled", "fedpc-vote")
     for method in ("fedlcs", "lcs-avg", "lcs-best", "lcs-pooled", "fedpc-vote"):
         assert f" {method} " in text
     # the one-target block: the median / max line is the per-target lines' median / max

@@ -162,12 +162,15 @@ def test_fedci_iod_on_ray_equals_inprocess(sites, monkeypatch):
     assert np.allclose(a, b, rtol=1e-9, atol=0)
 
 
-def test_experiment_fedci_iod_quick(capfd):
+def test_experiment_fedci_iod_quick(tmp_path, capfd):
     """The named experiment's quick run prints ours beside the paper's for every method."""
+    from helpers import assert_experiment_folder
+
     from fedcausal_flwr.experiments_registry import run_experiment
 
-    assert run_experiment("fedci-iod", quick=True) == 0
+    assert run_experiment("fedci-iod", quick=True, out=tmp_path) == 0
     text = capfd.readouterr().out
+    assert_experiment_folder(tmp_path, "fedci-iod", "Pooled", "Fisher", "fedCI")
     assert "2 run(s) per (method, K, N) cell" in text
     for method, paper in (("Pooled", "0.337"), ("Fisher", "0.353"), ("fedCI", "0.335")):
         row = re.search(rf"^{method}\s+4\s+500\s+([\d.]+|nan)\s+{paper}\s+2\s+(\d)", text, re.M)

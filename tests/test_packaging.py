@@ -177,5 +177,10 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
     }
     assert all(float(r[2]) >= 0 for r in rows)  # mean SHD(cl0128)
     assert "15.70" in text  # the paper's PC-Voting number at K = 64, printed beside ours
-    assert list(elsewhere.iterdir()) == []  # the quick Sachs run writes no files
+    # the quick Sachs run writes its folder only: the console output, what ran, the report
+    folder = elsewhere / "results" / "experiments"
+    assert [p.name for p in elsewhere.iterdir()] == ["results"]
+    assert [p.name for p in folder.iterdir()] == ["fedc2sl-sachs-v1-quick"]
+    written = sorted(p.name for p in (folder / "fedc2sl-sachs-v1-quick").iterdir())
+    assert written == ["experiment.json", "log.txt", "report.html"]
     print(f"wheel test: {time.perf_counter() - start:.1f} s")

@@ -1,0 +1,449 @@
+"""One self-contained HTML page per results folder: ``report.html``.
+
+``compare`` and every named experiment write it at the end; ``fedcausal-flwr report DIR``
+rebuilds it from what the folder holds, so it never needs the process that ran the study:
+
+* ``study.json`` (written by :func:`~fedcausal_flwr.compare.compare`): the settings and the keys of
+  the sweep's runs; ``runs/*.json`` the run records (metrics, rounds, bytes, the learned graph,
+  the privacy ledger);
+* ``experiment.json`` and ``log.txt`` (written by a named experiment): what ran, the paper's
+  setting, the choices made where the paper is silent, and the console output with the paper's
+  numbers beside ours;
+* every PNG under the folder (plots of the study or of an experiment script).
+
+Images are inlined as base64 ``data:`` URIs and the page carries its own CSS, so it opens from a
+mail attachment or an offline machine (no script, no font, no request).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedcausal_flwr.study_files import (
+    DEFAULT_METRICS,
+    STUDY_FILE,
+    learned_and_truth,
+    load_results,
+    read_record,
+    summarise,
+)
+
+REPORT_NAME = "report.html"
+EXPERIMENT_FILE = "experiment.json"
+LOG_FILE = "log.txt"
+#: a console log longer than this many characters is cut in the page (the file keeps all of it)
+MAX_LOG_CHARS = 400_000
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;
+max-width:1200px;padding:1.5em 2em;color:#1d1d1f;line-height:1.45}
+h1{font-size:1.7em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:2px solid #e3e3e8;
+padding-bottom:.2em}h3{margin-bottom:.4em}
+table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}
+th,td{border:1px solid #d6d6de;padding:.28em .6em;text-align:right}
+th{background:#f1f1f6}td.name,th.name{text-align:left}
+.muted{color:#6e6e73}.bad{color:#b00020}
+img{max-width:100%;height:auto;border:1px solid #e3e3e8;margin:.4em 0}
+pre{background:#f6f6f9;padding:.8em;overflow-x:auto;font-size:.82em;max-height:40em}
+nav a{margin-right:1em}dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}
+dt{font-weight:600}dd{margin:0}figure{margin:1em 0}figcaption{font-size:.9em;color:#444}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 1.5em}
+"""
+
+
+# ============================================================================ inputs
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _records(out: Path, keys: Iterable[str] | None) -> list[dict[str, Any]]:
+    """The folder's run records (only ``keys`` when the study named them), in key order."""
+    wanted = None if keys is None else set(keys)
+    found = [read_record(p) for p in sorted((out / "runs").glob("*.json"))]
+    return [r for r in found if r is not None and (wanted is None or r["key"] in wanted)]
+
+
+def _frame(out: Path, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    frame = load_results(out)
+    if frame.empty:
+        return frame
+    return frame[frame["key"].isin({r["key"] for r in records})].reset_index(drop=True)
+
+
+# ============================================================================ html pieces
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _number(value: Any, digits: int = 3) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _esc(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.{digits}g}"
+
+
+def _table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], names: int = 1, text: int = 0
+) -> str:
+    """An HTML table; the first ``names`` and the last ``text`` columns are text (escaped,
+    left-aligned), the others numbers or trusted HTML."""
+    width = len(header)
+
+    def is_text(i: int) -> bool:
+        return i < names or i >= width - text
+
+    head = "".join(
+        f"<th class='name'>{_esc(h)}</th>" if is_text(i) else f"<th>{_esc(h)}</th>"
+        for i, h in enumerate(header)
+    )
+    body = []
+    for row in rows:
+        cells = "".join(
+            f"<td class='name'>{_esc(c)}</td>" if is_text(i) else f"<td>{c}</td>"
+            for i, c in enumerate(row)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _image(path: Path, caption: str = "") -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    alt = _esc(caption or path.stem.replace("_", " "))
+    cap = f"<figcaption>{_esc(caption)}</figcaption>" if caption else ""
+    return f"<figure><img alt='{alt}' src='data:image/png;base64,{data}'>{cap}</figure>"
+
+
+def _section(anchor: str, title: str, body: str) -> tuple[str, str, str]:
+    return anchor, title, f"<section id='{anchor}'><h2>{_esc(title)}</h2>{body}</section>"
+
+
+def _byte_text(value: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+# ============================================================================ sections
+def settings_section(study: dict[str, Any] | None, records: Sequence[dict[str, Any]]) -> str:
+    """What ran: methods (with their options), networks, K, rows, partition, seeds, backend."""
+    if not records and not study:
+        return ""
+
+    def values(column: str) -> str:
+        seen = list(dict.fromkeys(str(r.get(column)) for r in records))
+        return ", ".join(seen) if seen else "–"
+
+    items = [
+        ("methods", ", ".join((study or {}).get("methods", [])) or values("method")),
+        ("networks", values("network")),
+        ("clients K", ", ".join(str(k) for k in sorted({int(r["K"]) for r in records}))),
+        ("rows per run", values("n")),
+        ("partition", values("partition")),
+        ("seeds", ", ".join(str(s) for s in sorted({int(r["seed"]) for r in records}))),
+        ("backend", values("backend")),
+    ]
+    shared = (study or {}).get("options") or {}
+    if shared:
+        items.append(("options for every method", json.dumps(shared, sort_keys=True)))
+    rows = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items)
+    per_method: dict[str, str] = {}
+    for r in records:
+        given = r.get("options") or {}
+        shown = json.dumps(given, sort_keys=True) if given else "defaults"
+        per_method.setdefault(r["method"], shown)
+    table = _table(["method", "options as run"], sorted(per_method.items()), names=2)
+    return f"<dl>{rows}</dl><h3>Each method's own options</h3>{table}"
+
+
+def summary_section(frame: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """Mean ± sd over seeds, one table per network and metric: methods x K."""
+    from fedcausal_flwr.plots import metric_label
+
+    summary = summarise(frame, metrics)
+    if summary.empty:
+        return "<p class='bad'>No successful run to summarise.</p>"
+    parts = []
+    for network, per_net in summary.groupby("network", sort=False):
+        ks = sorted(int(k) for k in per_net["K"].unique())
+        for metric in metrics:
+            if f"{metric}_mean" not in per_net:
+                continue
+            rows = []
+            for method, group in per_net.groupby("method", sort=False):
+                cells: list[Any] = [method]
+                for k in ks:
+                    hit = group[group["K"] == k]
+                    if hit.empty:
+                        cells.append("–")
+                        continue
+                    mean, sd = hit[f"{metric}_mean"].iloc[0], hit[f"{metric}_std"].iloc[0]
+                    sd = 0.0 if math.isnan(sd) else sd
+                    cells.append(f"{mean:.3g} ± {sd:.2g} <span class='muted'>"
+                                 f"({int(hit['runs'].iloc[0])})</span>")  # fmt: skip
+                rows.append(cells)
+            header = ["method", *[f"K = {k}" for k in ks]]
+            parts.append(f"<h3>{_esc(network)}: {_esc(metric_label(metric))}</h3>")
+            parts.append(_table(header, rows))
+    parts.append("<p class='muted'>mean ± sd over seeds (number of runs).</p>")
+    return "".join(parts)
+
+
+def costs_section(frame: pd.DataFrame) -> str:
+    """Rounds, bytes up/down and wall time per method and K (means over seeds)."""
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    if ok.empty:
+        return ""
+    ok = ok[ok["method"].isin(set(_run_methods(ok)))]
+    cols = ["rounds", "bytes_up", "bytes_down", "wall_s"]
+    table = ok.groupby(["network", "method", "K"], sort=False)[cols].mean().reset_index()
+    rows = [
+        [r.network, r.method, _number(r.K), _number(r.rounds), _byte_text(r.bytes_up),
+         _byte_text(r.bytes_down), f"{r.wall_s:.2f}"]
+        for r in table.itertuples()
+    ]  # fmt: skip
+    header = ["network", "method", "K", "rounds", "bytes up", "bytes down", "wall s"]
+    return _table(header, rows, names=2) + (
+        "<p class='muted'>means over seeds; bytes are the protocol's messages (a SecAgg+ "
+        "round's own traffic is in each run record's <code>secagg</code> fields).</p>"
+    )
+
+
+def _run_methods(frame: pd.DataFrame) -> list[str]:
+    """Methods that ran (not the derived local-avg / local-best rows, which share a run)."""
+    from fedcausal_flwr.plots import DERIVED_METHODS
+
+    return [m for m in dict.fromkeys(frame["method"]) if m not in DERIVED_METHODS]
+
+
+def failures_section(records: Sequence[dict[str, Any]]) -> str:
+    failed = [r for r in records if r.get("status") != "ok"]
+    if not failed:
+        return "<p>Every run succeeded.</p>"
+    rows = [[r["key"], r.get("error") or "(no message)"] for r in failed]
+    return f"<p class='bad'>{len(failed)} run(s) failed.</p>" + _table(["run", "error"], rows, 2)
+
+
+def ledger_summary(ledger: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    """Per message kind: rounds, clients, whether the server saw only a sum (and through
+    SecAgg+), how many numbers it received per client, and the metadata keys."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for entry in ledger:
+        row = kinds.setdefault(
+            entry["kind"],
+            {
+                "rounds": 0,
+                "clients": 0,
+                "summed": True,
+                "secure": True,
+                "numbers": 0,
+                "meta": set(),
+            },
+        )
+        row["rounds"] += 1
+        row["clients"] = max(row["clients"], int(entry.get("n_clients", 0)))
+        row["summed"] &= bool(entry.get("summed"))
+        row["secure"] &= bool(entry.get("secure"))
+        for array in entry.get("arrays", []):  # distinct shapes: a client's largest reply
+            sizes = [math.prod(int(s) for s in shape) for shape in array.get("shapes", [])]
+            row["numbers"] += max(sizes, default=0)
+        row["meta"].update(entry.get("meta_keys", []))
+    rows = []
+    for kind, row in kinds.items():
+        seen = "sum via SecAgg+" if row["secure"] else ("sum" if row["summed"] else "each client's")
+        meta = ", ".join(sorted(row["meta"])) or "–"
+        numbers = _number(row["numbers"])
+        rows.append([kind, seen, row["rounds"], row["clients"], numbers, meta])
+    return rows
+
+
+def ledger_section(
+    records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
+) -> str:
+    """What the server received, per method, from one run each (the drawn run's setting)."""
+    chosen = _runs_like(records, key, order)
+    if not chosen:
+        return ""
+    parts = []
+    for record in chosen:
+        ledger = (record.get("result") or {}).get("ledger") or []
+        where = f"K = {record['K']}, seed {record['seed']}"
+        parts.append(f"<h3>{_esc(record['method'])} <span class='muted'>({where})</span></h3>")
+        if not ledger:
+            parts.append("<p class='muted'>no ledger recorded.</p>")
+            continue
+        header = ["message", "server saw", "rounds", "clients", "numbers received", "metadata"]
+        parts.append(_table(header, ledger_summary(ledger), names=2, text=1))
+    parts.append(
+        "<p class='muted'>“sum”: only the element-wise sum over clients reached the server; "
+        "“each client's”: every client's message; “numbers received”: array entries of one "
+        "client's (largest) reply, added over the rounds of that kind.</p>"
+    )
+    return "".join(parts)
+
+
+def _runs_like(
+    records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """One successful run per method at the setting (network, n, K, partition, seed) of ``key``
+    (default: the first record's network at its largest K, lowest seed), methods in ``order``."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    if not ok:
+        return []
+    anchor = next((r for r in ok if r["key"] == key), None)
+    if anchor is None:
+        first = ok[0]["network"]
+        anchor = min(
+            (r for r in ok if r["network"] == first), key=lambda r: (-int(r["K"]), int(r["seed"]))
+        )
+    setting = ("network", "n", "K", "partition", "seed")
+    same = [r for r in ok if all(r.get(c) == anchor.get(c) for c in setting)]
+    methods = list(dict.fromkeys([*order, *(r["method"] for r in same)]))
+    return sorted({r["method"]: r for r in same}.values(), key=lambda r: methods.index(r["method"]))
+
+
+def graphs_section(
+    out: Path, records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
+) -> str:
+    """Each method's learned graph against the truth at one setting, drawn and as edges."""
+    from fedcausal_flwr.graphs.export import edge_lines
+    from fedcausal_flwr.plots import plot_graph_vs_truth
+
+    chosen = _runs_like(records, key, order)
+    parts = []
+    for record in chosen:
+        try:
+            learned, truth, _ = learned_and_truth(out, record["key"])
+        except (KeyError, ValueError) as err:
+            parts.append(f"<p class='muted'>{_esc(record['method'])}: {_esc(err)}</p>")
+            continue
+        metrics = record.get("metrics") or {}
+        title = (
+            f"{record['method']} on {record['network']} (n={record['n']}, K={record['K']}, "
+            f"seed={record['seed']}): SHD {_number(metrics.get('shd', float('nan')))}"
+        )
+        path = out / "plots" / "graphs" / f"{record['key']}.png"
+        plot_graph_vs_truth(learned, truth, path, title)
+        lines = edge_lines(learned)
+        edges = _esc("\n".join(lines)) if lines else "(no edges)"
+        parts.append(
+            "<div>"
+            + _image(path, title)
+            + f"<details><summary>{len(lines)} learned edges</summary><pre>{edges}</pre></details>"
+            "</div>"
+        )
+    return "".join(parts)
+
+
+def figures_section(out: Path, skip: set[Path]) -> str:
+    """Every other PNG under the folder (the study's plots, an experiment script's figures)."""
+    found = sorted(p for p in out.rglob("*.png") if p.resolve() not in skip)
+    return "".join(_image(p, str(p.relative_to(out))) for p in found)
+
+
+def experiment_section(meta: dict[str, Any]) -> str:
+    items = [
+        ("experiment", f"{meta.get('name')} (version {meta.get('version')})"),
+        ("what it runs", meta.get("description", "")),
+        ("paper", meta.get("paper", "")),
+        ("command", meta.get("command", "")),
+        ("exit code", meta.get("exit_code", "")),
+        ("wall time", f"{meta['wall_s']:.0f} s" if "wall_s" in meta else ""),
+    ]
+    body = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in items if v != "")
+    choices = "".join(f"<li>{_esc(a)}</li>" for a in meta.get("ambiguities", []))
+    more = f"<h3>Where the paper is silent, and what we chose</h3><ul>{choices}</ul>"
+    return f"<dl>{body}</dl>" + (more if choices else "")
+
+
+def log_section(text: str) -> str:
+    cut = ""
+    if len(text) > MAX_LOG_CHARS:
+        cut = f"<p class='muted'>the last {MAX_LOG_CHARS:,} characters; {LOG_FILE} has all.</p>"
+        text = text[-MAX_LOG_CHARS:]
+    return f"{cut}<pre>{_esc(text)}</pre>"
+
+
+# ============================================================================ the page
+def build_report(out: str | Path, title: str | None = None) -> str:
+    """The HTML of ``out``'s report (see the module docstring for what it reads)."""
+    out = Path(out)
+    study = _read_json(out / STUDY_FILE)
+    meta = _read_json(out / EXPERIMENT_FILE)
+    records = _records(out, None if study is None else study.get("keys"))
+    frame = _frame(out, records) if records else pd.DataFrame()
+    metrics = (study or {}).get("metrics") or list(DEFAULT_METRICS)
+    graph_key = (study or {}).get("graph_run")
+    order = (study or {}).get("methods") or []
+    sections = []
+    if meta:
+        sections.append(_section("experiment", "Experiment", experiment_section(meta)))
+    if records:
+        sections.append(_section("settings", "Settings", settings_section(study, records)))
+        sections.append(_section("summary", "Summary", summary_section(frame, metrics)))
+    plots = out / "plots"
+    study_plots = [plots / f"{m}_vs_K.png" for m in metrics] + [plots / "costs_vs_K.png"]
+    study_plots = [p for p in study_plots if p.exists()]
+    if study_plots:
+        images = "".join(_image(p) for p in study_plots)
+        sections.append(_section("plots", "Plots", f"<div class='grid'>{images}</div>"))
+    drawn = {p.resolve() for p in study_plots} | {(plots / "graph_vs_truth.png").resolve()}
+    if records:
+        graphs = graphs_section(out, records, graph_key, order)
+        drawn |= {p.resolve() for p in (plots / "graphs").glob("*.png")}
+        if graphs:
+            intro = "<p>Each method's learned graph over the truth at one setting.</p>"
+            sections.append(_section("graphs", "Learned graphs", intro + graphs))
+        sections.append(_section("costs", "Rounds and bytes", costs_section(frame)))
+        sections.append(_section("failures", "Failures", failures_section(records)))
+        ledger = ledger_section(records, graph_key, order)
+        if ledger:
+            sections.append(_section("privacy", "What the server received", ledger))
+    figures = figures_section(out, drawn)
+    if figures:
+        sections.append(_section("figures", "Figures", figures))
+    log = out / LOG_FILE
+    if log.exists():
+        text = log.read_text(errors="replace")
+        sections.append(_section("output", "Console output", log_section(text)))
+    if not sections:
+        raise FileNotFoundError(
+            f"{out} holds no study (runs/ or {STUDY_FILE}), experiment ({EXPERIMENT_FILE}, "
+            f"{LOG_FILE}) or figure to report on"
+        )
+    heading = title or (
+        f"Experiment {meta['name']}" if meta else f"Comparison study: {out.resolve().name}"
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    nav = "".join(f"<a href='#{a}'>{_esc(t)}</a>" for a, t, _ in sections)
+    body = "".join(s for _, _, s in sections)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_esc(heading)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{_esc(heading)}</h1><p class='muted'>fedcausal-flwr report, written {stamp}; "
+        f"rebuild it with <code>fedcausal-flwr report {_esc(out.name)}</code>.</p>"
+        f"<nav>{nav}</nav>{body}</body></html>"
+    )
+
+
+def write_report(out: str | Path, title: str | None = None) -> Path:
+    """Write ``out/report.html`` (see :func:`build_report`) and return its path."""
+    path = Path(out) / REPORT_NAME
+    path.write_text(build_report(out, title), encoding="utf-8")
+    return path

@@ -1,0 +1,158 @@
+"""The files of a results folder (``compare``'s layout, see :mod:`fedcausal_flwr.compare`): run
+records under ``runs/``, ``results.csv`` rebuilt from them, the sweep's plan in ``study.json``,
+and the summaries and graphs read back from them (by ``compare`` and by the report)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedcausal_flwr.scoring import truth_for
+
+DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
+ROW_COLUMNS = (
+    "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
+    "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
+)  # fmt: skip
+
+
+def network_for(spec: str, seed: int) -> Any:
+    """The :class:`Network` behind a network spec (see :mod:`fedcausal_flwr.data.specs`)."""
+    from fedcausal_flwr.data.specs import network_for as build
+
+    return build(spec, seed)
+
+
+def json_default(value: Any) -> Any:
+    """numpy scalars and arrays (metrics, options) as JSON-native values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} in a run record")
+
+
+#: the sweep's plan (settings, metrics, run keys), read by ``fedcausal-flwr report``
+STUDY_FILE = "study.json"
+
+
+def record_path(out: Path, key: str) -> Path:
+    return Path(out) / "runs" / f"{key}.json"
+
+
+def write_record(out: Path, record: dict[str, Any]) -> Path:
+    """Write atomically (temp file + rename), so a killed sweep never leaves a half record."""
+    path = record_path(out, record["key"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A stored record, or None when the file is unreadable (it is then re-run)."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and "key" in record else None
+
+
+# ============================================================================ tables
+def record_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The results.csv rows of one record: the run, plus local-avg / local-best-oracle."""
+    base = {col: record.get(col, "") for col in ROW_COLUMNS}
+    base["options"] = json.dumps(record.get("options", {}), sort_keys=True)
+    base["error"] = record.get("error") or ""
+    rows = [{**base, **_scalar_metrics(record.get("metrics", {}))}]
+    for label, metrics in sorted(record.get("derived", {}).items()):
+        rows.append({**base, "method": label, **_scalar_metrics(metrics)})
+    return rows
+
+
+def _scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "client"}
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """Every stored run of ``out/runs`` as one tidy frame (one row per run and derived row)."""
+    paths = sorted((Path(out) / "runs").glob("*.json"))
+    records = [r for r in map(read_record, paths) if r is not None]
+    rows = [row for record in records for row in record_rows(record)]
+    frame = pd.DataFrame(rows, columns=None if rows else list(ROW_COLUMNS))
+    if frame.empty:
+        return frame
+    metric_cols = sorted(c for c in frame.columns if c not in ROW_COLUMNS)
+    ordered = ["method", "network", "n", "K", "partition", "seed", *metric_cols]
+    ordered += ["rounds", "bytes_up", "bytes_down", "wall_s", "status", "error"]
+    ordered += ["options", "data_hash", "key"]
+    frame = frame[ordered].sort_values(["network", "n", "partition", "K", "seed", "method", "key"])
+    return frame.reset_index(drop=True)
+
+
+def write_results(out: str | Path) -> tuple[Path, pd.DataFrame]:
+    """Rebuild ``out/results.csv`` from the run records (so rows are never duplicated)."""
+    frame = load_results(out)
+    path = Path(out) / "results.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:
+    """Mean, sd and count of each metric per network x method x K over successful runs."""
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    present = [m for m in metrics if m in ok.columns]
+    if ok.empty or not present:
+        return pd.DataFrame(columns=["network", "method", "K", "runs"])
+    groups = ok.groupby(["network", "method", "K"], sort=False)[present]
+    table = groups.agg(["mean", "std"])
+    table.columns = [f"{m}_{stat}" for m, stat in table.columns]
+    table["runs"] = groups.size()
+    return table.reset_index()
+
+
+def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
+    """Mean ± sd per method (rows) x K (columns), one block per network and metric."""
+    if summary.empty:
+        return "no successful runs to summarise"
+    blocks = []
+    for network, per_net in summary.groupby("network", sort=False):
+        ks = sorted(per_net["K"].unique())
+        for metric in metrics:
+            if f"{metric}_mean" not in per_net:
+                continue
+            header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
+            lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
+            for method, rows in per_net.groupby("method", sort=False):
+                cells = []
+                for k in ks:
+                    row = rows[rows["K"] == k]
+                    if row.empty:
+                        cells.append(f"{'-':>16}")
+                        continue
+                    mean, sd = row[f"{metric}_mean"].iloc[0], row[f"{metric}_std"].iloc[0]
+                    sd = 0.0 if math.isnan(sd) else sd
+                    cells.append(f"{f'{mean:.3g} ± {sd:.2g}':>16}")
+                lines.append(f"{method:<24}" + "".join(cells))
+            blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, Any]]:
+    """The learned graph of a stored run, its truth of the same kind, and the record."""
+    from fedcausal_flwr.graphs import Graph
+
+    record = read_record(record_path(Path(out), key))
+    if record is None:
+        raise KeyError(f"no run record {key!r} under {Path(out) / 'runs'}")
+    if record.get("status") != "ok" or not (record.get("result") or {}).get("graph"):
+        raise ValueError(f"run {key!r} has no learned graph (status {record.get('status')})")
+    learned = Graph.from_json(record["result"]["graph"])
+    dag = network_for(record["network"], int(record["seed"])).dag
+    return learned, truth_for(learned, dag), record
