@@ -381,8 +381,17 @@ def main() -> int:
             from fedcausal_flwr.plots import plot_metric_vs_clients
 
             frame = frame.assign(status="ok")
+            low, high = base.n_range
+            title = (
+                f"FedCDnv clients sweep, scored against the true PAG: ER d = {base.nodes}, "
+                f"degree {base.degree:g}, {base.latent:.0%} latent; each client sees "
+                f"{base.fraction:.0%} of the variables ({base.split} split) and "
+                f"{low:,}-{high:,} rows; {len(seeds)} seeds"
+            )
             for metric in ("adj_f1", "arrow_f1"):
-                path = plot_metric_vs_clients(frame, metric, out / "plots" / f"{metric}_vs_K.png")
+                path = plot_metric_vs_clients(
+                    frame, metric, out / "plots" / f"{metric}_vs_K.png", title=title
+                )
                 print(f"plot: {path}")
     if "networks" in args.parts:
         for name in networks:

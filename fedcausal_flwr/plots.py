@@ -257,6 +257,42 @@ def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
     return pos
 
 
+def separate_labels(
+    pos: dict[int, np.ndarray],
+    widths: np.ndarray,
+    height: float,
+    iterations: int = 400,
+) -> dict[int, np.ndarray]:
+    """Move nodes apart until no two label boxes (``widths[v]`` x ``height``, layout units,
+    centred on the node) overlap: each overlapping pair is pushed apart by its overlap along the
+    axis where it is smaller, half each way, so a dense cluster opens up and the rest stays put."""
+    nodes = sorted(pos)
+    if len(nodes) < 2:
+        return pos
+    xy = np.array([pos[v] for v in nodes], dtype=float)
+    w = np.asarray(widths, dtype=float)[nodes]
+    i, j = np.triu_indices(len(nodes), k=1)
+    gap_x, gap_y = (w[i] + w[j]) / 2 * 1.08, height * 1.25
+    for _ in range(iterations):
+        d = xy[j] - xy[i]
+        over_x, over_y = gap_x - np.abs(d[:, 0]), gap_y - np.abs(d[:, 1])
+        hit = (over_x > 0) & (over_y > 0)
+        if not hit.any():
+            break
+        along_y = hit & (over_y <= over_x)
+        along_x = hit & ~along_y
+        push = np.zeros_like(d)
+        sign_y = np.where(d[:, 1] >= 0, 1.0, -1.0)
+        sign_x = np.where(d[:, 0] >= 0, 1.0, -1.0)
+        push[along_y, 1] = sign_y[along_y] * over_y[along_y] / 2
+        push[along_x, 0] = sign_x[along_x] * over_x[along_x] / 2
+        move = np.zeros_like(xy)
+        np.add.at(move, j, push)
+        np.add.at(move, i, -push)
+        xy += move
+    return {v: xy[k] for k, v in enumerate(nodes)}
+
+
 def plot_graph_vs_truth(
     learned: Graph, truth: Graph | None, path: str | Path, title: str = "", seed: int = 0
 ) -> Path:
@@ -282,6 +318,10 @@ def plot_graph_vs_truth(
     skeleton.add_edges_from(pair for pairs in groups.values() for pair in pairs)
     pos = graph_layout(skeleton, seed)
     size = max(5.0, 0.35 * truth.n_nodes + 3.0)
+    # label boxes in layout units: the drawing area is about 0.8 * size inches across the span
+    per_inch = float(np.ptp(np.array(list(pos.values())), axis=0).max() or 1.0) / (0.8 * size)
+    widths = np.array([0.075 * len(name) + 0.12 for name in truth.names]) * per_inch
+    pos = separate_labels(pos, widths, 0.24 * per_inch)
     fig, ax = plt.subplots(figsize=(size + 2, size))
     xy = np.array([pos[v] for v in range(truth.n_nodes)])
     ax.scatter(xy[:, 0], xy[:, 1], s=0)  # the axes' limits (text does not set them)

@@ -525,3 +525,24 @@ def test_experiments_fedcdnv_quick(tmp_path, capfd):
     assert len(fedfci) == 2
     for column, value in expected.items():
         assert fedfci[column].to_numpy() == pytest.approx([value, value]), column
+
+
+def test_separate_labels_opens_dense_clusters_and_leaves_spread_nodes():
+    from fedcausal_flwr.plots import separate_labels
+
+    rng = np.random.default_rng(0)
+    crowded = {v: rng.normal(scale=0.05, size=2) for v in range(30)}  # a dense cluster
+    widths = rng.uniform(0.1, 0.4, size=30)
+    height = 0.05
+    pos = separate_labels(crowded, widths, height)
+    xy = np.array([pos[v] for v in range(30)])
+    i, j = np.triu_indices(30, k=1)
+    overlap_x = (widths[i] + widths[j]) / 2 - np.abs(xy[j, 0] - xy[i, 0])
+    overlap_y = height - np.abs(xy[j, 1] - xy[i, 1])
+    assert not ((overlap_x > 1e-9) & (overlap_y > 1e-9)).any()
+    before = np.array([crowded[v] for v in range(30)])
+    overlapped_x = (widths[i] + widths[j]) / 2 > np.abs(before[j, 0] - before[i, 0])
+    assert (overlapped_x & (height > np.abs(before[j, 1] - before[i, 1]))).sum() > 100
+    spread = {v: np.array([v * 1.0, 0.0]) for v in range(5)}
+    kept = separate_labels(spread, np.full(5, 0.5), 0.1)
+    assert all(np.array_equal(kept[v], spread[v]) for v in range(5))
