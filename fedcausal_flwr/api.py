@@ -45,6 +45,7 @@ def run(
     truth: Graph | str | Path | None = None,
     min_clients: int | None = None,
     secure: bool | None = None,
+    ray_address: str | None = None,
     **method_options: Any,
 ) -> Result:
     """Run ``method`` on client data and score it when a ground truth is known.
@@ -56,7 +57,7 @@ def run(
     data : sequence of DataFrame or Partition, optional
         One frame per client. Without it, ``samples`` rows of ``network`` are drawn with ``seed``
         and split into ``clients`` by ``partition``.
-    network, samples, clients, partition, seed, backend, min_clients, secure
+    network, samples, clients, partition, seed, backend, min_clients, secure, ray_address
         Run settings (:data:`fedcausal_flwr.settings.RUN_SETTINGS`); ``None`` takes the default.
         ``network`` and ``data`` are alternatives, and the network settings do not apply with
         ``data``.
@@ -75,6 +76,7 @@ def run(
         "backend": backend,
         "min_clients": min_clients,
         "secure": secure,
+        "ray_address": ray_address,
     }
     return execute(method, settings_raw, method_options, data=data, truth=truth, door="python")
 
@@ -183,6 +185,7 @@ def execute(
         door=door,
         data=provenance,
         progress=progress,
+        ray_address=settings["ray_address"],
     )
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label

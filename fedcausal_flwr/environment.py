@@ -1,8 +1,9 @@
 """What the package sets up when it is imported: its version, and an environment in which nothing
 the project starts phones out.
 
-Flower's telemetry and update check stay off, and no Flower process installs an app's
-dependencies at run time. Every Flower process the project starts inherits these (a user who wants
+Flower's telemetry and update check stay off, no Flower process installs an app's dependencies
+at run time, and Ray (Flower's simulation engine, or a cluster the project starts) collects no
+usage statistics. Every Flower process the project starts inherits these (a user who wants
 them on can set them before importing the package).
 """
 
@@ -16,6 +17,7 @@ NO_PHONING_OUT = {
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
 }
 
 for _name, _value in NO_PHONING_OUT.items():

@@ -73,6 +73,16 @@ RUN_SETTINGS = OptionSet(
             choices=BACKENDS,
         ),
         Option(
+            "ray_address",
+            "str",
+            None,
+            "a running Ray cluster to use with backend ray (host:port of its head, as `ray start "
+            "--head` prints; Ray's RAY_ADDRESS convention); the clients' data travels to the "
+            "cluster's workers with the client app",
+            nullable=True,
+            null_meaning="a fresh Ray instance on this machine (or RAY_ADDRESS if set)",
+        ),
+        Option(
             "min_clients",
             "int",
             None,
@@ -115,4 +125,11 @@ def resolve_settings(
             f"give {spell('network', door)} (a benchmark network or er:d=...) or {data} "
             "(one client per file)"
         )
-    return RUN_SETTINGS.resolve(given, owner="run", door=door)
+    settings = RUN_SETTINGS.resolve(given, owner="run", door=door)
+    if settings["ray_address"] is not None and settings["backend"] != "ray":
+        raise OptionError(
+            f"{spell('ray_address', door)} {settings['ray_address']} needs "
+            f"{spell('backend', door)} ray (it names the Ray cluster to run on); got "
+            f"{spell('backend', door)} {settings['backend']}"
+        )
+    return settings

@@ -9,6 +9,7 @@ import pytest
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 os.environ["FLWR_DISABLE_UPDATE_CHECK"] = "1"
 os.environ["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)

@@ -171,13 +171,13 @@ def test_readme_lists_the_defaults_that_differ_from_the_papers():
 
 
 def test_nothing_we_start_phones_out(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLWR_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLWR_", "RAY_USAGE"))}
     code = "import os, fedcausal_flwr; print([os.environ[k] for k in " + repr(
         ["FLWR_TELEMETRY_ENABLED", "FLWR_DISABLE_UPDATE_CHECK",
-         "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"]
+         "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "RAY_USAGE_STATS_ENABLED"]
     ) + "])"  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.strip() == "['0', '1', '1']", out.stderr
+    assert out.stdout.strip() == "['0', '1', '1', '0']", out.stderr
     from fedcausal_flwr.federation.deploy import LocalDeployment
     from fedcausal_flwr.federation.runners import quiet_flower
 

@@ -170,13 +170,15 @@ def run_protocol(
     config: Mapping[str, Any] | None = None,
     ray_tmpdir: str | os.PathLike | None = None,
     ray_num_cpus: float | None = None,
+    ray_address: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Run ``strategy`` against ``num_clients`` clients from ``client_factory``; the Result.
 
     ``min_clients`` (default: all) is how many clients must survive dropouts. ``config`` is stored
-    in ``Result.config`` for provenance. ``progress`` hears one line per round. A strategy object
-    can be run only once.
+    in ``Result.config`` for provenance. ``progress`` hears one line per round. ``ray_address``
+    (backend ``ray``): a running Ray cluster to connect to instead of starting one. A strategy
+    object can be run only once.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -195,11 +197,16 @@ def run_protocol(
         progress=progress,
     )
     server_app = make_server_app(strategy, settings)
+    if ray_address is not None and backend != "ray":
+        raise ValueError(f"ray_address {ray_address!r} needs backend 'ray', not {backend!r}")
     if backend == "inprocess":
         with quiet_flower():
             run_local(server_app, make_client_app(client_factory), num_clients)
     else:
-        _run_ray(server_app, client_factory, num_clients, ray_tmpdir, ray_num_cpus, progress)
+        _run_ray(
+            server_app, client_factory, num_clients, ray_tmpdir, ray_num_cpus, progress,
+            ray_address,
+        )  # fmt: skip
     return strategy.build_result(config)
 
 
@@ -210,8 +217,9 @@ def _run_ray(
     ray_tmpdir,
     ray_num_cpus: float | None,
     progress: Callable[[str], None] | None = None,
+    ray_address: str | None = None,
 ) -> None:
-    backend_config = {
+    backend_config: dict[str, Any] = {
         "client_resources": {"num_cpus": ray_num_cpus or default_ray_num_cpus(), "num_gpus": 0.0},
         "init_args": {
             "logging_level": "ERROR",
@@ -219,14 +227,21 @@ def _run_ray(
             "include_dashboard": False,
         },
     }
+    # an existing cluster (given, or Ray's RAY_ADDRESS convention) may span machines
+    cluster = ray_address or os.environ.get("RAY_ADDRESS") or None
+    if ray_address is not None:
+        backend_config["init_args"]["address"] = ray_address
+    elif cluster is None:  # a private instance: its services listen on the loopback only
+        backend_config["init_args"]["_node_ip_address"] = "127.0.0.1"
     tmp_root = Path(ray_tmpdir or os.environ.get("RAY_TMPDIR") or tempfile.gettempdir())
     check_ray_tmpdir(tmp_root)
     tmp_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=tmp_root, prefix="fedcausal-") as spill_dir:
-        if hasattr(client_factory, "spill"):
+        if hasattr(client_factory, "spill") and cluster is None:  # no file system to share
             client_factory = client_factory.spill(spill_dir)
         if progress is not None:  # Ray takes seconds to start before the first round
-            progress("starting Ray ...")
+            where = f"connecting to Ray at {cluster}" if cluster else "starting Ray"
+            progress(f"{where} ...")
         with quiet_flower(ray_tmpdir):
             # Flower's deprecated in-process entry point (why: federation/flower_internals.py);
             # the ServerApp runs in a thread of this process, so the strategy holds the result.
