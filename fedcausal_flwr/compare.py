@@ -62,6 +62,8 @@ from fedcausal_flwr.study_files import (
 )
 
 RECORD_VERSION = 2
+#: runs a sweep's worker process does before a fresh one takes over (memory stays flat)
+RUNS_PER_WORKER = 40
 
 
 # ============================================================================ specs
@@ -312,8 +314,24 @@ def run_sweep(
         return len(pending), n_skipped, bar.failed
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     context = multiprocessing.get_context(start_method)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures: dict[Future, RunSpec] = {pool.submit(execute_run, s): s for s in pending}
+    # fresh worker processes every RUNS_PER_WORKER runs each, so what runs leave behind in a
+    # process (caches, fragmentation) cannot add up over a long sweep (Python 3.11's
+    # max_tasks_per_child can hang the pool when it replaces a worker: not used)
+    chunk = RUNS_PER_WORKER * jobs
+    for start in range(0, len(pending), chunk):
+        _run_pool(pending[start : start + chunk], jobs, context, finish)
+    return len(pending), n_skipped, bar.failed
+
+
+def _run_pool(
+    specs: Sequence[RunSpec],
+    jobs: int,
+    context: Any,
+    finish: Callable[[dict[str, Any]], None],
+) -> None:
+    """Run ``specs`` on ``jobs`` fresh worker processes, each record to ``finish`` as it ends."""
+    with ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=context) as pool:
+        futures: dict[Future, RunSpec] = {pool.submit(execute_run, s): s for s in specs}
         remaining = set(futures)
         try:
             while remaining:
@@ -328,7 +346,6 @@ def run_sweep(
             for future in remaining:
                 future.cancel()
             raise
-    return len(pending), n_skipped, bar.failed
 
 
 def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:

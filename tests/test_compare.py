@@ -16,6 +16,7 @@ import pytest
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
 from helpers import assert_experiment_folder, padded_names
 
+import fedcausal_flwr.compare as compare_module
 from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.compare import (
@@ -195,12 +196,22 @@ def test_failing_run_is_recorded_and_sweep_goes_on(tmp_path):
     assert retried.n_run == 2 and len(load_results(tmp_path)) == 4
 
 
-def test_parallel_jobs_match_serial(tmp_path):
+def test_parallel_jobs_match_serial(tmp_path, monkeypatch):
     common = dict(methods=["fedpc", "pc-cit-vote"], networks=["er:d=6"], clients=[2, 3],
                   samples=600, seeds=[0], plots=False, progress=False)  # fmt: skip
     serial = compare(**common, out=tmp_path / "serial")
+    # one run per worker: four runs on two workers take two pools of fresh processes
+    monkeypatch.setattr(compare_module, "RUNS_PER_WORKER", 1)
+    pools = []
+    real_pool = compare_module._run_pool
+
+    def counted(specs, *rest):
+        pools.append(len(specs))
+        return real_pool(specs, *rest)
+
+    monkeypatch.setattr(compare_module, "_run_pool", counted)
     parallel = compare(**common, out=tmp_path / "parallel", jobs=2)
-    assert parallel.n_run == 4 and parallel.n_failed == 0
+    assert parallel.n_run == 4 and parallel.n_failed == 0 and pools == [2, 2]
     cols = ["key", "data_hash", "shd", "arrow_f1", "rounds", "bytes_up"]
     pd.testing.assert_frame_equal(serial.frame[cols], parallel.frame[cols])
     # a synthetic network is redrawn per seed
