@@ -20,52 +20,16 @@ round)`` (target <= 1.5), and the peak resident memory of the process tree per s
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
-import threading
 import time
-from pathlib import Path
 
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.experiments.process_memory import TreeSampler
 from fedcausal_flwr.federation.runners import default_ray_num_cpus, quiet_flower, run_method
 
 RAY_TMP = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 bytes
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants (Ray's actors included)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * PAGE
-        except (OSError, ValueError, IndexError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total
-
-
-class PeakMemory(threading.Thread):
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.peak, self.stop = 0, threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.peak = max(self.peak, tree_rss(os.getpid()))
-            self.stop.wait(0.25)
 
 
 def bare_flower(clients: int, rounds: int) -> tuple[float, list[float], float]:
@@ -156,7 +120,7 @@ def main() -> None:
         in_round = statistics.median(
             inproc_marks[i + 1] - inproc_marks[i] for i in range(2, len(inproc_marks), 2)
         )
-        memory = PeakMemory()
+        memory = TreeSampler(every=0.25)
         memory.start()
         started, marks, ended, result = ours(parts, "ray")
         memory.stop.set()

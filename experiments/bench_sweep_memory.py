@@ -15,56 +15,22 @@ near 1) and the wall time.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import tempfile
-import threading
 import time
-from pathlib import Path
 
 from fedcausal_flwr.compare import compare
+from fedcausal_flwr.experiments.process_memory import TreeSampler
 
 METHODS = ["fedpc", "fedpc-vote", "pc-vote", "pc-cit-vote", "pooled", "local"]
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-            rss[int(entry.name)] = int(fields[21]) * PAGE
-        except (OSError, ValueError, IndexError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total
-
-
-class Sampler(threading.Thread):
-    """Samples the process tree's RSS; ``marks`` holds (network, K, seed, sample index) per
-    finished run."""
+class Sampler(TreeSampler):
+    """Also keeps (network, K, seed, sample index) per finished run in ``marks``."""
 
     def __init__(self, every: float = 0.5):
-        super().__init__(daemon=True)
-        self.every = every
-        self.samples: list[int] = []
+        super().__init__(every)
         self.marks: list[tuple[str, int, int, int]] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            self.samples.append(tree_rss(os.getpid()))
-            self.stop.wait(self.every)
 
     def run_done(self, record: dict) -> None:
         self.marks.append((record["network"], int(record["K"]), int(record["seed"]),
