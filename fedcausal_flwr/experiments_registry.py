@@ -70,13 +70,18 @@ class Experiment:
             print(self.header(), flush=True)
             code = self.runner(self, options)
         size = " --quick" if options.quick else (" --full" if options.full else "")
+        flags = (
+            (f" --out {options.out}" if options.out else "")
+            + (f" --jobs {options.jobs}" if options.jobs != 1 else "")
+            + size
+        )
         meta = {
             "name": self.name,
             "version": self.version,
             "paper": self.paper,
             "description": self.description,
             "ambiguities": list(self.ambiguities),
-            "command": f"fedcausal-flwr experiment {self.name}{size}",
+            "command": f"fedcausal-flwr experiment {self.name}{flags}",
             "exit_code": code,
             "wall_s": time.perf_counter() - started,
         }
