@@ -391,6 +391,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "network; 5000 rows, alpha 0.05",
                 "vote rounding: votes >= ceil(0.4 * N); separating-set search up to size 3, "
                 "stopping after the first level with no independent set once one was found",
+                "separating set: the one most clients found independent, ties by the smallest p "
+                "of the agreeing clients (the paper's largest p: sep_rule=max_p, printed too); "
+                "FLSke layers on the pool frozen at the layer's start (the paper's trace: on the "
+                "fly, stable=false)",
                 "default runs insurance, alarm, win95pts; --full adds andes and pigs; --quick: "
                 "alarm, N = 3, 5, 10 targets",
             ),
