@@ -54,10 +54,16 @@ from fedcausal_flwr.federation.messages import (
 Handler = Callable[..., tuple[list[np.ndarray], dict]]
 T = TypeVar("T")
 _ACTION_ATTR = "_protocol_action"
+_COMPACT_ATTR = "_protocol_compact"
 
 
-def action(name: str) -> Callable[[Handler], Handler]:
-    """Register the decorated method as the handler of action ``name``."""
+def action(name: str, compact: bool = False) -> Callable[[Handler], Handler]:
+    """Register the decorated method as the handler of action ``name``.
+
+    ``compact``: outside SecAgg+ its integer arrays travel in the smallest integer type that
+    holds their values (counts of a 1,000-row client fit 2 bytes, not 8); the server must read
+    them as int64 (the table sums do). SecAgg+ quantises the reply itself, so a secure reply is
+    left as it is."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"action name must be a non-empty string, got {name!r}")
     if name == HELLO:
@@ -65,9 +71,18 @@ def action(name: str) -> Callable[[Handler], Handler]:
 
     def mark(fn: Handler) -> Handler:
         setattr(fn, _ACTION_ATTR, name)
+        setattr(fn, _COMPACT_ATTR, compact)
         return fn
 
     return mark
+
+
+def compact_integers(array: np.ndarray) -> np.ndarray:
+    """``array`` in the smallest integer type holding its values (lossless; others unchanged)."""
+    if array.dtype.kind not in "iu" or array.size == 0:
+        return array
+    low, high = int(array.min()), int(array.max())
+    return array.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
 
 
 class FrameCache:
@@ -138,6 +153,8 @@ class ProtocolClient(NumPyClient):
                 )
         if bool(config.get(KEY_SECURE, False)):
             check_secure_vector(arrays, int(config[KEY_CLIP]), self.partition_id, name)
+        elif getattr(getattr(self, self._actions.get(name, ""), None), _COMPACT_ATTR, False):
+            arrays = [compact_integers(a) for a in arrays]
         try:
             meta_json = to_json(meta)
         except (TypeError, ValueError) as err:

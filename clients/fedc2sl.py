@@ -110,12 +110,12 @@ class FedC2SLClient(ProtocolClient):
         except (TableTooLargeError, ValueError, MemoryError) as err:
             raise ProtocolError(self.partition_id, f"cannot count the tables: {err}") from None
 
-    @action(TABLES)
+    @action(TABLES, compact=True)
     def tables(self, payload: dict, arrays: list[np.ndarray]):
         vector, _ = self._tables(payload, arrays)
         return [vector], {}
 
-    @action(SPARSE_TABLES)
+    @action(SPARSE_TABLES, compact=True)
     def sparse_tables(self, payload: dict, arrays: list[np.ndarray]):
         """The nonzero cells of the batch's tables (flat index, count): for batches whose dense
         tables would be larger than the data (the server merges them)."""

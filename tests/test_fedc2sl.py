@@ -275,3 +275,28 @@ def test_flwr_run_config_can_score_against_the_network():
     assert result.metrics == {}
     score(result, "network", "asia")
     assert {"shd", "adj_f1", "arrow_f1"} <= set(result.metrics)
+
+
+def test_plain_table_replies_travel_compact_and_sum_exactly():
+    """Outside SecAgg+ a client's counts travel in the smallest integer type that holds them
+    (lossless); the server sums them in int64, so the graph is still pooled PC's."""
+    import numpy as np
+
+    from fedcausal_flwr.api import run
+    from fedcausal_flwr.clients.base import compact_integers
+
+    assert compact_integers(np.array([0, 255])).dtype == np.uint8
+    assert compact_integers(np.array([0, 300])).dtype == np.uint16
+    assert compact_integers(np.array([-1, 5])).dtype == np.int16
+    assert compact_integers(np.array([0.5])).dtype == np.float64
+    result = run("fedpc", network="alarm", samples=2000, clients=4, test="chi2")
+    pooled = run("pooled", network="alarm", samples=2000, clients=4, test="chi2")
+    assert np.array_equal(result.graph.marks, pooled.graph.marks)
+    dtypes = {
+        array["dtype"]
+        for entry in result.ledger
+        if entry["kind"] in ("tables", "sparse_tables")
+        for array in entry["arrays"]
+    }
+    assert dtypes and dtypes <= {"uint8", "uint16", "uint32"}  # uint32: large cell indices
+    assert dtypes & {"uint8", "uint16"}

@@ -371,6 +371,9 @@ def check_sparse_tables(indices: np.ndarray, counts: np.ndarray, total: int) -> 
         return f"sparse tables of shapes {indices.shape} and {counts.shape}, expected two equal 1-d"
     if indices.dtype.kind not in "iu" or counts.dtype.kind not in "iu":
         return "sparse tables must hold integer indices and counts"
+    # compact replies come in narrow (unsigned) types: check in int64, where a difference can
+    # be negative
+    indices, counts = indices.astype(np.int64), counts.astype(np.int64)
     if indices.size and (indices.min() < 0 or indices.max() >= total):
         return f"sparse table indices outside 0..{total - 1}"
     if counts.size and counts.min() < 1:
