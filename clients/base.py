@@ -45,6 +45,7 @@ from fedcausal_flwr.federation.messages import (
     KEY_META,
     KEY_PARTITION,
     KEY_PAYLOAD,
+    KEY_SECAGG,
     KEY_SECURE,
     ProtocolError,
     check_secure_vector,
@@ -153,7 +154,9 @@ class ProtocolClient(NumPyClient):
                 )
         if bool(config.get(KEY_SECURE, False)):
             check_secure_vector(arrays, int(config[KEY_CLIP]), self.partition_id, name)
-        elif getattr(getattr(self, self._actions.get(name, ""), None), _COMPACT_ATTR, False):
+        through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
+        handler = getattr(self, self._actions.get(name, ""), None)
+        if not through_secagg and getattr(handler, _COMPACT_ATTR, False):
             arrays = [compact_integers(a) for a in arrays]
         try:
             meta_json = to_json(meta)

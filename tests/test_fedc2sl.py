@@ -277,11 +277,12 @@ def test_flwr_run_config_can_score_against_the_network():
     assert {"shd", "adj_f1", "arrow_f1"} <= set(result.metrics)
 
 
-def test_plain_table_replies_travel_compact_and_sum_exactly():
+def test_plain_table_replies_travel_compact_and_sum_exactly(monkeypatch):
     """Outside SecAgg+ a client's counts travel in the smallest integer type that holds them
     (lossless); the server sums them in int64, so the graph is still pooled PC's."""
     import numpy as np
 
+    import fedcausal_flwr.clients.base as client_base
     from fedcausal_flwr.api import run
     from fedcausal_flwr.clients.base import compact_integers
 
@@ -289,15 +290,18 @@ def test_plain_table_replies_travel_compact_and_sum_exactly():
     assert compact_integers(np.array([0, 300])).dtype == np.uint16
     assert compact_integers(np.array([-1, 5])).dtype == np.int16
     assert compact_integers(np.array([0.5])).dtype == np.float64
-    result = run("fedpc", network="alarm", samples=2000, clients=4, test="chi2")
-    pooled = run("pooled", network="alarm", samples=2000, clients=4, test="chi2")
-    assert np.array_equal(result.graph.marks, pooled.graph.marks)
-    dtypes = {
-        array["dtype"]
-        for entry in result.ledger
-        if entry["kind"] in ("tables", "sparse_tables")
-        for array in entry["arrays"]
-    }
-    # the ledger holds each client's sparse reply, but only the int64 sum of dense tables
-    assert dtypes and dtypes <= {"uint8", "uint16", "uint32", "int64"}
-    assert dtypes & {"uint8", "uint16"}
+    setting = dict(network="alarm", samples=4000, clients=4, test="chi2")
+    compact = run("fedpc", **setting)
+    pooled = run("pooled", **setting)
+    assert np.array_equal(compact.graph.marks, pooled.graph.marks)
+    sparse = {a["dtype"] for e in compact.ledger if e["kind"] == "sparse_tables"
+              for a in e["arrays"]}  # fmt: skip
+    assert sparse and sparse <= {"uint8", "uint16", "uint32"}
+    monkeypatch.setattr(client_base, "compact_integers", lambda array: array)
+    wide = run("fedpc", **setting)
+    assert np.array_equal(wide.graph.marks, compact.graph.marks)
+    assert compact.bytes_up < wide.bytes_up / 3  # 1,000-row clients: 2-byte counts, not 8
+    secure = run("fedpc", secure=True, **{**setting, "samples": 1000})
+    assert np.array_equal(
+        secure.graph.marks, run("pooled", **{**setting, "samples": 1000}).graph.marks
+    )

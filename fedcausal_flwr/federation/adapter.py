@@ -36,6 +36,7 @@ from fedcausal_flwr.federation.messages import (
     KEY_PARTITION,
     KEY_PAYLOAD,
     KEY_ROUND,
+    KEY_SECAGG,
     KEY_SECURE,
     ClientFailure,
     Failure,
@@ -86,6 +87,7 @@ class FlowerStrategy(Strategy):
             KEY_PAYLOAD: payload_json,
             KEY_ROUND: int(server_round),
             KEY_SECURE: bool(request.secure),
+            KEY_SECAGG: bool(request.secure and session.secure_mode),
             KEY_CLIP: int(clip),
         }
         ins = FitIns(params, config)

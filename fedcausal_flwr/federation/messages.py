@@ -28,6 +28,8 @@ KEY_PAYLOAD = "payload"
 KEY_ROUND = "round"
 KEY_SECURE = "secure"
 KEY_CLIP = "clip"
+#: the reply goes through SecAgg+ (a summable request in a secure run): keep its integer type
+KEY_SECAGG = "secagg"
 KEY_META = "meta"
 KEY_PARTITION = "partition_id"
 
