@@ -35,6 +35,10 @@ action        payload                                     reply                 
 ``moments``   ``variables``                               float64 ``[n, sum x, x x^T]``   no (*)
 ============  ==========================================  ==============================  ========
 
+``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
+integer array in the smallest type that holds its values (counts of a 1,000-row client in 2
+bytes; ``@action(..., compact=True)``); the server reads them as int64.
+
 (*) summed on the server: moments in partition order (deterministic float sums), sparse tables
 merged exactly (int64).
 
