@@ -163,11 +163,13 @@ def _method_lines(ax, per_net: pd.DataFrame, column: str) -> None:
         )
 
 
-def _byte_text(value: float) -> str:
+def byte_text(value: float, digits: int | None = None) -> str:
+    """Bytes in B / kB / MB / GB (``digits``: significant digits; default as ``:g``)."""
+    spec = "g" if digits is None else f".{digits}g"
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if value >= size:
-            return f"{value / size:g} {unit}"
-    return f"{value:g} B"
+            return f"{value / size:{spec}} {unit}"
+    return f"{value:{spec}} B"
 
 
 def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
@@ -194,7 +196,7 @@ def plot_costs(frame: pd.DataFrame, path: str | Path) -> Path:
                 ax.set_ylim(bottom=0)
             elif (per_net[column] > 0).any():
                 ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _byte_text(v)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: byte_text(v)))
             _k_axis(ax, per_net["K"])
             ax.set_ylabel(label)
             ax.set_title(f"{setting_title(per_net, network)}: {label}", fontsize=10)

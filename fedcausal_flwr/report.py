@@ -32,9 +32,10 @@ from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
     STUDY_FILE,
     learned_and_truth,
-    load_results,
-    read_record,
+    read_records,
+    results_frame,
     summarise,
+    summary_blocks,
 )
 
 REPORT_NAME = "report.html"
@@ -72,15 +73,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def _records(out: Path, keys: Iterable[str] | None) -> list[dict[str, Any]]:
     """The folder's run records (only ``keys`` when the study named them), in key order."""
     wanted = None if keys is None else set(keys)
-    found = [read_record(p) for p in sorted((out / "runs").glob("*.json"))]
-    return [r for r in found if r is not None and (wanted is None or r["key"] in wanted)]
-
-
-def _frame(out: Path, records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    frame = load_results(out)
-    if frame.empty:
-        return frame
-    return frame[frame["key"].isin({r["key"] for r in records})].reset_index(drop=True)
+    return [r for r in read_records(out) if wanted is None or r["key"] in wanted]
 
 
 # ============================================================================ html pieces
@@ -133,13 +126,6 @@ def _section(anchor: str, title: str, body: str) -> tuple[str, str, str]:
     return anchor, title, f"<section id='{anchor}'><h2>{_esc(title)}</h2>{body}</section>"
 
 
-def _byte_text(value: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value:.0f} B"
-
-
 # ============================================================================ sections
 def settings_section(study: dict[str, Any] | None, records: Sequence[dict[str, Any]]) -> str:
     """What ran: methods (with their options), networks, K, rows, partition, seeds, backend."""
@@ -180,33 +166,26 @@ def summary_section(frame: pd.DataFrame, metrics: Sequence[str]) -> str:
     if summary.empty:
         return "<p class='bad'>No successful run to summarise.</p>"
     parts = []
-    for network, per_net in summary.groupby("network", sort=False):
-        ks = sorted(int(k) for k in per_net["K"].unique())
-        for metric in metrics:
-            if f"{metric}_mean" not in per_net:
-                continue
-            rows = []
-            for method, group in per_net.groupby("method", sort=False):
-                cells: list[Any] = [method]
-                for k in ks:
-                    hit = group[group["K"] == k]
-                    if hit.empty:
-                        cells.append("–")
-                        continue
-                    mean, sd = hit[f"{metric}_mean"].iloc[0], hit[f"{metric}_std"].iloc[0]
-                    sd = 0.0 if math.isnan(sd) else sd
-                    cells.append(f"{mean:.3g} ± {sd:.2g} <span class='muted'>"
-                                 f"({int(hit['runs'].iloc[0])})</span>")  # fmt: skip
-                rows.append(cells)
-            header = ["method", *[f"K = {k}" for k in ks]]
-            parts.append(f"<h3>{_esc(network)}: {_esc(metric_label(metric))}</h3>")
-            parts.append(_table(header, rows))
+    for network, metric, ks, rows in summary_blocks(summary, metrics):
+        body = [
+            [method]
+            + [
+                "–" if c is None
+                else f"{c[0]:.3g} ± {c[1]:.2g} <span class='muted'>({c[2]})</span>"
+                for c in cells
+            ]
+            for method, cells in rows
+        ]  # fmt: skip
+        parts.append(f"<h3>{_esc(network)}: {_esc(metric_label(metric))}</h3>")
+        parts.append(_table(["method", *[f"K = {k}" for k in ks]], body))
     parts.append("<p class='muted'>mean ± sd over seeds (number of runs).</p>")
     return "".join(parts)
 
 
 def costs_section(frame: pd.DataFrame) -> str:
     """Rounds, bytes up/down and wall time per method and K (means over seeds)."""
+    from fedcausal_flwr.plots import byte_text
+
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     if ok.empty:
         return ""
@@ -214,8 +193,8 @@ def costs_section(frame: pd.DataFrame) -> str:
     cols = ["rounds", "bytes_up", "bytes_down", "wall_s"]
     table = ok.groupby(["network", "method", "K"], sort=False)[cols].mean().reset_index()
     rows = [
-        [r.network, r.method, _number(r.K), _number(r.rounds), _byte_text(r.bytes_up),
-         _byte_text(r.bytes_down), f"{r.wall_s:.2f}"]
+        [r.network, r.method, _number(r.K), _number(r.rounds), byte_text(r.bytes_up, 3),
+         byte_text(r.bytes_down, 3), f"{r.wall_s:.2f}"]
         for r in table.itertuples()
     ]  # fmt: skip
     header = ["network", "method", "K", "rounds", "bytes up", "bytes down", "wall s"]
@@ -387,7 +366,7 @@ def build_report(out: str | Path, title: str | None = None) -> str:
     study = _read_json(out / STUDY_FILE)
     meta = _read_json(out / EXPERIMENT_FILE)
     records = _records(out, None if study is None else study.get("keys"))
-    frame = _frame(out, records) if records else pd.DataFrame()
+    frame = results_frame(records) if records else pd.DataFrame()
     metrics = (study or {}).get("metrics") or list(DEFAULT_METRICS)
     graph_key = (study or {}).get("graph_run")
     order = (study or {}).get("methods") or []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +79,19 @@ def _scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "client"}
 
 
+def read_records(out: str | Path) -> list[dict[str, Any]]:
+    """Every readable run record of ``out/runs``, in key order."""
+    paths = sorted((Path(out) / "runs").glob("*.json"))
+    return [r for r in map(read_record, paths) if r is not None]
+
+
 def load_results(out: str | Path) -> pd.DataFrame:
     """Every stored run of ``out/runs`` as one tidy frame (one row per run and derived row)."""
-    paths = sorted((Path(out) / "runs").glob("*.json"))
-    records = [r for r in map(read_record, paths) if r is not None]
+    return results_frame(read_records(out))
+
+
+def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """``records`` as one tidy frame: one row per run and derived row, results.csv's columns."""
     rows = [row for record in records for row in record_rows(record)]
     frame = pd.DataFrame(rows, columns=None if rows else list(ROW_COLUMNS))
     if frame.empty:
@@ -117,30 +126,42 @@ def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> 
     return table.reset_index()
 
 
+def summary_blocks(
+    summary: pd.DataFrame, metrics: Sequence[str]
+) -> Iterator[tuple[str, str, list[int], list[tuple[str, list[tuple[float, float, int] | None]]]]]:
+    """Per network and metric: ``(network, metric, Ks, [(method, cells)])``, a cell per K being
+    ``(mean, sd, runs)`` (sd 0 for one run) or None where the method has no run at that K."""
+    for network, per_net in summary.groupby("network", sort=False):
+        ks = sorted(int(k) for k in per_net["K"].unique())
+        for metric in metrics:
+            if f"{metric}_mean" not in per_net:
+                continue
+            rows = []
+            for method, group in per_net.groupby("method", sort=False):
+                cells: list[tuple[float, float, int] | None] = []
+                for k in ks:
+                    hit = group[group["K"] == k]
+                    if hit.empty:
+                        cells.append(None)
+                        continue
+                    mean, sd = hit[f"{metric}_mean"].iloc[0], hit[f"{metric}_std"].iloc[0]
+                    cells.append((mean, 0.0 if math.isnan(sd) else sd, int(hit["runs"].iloc[0])))
+                rows.append((str(method), cells))
+            yield str(network), metric, ks, rows
+
+
 def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
     """Mean ± sd per method (rows) x K (columns), one block per network and metric."""
     if summary.empty:
         return "no successful runs to summarise"
     blocks = []
-    for network, per_net in summary.groupby("network", sort=False):
-        ks = sorted(per_net["K"].unique())
-        for metric in metrics:
-            if f"{metric}_mean" not in per_net:
-                continue
-            header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
-            lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
-            for method, rows in per_net.groupby("method", sort=False):
-                cells = []
-                for k in ks:
-                    row = rows[rows["K"] == k]
-                    if row.empty:
-                        cells.append(f"{'-':>16}")
-                        continue
-                    mean, sd = row[f"{metric}_mean"].iloc[0], row[f"{metric}_std"].iloc[0]
-                    sd = 0.0 if math.isnan(sd) else sd
-                    cells.append(f"{f'{mean:.3g} ± {sd:.2g}':>16}")
-                lines.append(f"{method:<24}" + "".join(cells))
-            blocks.append("\n".join(lines))
+    for network, metric, ks, rows in summary_blocks(summary, metrics):
+        header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
+        lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
+        for method, cells in rows:
+            text = ["-" if c is None else f"{c[0]:.3g} ± {c[1]:.2g}" for c in cells]
+            lines.append(f"{method:<24}" + "".join(f"{t:>16}" for t in text))
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
