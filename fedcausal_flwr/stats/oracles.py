@@ -20,6 +20,7 @@ from .contingency import (
     make_layout,
     resolve_test_name,
     stacked_statistics,
+    table_cells,
 )
 from .dsep import d_connected_batch
 from .gaussian import (
@@ -119,11 +120,12 @@ class DiscreteOracle(CIOracle):
         if keep.size < len(queries):  # unreliable tests are decided without counting
             pvals[keep] = self.compute_batch([queries[i] for i in keep.tolist()])
             return pvals
-        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
-        dense = [i for i, c in enumerate(cells) if c <= self.max_cells]
-        sparse = [i for i, c in enumerate(cells) if c > self.max_cells]
+        small = table_cells(queries, self.cards) <= self.max_cells
+        dense = np.flatnonzero(small).tolist()
+        sparse = np.flatnonzero(~small).tolist()
         if dense:
-            layout = make_layout([queries[i] for i in dense], self.cards, self.max_cells)
+            chosen = queries if not sparse else [queries[i] for i in dense]
+            layout = make_layout(chosen, self.cards, self.max_cells, normalised=True)
             tables = count_tables(self.codes_t, layout)
             pvals[dense] = discrete_tests(tables, layout, self.test_name, **self.options).pvalue
         for i in sparse:
