@@ -9,9 +9,10 @@ Rows (``--rows`` picks some; default all):
   seconds, the ratio federated / causal-learn, and whether the three graphs are equal.
 
 Each row runs in its own process (so its memory is its own) with a time limit (``--limit``
-seconds); a row past it is reported as such, with the rounds it finished. Printed per row: wall
-seconds, rounds, bytes up / down, peak resident memory of the row's process tree (Ray's workers
-included), and CI tests.
+seconds per phase: the federated run, our pooled PC, causal-learn's); a row past it is reported as
+such, with the rounds or phases it finished. Printed per row: wall seconds, rounds, bytes up / down,
+peak resident memory of the row's process tree during the federated run (Ray's workers included),
+and CI tests.
 
     python experiments/bench_scale.py [--rows andes-100 pigs] [--limit 3600]
 """
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 
 ROWS: dict[str, tuple[str, int, int, str]] = {
@@ -37,8 +40,13 @@ ROWS: dict[str, tuple[str, int, int, str]] = {
 POOLED_REFERENCE = {"pigs", "link", "munin"}
 
 
-def run_row(name: str) -> dict:
-    """One row, in this process; returns its figures (memory is measured by the parent)."""
+def emit(phase: str, **figures: object) -> None:
+    """One JSON line on stdout for the parent (a row's child process)."""
+    print(json.dumps({"phase": phase, **figures}), flush=True)
+
+
+def run_row(name: str) -> None:
+    """One row, in this process, phase by phase (memory is measured by the parent)."""
     import numpy as np
 
     from fedcausal_flwr.data.networks import load_network
@@ -52,73 +60,118 @@ def run_row(name: str) -> dict:
     pooled = net.sample(rows, seed=0)
     parts = split_iid(pooled, clients, seed=0).clients
     started = time.perf_counter()
-    result = run_method("fedpc", parts, {"test": "chi2"}, backend=backend)
-    figures = {
-        "row": name, "nodes": len(net.variables), "rows": rows, "clients": clients,
-        "backend": backend, "wall_s": time.perf_counter() - started, "rounds": result.rounds,
-        "bytes_up": result.bytes_up, "bytes_down": result.bytes_down,
-        "tests": int(result.extra.get("tests", 0)),
-    }  # fmt: skip
-    if name in POOLED_REFERENCE:
-        codes = net.sample_codes(rows, seed=0).astype(np.int64)
-        started = time.perf_counter()
-        oracle = DiscreteOracle(codes, net.cards, net.variables, test="chi2")
-        ours = pc(oracle, alpha=0.05)
-        figures["pooled_s"] = time.perf_counter() - started
-        figures["pooled_same"] = bool(np.array_equal(ours.marks, result.graph.marks))
-        from causallearn.search.ConstraintBased.PC import pc as cl_pc
+    result = run_method(
+        "fedpc", parts, {"test": "chi2"}, backend=backend,
+        progress=lambda line: emit("round", line=line),
+    )  # fmt: skip
+    emit(
+        "federated", nodes=len(net.variables), rows=rows, clients=clients, backend=backend,
+        wall_s=time.perf_counter() - started, rounds=result.rounds, bytes_up=result.bytes_up,
+        bytes_down=result.bytes_down, tests=int(result.extra.get("tests", 0)),
+        edges=int(result.graph.n_edges()),
+    )  # fmt: skip
+    if name not in POOLED_REFERENCE:
+        return
+    del parts, pooled
+    codes = net.sample_codes(rows, seed=0).astype(np.int64)
+    started = time.perf_counter()
+    ours = pc(DiscreteOracle(codes, net.cards, net.variables, test="chi2"), alpha=0.05)
+    emit(
+        "pooled", pooled_s=time.perf_counter() - started,
+        pooled_same=bool(ours.graph == result.graph),
+    )  # fmt: skip
+    from causallearn.search.ConstraintBased.PC import pc as cl_pc
 
-        started = time.perf_counter()
-        found = cl_pc(codes, alpha=0.05, indep_test="chisq", stable=True, show_progress=False)
-        figures["causallearn_s"] = time.perf_counter() - started
-        endpoints = np.asarray(found.G.graph)
-        figures["causallearn_edges"] = int(np.count_nonzero(np.triu(endpoints != 0)))
-        figures["ours_edges"] = int(result.graph.n_edges())
-    return figures
+    from fedcausal_flwr.graphs.graph import Graph
+
+    started = time.perf_counter()
+    found = cl_pc(
+        codes, 0.05, "chisq", stable=True, show_progress=False, node_names=list(net.variables)
+    )
+    seconds = time.perf_counter() - started
+    theirs = Graph.from_causallearn(found.G.graph, list(net.variables), "CPDAG")
+    emit(
+        "causallearn", causallearn_s=seconds, causallearn_edges=int(theirs.n_edges()),
+        causallearn_same=bool(theirs == result.graph),
+    )  # fmt: skip
 
 
 def measure(name: str, limit: float) -> dict:
-    """Run ``name`` in a child process, sampling its process tree's memory; its figures."""
+    """Run ``name`` in a child process, sampling its process tree's memory; its figures.
+
+    ``limit`` holds per phase (federated run, pooled PC, causal-learn): a phase past it ends the
+    row, which keeps what the earlier phases measured and says which phase did not finish.
+    """
     from fedcausal_flwr.experiments.process_memory import tree_rss
 
     child = subprocess.Popen(
         [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    started, peak = time.monotonic(), 0
-    while child.poll() is None:
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in child.stdout], daemon=True)
+    reader.start()
+    figures: dict = {"row": name, "rounds_done": 0}
+    phase_started, peak = time.monotonic(), 0
+    while True:
+        while not lines.empty():
+            line = lines.get()
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            phase = record.pop("phase")
+            if phase == "round":
+                figures["rounds_done"] += 1
+                continue
+            figures.update(record)
+            figures[f"{phase}_peak"] = peak  # the tree's peak up to the end of this phase
+            phase_started = time.monotonic()
+        if child.poll() is not None and not reader.is_alive() and lines.empty():
+            break
         peak = max(peak, tree_rss(child.pid))
-        if time.monotonic() - started > limit:
+        if time.monotonic() - phase_started > limit and child.poll() is None:
             child.kill()
             child.wait()
-            return {"row": name, "limit": limit, "peak": peak}
+            figures["limit"] = limit
+            break
         time.sleep(0.5)
-    out = child.stdout.read() if child.stdout else ""
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    if child.returncode != 0 or not lines:
-        return {"row": name, "failed": child.returncode, "peak": peak}
-    return {**json.loads(lines[-1]), "peak": peak}
+    figures["peak"] = peak
+    if child.returncode not in (0, None) and "limit" not in figures:
+        figures["failed"] = child.returncode
+    return figures
 
 
 def show(figures: dict) -> None:
     name = figures["row"]
-    if "limit" in figures:
-        print(f"{name:<14} not finished within {figures['limit']:.0f} s "
+    if "wall_s" not in figures:
+        why = (f"not finished within {figures['limit']:.0f} s" if "limit" in figures
+               else f"failed (exit code {figures.get('failed')})")  # fmt: skip
+        print(f"{name:<14} {why} after {figures['rounds_done']} rounds "
               f"(peak {figures['peak'] / 1e9:.2f} GB)", flush=True)  # fmt: skip
-        return
-    if "failed" in figures:
-        print(f"{name:<14} failed (exit code {figures['failed']})", flush=True)
         return
     print(f"{name:<14} {figures['nodes']:>5} {figures['clients']:>5} {figures['wall_s']:8.1f} "
           f"{figures['rounds']:>6} {figures['bytes_up'] / 1e9:9.3f} "
-          f"{figures['bytes_down'] / 1e9:9.3f} {figures['peak'] / 1e9:8.2f} "
+          f"{figures['bytes_down'] / 1e9:9.3f} {figures['federated_peak'] / 1e9:8.2f} "
           f"{figures['tests']:>9}", flush=True)  # fmt: skip
-    if "pooled_s" in figures:
+    if name not in POOLED_REFERENCE:
+        return
+    pooled = (f"pooled PC {figures['pooled_s']:.1f} s (same graph: {figures['pooled_same']})"
+              if "pooled_s" in figures else "pooled PC did not finish")  # fmt: skip
+    if "causallearn_s" in figures:
         ratio = figures["wall_s"] / figures["causallearn_s"]
-        print(f"{'':14} pooled PC {figures['pooled_s']:.1f} s (same graph: "
-              f"{figures['pooled_same']}); causal-learn {figures['causallearn_s']:.1f} s "
-              f"({figures['causallearn_edges']} edges, ours {figures['ours_edges']}); "
-              f"federated / causal-learn {ratio:.2f}", flush=True)  # fmt: skip
+        reference = (f"causal-learn {figures['causallearn_s']:.1f} s "
+                     f"({figures['causallearn_edges']} edges, ours {figures['edges']}, "
+                     f"same graph: {figures['causallearn_same']}); "
+                     f"federated / causal-learn {ratio:.2f}")  # fmt: skip
+    elif "limit" in figures:
+        reference = (
+            f"causal-learn not finished within {figures['limit']:.0f} s "
+            f"(federated / causal-learn < {figures['wall_s'] / figures['limit']:.2f})"
+        )
+    else:
+        reference = f"causal-learn failed (exit code {figures.get('failed')})"
+    print(f"{'':14} {pooled}; {reference}; peak of the row {figures['peak'] / 1e9:.2f} GB",
+          flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -128,7 +181,7 @@ def main() -> None:
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a row's child process
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(run_row(args.one)), flush=True)
+        run_row(args.one)
         return
     header = (f"{'row':<14} {'nodes':>5} {'K':>5} {'wall_s':>8} {'rounds':>6} {'GB up':>9} "
               f"{'GB down':>9} {'peak GB':>8} {'tests':>9}")  # fmt: skip
