@@ -436,6 +436,26 @@ def test_the_reader_refuses_what_pandas_would_turn_into_data(tmp_path, text, pro
     assert caught.value.client == 4 and caught.value.file == "site.csv"
 
 
+def test_a_level_named_none_is_data_and_na_is_missing(tmp_path, capsys):
+    """pgmpy's child names a DuctFlow level 'None': its own sample, saved by pandas, runs."""
+    from fedcausal_flwr.data.networks import load_network
+
+    sample = load_network("child").sample(400, seed=0)
+    assert "None" in set(sample["DuctFlow"].astype(str))
+    paths = []
+    for k, part in enumerate((sample.iloc[:200], sample.iloc[200:])):
+        paths.append(tmp_path / f"site{k}.csv")
+        part.to_csv(paths[-1], index=False)
+    back = read_client_csv(paths[0], 0)
+    assert (
+        back["DuctFlow"].astype(str).tolist() == sample["DuctFlow"].iloc[:200].astype(str).tolist()
+    )
+    assert main(["run", "--method", "fedpc", "--data", *map(str, paths), "--quiet"]) == 0
+    na = write_text(tmp_path, "na.csv", "A,B\nx,None\ny,NA\n")
+    with pytest.raises(InputError, match="column 'B' has a missing value in data row 1"):
+        read_client_csv(na, 0)
+
+
 def test_an_index_column_is_kept_on_request_and_data_like_one_is_data(tmp_path):
     counted = write_text(tmp_path, "counted.csv", "index,A\n0,5\n1,6\n2,7\n")
     kept = read_client_csv(counted, 0, keep_index=True)

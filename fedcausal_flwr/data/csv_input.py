@@ -16,7 +16,10 @@ these with an :class:`~fedcausal_flwr.data.inputs.InputError` naming the client 
 * no index-like first column: one named ``''``, ``Unnamed: 0`` or ``index`` whose values are
   ``0..n-1`` or ``1..n`` is a saved row index, unless ``keep_index`` keeps it as a variable
   (named ``index`` if its header field is empty);
-* at least one data row and no missing value (the line of the first one is named).
+* at least one data row and no missing value (the line of the first one is named). A value is
+  missing when its field is empty or one of :data:`MISSING_MARKERS` (``NA``, ``NaN``, ``NULL``
+  ...); unlike pandas' default, ``None`` is not one: benchmark networks name levels ``None``
+  (child's ``DuctFlow``, insurance's ``ThisCarDam``), and such a level is data.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ DELIMITERS = (",", ";", "\t", "|", WHITESPACE)
 #: Data lines the sniffer splits besides the header.
 SNIFFED_LINES = 20
 INDEX_NAMES = ("", "unnamed: 0", "index")
+#: Field texts read as missing besides the empty field: pandas' defaults without ``None``.
+MISSING_MARKERS = (
+    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null",
+)  # fmt: skip
 _SEP_WORDS = {
     "tab": "\t",
     "\\t": "\t",
@@ -254,6 +262,8 @@ def _parse(
             header=0,
             index_col=False,
             skipinitialspace=sep != WHITESPACE,
+            keep_default_na=False,
+            na_values=["", *MISSING_MARKERS],
             dtype=None if dtype is None else {k: v for k, v in dtype.items() if k in header},
         )
     except (pd.errors.ParserError, ValueError) as err:
