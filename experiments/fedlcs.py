@@ -1,7 +1,8 @@
 """FedLCS vs baselines on discrete benchmark networks (Yu et al. 2025, Fig. 8 setting).
 
     python experiments/fedlcs.py [--networks insurance alarm win95pts andes pigs]
-        [--samples 5000] [--clients 3 5 10 15] [--alpha 0.05] [--max-targets 40] [--quick]
+        [--samples 5000] [--clients 3 5 10 15] [--alpha 0.05] [--max-targets 40] [--jobs 2]
+        [--quick]
 
 Per network and number of clients N (IID split of ``--samples`` rows, seed ``--seed``), targets =
 every node with at least one parent or child (a seeded sample of ``--max-targets`` on larger
@@ -30,13 +31,23 @@ averaged over targets. ``time_s`` is wall time for all targets (per client for -
 counts CI tests computed by the clients (summed; per client for -avg). The first block runs
 FedLCS for ONE target at a time on ALARM with 5 clients (HR and ``--compare-targets`` - 1 more,
 with the median) against global ``fedpc-vote`` and exact ``fedpc`` runs.
+
+The runs of one (network, N) block are independent jobs; ``--jobs 2`` runs two at a time in
+worker processes (rows print in the same order either way). On pigs both baselines stop at layer
+3 (``GLOBAL_LAYER_CAPS``, ``LOCAL_LAYER_CAPS``: why, measured, is written there); FedLCS and
+lcs-pooled run to ``--max-layer``.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
+import functools
+import multiprocessing
 import os
 import time
+import types
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
@@ -106,6 +117,13 @@ def pick_targets(net, max_targets: int, seed: int) -> list[str]:
 #: with 41 true neighbours keep every edge, so each client would run about 27 million level-5 and
 #: 157 million level-6 tests (counted from its level-4 skeleton); past 24 GB, it was killed
 GLOBAL_LAYER_CAPS = {"pigs": 3}
+#: fedlcs-local's (lcs-avg / lcs-best) largest layer per network where layer 6 does not finish:
+#: on pigs' 500-row clients (N = 10) a spurious independence removes one of hub 434's 41 true
+#: neighbours at every layer, so PCsimple never stops it and scans C(39, l) subsets per candidate:
+#: 3.3 million tests at layer 4, 23 million at 5, 130 million at 6 for that one variable on one
+#: client. FedLCS itself runs to layer 6 (its vote keeps the hub's neighbours; a layer removes
+#: nothing and the variable stops).
+LOCAL_LAYER_CAPS = {"pigs": 3}
 
 
 def global_options(method: str, args, network: str) -> dict:
@@ -196,6 +214,19 @@ def main() -> None:
         "hubs would need about 27 million level-5 and 157 million level-6 tests per client)",
     )
     parser.add_argument(
+        "--local-max-layer",
+        type=int,
+        default=None,
+        help="fedlcs-local's (lcs-avg, lcs-best) largest layer (default: --max-layer, and 3 on "
+        "pigs, where a hub's PCsimple on 500-row clients never stops: 130 million layer-6 tests)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs of a (network, N) block at once, each in its own worker process",
+    )
+    parser.add_argument(
         "--compare-targets", type=int, default=10, help="targets in the one-target vs global block"
     )
     parser.add_argument(
@@ -224,6 +255,8 @@ def main() -> None:
         help="CI-sized: alarm, N = 3, 5, 10 targets (5 in the one-target block)",
     )
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: must be at least 1")
     if args.quick:
         args.networks, args.clients, args.max_targets = ["alarm"], [3, 5], 10
         args.compare_targets = min(args.compare_targets, 5)
@@ -234,33 +267,88 @@ def main() -> None:
         f"{'rounds':>6} {'adjF1':>6}"
     )
     print("\n" + header + "\n" + "-" * len(header))
-    for name in args.networks:
-        net = load_network(name)
-        targets = pick_targets(net, args.max_targets, args.seed)
-        options = {"target": ",".join(targets), "alpha": args.alpha, "max_depth": args.max_layer}
-        pooled = net.sample(args.samples, seed=args.seed)
-        # lcs-pooled searches the union of the clients' rows, the same sample for every N: once
-        for edge in args.edge_rules:
-            label = "lcs-pooled" + edge_label(edge)
-            union, secs = timed("lcs-pooled", [pooled], {**options, "edge_rule": edge})
-            scores = score_targets(union, targets, net)
-            row = (label, scores, secs, union.extra["tests"], union.rounds)
-            print_row(name, "all", row)
-        for k in args.clients:
-            parts = split_iid(pooled, k, seed=args.seed).clients
-            started = time.perf_counter()
+    with job_pool(args.jobs) as pool:
+        for name in args.networks:
+            for k in args.clients:
+                started = time.perf_counter()
+                # lcs-pooled searches the union of the clients' rows, the same sample for every
+                # N: once per network, with the first N's block
+                first = k == args.clients[0]
+                jobs = [("lcs-pooled", edge) for edge in args.edge_rules] if first else []
+                jobs += block_jobs(args)
+                for rows in pool.map(run_job, [(name, k, job, args) for job in jobs]):
+                    for row in rows:
+                        print_row(name, "all" if row[0].startswith("lcs-pooled") else k, row)
+                print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall, "
+                      f"{args.jobs} job(s))", flush=True)  # fmt: skip
 
-            def show(row: tuple, name: str = name, k: int = k) -> None:  # each row when measured
-                print_row(name, k, row)
 
-            for edge in args.edge_rules:
-                lcs_rows(parts, {**options, "edge_rule": edge}, args, net, targets, show)
-            for method in [] if args.no_global else args.global_methods:
-                glob, secs = timed(method, parts, global_options(method, args, name))
-                tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
-                scores = score({t: glob.graph for t in targets}, net.dag)
-                show((method, scores, secs, tests, glob.rounds))
-            print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall)")
+def block_jobs(args) -> list[tuple]:
+    """The runs of one (network, N) block, each an independent job: every fedlcs variant,
+    fedlcs-local (lcs-avg and lcs-best) and every global baseline."""
+    jobs: list[tuple] = []
+    variants = [("after_found", rule) for rule in args.sep_rules]
+    variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
+    for edge in args.edge_rules:
+        jobs += [("fedlcs", edge, stop, rule) for stop, rule in variants]
+        jobs.append(("fedlcs-local", edge))
+    global_methods = [] if args.no_global else args.global_methods
+    return jobs + [("global", method) for method in global_methods]
+
+
+@functools.lru_cache(maxsize=2)
+def network_setting(name: str, samples: int, seed: int, max_targets: int):
+    """The network, its targets and the pooled sample (cached: a worker runs many jobs)."""
+    net = load_network(name)
+    return net, pick_targets(net, max_targets, seed), net.sample(samples, seed=seed)
+
+
+def run_job(task: tuple) -> list[tuple]:
+    """One job of a block (see :func:`block_jobs`), in this process or a pool worker; its rows."""
+    name, k, job, args = task
+    net, targets, pooled = network_setting(name, args.samples, args.seed, args.max_targets)
+    options = {"target": ",".join(targets), "alpha": args.alpha, "max_depth": args.max_layer}
+    if job[0] == "lcs-pooled":
+        union, secs = timed("lcs-pooled", [pooled], {**options, "edge_rule": job[1]})
+        scores = score_targets(union, targets, net)
+        label = "lcs-pooled" + edge_label(job[1])
+        return [(label, scores, secs, union.extra["tests"], union.rounds)]
+    parts = split_iid(pooled, k, seed=args.seed).clients
+    if job[0] == "fedlcs":
+        _, edge, stop, rule = job
+        chosen = {**options, "edge_rule": edge, "sep_stop": stop, "sep_rule": rule}
+        fed, secs = timed("fedlcs", parts, chosen)
+        label = "fedlcs" + edge_label(edge)
+        label += "".join(f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d)
+        return [(label, score_targets(fed, targets, net), secs, fed.extra["tests"], fed.rounds)]
+    if job[0] == "fedlcs-local":
+        edge = job[1]
+        cap = LOCAL_LAYER_CAPS.get(name, args.max_layer)
+        layer = min(args.max_layer, cap) if args.local_max_layer is None else args.local_max_layer
+        chosen = {**options, "edge_rule": edge, "max_depth": layer}
+        local, secs = timed("fedlcs-local", parts, chosen)
+        summary, rounds = lcs_local_summary(local, net.dag), local.rounds
+        tests = local.extra["tests"] // k
+        return [
+            ("lcs-avg" + edge_label(edge), summary["fedlcs-local-avg"], secs / k, tests, rounds),
+            ("lcs-best" + edge_label(edge), summary["fedlcs-local-best"], float("nan"), 0, rounds),
+        ]
+    method = job[1]
+    glob, secs = timed(method, parts, global_options(method, args, name))
+    tests = fedpc_tests(glob) if method == "fedpc-vote" else 0
+    return [(method, score({t: glob.graph for t in targets}, net.dag), secs, tests, glob.rounds)]
+
+
+@contextlib.contextmanager
+def job_pool(jobs: int):
+    """Something with an ordered ``map``: this process for one job, else ``jobs`` spawned
+    workers (not forked: the parent has Flower's gRPC threads)."""
+    if jobs == 1:
+        yield types.SimpleNamespace(map=map)
+        return
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        yield pool
 
 
 def edge_label(edge_rule: str) -> str:
@@ -275,28 +363,6 @@ def print_row(network: str, clients: int | str, row: tuple) -> None:
         f"{secs:8.2f} {tests:>9} {rounds:>6} {s.get('adj_f1', float('nan')):6.3f}",
         flush=True,
     )
-
-
-def lcs_rows(parts, options: dict, args, net, targets: list[str], show) -> None:
-    """fedlcs (one row per separating-set variant), lcs-avg and lcs-best rows, each passed to
-    ``show`` when measured."""
-    k = len(parts)
-    edge = edge_label(options["edge_rule"])
-    variants = [("after_found", rule) for rule in args.sep_rules]
-    variants += [(stop, "votes") for stop in args.sep_stops if stop != "after_found"]
-    for stop, rule in variants:
-        label = (
-            "fedlcs"
-            + edge
-            + "".join(f"[{v}]" for v, d in ((stop, "after_found"), (rule, "votes")) if v != d)
-        )
-        fed, secs = timed("fedlcs", parts, {**options, "sep_stop": stop, "sep_rule": rule})
-        show((label, score_targets(fed, targets, net), secs, fed.extra["tests"], fed.rounds))
-    local, secs = timed("fedlcs-local", parts, options)
-    summary = lcs_local_summary(local, net.dag)
-    tests = local.extra["tests"] // k
-    show(("lcs-avg" + edge, summary["fedlcs-local-avg"], secs / k, tests, local.rounds))
-    show(("lcs-best" + edge, summary["fedlcs-local-best"], float("nan"), 0, local.rounds))
 
 
 if __name__ == "__main__":

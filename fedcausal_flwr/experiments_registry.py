@@ -198,6 +198,7 @@ run_fedlcs_script = run_script(
         "10",
         "15",
     ],
+    passes=("jobs",),
 )
 
 run_fedecd_script = run_script(
