@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from causallearn.utils.cit import CIT
+from helpers import causallearn_pvalues, random_discrete_bn, random_queries
 
 from fedcausal_flwr.stats import (
     TableTooLargeError,
@@ -20,42 +20,6 @@ from fedcausal_flwr.stats import (
     sum_tables,
     table_marginals,
 )
-
-
-def random_discrete_bn(rng, n_vars, n_rows, *, edge_prob=0.35, max_parents=3, alpha=0.4):
-    """Codes sampled from a random discrete BN (topological order 0..p-1), plus global cards.
-
-    Small Dirichlet concentration gives rare levels; a few variables get an extra global level that
-    is never sampled (an unobserved level).
-    """
-    cards = rng.integers(2, 5, n_vars)
-    codes = np.empty((n_rows, n_vars), dtype=np.int64)
-    for j in range(n_vars):
-        candidates = np.flatnonzero(rng.random(j) < edge_prob)
-        parents = rng.permutation(candidates)[:max_parents]
-        n_configs = math.prod(int(cards[v]) for v in parents)
-        cpt = rng.dirichlet(np.full(cards[j], alpha), size=n_configs)
-        config = np.zeros(n_rows, dtype=np.int64)
-        for v in parents:
-            config = config * cards[v] + codes[:, v]
-        cumulative = cpt.cumsum(axis=1)[config]
-        codes[:, j] = (rng.random(n_rows)[:, None] > cumulative[:, :-1]).sum(axis=1)
-    global_cards = cards + (rng.random(n_vars) < 0.3)
-    return codes, global_cards
-
-
-def random_queries(rng, n_vars, n_queries, max_s):
-    out = []
-    for _ in range(n_queries):
-        k = int(rng.integers(0, max_s + 1))
-        v = rng.choice(n_vars, k + 2, replace=False)
-        out.append((int(v[0]), int(v[1]), tuple(int(s) for s in v[2:])))
-    return out
-
-
-def causallearn_pvalues(codes, queries, method):
-    cit = CIT(codes, method)
-    return np.array([cit(x, y, list(s)) for x, y, s in queries])
 
 
 @pytest.mark.parametrize("n_rows", [60, 400, 3000])

@@ -43,6 +43,10 @@ _CHUNK_ELEMENTS = 2**22
 #: (the statistics make several passes over the chunk; 2**22 cells ran at a third of the speed).
 _TEST_CHUNK_CELLS = 2**18
 
+#: The level code of a missing value (test-wise deletion: a row missing any of a test's
+#: variables is left out of that test's table, and only of that one).
+MISSING_CODE = -1
+
 DiscreteTest = Literal["g2", "chi2"]
 _TEST_NAMES: dict[str, DiscreteTest] = {"g2": "g2", "gsq": "g2", "chi2": "chi2", "chisq": "chi2"}
 
@@ -88,11 +92,14 @@ def check_codes(
     cards: Sequence[int] | np.ndarray,
     variables: Sequence[str] | None = None,
     client: str | None = None,
+    *,
+    allow_missing: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate integer level codes against the global cards; return ``(codes int64, cards)``.
 
     Float arrays are accepted only when every value is an exact integer (a lossless view of codes);
     anything else means continuous data reached a discrete test, which is an error, not a rounding.
+    ``allow_missing``: :data:`MISSING_CODE` marks a missing value (test-wise deletion).
     """
     cards_arr = check_cards(cards, variables)
     arr = np.asarray(codes)
@@ -118,7 +125,8 @@ def check_codes(
         raise TypeError(f"codes{_where(client)} must be numeric level codes, got dtype {arr.dtype}")
     if arr.shape[0]:
         lo, hi = arr.min(axis=0), arr.max(axis=0)
-        for col in np.flatnonzero((lo < 0) | (hi >= cards_arr)):
+        lowest = MISSING_CODE if allow_missing else 0
+        for col in np.flatnonzero((lo < lowest) | (hi >= cards_arr)):
             raise ValueError(
                 f"variable {_name(variables, int(col))}{_where(client)} has codes in "
                 f"[{lo[col].item()!r}, {hi[col].item()!r}] but its global level set is "
@@ -233,10 +241,20 @@ def table_cells(queries: Sequence[Query], cards: np.ndarray) -> np.ndarray:
     return cells
 
 
+def _incomplete(codes_t: np.ndarray, xs: np.ndarray, ys: np.ndarray, ss: np.ndarray) -> np.ndarray:
+    """``(queries, rows)``: whether the row misses x, y or a member of S of each query."""
+    missing = codes_t[xs] < 0
+    missing |= codes_t[ys] < 0
+    for j in range(ss.shape[1]):
+        missing |= codes_t[ss[:, j]] < 0
+    return missing
+
+
 def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     """Fill the table vector: one bincount per chunk of queries with equal |S|.
 
-    ``codes_t`` is the (p, n) transposed matrix of *validated* codes (see :func:`check_codes`).
+    ``codes_t`` is the (p, n) transposed matrix of *validated* codes (see :func:`check_codes`);
+    a row with :data:`MISSING_CODE` in any of a query's variables is not counted in its table.
     Each row's cell index is the mixed-radix code ``((s_0 * c_s1 + s_1) ... * c_x + x) * c_y + y``
     plus the query's offset inside the chunk.
     Chunks stay small (cache-friendly) and use int32 indices when they fit.
@@ -253,6 +271,7 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     for i, (_, _, s) in enumerate(layout.queries):
         by_size.setdefault(len(s), []).append(i)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
+    has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
     for k, members in by_size.items():
         xs_all = np.array([layout.queries[i][0] for i in members], dtype=np.int64)
         ys_all = np.array([layout.queries[i][1] for i in members], dtype=np.int64)
@@ -277,7 +296,11 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
             cell *= radix[ys][:, None]
             cell += codes_t[ys]
             cell += local_offsets.astype(dtype)[:, None]
-            counts = np.bincount(cell.ravel(), minlength=n_cells)
+            if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
+                cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
+                counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
+            else:
+                counts = np.bincount(cell.ravel(), minlength=n_cells)
             first, last = int(qi[0]), int(qi[-1])
             if last - first + 1 == qi.size:  # contiguous queries: their tables are one slice
                 out[layout.offsets[first] : layout.offsets[last + 1]] = counts
@@ -296,14 +319,16 @@ def local_tables(
     variables: Sequence[str] | None = None,
     client: str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,
+    allow_missing: bool = False,
 ) -> tuple[np.ndarray, TableLayout]:
     """Contingency tables of a batch of queries over one client's codes, as one int64 vector.
 
     ``queries`` may be a ready :class:`TableLayout` (then its cards must equal ``cards``).
     Errors name the client and variable (non-integer codes, codes outside the global level set,
-    one-level variables, oversized tables).
+    one-level variables, oversized tables). ``allow_missing``: codes may be
+    :data:`MISSING_CODE` (each table counts the rows complete on its variables).
     """
-    codes_i64, cards_arr = check_codes(codes, cards, variables, client)
+    codes_i64, cards_arr = check_codes(codes, cards, variables, client, allow_missing=allow_missing)
     if isinstance(queries, TableLayout):
         layout = queries
         if not np.array_equal(layout.cards, cards_arr):
@@ -342,6 +367,7 @@ def count_sparse_tables(codes_t: np.ndarray, layout: TableLayout) -> tuple[np.nd
     for i, (_, _, s) in enumerate(layout.queries):
         by_size.setdefault(len(s), []).append(i)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
+    has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
     indices: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     for k, members in by_size.items():
@@ -358,7 +384,11 @@ def count_sparse_tables(codes_t: np.ndarray, layout: TableLayout) -> tuple[np.nd
                 cell *= cards[part[:, j]][:, None]
                 cell += codes_t[part[:, j]]
             cell += layout.offsets[qi][:, None]
+            if has_missing:  # test-wise deletion: marked, then dropped after counting
+                cell[_incomplete(codes_t, part[:, 0], part[:, 1], part[:, 2:])] = -1
             found, found_counts = np.unique(cell, return_counts=True)
+            if has_missing and found.size and found[0] < 0:
+                found, found_counts = found[1:], found_counts[1:]
             indices.append(found)
             counts.append(found_counts.astype(np.int64))
     flat = np.concatenate(indices)
@@ -373,9 +403,11 @@ def sparse_local_tables(
     *,
     variables: Sequence[str] | None = None,
     client: str | None = None,
+    allow_missing: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One client's nonzero table cells of a batch (see :func:`count_sparse_tables`)."""
-    codes_i64, cards_arr = check_codes(codes, cards, variables, client)
+    """One client's nonzero table cells of a batch (see :func:`count_sparse_tables`;
+    ``allow_missing`` as in :func:`local_tables`)."""
+    codes_i64, cards_arr = check_codes(codes, cards, variables, client, allow_missing=allow_missing)
     if not np.array_equal(layout.cards, cards_arr):
         raise ValueError(f"the layout was built for other cards than those{_where(client)}")
     return count_sparse_tables(np.ascontiguousarray(codes_i64.T), layout)

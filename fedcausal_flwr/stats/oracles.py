@@ -72,9 +72,14 @@ class DiscreteOracle(CIOracle):
         empty_strata_add_dof: bool = False,
         max_cells: int = DEFAULT_MAX_CELLS,
         client: str | None = None,
+        allow_missing: bool = False,
     ):
         super().__init__(variables)
-        self.codes, self.cards = check_codes(codes, cards, self.variables, client)
+        self.codes, self.cards = check_codes(
+            codes, cards, self.variables, client, allow_missing=allow_missing
+        )
+        #: rows with a missing value (MISSING_CODE) are left out test by test
+        self.has_missing = bool(allow_missing and self.codes.size and self.codes.min() < 0)
         dtype = np.int32 if int(self.cards.max()) < 2**31 else np.int64
         self.codes_t = np.ascontiguousarray(self.codes.T, dtype=dtype)
         self.test_name = resolve_test_name(test)
@@ -116,7 +121,9 @@ class DiscreteOracle(CIOracle):
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
         pvals = np.full(len(queries), self.options["unreliable_pvalue"], dtype=np.float64)
-        keep = np.flatnonzero(self.reliable(queries, self.arities(), len(self.codes)))
+        keep = np.arange(len(queries))
+        if not self.has_missing:  # with missing values each table's own n decides (below)
+            keep = np.flatnonzero(self.reliable(queries, self.arities(), len(self.codes)))
         if keep.size < len(queries):  # unreliable tests are decided without counting
             pvals[keep] = self.compute_batch([queries[i] for i in keep.tolist()])
             return pvals
@@ -197,18 +204,21 @@ class DiscreteOracle(CIOracle):
         """Counts over observed S-configurations only, for tables too large to lay out densely."""
         x, y, s = query
         cx, cy = int(self.cards[x]), int(self.cards[y])
+        codes = self.codes
+        if self.has_missing:  # test-wise deletion
+            codes = codes[(codes[:, [x, y, *s]] >= 0).all(axis=1)]
         _, stratum, observed = np.unique(
-            self.codes[:, list(s)], axis=0, return_inverse=True, return_counts=True
+            codes[:, list(s)], axis=0, return_inverse=True, return_counts=True
         )
         n_obs = observed.size
-        cell = (stratum.ravel() * cx + self.codes_t[x]) * cy + self.codes_t[y]
+        cell = (stratum.ravel() * cx + codes[:, x]) * cy + codes[:, y]
         table = np.bincount(cell, minlength=n_obs * cx * cy).reshape(1, n_obs, cx, cy)
         stat, dof, n, _ = stacked_statistics(table, self.test_name)
         n_empty = math.prod(int(self.cards[v]) for v in s) - n_obs
         if self.options["reliability_arity"] == "global":
             arity = float(math.prod(int(self.cards[v]) for v in (x, y, *s)))
         else:
-            highest = self.codes.max(axis=0) + 1 if self.codes.shape[0] else np.zeros(self.n_vars)
+            highest = codes.max(axis=0) + 1 if codes.shape[0] else np.zeros(self.n_vars)
             arity = float(math.prod(int(highest[v]) for v in (x, y, *s)))
         result = finish_tests(
             stat,
