@@ -28,6 +28,7 @@ from fedcausal_flwr.protocols.fedc2sl import (
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
+    MISSING_CODE,
     TableLayout,
     TableTooLargeError,
     local_tables,
@@ -42,9 +43,16 @@ T = TypeVar("T")
 
 
 def encode_columns(
-    data: pd.DataFrame, variables: list[str], levels: dict, client: int
+    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
 ) -> np.ndarray:
-    """Integer codes of ``variables`` over the global ``levels``; unknown values are an error."""
+    """Integer codes of ``variables`` over the global ``levels``; unknown values are an error.
+
+    ``missing``: ``"testwise"`` codes a missing value as :data:`MISSING_CODE` (each table leaves
+    the row out); ``"listwise"`` drops the rows missing any of ``variables`` first; ``"error"``
+    (the input check already refused missing values) treats one as an unknown value.
+    """
+    if missing == "listwise":
+        data = complete_rows(data, variables, client)
     codes = np.empty((len(data), len(variables)), dtype=np.int64)
     for j, name in enumerate(variables):
         if name not in data.columns:
@@ -57,6 +65,8 @@ def encode_columns(
         else:
             col_codes = index.get_indexer(column)
         bad = col_codes < 0
+        if missing == "testwise":
+            bad &= column.notna().to_numpy()
         if bad.any():
             example = column[bad].iloc[0]
             raise ProtocolError(
@@ -64,18 +74,32 @@ def encode_columns(
                 f"column {name!r} has value {example!r} outside the global level set "
                 f"{levels[name]} ({int(bad.sum())} rows)",
             )
-        codes[:, j] = col_codes
+        codes[:, j] = np.where(col_codes < 0, MISSING_CODE, col_codes)
     return codes
+
+
+def complete_rows(data: pd.DataFrame, variables: list[str], client: int) -> pd.DataFrame:
+    """List-wise deletion: the rows with a value in every one of ``variables``."""
+    kept = data.dropna(subset=[v for v in variables if v in data.columns])
+    if kept.empty:
+        raise ProtocolError(
+            client,
+            f"list-wise deletion leaves no rows: each of its {len(data)} rows misses a value "
+            "(use missing=testwise, or drop the emptiest columns)",
+        )
+    return kept
 
 
 _ENCODED = FrameCache()
 
 
-def cached_codes(data: pd.DataFrame, variables: list[str], levels: dict, client: int) -> np.ndarray:
-    """:func:`encode_columns` of the exact variables and level sets asked, kept per frame (in a
-    simulation each round would otherwise re-encode the same frame)."""
-    key = json.dumps([variables, [levels[v] for v in variables]], default=str)
-    return _ENCODED.get(data, key, lambda: encode_columns(data, variables, levels, client))
+def cached_codes(
+    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
+) -> np.ndarray:
+    """:func:`encode_columns` of the exact variables, level sets and missing mode asked, kept per
+    frame (in a simulation each round would otherwise re-encode the same frame)."""
+    key = json.dumps([variables, [levels[v] for v in variables], missing], default=str)
+    return _ENCODED.get(data, key, lambda: encode_columns(data, variables, levels, client, missing))
 
 
 class FedC2SLClient(ProtocolClient):
@@ -84,14 +108,21 @@ class FedC2SLClient(ProtocolClient):
     def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:
         codes, cards, layout = self._layout(payload, arrays, sparse=False)
         return self._refusing(
-            local_tables, codes, cards, layout, variables=payload["variables"], client=self.label
+            local_tables,
+            codes,
+            cards,
+            layout,
+            variables=payload["variables"],
+            client=self.label,
+            allow_missing=payload.get("missing") == "testwise",
         )
 
     def _layout(
         self, payload: dict, arrays: list[np.ndarray], *, sparse: bool
     ) -> tuple[np.ndarray, list[int], TableLayout]:
         variables = payload["variables"]
-        codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
+        missing = payload.get("missing", "error")
+        codes = cached_codes(self.data, variables, payload["levels"], self.partition_id, missing)
         cards = [len(payload["levels"][v]) for v in variables]
         max_cells = None if sparse else int(payload.get("max_cells", DEFAULT_MAX_CELLS))
         queries = decode_queries(arrays[0])
@@ -127,6 +158,7 @@ class FedC2SLClient(ProtocolClient):
             layout,
             variables=payload["variables"],
             client=self.label,
+            allow_missing=payload.get("missing") == "testwise",
         )
         return [indices, counts], {}
 
@@ -147,6 +179,9 @@ class FedC2SLClient(ProtocolClient):
     @action(MOMENTS)
     def moments(self, payload: dict, arrays: list[np.ndarray]):
         variables = payload["variables"]
-        data = self.data[variables].to_numpy(dtype=np.float64)
+        frame = self.data
+        if payload.get("missing") == "listwise":
+            frame = complete_rows(frame, variables, self.partition_id)
+        data = frame[variables].to_numpy(dtype=np.float64)
         m = local_moments(data, variables=variables, client=f"client {self.partition_id}")
         return [m.to_vector()], {}

@@ -25,7 +25,10 @@ class VotingClient(ProtocolClient):
     """One site's data; see the strategy modules for the actions."""
 
     def _codes(self, payload: dict) -> np.ndarray:
-        return cached_codes(self.data, payload["variables"], payload["levels"], self.partition_id)
+        missing = payload.get("missing", "error")
+        return cached_codes(
+            self.data, payload["variables"], payload["levels"], self.partition_id, missing
+        )
 
     def _oracle(self, payload: dict, rows: np.ndarray | None = None) -> DiscreteOracle:
         """A local oracle over the global levels (on ``rows`` of the data if given).

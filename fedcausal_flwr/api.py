@@ -126,7 +126,13 @@ def execute(
         given = " and ".join(setting_text(k, v, door) for k, v in reading if v)
         raise OptionError(f"{given}: only for data read from files")
     if files is not None:
-        frames = read_client_files(list(files), sep=sep, keep_index=keep_index, door=door)
+        frames = read_client_files(
+            list(files),
+            sep=sep,
+            keep_index=keep_index,
+            door=door,
+            allow_missing=options.get("missing", "error") != "error",
+        )
         provenance: dict[str, Any] = {
             "source": "files",
             "files": [str(Path(f).resolve()) for f in files],

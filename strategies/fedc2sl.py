@@ -140,12 +140,14 @@ class FedC2SLStrategy(ProtocolStrategy):
         engine_options: dict[str, Any] | None = None,
         empty_strata_add_dof: bool = False,
         max_cells: int = DEFAULT_MAX_CELLS,
+        missing: str = "error",
     ):
         super().__init__()
         for label, value, allowed in (
             ("algorithm", algorithm, ALGORITHMS),
             ("ci", ci, CI_MODES),
             ("test", test, TESTS),
+            ("missing", missing, shared.MISSING_MODES),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {label} {value!r}; expected one of {allowed}")
@@ -169,6 +171,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.engine_options = dict(engine_options or {})
         self.empty_strata_add_dof = bool(empty_strata_add_dof)
         self.max_cells = int(max_cells)
+        self.missing = missing
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
         self.cache: dict[Query, float] = {}
@@ -184,11 +187,13 @@ class FedC2SLStrategy(ProtocolStrategy):
     def input_needs(self) -> InputNeeds:
         """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
         pooled test, so one client, or a client with one row, is fine."""
+        missing_ok = self.missing != "error"
         if self.test == "fisherz":
             return InputNeeds(
                 values="numeric",
                 test="Fisher-z",
                 value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
+                missing_ok=missing_ok,
             )
         exact = self.ci == "exact"
         fix = Fix(
@@ -196,7 +201,11 @@ class FedC2SLStrategy(ProtocolStrategy):
             (("test", "fisherz"),) if exact else (("test", "fisherz"), ("ci", "exact")),
         )
         return InputNeeds(
-            values="discrete", test=self.test, value_fix=fix, isolates_constants=exact
+            values="discrete",
+            test=self.test,
+            value_fix=fix,
+            isolates_constants=exact,
+            missing_ok=missing_ok,
         )
 
     def _start(self) -> StepRunner:
@@ -219,12 +228,17 @@ class FedC2SLStrategy(ProtocolStrategy):
         runner = self.runner
         if runner is None:
             if self.test == "fisherz":
-                return Request(MOMENTS, {"variables": self.variables})
+                return Request(MOMENTS, {"variables": self.variables, "missing": self.missing})
             runner = self._start()
         queries = runner.pending
         if queries is None:  # the search has finished
             return None
-        base = {"variables": self.variables, "levels": self.levels, "max_cells": self.max_cells}
+        base = {
+            "variables": self.variables,
+            "levels": self.levels,
+            "max_cells": self.max_cells,
+            "missing": self.missing,
+        }
         if self.ci == "exact":
             plan = self._plan or self._plan_batch(queries)
             self._plan = plan
@@ -447,6 +461,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             "levels": [lv["level"] for lv in skeleton.levels],
             "pc_levels": len(skeleton.levels),
             "constant_columns": list(self.constant),
+            **self.missing_report(self.missing),
             "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
             "batches": self.batches,
             "sepsets": {
@@ -506,9 +521,15 @@ def _options(algorithm: str) -> OptionSet:
                 "counts it",
                 minimum=1,
             ),
+            shared.missing(),
             *engine,
         ),
-        checks=(shared.fisherz_needs_exact, shared.sketch_needs_chi2, shared.pc_engine_problem),
+        checks=(
+            shared.fisherz_needs_exact,
+            shared.sketch_needs_chi2,
+            shared.testwise_needs_tables,
+            shared.pc_engine_problem,
+        ),
     )
 
 
@@ -535,6 +556,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLS
         engine_options=engine,
         empty_strata_add_dof=values["empty_strata_add_dof"],
         max_cells=values["max_cells"],
+        missing=values["missing"],
     )
 
 

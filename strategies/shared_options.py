@@ -229,3 +229,33 @@ def sketch_needs_chi2(values: Mapping[str, Any], door: str) -> str | None:
             f"{say('ci', 'sketch', door)}"
         )
     return None
+
+
+MISSING_MODES = ("error", "testwise", "listwise")
+
+
+def missing() -> Option:
+    return Option(
+        "missing",
+        "str",
+        "error",
+        "what a missing value (an empty CSV field, NA, NaN) does: error refuses it, naming the "
+        "client and column; testwise: each CI test uses the rows complete on its variables (the "
+        "federated test equals the pooled test-wise-deletion test); listwise: each client drops "
+        "its incomplete rows first",
+        choices=MISSING_MODES,
+        paper="complete data (the papers do not treat missing values)",
+        why="a gap in the data is refused unless the user chooses how to delete it",
+    )
+
+
+def testwise_needs_tables(values: Mapping[str, Any], door: str) -> str | None:
+    """Cross-option rule: test-wise deletion is counted in the contingency tables; the Fisher-z
+    test sums one moment matrix over all rows."""
+    if values.get("missing") == "testwise" and values.get("test") == "fisherz":
+        return (
+            f"{say('missing', 'testwise', door)} is not available with "
+            f"{say('test', 'fisherz', door)} (one moment matrix over all rows); use "
+            f"{say('missing', 'listwise', door)} or a discrete test"
+        )
+    return None

@@ -173,6 +173,7 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
         "add one degree of freedom per empty stratum, as the FedC2SL code does "
         "(default: causal-learn's count)",
     ),
+    shared.missing(),
     checks=(shared.pc_engine_problem,),
 )
 
@@ -341,9 +342,10 @@ def pooled_oracle(
     rows: dict[int, int],
     reliability: float | None = None,
     empty_strata_add_dof: bool = False,
+    allow_missing: bool = False,
 ) -> DiscreteOracle:
     """A centralised oracle over the clients' raw encoded rows (``raw_data`` replies, in partition
-    order); ``rows`` gets each client's row count."""
+    order); ``rows`` gets each client's row count; ``allow_missing``: test-wise deletion."""
     p = len(variables)
     parts = []
     for reply in replies:
@@ -361,6 +363,7 @@ def pooled_oracle(
         test=test,
         reliability=reliability,
         empty_strata_add_dof=empty_strata_add_dof,
+        allow_missing=allow_missing,
     )
 
 
@@ -467,11 +470,15 @@ class PooledStrategy(DiscreteMethodStrategy):
         algorithm: str = "pc",
         engine_options: Mapping[str, Any] | None = None,
         empty_strata_add_dof: bool = False,
+        missing: str = "error",
         **common: Any,
     ):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        if missing not in shared.MISSING_MODES:
+            raise ValueError(f"unknown missing {missing!r}; expected one of {shared.MISSING_MODES}")
         super().__init__(**common)
+        self.missing = missing
         self.algorithm = algorithm
         self.engine_options = dict(engine_options or {})
         self.empty_strata_add_dof = bool(empty_strata_add_dof)
@@ -483,7 +490,11 @@ class PooledStrategy(DiscreteMethodStrategy):
             return None
         if not self.started:
             self.start()
-        return Request(RAW_DATA, {"variables": self.variables, "levels": self.levels})
+        payload = {"variables": self.variables, "levels": self.levels, "missing": self.missing}
+        return Request(RAW_DATA, payload)
+
+    def input_needs(self) -> InputNeeds:
+        return replace(self.needs, missing_ok=self.missing != "error")
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(
@@ -494,6 +505,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             self.rows,
             self.reliability,
             self.empty_strata_add_dof,
+            allow_missing=self.missing == "testwise",
         )
         search = pc if self.algorithm == "pc" else fci
         self.result = search(oracle, self.alpha, max_depth=self.max_depth, **self.engine_options)
@@ -508,6 +520,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             "rows": {str(c): n for c, n in sorted(self.rows.items())},
             "tests": self.result.n_tests,
             "constant_columns": list(self.constant),
+            **self.missing_report(self.missing),
         }
 
 
@@ -542,6 +555,7 @@ def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
         algorithm,
         engine_options=shared.search_engine_options(algorithm, values),
         empty_strata_add_dof=values["empty_strata_add_dof"],
+        missing=values["missing"],
         **common_values(values),
     )
 

@@ -8,9 +8,18 @@ sparse) against the pooled oracle.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import causallearn_pvalues, random_discrete_bn, random_queries
 
+from fedcausal_flwr.cli import main
+from fedcausal_flwr.data.inputs import InputError
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.options import OptionError
+from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.contingency import (
     MISSING_CODE,
     discrete_tests,
@@ -100,3 +109,91 @@ def test_missing_codes_are_refused_unless_allowed():
         DiscreteOracle(codes, cards, ["V0", "V1", "V2", "V3"], "chi2")
     with pytest.raises(ValueError, match="has codes in"):
         local_tables(codes, cards, [(0, 2, ())])
+
+
+# ------------------------------------------------------------------ FedPC and pooled, every door
+def holed_sample(rows: int, share: float, seed: int = 0) -> pd.DataFrame:
+    """An ALARM sample (level labels) with a ``share`` of its values missing at random."""
+    sample = load_network("alarm").sample(rows, seed=seed)
+    rng = np.random.default_rng(seed)
+    return sample.mask(rng.random(sample.shape) < share)
+
+
+def reference_codes(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The frame's codes over each column's sorted level set, MISSING_CODE where missing."""
+    codes, cards = [], []
+    for name in frame.columns:
+        levels = pd.Index(sorted(frame[name].cat.categories))
+        codes.append(levels.get_indexer(frame[name]))
+        cards.append(len(levels))
+    return np.column_stack(codes), np.array(cards)
+
+
+@pytest.mark.parametrize("clients", [3, 10])
+def test_fedpc_testwise_equals_pooled_pc_with_testwise_deletion(clients):
+    pooled = holed_sample(3000, 0.1)
+    parts = split_iid(pooled, clients, seed=0).clients
+    federated = run_method("fedpc", parts, {"missing": "testwise"})
+    codes, cards = reference_codes(pooled[list(federated.graph.names)])
+    oracle = DiscreteOracle(codes, cards, list(federated.graph.names), "chi2", allow_missing=True)
+    reference = pc(oracle, 0.05)
+    assert federated.graph == reference.graph
+    assert federated.extra["tests"] == oracle.n_computed
+    central = run_method("pooled", parts, {"missing": "testwise"})
+    assert central.graph == federated.graph
+    # the missingness report: per client and column, as counted in the client's rows
+    report = federated.extra["missing_values"]
+    assert federated.extra["missing"] == "testwise" and len(report) == clients
+    for k, part in enumerate(parts):
+        assert report[str(k)] == {c: int(n) for c, n in part.isna().sum().items() if n}
+
+
+def test_fedpc_listwise_equals_pc_on_each_clients_complete_rows():
+    pooled = holed_sample(4000, 0.01)
+    parts = split_iid(pooled, 3, seed=1).clients
+    federated = run_method("fedpc", parts, {"missing": "listwise"})
+    names = list(federated.graph.names)
+    complete = pd.concat([p.dropna() for p in parts])[names]
+    assert 0 < len(complete) < len(pooled)
+    codes, cards = reference_codes(complete)
+    reference = pc(DiscreteOracle(codes, cards, names, "chi2"), 0.05)
+    assert federated.graph == reference.graph
+    assert run_method("pooled", parts, {"missing": "listwise"}).graph == federated.graph
+
+
+def test_missing_values_are_refused_by_default_with_the_options_that_help():
+    parts = split_iid(holed_sample(300, 0.05), 2, seed=0).clients
+    with pytest.raises(InputError) as caught:
+        run_method("fedpc", parts, door="cli")
+    message = str(caught.value)
+    assert message.startswith("client 0 column ") and "missing value" in message
+    assert "--missing testwise" in message and "--missing listwise" in message
+    with pytest.raises(InputError, match="missing value"):
+        run_method("fedpc-vote", parts)  # a method without the option says only what to do
+    with pytest.raises(
+        OptionError, match="missing='testwise' is not available with test='fisherz'"
+    ):
+        run_method("fedpc", parts, {"missing": "testwise", "test": "fisherz"})
+
+
+def test_the_command_line_reads_missing_values_when_the_method_deletes_them(tmp_path, capsys):
+    parts = split_iid(holed_sample(1200, 0.08), 2, seed=0).clients
+    files = []
+    for k, part in enumerate(parts):
+        files.append(str(tmp_path / f"site{k}.csv"))
+        part.to_csv(files[-1], index=False)
+    assert main(["run", "--method", "fedpc", "--data", *files, "--quiet"]) != 0
+    assert "has a missing value in data row" in capsys.readouterr().err
+    out = tmp_path / "result.json"
+    code = main(
+        ["run", "--method", "fedpc", "--data", *files, "--missing", "testwise", "--quiet",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    result = Result.load(out)
+    assert result.extra["missing"] == "testwise"
+    assert sum(sum(c.values()) for c in result.extra["missing_values"].values()) == int(
+        sum(p.isna().sum().sum() for p in parts)
+    )
+    expected = run_method("fedpc", parts, {"missing": "testwise"})
+    assert result.graph == expected.graph

@@ -158,13 +158,15 @@ def read_client_csv(
     keep_index: bool = False,
     dtype: Mapping[str, Any] | None = None,
     door: str = "python",
+    allow_missing: bool = False,
 ) -> pd.DataFrame:
     """Client ``client``'s CSV file as a frame, checked as the module docstring says
     (``client=None``: a file read for no single client, such as a pooled file).
 
     ``sep``: the delimiter (sniffed if ``None``); ``keep_index``: keep an index-like first
     column as a variable; ``dtype``: pandas dtypes of named columns; ``door``: where the user
-    typed the settings, for the spelling of the fixes.
+    typed the settings, for the spelling of the fixes; ``allow_missing``: missing values are
+    read as NaN (for a method whose ``missing`` option deletes them), not refused.
     """
     source = _File(Path(path), client, door)
     text = source.text()
@@ -178,7 +180,8 @@ def read_client_csv(
     _check_header_is_not_data(source, frame, header)
     if header[0].lower() in INDEX_NAMES:
         _check_index(source, frame, header[0], keep_index)
-    _check_missing(source, frame)
+    if not allow_missing:
+        _check_missing(source, frame)
     return frame
 
 
@@ -332,11 +335,20 @@ def read_client_files(
     keep_index: bool = False,
     dtype: Mapping[str, Any] | None = None,
     door: str = "python",
+    allow_missing: bool = False,
 ) -> list[pd.DataFrame]:
     """One frame per file, client ``k`` reading ``paths[k]`` (see :func:`read_client_csv`)."""
     if not paths:
         raise ValueError("no CSV files given")
     return [
-        read_client_csv(path, k, sep=sep, keep_index=keep_index, dtype=dtype, door=door)
+        read_client_csv(
+            path,
+            k,
+            sep=sep,
+            keep_index=keep_index,
+            dtype=dtype,
+            door=door,
+            allow_missing=allow_missing,
+        )
         for k, path in enumerate(paths)
     ]

@@ -172,7 +172,12 @@ def sample_network_partition(
 
 
 def read_site_csv(
-    path: str, sep: str | None = None, *, keep_index: bool = False, client: int = 0
+    path: str,
+    sep: str | None = None,
+    *,
+    keep_index: bool = False,
+    client: int = 0,
+    allow_missing: bool = False,
 ) -> pd.DataFrame:
     """Site ``client``'s CSV, read and checked as every door reads client files
     (:func:`~fedcausal_flwr.data.csv_input.read_client_csv`: ``sep`` sniffed if ``None``),
@@ -180,10 +185,10 @@ def read_site_csv(
     if not os.path.exists(path):
         raise FileNotFoundError(f"data-path {path!r} does not exist on this SuperNode")
     stat = os.stat(path)
-    key = (os.path.abspath(path), sep, keep_index, stat.st_mtime_ns, stat.st_size)
+    key = (os.path.abspath(path), sep, keep_index, allow_missing, stat.st_mtime_ns, stat.st_size)
     if key not in _CSV_CACHE:
         _CSV_CACHE[key] = read_client_csv(
-            path, client, sep=sep, keep_index=keep_index, door="config"
+            path, client, sep=sep, keep_index=keep_index, door="config", allow_missing=allow_missing
         )
     return _CSV_CACHE[key]
 
@@ -199,6 +204,7 @@ def site_data(context: Context, spec: MethodSpec, settings: Mapping[str, Any]) -
             None if sep is None else str(sep),
             keep_index=parse_bool(node_config.get("data-keep-index", False)),
             client=partition_id_of(context),
+            allow_missing=settings.get("missing", "error") != "error",
         )
     if "num-partitions" not in node_config:
         raise KeyError(

@@ -67,6 +67,15 @@ SAME_COLUMNS_FIX = Fix(
     (("method", "fedcdnv"),),
 )
 
+#: Methods with the option ``missing`` (test-wise or list-wise deletion).
+MISSING_METHODS = ("fedpc", "fedfci", "pooled")
+MISSING_DROP = "drop or complete the rows with missing values"
+MISSING_FIX = Fix(
+    "drop or complete the rows with missing values, or let each test use the rows complete on "
+    "its variables ({}) or each client drop its incomplete rows ({})",
+    (("missing", "testwise"), ("missing", "listwise")),
+)
+
 #: What to do about a column constant over all clients, for a method that cannot keep it.
 CONSTANT_FIX = Fix(
     "drop the column, or use {} or {} with {} (exact summed tables keep it as an isolated node)",
@@ -86,6 +95,8 @@ class InputNeeds:
     :data:`DISCRETE_FIX` for discrete tests); ``kind_fix``: what else to do about a column of
     different kinds at different clients. ``isolates_constants``: a column constant over all
     clients is kept and becomes an isolated node (the method's tests allow it), not refused.
+    ``missing_ok``: missing values are data (the method's ``missing`` option deletes them test-wise
+    or list-wise), not refused.
     """
 
     same_columns: bool = True
@@ -96,6 +107,7 @@ class InputNeeds:
     value_fix: Fix | None = None
     kind_fix: Fix | None = None
     isolates_constants: bool = False
+    missing_ok: bool = False
 
     def __post_init__(self) -> None:
         if self.values not in VALUE_NEEDS:
@@ -238,14 +250,15 @@ class _Check:
         for pid, report in self.info.items():
             for col in report.columns:
                 missing = report.n_missing.get(col, 0)
-                if missing:
+                if missing and not needs.missing_ok:
                     raise self.error(
                         f"has {missing} missing value{'s' if missing > 1 else ''}; "
                         f"{self.method} needs complete data",
                         client=pid,
                         column=col,
-                        fix="drop or complete the rows with missing values",
+                        fix=MISSING_FIX if self.method in MISSING_METHODS else MISSING_DROP,
                     )
+
                 kind = value_type(report.dtypes[col], report.levels.get(col))
                 if kind == "mixed":
                     raise self.error(

@@ -159,6 +159,16 @@ class ProtocolStrategy:
                     merged[col] = sorted(set(merged.get(col) or []) | set(levels))
         return merged
 
+    def missing_report(self, mode: str) -> dict[str, Any]:
+        """The result's record of missing values: the ``missing`` mode and, per client and
+        column, how many values were missing (from the hello reports; columns without any are
+        left out)."""
+        counts = {
+            str(pid): {col: n for col, n in info.n_missing.items() if n}
+            for pid, info in sorted(self.client_info.items())
+        }
+        return {"missing": mode, "missing_values": {c: m for c, m in counts.items() if m}}
+
     def retract_request(self) -> None:
         """Drop the pending request; the next round calls :meth:`next_request` again."""
         self.protocol_run.pending = None
