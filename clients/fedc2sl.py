@@ -20,6 +20,7 @@ from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedc2sl import (
     MARGINS,
     MOMENTS,
+    QUERY_MOMENTS,
     SKETCH,
     SKETCH_SCALE,
     SPARSE_TABLES,
@@ -36,7 +37,7 @@ from fedcausal_flwr.stats.contingency import (
     sparse_local_tables,
     table_marginals,
 )
-from fedcausal_flwr.stats.gaussian import local_moments
+from fedcausal_flwr.stats.gaussian import local_moments, query_moments
 from fedcausal_flwr.stats.sketch import client_sketch
 
 T = TypeVar("T")
@@ -185,3 +186,10 @@ class FedC2SLClient(ProtocolClient):
         data = frame[variables].to_numpy(dtype=np.float64)
         m = local_moments(data, variables=variables, client=f"client {self.partition_id}")
         return [m.to_vector()], {}
+
+    @action(QUERY_MOMENTS)
+    def moments_per_test(self, payload: dict, arrays: list[np.ndarray]):
+        """Each test's moments over this client's rows complete on its variables (Fisher-z with
+        test-wise deletion)."""
+        data = self.data[payload["variables"]].to_numpy(dtype=np.float64)
+        return [query_moments(data, decode_queries(arrays[0]))], {}

@@ -33,6 +33,8 @@ action        payload                                     reply                 
 ``sketch``    ``variables, levels, seed, l, k`` + queries int64 vector, projected          yes
               + expected counts (float64 array)           residuals x 2**8
 ``moments``   ``variables``                               float64 ``[n, sum x, x x^T]``   no (*)
+``query_``    ``variables, missing`` + queries            float64, per query ``[n, sum v, no (*)
+``moments``                                               v v^T]`` over its complete rows
 ============  ==========================================  ==============================  ========
 
 ``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
@@ -41,6 +43,12 @@ bytes; ``@action(..., compact=True)``); the server reads them as int64.
 
 (*) summed on the server: moments in partition order (deterministic float sums), sparse tables
 merged exactly (int64).
+
+Missing values (``missing``): every request carries the mode. ``testwise``: a client codes a
+missing value as ``MISSING_CODE`` and leaves the row out of each table that uses its column
+(discrete), or answers ``query_moments`` for each batch instead of one ``moments`` round (Fisher-z:
+each test's moments over the rows complete on ``v = (x, y, S)``), so each summed test equals the
+pooled test with test-wise deletion. ``listwise``: a client drops its incomplete rows first.
 
 Exact mode plans each batch (:meth:`FedC2SLStrategy._plan_batch`): dense ``tables`` when they fit
 ``max_cells`` and are smaller than the clients' nonzero cells, otherwise ``sparse_tables`` (never a
@@ -85,6 +93,7 @@ from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedc2sl import (
     MARGINS,
     MOMENTS,
+    QUERY_MOMENTS,
     SKETCH,
     SKETCH_SCALE,
     SPARSE_TABLES,
@@ -101,7 +110,12 @@ from fedcausal_flwr.stats.contingency import (
     merge_sparse_tables,
     sparse_tests,
 )
-from fedcausal_flwr.stats.gaussian import GaussianMoments, TooFewSamplesError
+from fedcausal_flwr.stats.gaussian import (
+    GaussianMoments,
+    TooFewSamplesError,
+    fisher_z_from_query_moments,
+    query_block_sizes,
+)
 from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
@@ -227,13 +241,16 @@ class FedC2SLStrategy(ProtocolStrategy):
     def next_request(self) -> Request | None:
         runner = self.runner
         if runner is None:
-            if self.test == "fisherz":
+            if self.test == "fisherz" and self.missing != "testwise":
                 return Request(MOMENTS, {"variables": self.variables, "missing": self.missing})
             runner = self._start()
         queries = runner.pending
         if queries is None:  # the search has finished
             return None
-        base = {
+        if self.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
+            asked = {"variables": self.variables, "missing": self.missing}
+            return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
+        base: dict[str, Any] = {
             "variables": self.variables,
             "levels": self.levels,
             "max_cells": self.max_cells,
@@ -335,6 +352,9 @@ class FedC2SLStrategy(ProtocolStrategy):
             self._handle_moments(replies)
             return
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
+        if request.action == QUERY_MOMENTS:
+            self._handle_query_moments(replies)
+            return
         if request.action == TABLES or request.action == SPARSE_TABLES:
             self._handle_tables(request, replies)
             return
@@ -417,14 +437,34 @@ class FedC2SLStrategy(ProtocolStrategy):
         except TooFewSamplesError as err:
             raise self._too_few_rows(err) from None
 
+    def _handle_query_moments(self, replies: list[Reply]) -> None:
+        assert self.runner is not None and self.runner.pending is not None
+        queries = self.runner.pending
+        total = np.zeros(int(query_block_sizes(queries).sum()))
+        for reply in replies:  # partition order: deterministic float sums
+            vector = np.asarray(reply.arrays[0], dtype=np.float64)
+            if vector.shape != total.shape:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent query moments of shape {vector.shape}, "
+                    f"expected {total.shape}"
+                )
+            total += vector
+        try:
+            pvalues, _ = fisher_z_from_query_moments(total, queries, self.variables)
+        except TooFewSamplesError as err:
+            raise self._too_few_rows(err) from None
+        self.batches.append({"round": self.current_round, "tests": len(queries)})
+        self.runner.answer(pvalues)
+
     def _too_few_rows(self, err: TooFewSamplesError) -> InputError:
         """The search reached a Fisher-z test the pooled rows cannot carry: say how many rows it
         needs and which depth cap would stop before it."""
         x, y, given = err.query
         names = self.variables
         test = f"{names[x]} and {names[y]}" + (f" given {err.k} variables" if err.k else "")
+        held = "rows complete on its variables" if self.missing == "testwise" else "rows in all"
         problem = (
-            f"the clients hold {err.n} rows in all, but {self.name}'s Fisher-z test of {test} "
+            f"the clients hold {err.n} {held}, but {self.name}'s Fisher-z test of {test} "
             f"needs more than {err.k + 3}"
         )
         if err.n < 4:
@@ -527,7 +567,6 @@ def _options(algorithm: str) -> OptionSet:
         checks=(
             shared.fisherz_needs_exact,
             shared.sketch_needs_chi2,
-            shared.testwise_needs_tables,
             shared.pc_engine_problem,
         ),
     )

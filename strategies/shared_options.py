@@ -247,15 +247,3 @@ def missing() -> Option:
         paper="complete data (the papers do not treat missing values)",
         why="a gap in the data is refused unless the user chooses how to delete it",
     )
-
-
-def testwise_needs_tables(values: Mapping[str, Any], door: str) -> str | None:
-    """Cross-option rule: test-wise deletion is counted in the contingency tables; the Fisher-z
-    test sums one moment matrix over all rows."""
-    if values.get("missing") == "testwise" and values.get("test") == "fisherz":
-        return (
-            f"{say('missing', 'testwise', door)} is not available with "
-            f"{say('test', 'fisherz', door)} (one moment matrix over all rows); use "
-            f"{say('missing', 'listwise', door)} or a discrete test"
-        )
-    return None

@@ -30,7 +30,7 @@ from fedcausal_flwr.stats.contingency import (
     sparse_tests,
     sum_tables,
 )
-from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.stats.oracles import DiscreteOracle, GaussianTestwiseOracle
 
 
 def with_missing(rng, codes: np.ndarray, share: float) -> np.ndarray:
@@ -170,10 +170,8 @@ def test_missing_values_are_refused_by_default_with_the_options_that_help():
     assert "--missing testwise" in message and "--missing listwise" in message
     with pytest.raises(InputError, match="missing value"):
         run_method("fedpc-vote", parts)  # a method without the option says only what to do
-    with pytest.raises(
-        OptionError, match="missing='testwise' is not available with test='fisherz'"
-    ):
-        run_method("fedpc", parts, {"missing": "testwise", "test": "fisherz"})
+    with pytest.raises(OptionError, match="missing"):
+        run_method("fedpc", parts, {"missing": "pairwise"})
 
 
 def test_the_command_line_reads_missing_values_when_the_method_deletes_them(tmp_path, capsys):
@@ -197,3 +195,45 @@ def test_the_command_line_reads_missing_values_when_the_method_deletes_them(tmp_
     )
     expected = run_method("fedpc", parts, {"missing": "testwise"})
     assert result.graph == expected.graph
+
+
+# ----------------------------------------------------------- Fisher-z with test-wise deletion
+def gaussian_chain(rows: int, share: float, seed: int) -> np.ndarray:
+    """A linear Gaussian SEM on 7 variables with a ``share`` of its values missing (NaN)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 7))
+    x[:, 1] += 0.8 * x[:, 0]
+    x[:, 2] += 0.7 * x[:, 1] - 0.5 * x[:, 3]
+    x[:, 4] += 0.6 * x[:, 2]
+    x[:, 5] += 0.5 * x[:, 4] + 0.4 * x[:, 6]
+    x[rng.random(x.shape) < share] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("share", [0.05, 0.20])
+def test_testwise_fisher_z_equals_causallearn_mv_fisherz(share):
+    from causallearn.utils.cit import CIT
+
+    data = gaussian_chain(1500, share, seed=int(share * 100))
+    queries = random_queries(np.random.default_rng(3), 7, 80, 3)
+    ours = GaussianTestwiseOracle(data, [f"V{i}" for i in range(7)]).test_batch(queries)
+    cit = CIT(data, "mv_fisherz")
+    reference = np.array([cit(x, y, list(s)) for x, y, s in queries])
+    np.testing.assert_allclose(ours, reference, rtol=1e-9, atol=1e-12)
+    assert (reference < 1e-6).any() and (reference > 0.05).any()
+
+
+@pytest.mark.parametrize("clients", [3, 10])
+def test_fedpc_fisher_z_testwise_equals_pooled_testwise_pc(clients):
+    data = gaussian_chain(3000, 0.1, seed=clients)
+    names = [f"V{i}" for i in range(7)]
+    frame = pd.DataFrame(data, columns=names)
+    parts = split_iid(frame, clients, seed=0).clients
+    federated = run_method("fedpc", parts, {"test": "fisherz", "missing": "testwise"})
+    reference = pc(GaussianTestwiseOracle(data, names), 0.05)
+    assert federated.graph == reference.graph
+    assert federated.extra["tests"] == reference.n_tests
+    listwise = run_method("fedpc", parts, {"test": "fisherz", "missing": "listwise"})
+    complete = pd.concat([p.dropna() for p in parts])
+    expected = pc(GaussianTestwiseOracle(complete.to_numpy(), names), 0.05)
+    assert listwise.graph == expected.graph

@@ -11,6 +11,7 @@ SPARSE_TABLES = "sparse_tables"  # nonzero cells of a batch's tables, merged on 
 MARGINS = "margins"  # summed stratum margins (sketch, first round of a batch)
 SKETCH = "sketch"  # summed projected residuals (sketch, second round)
 MOMENTS = "moments"  # data moments n, sum x, x x^T (Gaussian data)
-ACTIONS = (TABLES, SPARSE_TABLES, MARGINS, SKETCH, MOMENTS)
+QUERY_MOMENTS = "query_moments"  # per-test moments over each test's complete rows (Gaussian)
+ACTIONS = (TABLES, SPARSE_TABLES, MARGINS, SKETCH, MOMENTS, QUERY_MOMENTS)
 
 SKETCH_SCALE = 2**8  # fixed point of the summed sketch: residuals travel as rint(value * scale)

@@ -203,3 +203,105 @@ def fisher_z_pvalues(
     return fisher_z_from_correlation(
         correlation_from_moments(moments, variables), moments.n, queries
     )
+
+
+# ------------------------------------------------------------------------ test-wise deletion
+#: Elements (rows x queries x variables) of one chunk of :func:`query_moments`.
+_QUERY_CHUNK_ELEMENTS = 2**22
+
+
+def query_block_sizes(queries: Sequence[Query]) -> np.ndarray:
+    """Length of each query's block ``[n, sum v, cross v v^T]`` over ``v = (x, y, *S)``."""
+    m = np.array([len(s) + 2 for _, _, s in queries], dtype=np.int64)
+    return 1 + m + m * m
+
+
+def query_moments(data: np.ndarray, queries: Sequence[Query]) -> np.ndarray:
+    """Per query, the moments of its variables over the rows complete on them (test-wise
+    deletion: NaN marks a missing value), concatenated in query order (blocks of
+    :func:`query_block_sizes`). Summed over clients they are the pooled blocks."""
+    arr = np.asarray(data, dtype=np.float64)
+    out = np.empty(int(query_block_sizes(queries).sum()))
+    offsets = np.concatenate(([0], np.cumsum(query_block_sizes(queries))))
+    by_size: dict[int, list[int]] = {}
+    for i, (_, _, s) in enumerate(queries):
+        by_size.setdefault(len(s), []).append(i)
+    n = arr.shape[0]
+    for k, members in by_size.items():
+        m = k + 2
+        chunk = max(1, _QUERY_CHUNK_ELEMENTS // max(1, n * m))
+        for start in range(0, len(members), chunk):
+            part = members[start : start + chunk]
+            idx = np.array([(queries[i][0], queries[i][1], *queries[i][2]) for i in part])
+            values = arr[:, idx.reshape(len(part), m)]  # (n, g, m)
+            complete = np.asarray(np.isfinite(values).all(axis=2))  # (n, g)
+            values = np.where(complete[:, :, None], values, 0.0)
+            counts = complete.sum(axis=0).astype(np.float64)
+            sums = values.sum(axis=0)
+            cross = np.einsum("ngi,ngj->gij", values, values)
+            blocks = np.concatenate(
+                (counts[:, None], sums, cross.reshape(len(part), m * m)), axis=1
+            )
+            rows = offsets[part][:, None] + np.arange(1 + m + m * m)
+            out[rows] = blocks
+    return out
+
+
+def fisher_z_from_query_moments(
+    vector: np.ndarray, queries: Sequence[Query], variables: Sequence[str] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(p-values, rows used)`` of Fisher-z tests from (summed) per-query moment blocks: each
+    test on its own complete rows, as causal-learn's ``mv_fisherz`` (corrcoef of the complete
+    rows, partial correlation from its inverse, ``sqrt(n - |S| - 3) |z|``)."""
+    from scipy import stats as sps
+
+    vector = np.asarray(vector, dtype=np.float64)
+    sizes = query_block_sizes(queries)
+    if vector.shape != (int(sizes.sum()),):
+        raise ValueError(f"query moments have shape {vector.shape}, expected ({int(sizes.sum())},)")
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    pvals = np.empty(len(queries))
+    rows = np.empty(len(queries), dtype=np.int64)
+    by_size: dict[int, list[int]] = {}
+    for i, (_, _, s) in enumerate(queries):
+        by_size.setdefault(len(s), []).append(i)
+    for k, members in by_size.items():
+        m = k + 2
+        blocks = vector[offsets[members][:, None] + np.arange(1 + m + m * m)]
+        n = blocks[:, 0]
+        if np.any(n != np.round(n)) or np.any(n < 0):
+            raise ValueError("query moments hold a non-integer row count")
+        rows[members] = n.astype(np.int64)
+        for short in np.flatnonzero(n - k - 3 <= 0).tolist():
+            raise TooFewSamplesError(k, int(n[short]), queries[members[short]])
+        sums = blocks[:, 1 : 1 + m]
+        cov = (
+            blocks[:, 1 + m :].reshape(-1, m, m)
+            - sums[:, :, None] * sums[:, None, :] / n[:, None, None]
+        )
+        cov /= (n - 1)[:, None, None]
+        var = np.diagonal(cov, axis1=1, axis2=2)
+        for i, j in zip(*np.nonzero(~(var > 0)), strict=True):
+            x, y, s = queries[members[i]]
+            v = (x, y, *s)[j]
+            raise ValueError(
+                f"variable {_name(variables, int(v))} has zero variance on the rows complete for "
+                f"the test of {_name(variables, x)} and {_name(variables, y)}; Fisher-z cannot "
+                "test it"
+            )
+        std = np.sqrt(var)
+        corr = cov / std[:, :, None] / std[:, None, :]
+        try:
+            inv = np.linalg.inv(corr)
+        except np.linalg.LinAlgError:
+            raise ValueError(
+                f"a correlation matrix of the tests with |S| = {k} is singular (collinear "
+                "variables on the complete rows); Fisher-z cannot test it"
+            ) from None
+        r = -inv[:, 0, 1] / np.sqrt(np.abs(inv[:, 0, 0] * inv[:, 1, 1]))
+        big = np.abs(r) >= 1
+        r[big] = (1.0 - np.finfo(float).eps) * np.sign(r[big])
+        z = 0.5 * np.log((1 + r) / (1 - r))
+        stat = np.sqrt(n - k - 3) * np.abs(z)
+        pvals[members] = 2 * (1 - sps.norm.cdf(np.abs(stat)))
+    return pvals, rows

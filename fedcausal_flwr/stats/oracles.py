@@ -27,7 +27,9 @@ from .gaussian import (
     GaussianMoments,
     correlation_from_moments,
     fisher_z_from_correlation,
+    fisher_z_from_query_moments,
     local_moments,
+    query_moments,
 )
 from .oracle import CIOracle, Query
 
@@ -256,6 +258,24 @@ class GaussianOracle(CIOracle):
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
         return fisher_z_from_correlation(self.correlation, self.moments.n, queries)
+
+
+class GaussianTestwiseOracle(CIOracle):
+    """Fisher-z on continuous data with missing values (NaN), each test on the rows complete on
+    its variables (causal-learn's ``mv_fisherz``); the pooled reference of federated test-wise
+    deletion, whose clients send the same per-test moment blocks."""
+
+    def __init__(self, data: np.ndarray, variables: Sequence[str]):
+        super().__init__(variables)
+        self.data = np.asarray(data, dtype=np.float64)
+        if self.data.ndim != 2 or self.data.shape[1] != self.n_vars:
+            raise ValueError(f"data of shape {self.data.shape} for {self.n_vars} variables")
+        if np.isinf(self.data).any():
+            raise ValueError("data holds inf values (NaN marks a missing value)")
+
+    def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        blocks = query_moments(self.data, queries)
+        return fisher_z_from_query_moments(blocks, queries, self.variables)[0]
 
 
 def dag_adjacency(dag: Graph) -> np.ndarray:
