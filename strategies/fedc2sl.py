@@ -201,13 +201,14 @@ class FedC2SLStrategy(ProtocolStrategy):
     def input_needs(self) -> InputNeeds:
         """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
         pooled test, so one client, or a client with one row, is fine."""
-        missing_ok = self.missing != "error"
+        missing_ok, listwise = self.missing != "error", self.missing == "listwise"
         if self.test == "fisherz":
             return InputNeeds(
                 values="numeric",
                 test="Fisher-z",
                 value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
                 missing_ok=missing_ok,
+                listwise=listwise,
             )
         exact = self.ci == "exact"
         fix = Fix(
@@ -220,6 +221,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             value_fix=fix,
             isolates_constants=exact,
             missing_ok=missing_ok,
+            listwise=listwise,
         )
 
     def _start(self) -> StepRunner:

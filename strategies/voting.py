@@ -494,7 +494,8 @@ class PooledStrategy(DiscreteMethodStrategy):
         return Request(RAW_DATA, payload)
 
     def input_needs(self) -> InputNeeds:
-        return replace(self.needs, missing_ok=self.missing != "error")
+        missing = self.missing
+        return replace(self.needs, missing_ok=missing != "error", listwise=missing == "listwise")
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(

@@ -237,3 +237,12 @@ def test_fedpc_fisher_z_testwise_equals_pooled_testwise_pc(clients):
     complete = pd.concat([p.dropna() for p in parts])
     expected = pc(GaussianTestwiseOracle(complete.to_numpy(), names), 0.05)
     assert listwise.graph == expected.graph
+
+
+def test_listwise_deletion_that_empties_a_client_is_refused_before_the_run():
+    parts = split_iid(holed_sample(400, 0.3), 2, seed=0).clients  # 0.7^37: no complete row
+    with pytest.raises(InputError) as caught:
+        run_method("fedpc", parts, {"missing": "listwise"}, door="cli")
+    message = str(caught.value)
+    assert message.startswith("client 0 has no row without a missing value (200 rows)")
+    assert message.endswith("(--missing testwise)")

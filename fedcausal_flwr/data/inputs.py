@@ -179,7 +179,8 @@ def constant_value(series: pd.Series) -> tuple[bool, Any]:
 
 def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
     """What a client reports in ``hello``: its partition id, rows, columns (as named, repeats
-    included), dtypes, level sets, missing values, constant columns (with their value), the
+    included), dtypes, level sets, missing values (per column, and the rows without any),
+    constant columns (with their value), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
     names are reported, not merged."""
     columns = [str(c) for c in frame.columns]
@@ -200,6 +201,7 @@ def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dic
         "dtypes": dtypes,
         "levels": levels,
         "n_missing": n_missing,
+        "n_complete": int(frame.notna().all(axis=1).sum()),
         "constant": constant,
         "version": VERSION,
         "fingerprint": frame_fingerprint(frame),

@@ -96,7 +96,8 @@ class InputNeeds:
     different kinds at different clients. ``isolates_constants``: a column constant over all
     clients is kept and becomes an isolated node (the method's tests allow it), not refused.
     ``missing_ok``: missing values are data (the method's ``missing`` option deletes them test-wise
-    or list-wise), not refused.
+    or list-wise), not refused; ``listwise``: each client drops its incomplete rows, so each needs
+    a complete one.
     """
 
     same_columns: bool = True
@@ -108,6 +109,7 @@ class InputNeeds:
     kind_fix: Fix | None = None
     isolates_constants: bool = False
     missing_ok: bool = False
+    listwise: bool = False
 
     def __post_init__(self) -> None:
         if self.values not in VALUE_NEEDS:
@@ -248,6 +250,16 @@ class _Check:
     def columns(self) -> None:
         needs = self.needs
         for pid, report in self.info.items():
+            if needs.listwise and report.n_complete == 0:
+                raise self.error(
+                    f"has no row without a missing value ({report.n_rows} rows): list-wise "
+                    "deletion would leave it empty",
+                    client=pid,
+                    fix=Fix(
+                        "let each test use the rows complete on its variables ({})",
+                        (("missing", "testwise"),),
+                    ),
+                )
             for col in report.columns:
                 missing = report.n_missing.get(col, 0)
                 if missing and not needs.missing_ok:

@@ -105,6 +105,7 @@ class ClientInfo:
     version: str = ""
     fingerprint: str = ""
     constant: dict[str, Any] = field(default_factory=dict)  # column -> its one value, if constant
+    n_complete: int | None = None  # rows without a missing value (None: not reported)
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
@@ -118,6 +119,7 @@ class ClientInfo:
             version=str(meta.get("version", "")),
             fingerprint=str(meta.get("fingerprint", "")),
             constant=dict(meta.get("constant", {})),
+            n_complete=None if meta.get("n_complete") is None else int(meta["n_complete"]),
         )
 
 
