@@ -19,8 +19,8 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
   means; best = the client with the highest mean F1, chosen with the truth (an oracle; the
   paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
 * ``lcs-pooled`` (registered): the same search on the pooled rows (LCS-All, NOT private); the
-  union of the clients' rows is the same sample for every N, so it runs once per network (N
-  ``all``);
+  union of the clients' rows is the same sample for every N, so it runs once per network, as its
+  own block (N ``all``);
 * ``fedpc-vote``: global layer-wise voting FedPC (ratio 0.4, max-p orientation); the target's
   incident edges are read off its global graph; ``--global fedpc-vote notears-admm`` adds the
   paper's other global baseline, NOTEARS-ADMM (discrete columns mapped by FedC2SL's frequency
@@ -269,18 +269,25 @@ def main() -> None:
     print("\n" + header + "\n" + "-" * len(header))
     with job_pool(args.jobs) as pool:
         for name in args.networks:
-            for k in args.clients:
+            # lcs-pooled searches the union of the clients' rows, the same sample for every N:
+            # once per network, as its own block (N "all")
+            pooled_jobs = [("lcs-pooled", edge) for edge in args.edge_rules]
+            for k, jobs in [("all", pooled_jobs)] + [(k, block_jobs(args)) for k in args.clients]:
                 started = time.perf_counter()
-                # lcs-pooled searches the union of the clients' rows, the same sample for every
-                # N: once per network, with the first N's block
-                first = k == args.clients[0]
-                jobs = [("lcs-pooled", edge) for edge in args.edge_rules] if first else []
-                jobs += block_jobs(args)
-                for rows in pool.map(run_job, [(name, k, job, args) for job in jobs]):
-                    for row in rows:
-                        print_row(name, "all" if row[0].startswith("lcs-pooled") else k, row)
+                # the longest runs first (global, then local, then FedLCS): the two workers end
+                # closer together; rows print in the block's order
+                order = sorted(range(len(jobs)), key=lambda i: LONGEST_FIRST.index(jobs[i][0]))
+                done = pool.map(run_job, [(name, k, jobs[i], args) for i in order])
+                by_job = dict(zip(order, done, strict=True))
+                for i in range(len(jobs)):
+                    for row in by_job[i]:
+                        print_row(name, k, row)
                 print(f"{name:<10} {k:>3} (all rows: {time.perf_counter() - started:.0f} s wall, "
                       f"{args.jobs} job(s))", flush=True)  # fmt: skip
+
+
+#: Job kinds from the slowest to the fastest (measured on pigs), the order a block starts them in.
+LONGEST_FIRST = ("global", "lcs-pooled", "fedlcs-local", "fedlcs")
 
 
 def block_jobs(args) -> list[tuple]:
