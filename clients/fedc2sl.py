@@ -107,9 +107,15 @@ class FedC2SLClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
     def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:
-        codes, cards, layout = self._layout(payload, arrays, sparse=False)
+        return self._count(local_tables, payload, arrays, sparse=False)
+
+    def _count(
+        self, count: Callable[..., T], payload: dict, arrays: list[np.ndarray], *, sparse: bool
+    ) -> T:
+        """The batch's tables counted by ``count`` (dense or sparse) over this client's codes."""
+        codes, cards, layout = self._layout(payload, arrays, sparse=sparse)
         return self._refusing(
-            local_tables,
+            count,
             codes,
             cards,
             layout,
@@ -151,16 +157,7 @@ class FedC2SLClient(ProtocolClient):
     def sparse_tables(self, payload: dict, arrays: list[np.ndarray]):
         """The nonzero cells of the batch's tables (flat index, count): for batches whose dense
         tables would be larger than the data (the server merges them)."""
-        codes, cards, layout = self._layout(payload, arrays, sparse=True)
-        indices, counts = self._refusing(
-            sparse_local_tables,
-            codes,
-            cards,
-            layout,
-            variables=payload["variables"],
-            client=self.label,
-            allow_missing=payload.get("missing") == "testwise",
-        )
+        indices, counts = self._count(sparse_local_tables, payload, arrays, sparse=True)
         return [indices, counts], {}
 
     @action(MARGINS)

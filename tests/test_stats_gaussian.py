@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from causallearn.utils.cit import CIT
+from helpers import random_queries
 
 from fedcausal_flwr.stats import (
     GaussianMoments,
@@ -23,15 +24,6 @@ def linear_gaussian(rng, n_vars, n_rows, edge_prob=0.35, mean=0.0):
     for j in range(n_vars):
         data[:, j] += data @ weights[:, j]
     return data + mean
-
-
-def random_queries(rng, n_vars, n_queries, max_s):
-    out = []
-    for _ in range(n_queries):
-        k = int(rng.integers(0, max_s + 1))
-        v = rng.choice(n_vars, k + 2, replace=False)
-        out.append((int(v[0]), int(v[1]), tuple(int(s) for s in v[2:])))
-    return out
 
 
 def causallearn_fisherz(data, queries):

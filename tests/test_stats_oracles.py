@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from causallearn.utils.cit import CIT
+from helpers import random_queries
 
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.stats import (
@@ -23,15 +24,6 @@ def random_dag(rng, n_nodes, edge_prob):
     adj = np.triu(rng.random((n_nodes, n_nodes)) < edge_prob, 1)
     order = rng.permutation(n_nodes)
     return adj[np.ix_(order, order)]
-
-
-def random_queries(rng, n_vars, n_queries, max_s):
-    out = []
-    for _ in range(n_queries):
-        k = int(rng.integers(0, max_s + 1))
-        v = rng.choice(n_vars, k + 2, replace=False)
-        out.append((int(v[0]), int(v[1]), tuple(int(s) for s in v[2:])))
-    return out
 
 
 def discrete_data(rng, n_rows, n_vars=7):
