@@ -211,6 +211,7 @@ VARIANTS = (
     ("fedpc", {"ci": "sketch"}, "discrete"),
     ("fedpc", {"test": "g2"}, "wide"),  # sparse tables
     ("fedpc", {"test": "fisherz"}, "gaussian"),
+    ("fedpc", {"test": "fisherz", "missing": "testwise"}, "gaussian"),  # query moments
     ("fedci-pc", {"ci": "fisher"}, "mixed"),
 )
 
