@@ -137,8 +137,8 @@ class FedC2SLClient(ProtocolClient):
         cards = [len(payload["levels"][v]) for v in variables]
         max_cells = None if sparse else int(payload.get("max_cells", DEFAULT_MAX_CELLS))
         batch = np.ascontiguousarray(arrays[0])
-        digest = hashlib.sha1(batch.tobytes()).digest()
-        key = (digest, batch.shape, batch.dtype.str, *cards, max_cells)
+        queries_hash = hashlib.sha1(batch.tobytes()).hexdigest()
+        key = (queries_hash, batch.shape, batch.dtype.str, *cards, max_cells)
         layout = _LAYOUTS.get(key)
         if layout is None:  # decoded and laid out once per batch in this process
             queries = decode_queries(arrays[0])
