@@ -209,6 +209,7 @@ class FedC2SLStrategy(ProtocolStrategy):
                 value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
                 missing_ok=missing_ok,
                 listwise=listwise,
+                deletes_missing=True,
             )
         exact = self.ci == "exact"
         fix = Fix(
@@ -222,6 +223,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             isolates_constants=exact,
             missing_ok=missing_ok,
             listwise=listwise,
+            deletes_missing=True,
         )
 
     def _start(self) -> StepRunner:

@@ -495,7 +495,12 @@ class PooledStrategy(DiscreteMethodStrategy):
 
     def input_needs(self) -> InputNeeds:
         missing = self.missing
-        return replace(self.needs, missing_ok=missing != "error", listwise=missing == "listwise")
+        return replace(
+            self.needs,
+            missing_ok=missing != "error",
+            listwise=missing == "listwise",
+            deletes_missing=True,
+        )
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(

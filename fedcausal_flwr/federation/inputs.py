@@ -67,8 +67,6 @@ SAME_COLUMNS_FIX = Fix(
     (("method", "fedcdnv"),),
 )
 
-#: Methods with the option ``missing`` (test-wise or list-wise deletion).
-MISSING_METHODS = ("fedpc", "fedfci", "pooled")
 MISSING_DROP = "drop or complete the rows with missing values"
 MISSING_FIX = Fix(
     "drop or complete the rows with missing values, or let each test use the rows complete on "
@@ -97,7 +95,7 @@ class InputNeeds:
     clients is kept and becomes an isolated node (the method's tests allow it), not refused.
     ``missing_ok``: missing values are data (the method's ``missing`` option deletes them test-wise
     or list-wise), not refused; ``listwise``: each client drops its incomplete rows, so each needs
-    a complete one.
+    a complete one; ``deletes_missing``: the method has that option (the refusal names it).
     """
 
     same_columns: bool = True
@@ -110,6 +108,7 @@ class InputNeeds:
     isolates_constants: bool = False
     missing_ok: bool = False
     listwise: bool = False
+    deletes_missing: bool = False
 
     def __post_init__(self) -> None:
         if self.values not in VALUE_NEEDS:
@@ -268,7 +267,7 @@ class _Check:
                         f"{self.method} needs complete data",
                         client=pid,
                         column=col,
-                        fix=MISSING_FIX if self.method in MISSING_METHODS else MISSING_DROP,
+                        fix=MISSING_FIX if needs.deletes_missing else MISSING_DROP,
                     )
 
                 kind = value_type(report.dtypes[col], report.levels.get(col))
