@@ -199,5 +199,11 @@ class FedC2SLClient(ProtocolClient):
     def moments_per_test(self, payload: dict, arrays: list[np.ndarray]):
         """Each test's moments over this client's rows complete on its variables (Fisher-z with
         test-wise deletion)."""
-        data = self.data[payload["variables"]].to_numpy(dtype=np.float64)
-        return [query_moments(data, decode_queries(arrays[0]))], {}
+        variables = payload["variables"]
+        data = self.data[variables].to_numpy(dtype=np.float64)
+        try:
+            blocks = query_moments(data, decode_queries(arrays[0]), variables)
+        except ValueError as err:  # a refusal with its cause (the run stops), not a dropout
+            problem = f"cannot compute the tests' moments: {err}"
+            raise ProtocolError(self.partition_id, problem) from None
+        return [blocks], {}

@@ -17,6 +17,7 @@ from fedcausal_flwr.data.inputs import InputError
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.federation.messages import ClientProtocolError
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
@@ -246,3 +247,18 @@ def test_listwise_deletion_that_empties_a_client_is_refused_before_the_run():
     message = str(caught.value)
     assert message.startswith("client 0 has no row without a missing value (200 rows)")
     assert message.endswith("(--missing testwise)")
+
+
+def test_an_infinite_value_is_an_error_not_a_missing_one():
+    data = gaussian_chain(200, 0.1, seed=1)
+    data[5, 3] = np.inf
+    names = [f"V{i}" for i in range(7)]
+    with pytest.raises(ValueError, match="variable 'V3' has inf values"):
+        GaussianTestwiseOracle(data, names)
+    parts = split_iid(pd.DataFrame(data, columns=names), 2, seed=0).clients
+    with pytest.raises(
+        ClientProtocolError,
+        match=r"client 0: cannot compute the tests' moments: "
+        r"variable 'V3' \(column 3\) has inf values",
+    ):
+        run_method("fedpc", parts, {"test": "fisherz", "missing": "testwise"})

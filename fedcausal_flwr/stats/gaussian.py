@@ -216,11 +216,19 @@ def query_block_sizes(queries: Sequence[Query]) -> np.ndarray:
     return 1 + m + m * m
 
 
-def query_moments(data: np.ndarray, queries: Sequence[Query]) -> np.ndarray:
+def query_moments(
+    data: np.ndarray,
+    queries: Sequence[Query],
+    variables: Sequence[str] | None = None,
+    client: str | None = None,
+) -> np.ndarray:
     """Per query, the moments of its variables over the rows complete on them (test-wise
-    deletion: NaN marks a missing value), concatenated in query order (blocks of
-    :func:`query_block_sizes`). Summed over clients they are the pooled blocks."""
+    deletion: NaN marks a missing value; inf is an error naming the variable), concatenated in
+    query order (blocks of :func:`query_block_sizes`). Summed over clients they are the pooled
+    blocks."""
     arr = np.asarray(data, dtype=np.float64)
+    for v in np.flatnonzero(np.isinf(arr).any(axis=0)):
+        raise ValueError(f"variable {_name(variables, int(v))}{_where(client)} has inf values")
     out = np.empty(int(query_block_sizes(queries).sum()))
     offsets = np.concatenate(([0], np.cumsum(query_block_sizes(queries))))
     by_size: dict[int, list[int]] = {}

@@ -270,11 +270,11 @@ class GaussianTestwiseOracle(CIOracle):
         self.data = np.asarray(data, dtype=np.float64)
         if self.data.ndim != 2 or self.data.shape[1] != self.n_vars:
             raise ValueError(f"data of shape {self.data.shape} for {self.n_vars} variables")
-        if np.isinf(self.data).any():
-            raise ValueError("data holds inf values (NaN marks a missing value)")
+        for v in np.flatnonzero(np.isinf(self.data).any(axis=0)):
+            raise ValueError(f"variable {self.variables[int(v)]!r} has inf values")
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
-        blocks = query_moments(self.data, queries)
+        blocks = query_moments(self.data, queries, self.variables)
         return fisher_z_from_query_moments(blocks, queries, self.variables)[0]
 
 
