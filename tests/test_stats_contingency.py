@@ -20,6 +20,7 @@ from fedcausal_flwr.stats import (
     sum_tables,
     table_marginals,
 )
+from fedcausal_flwr.stats.contingency import stacked_statistics
 
 
 @pytest.mark.parametrize("n_rows", [60, 400, 3000])
@@ -187,3 +188,35 @@ def test_layout_and_pvalue_errors():
         sum_tables([np.zeros(4, dtype=np.int64), np.zeros(5, dtype=np.int64)])
     # no data at all: dof 0 -> p = 1
     assert discrete_pvalues(np.zeros(4, dtype=np.int64), layout).tolist() == [1.0]
+
+
+def reference_statistics(t, test):
+    """The textbook per-cell formula on a (g, S, X, Y) stack, summed per table (the old code)."""
+    n_xz, n_yz = t.sum(axis=3), t.sum(axis=2)
+    n_z = n_xz.sum(axis=2)
+    expected = n_xz[..., :, None] * n_yz[..., None, :] / np.maximum(n_z, 1)[..., None, None]
+    safe = np.where(expected == 0, 1.0, expected)
+    if test == "chi2":
+        stat = (((t - expected) ** 2) / safe).sum(axis=(1, 2, 3))
+    else:
+        ratio = t / safe
+        ratio[ratio == 0] = 1.0
+        stat = 2.0 * (t * np.log(ratio)).sum(axis=(1, 2, 3))
+    rows, cols = (n_xz > 0).sum(axis=2) - 1, (n_yz > 0).sum(axis=2) - 1
+    dof = np.where(n_z > 0, rows * cols, 0).sum(axis=1)
+    return stat, dof, n_z.sum(axis=1), (n_z == 0).sum(axis=1)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2), (3, 5, 2), (9, 3, 3), (27, 3, 3), (81, 4, 3)])
+@pytest.mark.parametrize("stack", [1, 7, 500])
+@pytest.mark.parametrize("test", ["chi2", "g2"])
+def test_stacked_statistics_are_bit_identical_to_the_cell_formula(shape, stack, test):
+    """Either memory layout (stack first for a few tables, last for many) gives the same bits."""
+    rng = np.random.default_rng(stack)
+    cells = math.prod(shape)
+    t = rng.multinomial(300, rng.dirichlet(np.full(cells, 0.3)), size=stack)
+    t = t.reshape(stack, *shape).astype(np.int64)
+    for ours, expected in zip(
+        stacked_statistics(t, test), reference_statistics(t, test), strict=True
+    ):
+        np.testing.assert_array_equal(ours, expected)
