@@ -201,15 +201,12 @@ class FedC2SLStrategy(ProtocolStrategy):
     def input_needs(self) -> InputNeeds:
         """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
         pooled test, so one client, or a client with one row, is fine."""
-        missing_ok, listwise = self.missing != "error", self.missing == "listwise"
         if self.test == "fisherz":
             return InputNeeds(
                 values="numeric",
                 test="Fisher-z",
                 value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
-                missing_ok=missing_ok,
-                listwise=listwise,
-                deletes_missing=True,
+                missing=self.missing,
             )
         exact = self.ci == "exact"
         fix = Fix(
@@ -221,9 +218,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             test=self.test,
             value_fix=fix,
             isolates_constants=exact,
-            missing_ok=missing_ok,
-            listwise=listwise,
-            deletes_missing=True,
+            missing=self.missing,
         )
 
     def _start(self) -> StepRunner:

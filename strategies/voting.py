@@ -494,13 +494,7 @@ class PooledStrategy(DiscreteMethodStrategy):
         return Request(RAW_DATA, payload)
 
     def input_needs(self) -> InputNeeds:
-        missing = self.missing
-        return replace(
-            self.needs,
-            missing_ok=missing != "error",
-            listwise=missing == "listwise",
-            deletes_missing=True,
-        )
+        return replace(self.needs, missing=self.missing)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(

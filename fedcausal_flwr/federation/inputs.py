@@ -93,9 +93,9 @@ class InputNeeds:
     :data:`DISCRETE_FIX` for discrete tests); ``kind_fix``: what else to do about a column of
     different kinds at different clients. ``isolates_constants``: a column constant over all
     clients is kept and becomes an isolated node (the method's tests allow it), not refused.
-    ``missing_ok``: missing values are data (the method's ``missing`` option deletes them test-wise
-    or list-wise), not refused; ``listwise``: each client drops its incomplete rows, so each needs
-    a complete one; ``deletes_missing``: the method has that option (the refusal names it).
+    ``missing``: the method's ``missing`` option as chosen (``None``: it has none). ``"error"``
+    refuses missing values (naming the option); ``"testwise"`` / ``"listwise"`` take them as data,
+    and list-wise deletion needs a complete row at every client.
     """
 
     same_columns: bool = True
@@ -106,9 +106,7 @@ class InputNeeds:
     value_fix: Fix | None = None
     kind_fix: Fix | None = None
     isolates_constants: bool = False
-    missing_ok: bool = False
-    listwise: bool = False
-    deletes_missing: bool = False
+    missing: str | None = None
 
     def __post_init__(self) -> None:
         if self.values not in VALUE_NEEDS:
@@ -249,7 +247,7 @@ class _Check:
     def columns(self) -> None:
         needs = self.needs
         for pid, report in self.info.items():
-            if needs.listwise and report.n_complete == 0:
+            if needs.missing == "listwise" and report.n_complete == 0:
                 raise self.error(
                     f"has no row without a missing value ({report.n_rows} rows): list-wise "
                     "deletion would leave it empty",
@@ -261,13 +259,13 @@ class _Check:
                 )
             for col in report.columns:
                 missing = report.n_missing.get(col, 0)
-                if missing and not needs.missing_ok:
+                if missing and needs.missing in (None, "error"):
                     raise self.error(
                         f"has {missing} missing value{'s' if missing > 1 else ''}; "
                         f"{self.method} needs complete data",
                         client=pid,
                         column=col,
-                        fix=MISSING_FIX if needs.deletes_missing else MISSING_DROP,
+                        fix=MISSING_DROP if needs.missing is None else MISSING_FIX,
                     )
 
                 kind = value_type(report.dtypes[col], report.levels.get(col))

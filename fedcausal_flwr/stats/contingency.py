@@ -30,7 +30,7 @@ from typing import Literal, TypedDict, cast
 
 import numpy as np
 
-from .oracle import Query, normalise_query
+from .oracle import Query, by_conditioning_size, normalise_query
 
 #: Largest table (cells) :func:`local_tables` will allocate for one query (128 MiB of int64).
 DEFAULT_MAX_CELLS = 2**24
@@ -188,9 +188,7 @@ def make_layout(
     else:
         keys = tuple(normalise_query(*q) for q in queries)
     shapes = np.empty((len(keys), 3), dtype=np.int64)
-    by_size: dict[int, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_size.setdefault(len(key[2]), []).append(i)
+    by_size = by_conditioning_size(keys)
     for k, members in by_size.items():
         rows = np.array([(keys[i][0], keys[i][1], *keys[i][2]) for i in members], dtype=np.int64)
         rows = rows.reshape(len(members), k + 2)
@@ -231,9 +229,7 @@ def table_cells(queries: Sequence[Query], cards: np.ndarray) -> np.ndarray:
     """Each query's dense table size ``prod(cards of x, y, S)`` as float64 (exact below 2**53;
     beyond that only its comparison with a cell limit matters), vectorised per |S|."""
     cells = np.empty(len(queries))
-    by_size: dict[int, list[int]] = {}
-    for i, (_, _, s) in enumerate(queries):
-        by_size.setdefault(len(s), []).append(i)
+    by_size = by_conditioning_size(queries)
     levels = np.asarray(cards, dtype=np.float64)
     for k, members in by_size.items():
         rows = np.array([(queries[i][0], queries[i][1], *queries[i][2]) for i in members])
@@ -267,9 +263,7 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     cards = layout.cards
     if int(cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
-    by_size: dict[int, list[int]] = {}
-    for i, (_, _, s) in enumerate(layout.queries):
-        by_size.setdefault(len(s), []).append(i)
+    by_size = by_conditioning_size(layout.queries)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
     for k, members in by_size.items():
@@ -363,9 +357,7 @@ def count_sparse_tables(codes_t: np.ndarray, layout: TableLayout) -> tuple[np.nd
     if n == 0 or layout.n_queries == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     cards = layout.cards.astype(np.int64)
-    by_size: dict[int, list[int]] = {}
-    for i, (_, _, s) in enumerate(layout.queries):
-        by_size.setdefault(len(s), []).append(i)
+    by_size = by_conditioning_size(layout.queries)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
     indices: list[np.ndarray] = []

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .oracle import Query, normalise_query
+from .oracle import Query, by_conditioning_size, normalise_query
 
 
 def _where(client: str | None) -> str:
@@ -158,7 +158,6 @@ class TooFewSamplesError(ValueError):
 
 def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequence]) -> np.ndarray:
     """Fisher-z p-values from a correlation matrix, vectorised over queries with equal |S|."""
-    from scipy import stats as sps  # here, not at import: a client summing moments needs none
 
     keys: list[Query] = [normalise_query(*q) for q in queries]
     p_vars = corr.shape[0]
@@ -185,13 +184,21 @@ def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequen
                         "(collinear variables); Fisher-z cannot test it"
                     ) from None
             raise
-        r = -inv[:, 0, 1] / np.sqrt(np.abs(inv[:, 0, 0] * inv[:, 1, 1]))
-        big = np.abs(r) >= 1
-        r[big] = (1.0 - np.finfo(float).eps) * np.sign(r[big])
-        z = 0.5 * np.log((1 + r) / (1 - r))
-        stat = math.sqrt(dof) * np.abs(z)
-        pvals[members] = 2 * (1 - sps.norm.cdf(np.abs(stat)))
+        pvals[members] = _fisher_z(inv, math.sqrt(dof))
     return pvals
+
+
+def _fisher_z(inv: np.ndarray, root_dof: np.ndarray | float) -> np.ndarray:
+    """p-values from stacked inverse correlation matrices of ``(x, y, S...)``: the partial
+    correlation of x and y, Fisher's z, ``sqrt(n - |S| - 3) |z|`` (``root_dof``), two-sided."""
+    from scipy import stats as sps
+
+    r = -inv[:, 0, 1] / np.sqrt(np.abs(inv[:, 0, 0] * inv[:, 1, 1]))
+    big = np.abs(r) >= 1
+    r[big] = (1.0 - np.finfo(float).eps) * np.sign(r[big])
+    z = 0.5 * np.log((1 + r) / (1 - r))
+    stat = root_dof * np.abs(z)
+    return 2 * (1 - sps.norm.cdf(np.abs(stat)))
 
 
 def fisher_z_pvalues(
@@ -231,9 +238,7 @@ def query_moments(
         raise ValueError(f"variable {_name(variables, int(v))}{_where(client)} has inf values")
     out = np.empty(int(query_block_sizes(queries).sum()))
     offsets = np.concatenate(([0], np.cumsum(query_block_sizes(queries))))
-    by_size: dict[int, list[int]] = {}
-    for i, (_, _, s) in enumerate(queries):
-        by_size.setdefault(len(s), []).append(i)
+    by_size = by_conditioning_size(queries)
     n = arr.shape[0]
     for k, members in by_size.items():
         m = k + 2
@@ -261,7 +266,6 @@ def fisher_z_from_query_moments(
     """``(p-values, rows used)`` of Fisher-z tests from (summed) per-query moment blocks: each
     test on its own complete rows, as causal-learn's ``mv_fisherz`` (corrcoef of the complete
     rows, partial correlation from its inverse, ``sqrt(n - |S| - 3) |z|``)."""
-    from scipy import stats as sps
 
     vector = np.asarray(vector, dtype=np.float64)
     sizes = query_block_sizes(queries)
@@ -270,9 +274,7 @@ def fisher_z_from_query_moments(
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     pvals = np.empty(len(queries))
     rows = np.empty(len(queries), dtype=np.int64)
-    by_size: dict[int, list[int]] = {}
-    for i, (_, _, s) in enumerate(queries):
-        by_size.setdefault(len(s), []).append(i)
+    by_size = by_conditioning_size(queries)
     for k, members in by_size.items():
         m = k + 2
         blocks = vector[offsets[members][:, None] + np.arange(1 + m + m * m)]
@@ -306,10 +308,5 @@ def fisher_z_from_query_moments(
                 f"a correlation matrix of the tests with |S| = {k} is singular (collinear "
                 "variables on the complete rows); Fisher-z cannot test it"
             ) from None
-        r = -inv[:, 0, 1] / np.sqrt(np.abs(inv[:, 0, 0] * inv[:, 1, 1]))
-        big = np.abs(r) >= 1
-        r[big] = (1.0 - np.finfo(float).eps) * np.sign(r[big])
-        z = 0.5 * np.log((1 + r) / (1 - r))
-        stat = np.sqrt(n - k - 3) * np.abs(z)
-        pvals[members] = 2 * (1 - sps.norm.cdf(np.abs(stat)))
+        pvals[members] = _fisher_z(inv, np.sqrt(n - k - 3))
     return pvals, rows

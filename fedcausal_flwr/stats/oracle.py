@@ -29,6 +29,14 @@ def normalise_query(x: int, y: int, s: Sequence[int]) -> Query:
     return (x, y, s_sorted) if x < y else (y, x, s_sorted)
 
 
+def by_conditioning_size(queries: Sequence[Sequence]) -> dict[int, list[int]]:
+    """Query positions grouped by |S| (in order): batches are vectorised one size at a time."""
+    groups: dict[int, list[int]] = {}
+    for i, (_, _, s) in enumerate(queries):
+        groups.setdefault(len(s), []).append(i)
+    return groups
+
+
 class CIOracle(ABC):
     """Answers batches of CI queries with p-values; caches by normalised query.
 

@@ -31,7 +31,7 @@ from .gaussian import (
     local_moments,
     query_moments,
 )
-from .oracle import CIOracle, Query
+from .oracle import CIOracle, Query, by_conditioning_size
 
 _RESAMPLE_CELLS = 1 << 24  # table cells (over all resamples) per batched chunk: 128 MB
 
@@ -112,9 +112,7 @@ class DiscreteOracle(CIOracle):
         threshold = self.options["reliability"]
         if threshold is None:
             return ok
-        by_size: dict[int, list[int]] = {}
-        for i, (_, _, s) in enumerate(queries):
-            by_size.setdefault(len(s), []).append(i)
+        by_size = by_conditioning_size(queries)
         for k, members in by_size.items():
             rows = np.array([(queries[i][0], queries[i][1], *queries[i][2]) for i in members])
             product = arities[rows.reshape(len(members), k + 2)].prod(axis=1)
