@@ -12,7 +12,10 @@ from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.stats.oracles import DSeparationOracle, TableOracle
-from fedcausal_flwr.strategies.fedlcs import make_strategy
+from fedcausal_flwr.strategies.fedlcs import OPTIONS, make_strategy
+
+#: the rows-per-cell rule every FedLCS door applies by default (a local oracle must match it)
+DEFAULT_RELIABILITY = OPTIONS["reliability"].default
 
 NAMES = ["A", "B", "C", "E", "F", "T"]
 # E _||_ T ; B _||_ T | A ; F _||_ T | A ; everything else dependent (Table 2 of the paper).
@@ -139,7 +142,10 @@ def test_local_search_matches_federation_with_one_client():
 
     levels = {v: sorted(frame[v].unique().tolist()) for v in net.variables}
     codes = encode_columns(frame, list(net.variables), levels, 0)
-    oracle = DiscreteOracle(codes, [len(levels[v]) for v in net.variables], net.variables, "g2")
+    oracle = DiscreteOracle(
+        codes, [len(levels[v]) for v in net.variables], net.variables, "g2",
+        reliability=DEFAULT_RELIABILITY,
+    )  # fmt: skip
     t = list(net.variables).index("either")
     local, _ = local_structure(oracle, [t], LCSOptions())
     names = list(net.variables)
@@ -256,7 +262,8 @@ def test_baselines_on_alarm_with_three_clients(alarm_rows):
 
     def search(rows):
         codes = encode_columns(rows, names, levels, 0)
-        oracle = DiscreteOracle(codes, [len(levels[v]) for v in names], names, "chi2")
+        cards = [len(levels[v]) for v in names]
+        oracle = DiscreteOracle(codes, cards, names, "chi2", reliability=DEFAULT_RELIABILITY)
         return local_structure(oracle, targets, LCSOptions())[0]
 
     options = {"target": ",".join(BASELINE_TARGETS)}

@@ -127,6 +127,10 @@ class DiscreteOracle(CIOracle):
         if keep.size < len(queries):  # unreliable tests are decided without counting
             pvals[keep] = self.compute_batch([queries[i] for i in keep.tolist()])
             return pvals
+        options = self.options
+        if not self.has_missing and options["reliability"] is not None:
+            # every row is in every table: the rule above decided it as the tables would
+            options = DiscreteTestOptions(**{**options, "reliability": None})
         small = table_cells(queries, self.cards) <= self.max_cells
         dense = np.flatnonzero(small).tolist()
         sparse = np.flatnonzero(~small).tolist()
@@ -134,7 +138,7 @@ class DiscreteOracle(CIOracle):
             chosen = queries if not sparse else [queries[i] for i in dense]
             layout = make_layout(chosen, self.cards, self.max_cells, normalised=True)
             tables = count_tables(self.codes_t, layout)
-            pvals[dense] = discrete_tests(tables, layout, self.test_name, **self.options).pvalue
+            pvals[dense] = discrete_tests(tables, layout, self.test_name, **options).pvalue
         for i in sparse:
             pvals[i] = self._sparse_pvalue(queries[i])
         return pvals
