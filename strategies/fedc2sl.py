@@ -85,7 +85,7 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc_steps
+from fedcausal_flwr.discovery.pc import PCResult, knowledge_report, pc_steps
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -134,6 +134,7 @@ class BatchPlan:
 
     sparse: bool
     parts: list[list[int]]
+    dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     answered: list[np.ndarray] = field(default_factory=list)
 
 
@@ -289,7 +290,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         sparse_bytes = 16 * sum(min(c, most_rows) for c in cells)
         if sum(cells) <= self.max_cells:  # one round; sparse only where it is smaller
             sparse = not self.secure_mode and sparse_bytes < dense_bytes
-            return BatchPlan(sparse=sparse, parts=[list(range(len(queries)))])
+            return BatchPlan(sparse, [list(range(len(queries)))], sum(cells))
         sparse_cost = [2 * sum(min(c, n) for n in rows) for c in cells]  # entries the server holds
         sparse = not self.secure_mode and (
             max(cells) > self.max_cells or sum(sparse_cost) < sum(cells)
@@ -305,7 +306,7 @@ class FedC2SLStrategy(ProtocolStrategy):
                 held = 0
             parts[-1].append(i)
             held += c
-        return BatchPlan(sparse=sparse, parts=parts)
+        return BatchPlan(sparse, parts, sum(cells))
 
     def _over_budget(self, query: Query, cells: int, cost: int, sparse: bool) -> ValueError:
         x, y, sz = query
@@ -414,9 +415,10 @@ class FedC2SLStrategy(ProtocolStrategy):
         if len(plan.answered) < len(plan.parts):
             return
         self._plan = None
-        self.batches.append(
-            {"round": self.current_round, "tests": len(queries), "rounds": len(plan.parts)}
-        )
+        self.batches.append({
+            "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
+            "sparse": plan.sparse, "dense_cells": plan.dense_cells,
+        })  # fmt: skip
         self.runner.answer(np.concatenate(plan.answered))
 
     def _handle_moments(self, replies: list[Reply]) -> None:
@@ -501,6 +503,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             "pc_levels": len(skeleton.levels),
             "constant_columns": list(self.constant),
             **self.missing_report(self.missing),
+            **({"knowledge": knowledge_report(result)} if isinstance(result, PCResult) else {}),
             "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
             "batches": self.batches,
             "sepsets": {

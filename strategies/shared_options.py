@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedcausal_flwr.options import Option, say
+from fedcausal_flwr.graphs.knowledge import Knowledge
+from fedcausal_flwr.options import Option, say, spell
 
 DISCRETE_TESTS = ("chi2", "g2")
 COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
@@ -146,9 +147,42 @@ def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+KNOWLEDGE_WORDS = ("forbidden", "required", "tier")
+
+
+def knowledge_text(value: Any) -> str:
+    """The ``knowledge`` option's value: a :class:`Knowledge`, a file's path, or statements in
+    the file format (``;`` may separate them); checked and kept as the format's text."""
+    if isinstance(value, Knowledge):
+        return value.to_text()
+    if not isinstance(value, str):
+        raise ValueError(f"expected a knowledge file, statements or a Knowledge, got {value!r}")
+    text = value.strip()
+    first = text.split(maxsplit=1)[0].lower() if text else ""
+    if first in KNOWLEDGE_WORDS:
+        return Knowledge.parse(text.replace(";", "\n"), source="knowledge").to_text()
+    return Knowledge.read(text).to_text()
+
+
+def knowledge() -> Option:
+    return Option(
+        "knowledge",
+        "str",
+        None,
+        "background knowledge (docs/knowledge.md): a file, or its statements ('forbidden A -> "
+        "B; required C -> D; tier E F; tier G'): pairs forbidden both ways are never tested, "
+        "required edges never tested nor removed, and no orientation goes against it",
+        nullable=True,
+        null_meaning="none",
+        paper="none (the papers take no background knowledge)",
+        convert=knowledge_text,
+    )
+
+
 def pc_engine() -> tuple[Option, ...]:
     """PC's orientation options, with causal-learn 0.1.4.8's codes and meanings."""
     return (
+        knowledge(),
         collider_rule(),
         Option(
             "uc_rule",
@@ -185,6 +219,14 @@ def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
     if "uc_rule" not in values:
         return None
     rule, priority = values["uc_rule"], values["uc_priority"]
+    separating_sets = values["collider_rule"] in ("causallearn", "standard")
+    if values.get("knowledge") and (rule != 0 or priority in (3, 4) or not separating_sets):
+        return (
+            f"{spell('knowledge', door)} works with the separating-set colliders "
+            f"({say('collider_rule', 'causallearn', door)} or standard, uc_rule 0, uc_priority "
+            f"0-2), not with {say('collider_rule', values['collider_rule'], door)}, "
+            f"{say('uc_rule', rule, door)}, {say('uc_priority', priority, door)}"
+        )
     if rule != 0 and values["collider_rule"] != "causallearn":
         return (
             f"{say('uc_rule', rule, door)} decides colliders by p-values, not by separating "
@@ -208,7 +250,9 @@ def search_engine_options(algorithm: str, values: Mapping[str, Any]) -> dict[str
     """The search engine keywords of resolved options (see :func:`search_engine`)."""
     if algorithm == "pc":
         keys = ("collider_rule", "uc_rule", "uc_priority", "stable")
-        return {key: values[key] for key in keys}
+        text = values.get("knowledge")
+        knowledge = Knowledge.parse(text, source="knowledge") if text else None
+        return {**{key: values[key] for key in keys}, "knowledge": knowledge}
     return fci_engine_options(values)
 
 

@@ -30,6 +30,25 @@ def mixed():
     return part.clients, Schema.infer(part.clients)
 
 
+def test_fedci_pc_takes_background_knowledge(mixed):
+    """A pair forbidden both ways is never tested and a required edge is kept untested: the same
+    graph as PC over the in-process fedCI oracle with the same knowledge."""
+    from fedcausal_flwr.graphs.knowledge import Knowledge
+
+    clients, schema = mixed
+    a, b, c = list(schema.names)[:3]
+    text = f"forbidden {a} -- {b}\nrequired {a} -> {c}\n"
+    options = {"schema": schema.dumps(), "knowledge": text}
+    result = run_method("fedci-pc", clients, options, backend="inprocess")
+    oracle = FedCIOracle(clients, schema, site_effect="none")
+    steps = pc_steps(list(schema.names), 0.05, knowledge=Knowledge.parse(text))
+    assert result.graph == drive(steps, oracle).graph
+    tested = {frozenset((t["x"], t["y"])) for t in result.extra["ci_tests"]}
+    assert tested and not tested & {frozenset((a, b)), frozenset((a, c))}
+    assert result.extra["knowledge"]["required"] == [[a, c]]
+    assert not result.graph.adjacent(result.graph.index(a), result.graph.index(b))
+
+
 @pytest.mark.parametrize("site_effect", ["none", "fixed", "private"])
 def test_fedci_pc_matches_inprocess_oracle(mixed, site_effect):
     clients, schema = mixed

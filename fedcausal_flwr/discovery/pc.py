@@ -43,6 +43,7 @@ from fedcausal_flwr.graphs.colliders import (
     pc_unshielded_triples,
 )
 from fedcausal_flwr.graphs.graph import TAIL, Graph
+from fedcausal_flwr.graphs.knowledge import Knowledge, KnowledgeMatrix, orient_by_knowledge
 from fedcausal_flwr.graphs.meek import apply_meek, definite_meek
 from fedcausal_flwr.graphs.pvalue_colliders import (
     PRIORITY_NAMES,
@@ -69,6 +70,9 @@ class PCResult:
     colliders: ColliderOrientation
     extra_tests: int = 0
     batches: list[dict] = field(default_factory=list)
+    #: what background knowledge did: pairs "removed" untested, "required" edges kept untested,
+    #: edges "oriented" before the colliders (variable positions; empty without knowledge)
+    knowledge: dict[str, list] = field(default_factory=dict)
 
     @property
     def n_tests(self) -> int:
@@ -110,9 +114,15 @@ def pc_steps(
     uc_rule: int = 0,
     uc_priority: int = 2,
     stable: bool = True,
+    knowledge: Knowledge | KnowledgeMatrix | None = None,
 ):
     """Generator: the skeleton's level batches, then one batch for the collider rules that read
-    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2)."""
+    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2).
+
+    ``knowledge`` (:mod:`~fedcausal_flwr.graphs.knowledge`): pairs forbidden both ways are never
+    tested, required edges never tested nor removed, the edges it orients are oriented before the
+    colliders, and no rule orients against it; the result's ``knowledge`` says what applied.
+    """
     if collider_rule not in COLLIDER_RULES:
         raise ValueError(
             f"unknown collider rule {collider_rule!r}; expected one of {COLLIDER_RULES}"
@@ -123,7 +133,21 @@ def pc_steps(
             f"uc_rule={uc_rule} decides colliders by p-values; it does not combine with "
             f"collider_rule={collider_rule!r} (use collider_rule='causallearn')"
         )
-    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, stable)
+    if isinstance(knowledge, Knowledge):
+        knowledge = knowledge.matrix(list(variables))
+    if knowledge is not None and (
+        collider_rule not in ("causallearn", "standard") or needs_pvalues(uc_rule, priority)
+    ):
+        raise ValueError(
+            "background knowledge works with the separating-set colliders (collider_rule "
+            "causallearn or standard, uc_rule 0, uc_priority 0-2), not with "
+            f"collider_rule={collider_rule!r}, uc_rule={uc_rule}, uc_priority={uc_priority}"
+        )
+    keep = None
+    if knowledge is not None:
+        start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
+        initial, keep = start & ~knowledge.no_edge, knowledge.kept
+    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, stable, keep)
     sepsets = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
     extra = 0
     if collider_rule in ("conservative", "majority"):
@@ -135,6 +159,10 @@ def pc_steps(
                 if p > alpha and s not in sepsets[(x, z)]:
                     sepsets[(x, z)].append(s)
     graph = undirected_graph(variables, skeleton.adjacency)
+    applied: dict[str, list] = {}
+    if knowledge is not None:
+        applied = knowledge_applied(knowledge, skeleton.adjacency)
+        applied["oriented"] = orient_by_knowledge(graph.marks, knowledge)
     answers: dict[Query, float] = {}
     if needs_pvalues(uc_rule, priority):
         queries = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
@@ -169,12 +197,30 @@ def pc_steps(
         )
     else:
         colliders = orient_colliders(
-            graph, sepsets, collider_rule, PRIORITY_NAMES[priority], ancestry
+            graph, sepsets, collider_rule, PRIORITY_NAMES[priority], ancestry, knowledge
         )
     if definite is not None:
         definite_meek(graph, *definite, ancestry)
-    apply_meek(graph, mode=meek, ancestry=ancestry)
-    return PCResult(graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra)
+    vetoed = None if knowledge is None else knowledge.vetoed
+    apply_meek(graph, mode=meek, ancestry=ancestry, vetoed=vetoed)
+    return PCResult(
+        graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra, knowledge=applied
+    )
+
+
+def knowledge_report(result: PCResult) -> dict[str, list[list[str]]]:
+    """What background knowledge did, by name (empty without knowledge): pairs ``removed``
+    untested, ``required`` edges kept untested, edges ``oriented`` before the colliders."""
+    names = result.graph.names
+    applied = result.knowledge
+    return {key: [[names[a], names[b]] for a, b in pairs] for key, pairs in applied.items()}
+
+
+def knowledge_applied(knowledge: KnowledgeMatrix, adjacency: np.ndarray) -> dict[str, list]:
+    """The pairs knowledge removed untested and the required edges it kept untested."""
+    removed = np.argwhere(np.triu(knowledge.no_edge, k=1)).tolist()
+    kept = np.argwhere(knowledge.required & adjacency).tolist()
+    return {"removed": [tuple(p) for p in removed], "required": [tuple(p) for p in kept]}
 
 
 def strength_queries(

@@ -61,13 +61,15 @@ def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tup
     """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then
     S)."""
     out: list[tuple[int, int, tuple[int, ...]]] = []
-    neighbours = [np.flatnonzero(row) for row in adjacency]
-    for x, nx in enumerate(neighbours):
+    for x, row in enumerate(adjacency):
+        nx = np.flatnonzero(row).tolist()
         if len(nx) - 1 < level:
             continue
-        for y in nx:
-            others = [int(v) for v in nx if v != y]
-            out.extend((x, int(y), s) for s in combinations(others, level))
+        if level == 0:
+            out.extend((x, y, ()) for y in nx)
+            continue
+        for i, y in enumerate(nx):
+            out.extend((x, y, s) for s in combinations(nx[:i] + nx[i + 1 :], level))
     return out
 
 
@@ -77,12 +79,13 @@ def skeleton_steps(
     max_depth: int | None = None,
     initial: np.ndarray | None = None,
     stable: bool = True,
+    keep: np.ndarray | None = None,
 ):
     """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
 
     ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps
-    the
-    conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's PC).
+    the conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's
+    PC); the pairs of ``keep`` (bool p x p, symmetric: required edges) are never tested.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -100,6 +103,8 @@ def skeleton_steps(
         if max_depth is not None and level > max_depth:
             break
         queries = level_queries(adjacency, level)
+        if keep is not None and queries:
+            queries = [q for q in queries if not keep[q[0], q[1]]]
         if not queries:
             continue
         pvalues = np.asarray((yield queries), dtype=float)

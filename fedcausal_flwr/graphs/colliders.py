@@ -14,6 +14,7 @@ from fedcausal_flwr.graphs.causallearn_graph import (
     causallearn_unshielded_triples,
 )
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.knowledge import KnowledgeMatrix
 from fedcausal_flwr.graphs.marks import (
     Triple,
     adjacent,
@@ -104,6 +105,7 @@ def orient_colliders(
     rule: str = "standard",
     conflict: str = "existing",
     ancestry: CausalLearnAncestry | None = None,
+    knowledge: KnowledgeMatrix | None = None,
 ) -> ColliderOrientation:
     """Orient the unshielded colliders of a PC skeleton: ``x --> y <-- z`` when y is not separating.
 
@@ -124,16 +126,27 @@ def orient_colliders(
     Triples that met an oriented edge are listed in ``conflicts``. Pass ``ancestry`` to track
     causal-learn's ``dpath`` for a later ``apply_meek(mode="causallearn")`` (or use
     :func:`~.meek.orient_cpdag`, which does both).
+
+    With ``knowledge``, a collider whose orientation it vetoes (``x -> y`` or ``z -> y`` forbidden,
+    ``y -> x`` or ``y -> z`` required) is not oriented (causal-learn's ``uc_sepset``), and a
+    triple whose ends knowledge alone made non-adjacent is ambiguous: they were never tested, so
+    no separating set says whether y is a collider (causal-learn reads an empty set: a collider).
     """
     check_conflict_policy(conflict)
     check_pc_graph(graph)
     m = graph.marks
     result = ColliderOrientation()
     for x, y, z in pc_unshielded_triples(m):
+        if knowledge is not None and knowledge.no_edge[x, z]:
+            result.record((x, y, z), "ambiguous")
+            continue
         status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
         result.record((x, y, z), status)
-        if status == "collider":
-            orient_collider(m, (x, y, z), conflict, ancestry, result)
+        if status != "collider":
+            continue
+        if knowledge is not None and (knowledge.vetoed[x, y] or knowledge.vetoed[z, y]):
+            continue
+        orient_collider(m, (x, y, z), conflict, ancestry, result)
     return result
 
 

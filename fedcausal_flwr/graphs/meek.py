@@ -22,7 +22,10 @@ MEEK_MODES = ("complete", "causallearn")
 
 
 def apply_meek(
-    graph: Graph, mode: str = "complete", ancestry: CausalLearnAncestry | None = None
+    graph: Graph,
+    mode: str = "complete",
+    ancestry: CausalLearnAncestry | None = None,
+    vetoed: np.ndarray | None = None,
 ) -> int:
     """Propagate orientations with Meek's rules; returns the number of edges oriented.
 
@@ -40,17 +43,23 @@ def apply_meek(
     changes; an edge ``j - k`` is not oriented ``j --> k`` if k is an ancestor of j according to
     causal-learn's ``dpath`` (pass the :class:`CausalLearnAncestry` kept during collider
     orientation; without it, one is rebuilt from the current directed edges).
+
+    ``vetoed[a, b]`` (background knowledge: ``a -> b`` forbidden or ``b -> a`` required): no rule
+    orients ``a --> b``.
     """
     if mode not in MEEK_MODES:
         raise ValueError(f"unknown Meek mode {mode!r}; expected one of {MEEK_MODES}")
     check_pc_graph(graph)
     if mode == "causallearn":
-        return _meek_causallearn(graph.marks, ancestry)
-    return _meek_complete(graph.marks)
+        return _meek_causallearn(graph.marks, ancestry, vetoed)
+    return _meek_complete(graph.marks, vetoed)
 
 
-def _orient_candidates(m: np.ndarray, cand: np.ndarray) -> int:
-    """Orient each undirected ``i - j`` with ``cand[i, j]`` as ``i --> j`` (unless both ways)."""
+def _orient_candidates(m: np.ndarray, cand: np.ndarray, vetoed: np.ndarray | None = None) -> int:
+    """Orient each undirected ``i - j`` with ``cand[i, j]`` as ``i --> j`` (unless both ways or
+    vetoed)."""
+    if vetoed is not None:
+        cand = cand & ~vetoed
     cand = cand & (m == TAIL) & (m.T == TAIL)
     cand &= ~cand.T
     rows, cols = np.nonzero(cand)
@@ -58,24 +67,24 @@ def _orient_candidates(m: np.ndarray, cand: np.ndarray) -> int:
     return int(rows.size)
 
 
-def _meek_complete(m: np.ndarray) -> int:
+def _meek_complete(m: np.ndarray, vetoed: np.ndarray | None = None) -> int:
     total = 0
     while True:
         changed = 0
         d = directed_mask(m).astype(np.int64)
         na = non_adjacent_mask(m).astype(np.int64)
         # R1: b - c with some a --> b, a not adjacent to c
-        changed += _orient_candidates(m, (d.T @ na) > 0)
+        changed += _orient_candidates(m, (d.T @ na) > 0, vetoed)
         d = directed_mask(m).astype(np.int64)
         # R2: a - c with a --> b --> c
-        changed += _orient_candidates(m, (d @ d) > 0)
-        changed += _meek_r3_r4(m)
+        changed += _orient_candidates(m, (d @ d) > 0, vetoed)
+        changed += _meek_r3_r4(m, vetoed)
         total += changed
         if not changed:
             return total
 
 
-def _meek_r3_r4(m: np.ndarray) -> int:
+def _meek_r3_r4(m: np.ndarray, vetoed: np.ndarray | None = None) -> int:
     und = (m == TAIL) & (m.T == TAIL)
     d = directed_mask(m)
     adj = m != NONE
@@ -92,10 +101,12 @@ def _meek_r3_r4(m: np.ndarray) -> int:
         cs = adj[a] & d[:, t]
         if bs.any() and cs.any() and d[np.ix_(bs, cs)].any():
             cand[a, t] = True
-    return _orient_candidates(m, cand)
+    return _orient_candidates(m, cand, vetoed)
 
 
-def _meek_causallearn(m: np.ndarray, ancestry: CausalLearnAncestry | None) -> int:
+def _meek_causallearn(
+    m: np.ndarray, ancestry: CausalLearnAncestry | None, vetoed: np.ndarray | None = None
+) -> int:
     anc = ancestry if ancestry is not None else CausalLearnAncestry.from_marks(m)
     triples = causallearn_unshielded_triples(m)
     triangles = causallearn_triangles(m)
@@ -103,7 +114,7 @@ def _meek_causallearn(m: np.ndarray, ancestry: CausalLearnAncestry | None) -> in
     total = 0
 
     def orient(a: int, b: int) -> bool:
-        if anc.is_ancestor(b, a):
+        if (vetoed is not None and vetoed[a, b]) or anc.is_ancestor(b, a):
             return False
         m[a, b], m[b, a] = ARROW, TAIL
         anc.adjust(a, b)
