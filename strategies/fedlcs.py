@@ -193,10 +193,10 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
             "test": "the test of the other discrete voting methods, so a comparison changes only "
             "the protocol; test=g2 runs the paper's",
             "reliability": "a test on fewer rows than its table has cells has no power, yet "
-            "PCsimple removes a candidate at the first of its many subsets with p > alpha: on "
-            "pigs with 333 rows per client every client lost hubs' true neighbours at layer 4 "
-            "(FedLCS F1 0.880 at N = 15; 0.938 with this rule, which MMHC's heuristic power "
-            "rule applies with 5 rows per cell; 5 stops at layer 1 there: 0.887)",
+            "PCsimple removes a candidate at the first of its many subsets with p > alpha, so "
+            "small clients all lose hubs' true neighbours (pigs at N = 15, experiments/README.md); "
+            "MMHC's heuristic power rule, with 1 row per cell (its 5 stops small clients at "
+            "layer 1)",
         },
     ).extend(
         Option("target", "str", REQUIRED,
