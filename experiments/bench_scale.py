@@ -14,7 +14,7 @@ Each row runs in its own process (so its memory is its own) with a time limit (`
 seconds per phase: the federated run, our pooled PC, causal-learn's); a row past it is reported as
 such, with the rounds or phases it finished. Printed per row: wall seconds, rounds, bytes up / down,
 peak resident memory of the row's process tree during the federated run (Ray's workers included),
-and CI tests.
+and CI tests; and what secure mode would send up instead (every table dense, as SecAgg+ needs).
 
     python experiments/bench_scale.py [--rows andes-100 pigs] [--limit 3600]
 """
@@ -72,6 +72,8 @@ def run_row(name: str) -> None:
         wall_s=time.perf_counter() - started, rounds=result.rounds, bytes_up=result.bytes_up,
         bytes_down=result.bytes_down, tests=int(result.extra.get("tests", 0)),
         edges=int(result.graph.n_edges()),
+        # secure mode sums every table densely through SecAgg+: 8 bytes a cell from each client
+        dense_up=8 * clients * sum(b.get("dense_cells", 0) for b in result.extra["batches"]),
     )  # fmt: skip
     del parts, pooled
     codes = net.sample_codes(rows, seed=0).astype(np.int64)
@@ -156,6 +158,8 @@ def show(figures: dict) -> None:
           f"{figures['rounds']:>6} {figures['bytes_up'] / 1e9:9.3f} "
           f"{figures['bytes_down'] / 1e9:9.3f} {figures['federated_peak'] / 1e9:8.2f} "
           f"{figures['tests']:>9}", flush=True)  # fmt: skip
+    print(f"{'':14} secure mode (dense tables through SecAgg+): {figures['dense_up'] / 1e9:.3f} "
+          f"GB up, {figures['dense_up'] / figures['bytes_up']:.1f} x this run's", flush=True)
     pooled = (f"pooled PC {figures['pooled_s']:.1f} s (same graph: {figures['pooled_same']})"
               if "pooled_s" in figures else "pooled PC did not finish")  # fmt: skip
     if name not in CAUSALLEARN_REFERENCE:

@@ -57,7 +57,7 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, knowledge_report, pc_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc_evidence, pc_steps
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -362,7 +362,7 @@ class FedCIStrategy(ProtocolStrategy):
         return {
             "graph": result.graph,
             "variables": list(names),
-            **({"knowledge": knowledge_report(result)} if isinstance(result, PCResult) else {}),
+            **(pc_evidence(result) if isinstance(result, PCResult) else {}),
             **self.test_report(),
         }
 

@@ -65,7 +65,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, knowledge_report, pc, pc_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc, pc_evidence, pc_steps
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -521,11 +521,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             "tests": self.result.n_tests,
             "constant_columns": list(self.constant),
             **self.missing_report(self.missing),
-            **(
-                {"knowledge": knowledge_report(self.result)}
-                if isinstance(self.result, PCResult)
-                else {}
-            ),
+            **(pc_evidence(self.result) if isinstance(self.result, PCResult) else {}),
         }
 
 

@@ -106,7 +106,8 @@ def test_tiers_from_the_topological_order_refine_the_true_class(network, size):
     assert np.all(dag.marks[heads] == ARROW)
 
 
-def test_forbidden_pairs_and_required_edges_are_never_tested():
+@pytest.mark.parametrize("stable", [True, False])
+def test_forbidden_pairs_and_required_edges_are_never_tested(stable):
     dag = load_network("alarm").dag
     names = list(dag.names)
     edges = [(names[a], names[b]) for a, b in zip(*np.nonzero(dag.marks == ARROW), strict=True)]
@@ -116,7 +117,7 @@ def test_forbidden_pairs_and_required_edges_are_never_tested():
         forbidden=[p for a, b in banned for p in ((a, b), (b, a))], required=required
     )
     oracle = DSeparationOracle(dag)
-    result = pc(oracle, 0.05, knowledge=knowledge.matrix(names))
+    result = pc(oracle, 0.05, knowledge=knowledge.matrix(names), stable=stable)
     untouched = {frozenset((names.index(a), names.index(b))) for a, b in banned + required}
     asked = {frozenset((x, y)) for x, y, _ in oracle.cache}
     assert asked and not asked & untouched

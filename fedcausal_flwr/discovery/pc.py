@@ -208,12 +208,34 @@ def pc_steps(
     )
 
 
+def pc_evidence(result: PCResult) -> dict[str, dict]:
+    """The result fields every PC method reports: ``knowledge`` (what background knowledge did,
+    :func:`knowledge_report`) and ``edge_pvalues`` (:func:`edge_pvalues`)."""
+    return {"knowledge": knowledge_report(result), "edge_pvalues": edge_pvalues(result)}
+
+
 def knowledge_report(result: PCResult) -> dict[str, list[list[str]]]:
     """What background knowledge did, by name (empty without knowledge): pairs ``removed``
     untested, ``required`` edges kept untested, edges ``oriented`` before the colliders."""
     names = result.graph.names
     applied = result.knowledge
     return {key: [[names[a], names[b]] for a, b in pairs] for key, pairs in applied.items()}
+
+
+def edge_pvalues(result: PCResult) -> dict[str, list[list]]:
+    """Each tested pair's deciding p-value, by name: the largest p over the sets it was tested
+    on. A ``removed`` pair ``[x, y, p, level]``: the p that removed it (p > alpha) and its level;
+    a ``kept`` edge ``[x, y, p]``: its weakest evidence of dependence (p <= alpha, the smallest
+    margin ``alpha - p``). Pairs never tested (background knowledge) are in neither."""
+    skeleton, names = result.skeleton, result.graph.names
+    kept: list[list] = []
+    removed: list[list] = []
+    for (a, b), p in sorted(skeleton.max_pvalue.items()):
+        if skeleton.adjacency[a, b]:
+            kept.append([names[a], names[b], p])
+        else:
+            removed.append([names[a], names[b], p, skeleton.removed_at.get((a, b))])
+    return {"kept": kept, "removed": removed}
 
 
 def knowledge_applied(knowledge: KnowledgeMatrix, adjacency: np.ndarray) -> dict[str, list]:

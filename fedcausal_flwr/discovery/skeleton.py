@@ -111,7 +111,9 @@ def skeleton_steps(
         if stable:
             removed = apply_level(result, queries, pvalues, alpha, level)
         else:
-            removed = apply_level_sequential(result, adjacency, queries, pvalues, alpha, level)
+            removed = apply_level_sequential(
+                result, adjacency, queries, pvalues, alpha, level, keep
+            )
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
         result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})
@@ -146,16 +148,20 @@ def apply_level_sequential(
     pvalues: np.ndarray,
     alpha: float,
     level: int,
+    keep: np.ndarray | None = None,
 ) -> list[Pair]:
     """causal-learn's ``stable=False`` level from the PC-stable level's answers: x ascending, x's
     neighbours taken when its turn comes (edges it removes stay in its conditioning pool, as in
-    causal-learn), each edge removed at its first independent set."""
+    causal-learn), each edge removed at its first independent set; pairs of ``keep`` (required
+    edges) are not tested."""
     answer = {normalise(x, y, s): float(p) for (x, y, s), p in zip(queries, pvalues, strict=True)}
     live = adjacency.copy()
     removed: list[Pair] = []
     for x in range(live.shape[0]):
         nx = np.flatnonzero(live[x]).tolist()
         for y in nx:
+            if keep is not None and keep[x, y]:
+                continue
             others = [v for v in nx if v != y]
             for s in combinations(others, level):
                 p = answer[normalise(x, y, s)]

@@ -1,0 +1,62 @@
+"""Edge confidence of the PC methods: every tested pair's deciding p-value in the result."""
+
+import numpy as np
+import pytest
+
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.discovery.pc import edge_pvalues, pc
+from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.stats.oracles import DiscreteOracle
+
+
+@pytest.fixture(scope="module")
+def alarm():
+    net = load_network("alarm")
+    frame = net.sample(2000, seed=4)
+    names = list(net.variables)
+    codes = np.stack([frame[v].cat.codes.to_numpy() for v in names], axis=1).astype(np.int64)
+    cards = [len(frame[v].cat.categories) for v in names]
+    return net, frame, DiscreteOracle(codes, cards, names, "chi2")
+
+
+def test_each_pair_carries_the_largest_p_of_its_tests(alarm):
+    """Removed pairs: the p that removed them (> alpha) at their level; kept edges: their weakest
+    dependence (<= alpha); both the maximum over every test the oracle answered for the pair."""
+    net, _, oracle = alarm
+    result = pc(oracle, 0.05)
+    found = edge_pvalues(result)
+    names = list(net.variables)
+    largest: dict[frozenset, float] = {}
+    for (x, y, _), p in oracle.cache.items():
+        key = frozenset((names[x], names[y]))
+        largest[key] = max(largest.get(key, -1.0), p)
+    assert len(found["kept"]) == result.graph.n_edges()
+    assert len(found["kept"]) + len(found["removed"]) == len(names) * (len(names) - 1) // 2
+    for x, y, p in found["kept"]:
+        assert p <= 0.05 and p == largest[frozenset((x, y))]
+        assert result.graph.adjacent(names.index(x), names.index(y))
+    levels = set()
+    for x, y, p, level in found["removed"]:
+        assert p > 0.05 and p == largest[frozenset((x, y))]
+        levels.add(level)
+    assert levels >= {0, 1, 2}
+
+
+def test_federated_edge_pvalues_equal_the_pooled_ones(alarm):
+    net, frame, oracle = alarm
+    parts = split_iid(frame, 4, seed=0).clients
+    federated = run_method("fedpc", parts, {})
+    expected = edge_pvalues(pc(oracle, 0.05))
+    got = federated.extra["edge_pvalues"]
+    assert [row[:2] for row in got["kept"]] == [row[:2] for row in expected["kept"]]
+    assert [row[:2] + row[3:] for row in got["removed"]] == [
+        row[:2] + row[3:] for row in expected["removed"]
+    ]
+    np.testing.assert_allclose(
+        [row[2] for row in got["kept"] + got["removed"]],
+        [row[2] for row in expected["kept"] + expected["removed"]],
+        rtol=1e-12,
+    )
+    pooled = run_method("pooled", parts, {})
+    assert pooled.extra["edge_pvalues"] == federated.extra["edge_pvalues"]
