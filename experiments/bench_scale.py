@@ -158,8 +158,11 @@ def show(figures: dict) -> None:
           f"{figures['rounds']:>6} {figures['bytes_up'] / 1e9:9.3f} "
           f"{figures['bytes_down'] / 1e9:9.3f} {figures['federated_peak'] / 1e9:8.2f} "
           f"{figures['tests']:>9}", flush=True)  # fmt: skip
-    print(f"{'':14} secure mode (dense tables through SecAgg+): {figures['dense_up'] / 1e9:.3f} "
-          f"GB up, {figures['dense_up'] / figures['bytes_up']:.1f} x this run's", flush=True)
+    print(
+        f"{'':14} secure mode (dense tables through SecAgg+): {figures['dense_up'] / 1e9:.3f} "
+        f"GB up, {figures['dense_up'] / figures['bytes_up']:.1f} x this run's",
+        flush=True,
+    )
     pooled = (f"pooled PC {figures['pooled_s']:.1f} s (same graph: {figures['pooled_same']})"
               if "pooled_s" in figures else "pooled PC did not finish")  # fmt: skip
     if name not in CAUSALLEARN_REFERENCE:

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -296,12 +296,19 @@ def separate_labels(
 
 
 def plot_graph_vs_truth(
-    learned: Graph, truth: Graph | None, path: str | Path, title: str = "", seed: int = 0
+    learned: Graph,
+    truth: Graph | None,
+    path: str | Path,
+    title: str = "",
+    seed: int = 0,
+    edge_labels: Mapping[frozenset[str], str] | None = None,
 ) -> Path:
     """Draw the learned graph's edges (the truth's for missing ones) styled by category; with
     no ``truth``, the learned graph alone.
 
     Arrowheads show the drawn graph's marks; a circle mark is a small hollow circle near its node.
+    ``edge_labels`` (by the pair of names) are written at the middle of learned edges: each edge's
+    confidence, such as its deciding p-value.
     """
     import networkx as nx
 
@@ -354,6 +361,16 @@ def plot_graph_vs_truth(
                     "mutation_scale": 14,
                 },
             )
+            label = (
+                None
+                if edge_labels is None or category == "missing"
+                else edge_labels.get(frozenset((truth.names[i], truth.names[j])))
+            )
+            if label:
+                middle = (np.asarray(pos[i]) + np.asarray(pos[j])) / 2
+                box = {"fc": "white", "ec": "none", "pad": 0.3}
+                ax.text(*middle, label, fontsize=7, ha="center", va="center", zorder=2,
+                        color=style["color"], bbox=box)  # fmt: skip
             for node, other, mark in ((i, j, at_i), (j, i, at_j)):
                 if mark == CIRCLE:  # a fixed distance from the node, past its label's box
                     step = np.asarray(pos[other]) - np.asarray(pos[node])
@@ -362,6 +379,8 @@ def plot_graph_vs_truth(
                     ax.plot(*spot, marker="o", mfc="white", mec=style["color"], ms=6)
         ax.plot([], [], color=style["color"], linestyle=style["linestyle"], lw=style["lw"],
                 label=f"{category} ({len(pairs)})")  # fmt: skip
+    if edge_labels:
+        ax.plot([], [], " ", label="on an edge: its confidence\n(deciding p-value)")
     ax.margins(0.06)
     against = "" if truth is learned else f" against the true {truth.kind}"
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9,

@@ -297,11 +297,23 @@ def _runs_like(
     return sorted({r["method"]: r for r in same}.values(), key=lambda r: methods.index(r["method"]))
 
 
+#: Learned edges up to which a drawing labels each edge with its confidence.
+MAX_LABELLED_EDGES = 80
+
+
+def edge_confidence(record: dict[str, Any]) -> dict[frozenset[str], str]:
+    """A label per learned edge of a stored run: its deciding p-value (the largest p of its
+    tests, all <= alpha) where the method reports one (``edge_pvalues``)."""
+    extra = (record.get("result") or {}).get("extra") or {}
+    kept = (extra.get("edge_pvalues") or {}).get("kept") or []
+    return {frozenset((x, y)): f"p {p:.2g}" for x, y, p in kept}
+
+
 def graphs_section(
     out: Path, records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
 ) -> str:
     """Each method's learned graph against the truth at one setting, drawn and as edges."""
-    from fedcausal_flwr.graphs.export import edge_lines
+    from fedcausal_flwr.graphs.export import edge_lines, edge_pairs
     from fedcausal_flwr.plots import plot_graph_vs_truth
 
     chosen = _runs_like(records, key, order)
@@ -318,14 +330,21 @@ def graphs_section(
             f"seed={record['seed']}): SHD {_number(metrics.get('shd', float('nan')))}"
         )
         path = out / "plots" / "graphs" / f"{record['key']}.png"
-        plot_graph_vs_truth(learned, truth, path, title)
-        lines = edge_lines(learned)
+        confidence = edge_confidence(record)
+        # labels stay readable up to about 80 edges; the list below always has them
+        drawn = confidence if len(confidence) <= MAX_LABELLED_EDGES else None
+        plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn)
+        lines = [
+            f"{line}   {confidence[frozenset(pair)]}" if frozenset(pair) in confidence else line
+            for line, pair in zip(edge_lines(learned), edge_pairs(learned), strict=True)
+        ]
         edges = _esc("\n".join(lines)) if lines else "(no edges)"
+        note = " (with each edge's deciding p-value)" if confidence else ""
         parts.append(
             "<div>"
             + _image(path, title)
-            + f"<details><summary>{len(lines)} learned edges</summary><pre>{edges}</pre></details>"
-            "</div>"
+            + f"<details><summary>{len(lines)} learned edges{note}</summary><pre>{edges}</pre>"
+            "</details></div>"
         )
     return "".join(parts)
 

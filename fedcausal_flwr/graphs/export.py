@@ -77,6 +77,11 @@ def _pairs(graph: Graph) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------- edge lines
+def edge_pairs(graph: Graph) -> list[tuple[str, str]]:
+    """The name pairs of :func:`edge_lines`, in its order."""
+    return [(graph.names[i], graph.names[j]) for i, j in _pairs(graph)]
+
+
 def edge_lines(graph: Graph) -> list[str]:
     """``A --> B``-style lines, one per edge (see the module docstring)."""
     m, names = graph.marks, graph.names
