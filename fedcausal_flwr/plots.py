@@ -380,7 +380,8 @@ def plot_graph_vs_truth(
         ax.plot([], [], color=style["color"], linestyle=style["linestyle"], lw=style["lw"],
                 label=f"{category} ({len(pairs)})")  # fmt: skip
     if edge_labels:
-        ax.plot([], [], " ", label="on an edge: its confidence\n(deciding p-value)")
+        note = "on an edge: its confidence (deciding\np-value or share of clients)"
+        ax.plot([], [], " ", label=note)
     ax.margins(0.06)
     against = "" if truth is learned else f" against the true {truth.kind}"
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9,

@@ -302,11 +302,17 @@ MAX_LABELLED_EDGES = 80
 
 
 def edge_confidence(record: dict[str, Any]) -> dict[frozenset[str], str]:
-    """A label per learned edge of a stored run: its deciding p-value (the largest p of its
-    tests, all <= alpha) where the method reports one (``edge_pvalues``)."""
+    """A label per learned edge of a stored run, where the method reports one: its deciding
+    p-value (``edge_pvalues``: the largest p of its tests, all <= alpha) or the share of clients
+    that kept it (``edge_votes``)."""
     extra = (record.get("result") or {}).get("extra") or {}
-    kept = (extra.get("edge_pvalues") or {}).get("kept") or []
-    return {frozenset((x, y)): f"p {p:.2g}" for x, y, p in kept}
+    labels = {
+        frozenset((x, y)): f"p {p:.2g}"
+        for x, y, p in (extra.get("edge_pvalues") or {}).get("kept") or []
+    }
+    for x, y, share in (extra.get("edge_votes") or {}).get("kept") or []:
+        labels[frozenset((x, y))] = f"kept by {share:.0%}"
+    return labels
 
 
 def graphs_section(
@@ -339,7 +345,7 @@ def graphs_section(
             for line, pair in zip(edge_lines(learned), edge_pairs(learned), strict=True)
         ]
         edges = _esc("\n".join(lines)) if lines else "(no edges)"
-        note = " (with each edge's deciding p-value)" if confidence else ""
+        note = " (with each edge's confidence)" if confidence else ""
         parts.append(
             "<div>"
             + _image(path, title)

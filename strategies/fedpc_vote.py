@@ -162,6 +162,9 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
         self.level = 0
         self.phase = "skeleton"
         self.layers: list[dict] = []
+        #: per pair, the share of clients keeping it at its last vote and that vote's level
+        self.vote_share: np.ndarray | None = None
+        self.vote_level: np.ndarray | None = None
 
     def start_skeleton(self) -> None:
         """After hello: the complete graph over the common variables."""
@@ -188,7 +191,29 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
         # asarray: numpy's stubs allow a scalar for a sum over axis 0
         votes = np.asarray(np.sum(kept, axis=0, dtype=np.int64))
         threshold = vote_threshold(ratio, len(replies))
+        if self.vote_share is None or self.vote_level is None:
+            self.vote_share = np.full(before.shape, np.nan)
+            self.vote_level = np.full(before.shape, -1, dtype=np.int64)
+        self.vote_share[before] = votes[before] / len(replies)
+        self.vote_level[before] = self.level
         return LayerVote(before, kept, votes, threshold, before & (votes >= threshold))
+
+    def edge_votes(self) -> dict[str, list[list]]:
+        """Each voted pair's confidence, by name: the share of clients that kept it at the layer
+        that decided it: ``kept`` edges ``[x, y, share]`` at their last layer, ``removed`` pairs
+        ``[x, y, share, level]`` at the layer that removed them (the share fell below ratio)."""
+        if self.vote_share is None or self.vote_level is None or self.adjacency is None:
+            return {"kept": [], "removed": []}
+        names, share, level = self.variables, self.vote_share, self.vote_level
+        rows, cols = np.nonzero(np.triu(level >= 0, k=1))
+        kept: list[list] = []
+        removed: list[list] = []
+        for a, b in zip(rows.tolist(), cols.tolist(), strict=True):
+            if self.adjacency[a, b]:
+                kept.append([names[a], names[b], float(share[a, b])])
+            else:
+                removed.append([names[a], names[b], float(share[a, b]), int(level[a, b])])
+        return {"kept": kept, "removed": removed}
 
 
 class FedPCVoteStrategy(LayerwiseVoteStrategy):
@@ -371,6 +396,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             "ratio": str(self.ratio),
             "orientation": self.orientation,
             "layers": self.layers,
+            "edge_votes": self.edge_votes(),
             "sepsets": {
                 pair_name(pair): [[names[v] for v in s] for s in sets]
                 for pair, sets in sorted(self.sepsets.items())

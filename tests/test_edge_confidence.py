@@ -60,3 +60,26 @@ def test_federated_edge_pvalues_equal_the_pooled_ones(alarm):
     )
     pooled = run_method("pooled", parts, {})
     assert pooled.extra["edge_pvalues"] == federated.extra["edge_pvalues"]
+
+
+def test_voting_fedpc_reports_each_pairs_vote_share(alarm):
+    """fedpc-vote: a kept edge's share of clients at its last layer is at least the ratio, a
+    removed pair's share at its removing layer is below it, and the shares are the layers' own
+    vote counts."""
+    net, frame, _ = alarm
+    parts = split_iid(frame, 5, seed=0).clients
+    result = run_method("fedpc-vote", parts, {"ratio": 0.5})
+    votes = result.extra["edge_votes"]
+    names = list(net.variables)
+    assert len(votes["kept"]) == result.graph.n_edges()
+    assert len(votes["kept"]) + len(votes["removed"]) == len(names) * (len(names) - 1) // 2
+    assert all(share >= 0.5 for *_, share in votes["kept"])
+    assert all(share < 0.5 for _, _, share, _ in votes["removed"])
+    layers = result.extra["layers"]
+    for x, y, share, level in votes["removed"][::25]:
+        layer = next(lay for lay in layers if lay["level"] == level)
+        assert share == layer["votes"][f"{x}|{y}"] / len(layer["clients"])
+    last = layers[-1]
+    for x, y, share in votes["kept"]:
+        if f"{x}|{y}" in last["votes"]:
+            assert share == last["votes"][f"{x}|{y}"] / len(last["clients"])

@@ -62,7 +62,7 @@ def test_compare_writes_a_self_contained_report(study):
     assert re.search(r"<pre>[^<]*(--&gt;|---)[^<]*</pre>", page)
     # the PC methods' edges carry their confidence: each one's deciding p-value (<= alpha)
     graphs = page[page.index("<h2>Learned graphs</h2>") :]
-    assert "deciding p-value)</summary>" in graphs
+    assert "edges (with each edge's confidence)</summary>" in graphs
     values = [float(v) for v in re.findall(r"(?:--&gt;|---) \S+   p ([0-9.e+-]+)", graphs)]
     assert values and all(0 <= v <= 0.05 for v in values)
     # the ledger in short: exact FedPC's server saw sums of tables, pooled the rows themselves
