@@ -220,7 +220,8 @@ def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
         return None
     rule, priority = values["uc_rule"], values["uc_priority"]
     separating_sets = values["collider_rule"] in ("causallearn", "standard")
-    if values.get("knowledge") and (rule != 0 or priority in (3, 4) or not separating_sets):
+    # uc_priority -1 is the rule's own default: 3 (p-values) for uc_rule 0
+    if values.get("knowledge") and (rule != 0 or priority in (-1, 3, 4) or not separating_sets):
         return (
             f"{spell('knowledge', door)} works with the separating-set colliders "
             f"({say('collider_rule', 'causallearn', door)} or standard, uc_rule 0, uc_priority "

@@ -254,6 +254,8 @@ def test_knowledge_errors_name_the_statement_and_the_option(alarm_sites, tmp_pat
         run_method("fedpc", parts, {"knowledge": str(tmp_path / "absent.txt")})
     with pytest.raises(OptionError, match="works with the separating-set colliders"):
         run_method("fedpc", parts, {"knowledge": "tier HR", "uc_rule": 1})
+    with pytest.raises(OptionError, match="works with the separating-set colliders"):
+        run_method("fedpc", parts, {"knowledge": "tier HR", "uc_priority": -1})
     with pytest.raises(OptionError, match="knowledge"):
         run_method("pooled", parts, {"knowledge": "tier HR", "algorithm": "fci"})
 
