@@ -53,7 +53,8 @@ pooled test with test-wise deletion. ``listwise``: a client drops its incomplete
 Exact mode plans each batch (:meth:`FedC2SLStrategy._plan_batch`): dense ``tables`` when they fit
 ``max_cells`` and are smaller than the clients' nonzero cells, otherwise ``sparse_tables`` (never a
 dense table on either side; a secure run always sums dense tables through SecAgg+); a batch whose
-tables are over ``max_cells`` travels in several rounds, and a test over it alone is an error
+tables are over ``max_cells`` (what a client holds) or ``max_server_cells`` (the clients' replies
+the server holds together) travels in several rounds, and a test over either alone is an error
 naming it. A client that cannot count a batch refuses it with the cause (the run stops), it does
 not drop out. A column with one level over all clients stays in (exact mode): each test with it
 has p = 1, so it ends isolated, with a printed note.
@@ -127,6 +128,10 @@ TESTS = ("chi2", "g2", "fisherz")
 ALGORITHMS = ("pc", "fci")
 
 
+#: The server's default budget for one round's replies: 2**27 cells (1 GiB of int64).
+DEFAULT_MAX_SERVER_CELLS = 2**27
+
+
 @dataclass
 class BatchPlan:
     """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
@@ -156,6 +161,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         empty_strata_add_dof: bool = False,
         max_cells: int = DEFAULT_MAX_CELLS,
         missing: str = "error",
+        max_server_cells: int = DEFAULT_MAX_SERVER_CELLS,
     ):
         super().__init__()
         for label, value, allowed in (
@@ -186,6 +192,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         self.engine_options = dict(engine_options or {})
         self.empty_strata_add_dof = bool(empty_strata_add_dof)
         self.max_cells = int(max_cells)
+        self.max_server_cells = int(max_server_cells)
         self.missing = missing
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
@@ -285,34 +292,50 @@ class FedC2SLStrategy(ProtocolStrategy):
         several rounds, and one query over it alone is an error naming it."""
         cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
         rows = [self.client_info[pid].n_rows for pid in self.alive_clients] or [0]
-        most_rows = max(rows)
+        most_rows, k = max(rows), len(rows)
         dense_bytes = 8 * sum(cells)
         sparse_bytes = 16 * sum(min(c, most_rows) for c in cells)
-        if sum(cells) <= self.max_cells:  # one round; sparse only where it is smaller
+        # one round when a client's tables fit max_cells and all clients' max_server_cells
+        if sum(cells) <= self.max_cells and k * sum(cells) <= self.max_server_cells:
             sparse = not self.secure_mode and sparse_bytes < dense_bytes
             return BatchPlan(sparse, [list(range(len(queries)))], sum(cells))
         sparse_cost = [2 * sum(min(c, n) for n in rows) for c in cells]  # entries the server holds
         sparse = not self.secure_mode and (
             max(cells) > self.max_cells or sum(sparse_cost) < sum(cells)
         )
-        cost = sparse_cost if sparse else cells
+        # (a client's cells, the server's cells) of each query in a round
+        costs = [(c, c) for c in sparse_cost] if sparse else [(c, k * c) for c in cells]
         parts: list[list[int]] = [[]]
-        held = 0
-        for i, c in enumerate(cost):
-            if c > self.max_cells:
-                raise self._over_budget(queries[i], cells[i], c, sparse)
-            if held + c > self.max_cells and parts[-1]:
+        client_held = server_held = 0
+        for i, (client_cost, server_cost) in enumerate(costs):
+            if client_cost > self.max_cells or server_cost > self.max_server_cells:
+                raise self._over_budget(queries[i], cells[i], client_cost, server_cost, sparse)
+            over = (
+                client_held + client_cost > self.max_cells
+                or server_held + server_cost > self.max_server_cells
+            )
+            if over and parts[-1]:
                 parts.append([])
-                held = 0
+                client_held = server_held = 0
             parts[-1].append(i)
-            held += c
+            client_held += client_cost
+            server_held += server_cost
         return BatchPlan(sparse, parts, sum(cells))
 
-    def _over_budget(self, query: Query, cells: int, cost: int, sparse: bool) -> ValueError:
+    def _over_budget(
+        self, query: Query, cells: int, cost: int, server_cost: int, sparse: bool
+    ) -> ValueError:
         x, y, sz = query
         names = self.variables
         test = f"{names[x]} _||_ {names[y]} | {[names[v] for v in sz]}"
         depth = f"cap the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
+        if cost <= self.max_cells:  # the server's budget: every client's copy of the table
+            return ValueError(
+                f"{self.name}: the contingency table of {test} has {cells:,} cells, and the "
+                f"server would hold {server_cost:,} cells of the clients' replies, over the "
+                f"memory budget max_server_cells={self.max_server_cells:,}: {depth}raise it "
+                f"(--max-server-cells {server_cost}; Python: max_server_cells={server_cost})"
+            )
         how = (
             f"even counted sparsely the clients' up to {cost // 2:,} nonzero cells of it (two "
             "budget cells each) exceed"
@@ -563,6 +586,15 @@ def _options(algorithm: str) -> OptionSet:
                 "counts it",
                 minimum=1,
             ),
+            Option(
+                "max_server_cells",
+                "int",
+                DEFAULT_MAX_SERVER_CELLS,
+                "memory budget of the server: cells of the clients' tables it holds in one "
+                "round (all clients' replies together, 8 bytes a cell); a level over it travels "
+                "in several rounds (many clients: 1,000 clients x max_cells would not fit)",
+                minimum=1,
+            ),
             shared.missing(),
             *engine,
         ),
@@ -597,6 +629,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLS
         engine_options=engine,
         empty_strata_add_dof=values["empty_strata_add_dof"],
         max_cells=values["max_cells"],
+        max_server_cells=values["max_server_cells"],
         missing=values["missing"],
     )
 

@@ -38,3 +38,20 @@ def test_fedpc_splits_a_level_over_the_budget_and_refuses_only_a_query_over_it_a
         fedcausal_flwr.run("fedpc", data=parts, max_cells=3)
     with pytest.raises(ValueError, match=r"secure run sums dense tables"):
         fedcausal_flwr.run("fedpc", data=parts, max_cells=3, secure=True)
+
+
+def test_fedpc_bounds_what_the_server_holds_of_many_clients_replies():
+    """max_server_cells caps the clients' tables the server holds in one round (clients x
+    cells): a level over it travels in more rounds with the same graph; one table whose copies
+    alone exceed it is refused, naming the option."""
+    parts = split_iid(load_network("alarm").sample(2000, seed=1), 10, seed=0).clients
+    full = fedcausal_flwr.run("fedpc", data=parts)
+    batches = full.extra["batches"]
+    largest = max(b["dense_cells"] for b in batches)
+    assert largest * 10 <= 2**27  # the default budget is not binding here
+    small = fedcausal_flwr.run("fedpc", data=parts, max_server_cells=largest * 10 // 4)
+    assert small.graph == full.graph and small.rounds > full.rounds
+    assert small.extra["tests"] == full.extra["tests"]
+    with pytest.raises(ValueError, match=r"server would hold \d+ cells.*max_server_cells=50: "
+                       r"raise it \(--max-server-cells \d+"):  # fmt: skip
+        fedcausal_flwr.run("fedpc", data=parts, max_server_cells=50)
