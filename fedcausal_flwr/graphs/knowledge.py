@@ -29,8 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-Rule = tuple[str, str, str]  # (statement as written, its source "file, line n", kind)
-
 
 @dataclass(frozen=True)
 class Knowledge:
@@ -68,10 +66,6 @@ class Knowledge:
         source = self.sources.get((kind, a, b))
         return f"{source}: " if source else ""
 
-    @property
-    def empty(self) -> bool:
-        return not (self.forbidden or self.required or self.tiers)
-
     def tier_of(self, name: str) -> int | None:
         for number, tier in enumerate(self.tiers):
             if name in tier:
@@ -87,10 +81,6 @@ class Knowledge:
 
     def is_required(self, a: str, b: str) -> bool:
         return (a, b) in self.required
-
-    def names(self) -> set[str]:
-        pairs = [*self.forbidden, *self.required]
-        return {v for pair in pairs for v in pair} | {v for tier in self.tiers for v in tier}
 
     def check_variables(self, variables: Sequence[str]) -> None:
         """Refuse a name the data does not have (naming the statement's source)."""
@@ -134,13 +124,6 @@ class Knowledge:
         lines += [f"required {name(a)} -> {name(b)}" for a, b in self.required]
         lines += ["tier " + " ".join(name(v) for v in tier) for tier in self.tiers]
         return "".join(line + "\n" for line in lines)
-
-    def to_dict(self) -> dict:
-        return {
-            "forbidden": [list(pair) for pair in self.forbidden],
-            "required": [list(pair) for pair in self.required],
-            "tiers": [list(tier) for tier in self.tiers],
-        }
 
     @classmethod
     def parse(cls, text: str, source: str = "knowledge") -> Knowledge:
