@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fedcausal_flwr.discovery.pc import knowledge_supported
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.options import Option, say, spell
 
@@ -219,15 +220,6 @@ def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
     if "uc_rule" not in values:
         return None
     rule, priority = values["uc_rule"], values["uc_priority"]
-    separating_sets = values["collider_rule"] in ("causallearn", "standard")
-    # uc_priority -1 is the rule's own default: 3 (p-values) for uc_rule 0
-    if values.get("knowledge") and (rule != 0 or priority in (-1, 3, 4) or not separating_sets):
-        return (
-            f"{spell('knowledge', door)} works with the separating-set colliders "
-            f"({say('collider_rule', 'causallearn', door)} or standard, uc_rule 0, uc_priority "
-            f"0-2), not with {say('collider_rule', values['collider_rule'], door)}, "
-            f"{say('uc_rule', rule, door)}, {say('uc_priority', priority, door)}"
-        )
     if rule != 0 and values["collider_rule"] != "causallearn":
         return (
             f"{say('uc_rule', rule, door)} decides colliders by p-values, not by separating "
@@ -238,6 +230,13 @@ def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
             f"{say('uc_rule', 2, door)} (definiteMaxP) takes uc_priority -1, 2, 3 or 4, not "
             f"{say('uc_priority', priority, door)} (causal-learn's definite_maxp has no "
             "overwrite or bi-directed policy)"
+        )
+    if values.get("knowledge") and not knowledge_supported(values["collider_rule"], rule, priority):
+        return (
+            f"{spell('knowledge', door)} works with the separating-set colliders "
+            f"({say('collider_rule', 'causallearn', door)} or standard, uc_rule 0, uc_priority "
+            f"0-2), not with {say('collider_rule', values['collider_rule'], door)}, "
+            f"{say('uc_rule', rule, door)}, {say('uc_priority', priority, door)}"
         )
     return None
 

@@ -135,9 +135,7 @@ def pc_steps(
         )
     if isinstance(knowledge, Knowledge):
         knowledge = knowledge.matrix(list(variables))
-    if knowledge is not None and (
-        collider_rule not in ("causallearn", "standard") or needs_pvalues(uc_rule, priority)
-    ):
+    if knowledge is not None and not knowledge_supported(collider_rule, uc_rule, uc_priority):
         raise ValueError(
             "background knowledge works with the separating-set colliders (collider_rule "
             "causallearn or standard, uc_rule 0, uc_priority 0-2), not with "
@@ -206,6 +204,14 @@ def pc_steps(
     return PCResult(
         graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra, knowledge=applied
     )
+
+
+def knowledge_supported(collider_rule: str, uc_rule: int, uc_priority: int) -> bool:
+    """Whether background knowledge combines with these orientation rules: only colliders
+    decided by separating sets (the p-value rules, ``uc_priority`` -1's default 3 included,
+    read tests knowledge may have skipped)."""
+    priority = resolve_priority(uc_rule, uc_priority)
+    return collider_rule in ("causallearn", "standard") and not needs_pvalues(uc_rule, priority)
 
 
 def pc_evidence(result: PCResult) -> dict[str, dict]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -205,22 +206,23 @@ class Knowledge:
 
 @dataclass(frozen=True)
 class KnowledgeMatrix:
-    """Knowledge over variable positions: ``forbidden[a, b]``, ``required[a, b]`` for a -> b."""
+    """Knowledge over variable positions: ``forbidden[a, b]``, ``required[a, b]`` for a -> b
+    (the derived matrices are computed once: the collider and Meek loops read them per triple)."""
 
     forbidden: np.ndarray
     required: np.ndarray
 
-    @property
+    @cached_property
     def no_edge(self) -> np.ndarray:
         """Pairs forbidden both ways: removed before any test."""
         return self.forbidden & self.forbidden.T
 
-    @property
+    @cached_property
     def kept(self) -> np.ndarray:
         """Pairs with a required edge: never tested, never removed."""
         return self.required | self.required.T
 
-    @property
+    @cached_property
     def vetoed(self) -> np.ndarray:
         """``[a, b]``: no rule may orient ``a -> b`` (forbidden, or ``b -> a`` required)."""
         return self.forbidden | self.required.T
