@@ -27,6 +27,7 @@ is recomputed, so no result may depend on a hit.
 
 from __future__ import annotations
 
+import copy
 import json
 import weakref
 from collections.abc import Callable, Hashable
@@ -39,6 +40,7 @@ from flwr.client import NumPyClient
 
 from fedcausal_flwr.data.inputs import frame_report
 from fedcausal_flwr.federation.messages import (
+    BOOTSTRAP,
     HELLO,
     KEY_ACTION,
     KEY_CLIP,
@@ -67,8 +69,8 @@ def action(name: str, compact: bool = False) -> Callable[[Handler], Handler]:
     left as it is."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"action name must be a non-empty string, got {name!r}")
-    if name == HELLO:
-        raise ValueError(f"action {HELLO!r} is built in")
+    if name in (HELLO, BOOTSTRAP):
+        raise ValueError(f"action {name!r} is built in")
 
     def mark(fn: Handler) -> Handler:
         setattr(fn, _ACTION_ATTR, name)
@@ -168,7 +170,7 @@ class ProtocolClient(NumPyClient):
     # ------------------------------------------------------------------ dispatch
     @classmethod
     def known_actions(cls) -> list[str]:
-        return sorted([HELLO, *cls._actions])
+        return sorted([HELLO, BOOTSTRAP, *cls._actions])
 
     def answer(
         self, name: str, payload: dict, arrays: list[np.ndarray]
@@ -176,6 +178,8 @@ class ProtocolClient(NumPyClient):
         """Run the handler of action ``name`` (usable directly in unit tests, without Flower)."""
         if name == HELLO:
             return self.hello(payload)
+        if name == BOOTSTRAP:
+            return self.bootstrap(payload, arrays)
         attr = self._actions.get(name)
         if attr is None:
             raise ProtocolError(
@@ -196,3 +200,60 @@ class ProtocolClient(NumPyClient):
         (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too)."""
         max_levels = int(payload.get("max_levels", 1000))
         return [], frame_report(self.data, self.partition_id, max_levels)
+
+    def bootstrap(self, payload: dict, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], dict]:
+        """Built-in action of the federated bootstrap (:mod:`fedcausal_flwr.federation.bootstrap`):
+        answer each part with the method's own handler on its replicate's rows (replicate 0: the
+        rows themselves, k: resample k), checked and packed as a request of its own would be."""
+        seed, sample = int(payload["seed"]), str(payload["sample"])
+        out: list[np.ndarray] = []
+        parts: list[dict] = []
+        start = 0
+        for part in payload["parts"]:
+            name, n = str(part["action"]), int(part["n_arrays"])
+            if name not in self._actions:
+                raise ProtocolError(
+                    self.partition_id,
+                    f"bootstrap part {name!r} is not an action of {type(self).__name__}; "
+                    f"known actions: {sorted(self._actions)}",
+                )
+            given = arrays[start : start + n]
+            start += n
+            if len(given) != n:
+                raise ProtocolError(
+                    self.partition_id, f"bootstrap part {name!r} lacks {n - len(given)} arrays"
+                )
+            replica = copy.copy(self)
+            replica.data = self.resample(seed, int(part["replicate"]), sample)
+            # the class's answer: a wrapper set on this instance (a test's failing client) wraps
+            # the bootstrap action as a whole and must not answer the part on these rows
+            answer, meta = type(self).answer(replica, name, part["payload"], given)
+            answer = [np.asarray(a) for a in answer]
+            if part["secure"]:
+                check_secure_vector(answer, int(part["clip"]), self.partition_id, name)
+            if getattr(getattr(self, self._actions[name]), _COMPACT_ATTR, False):
+                answer = [compact_integers(a) for a in answer]
+            out.extend(answer)
+            parts.append({"n_arrays": len(answer), "meta": meta})
+        return out, {"parts": parts}
+
+    def resample(self, seed: int, replicate: int, sample: str) -> pd.DataFrame:
+        """This client's rows in bootstrap replicate ``replicate`` (0: the rows themselves);
+        kept with the frame, so later rounds of a simulation count the same resample without
+        redrawing it (a deployment redraws it: a function of seed, client and replicate only)."""
+        if replicate == 0:
+            return self.data
+        from fedcausal_flwr.discovery.bootstrap import resample_rows  # imports networkx
+
+        frames = _RESAMPLES.get(self.data, ("bootstrap", seed, sample), dict)
+        if replicate not in frames:
+            try:
+                rows = resample_rows(len(self.data), seed, self.partition_id, replicate, sample)
+            except ValueError as err:
+                raise ProtocolError(self.partition_id, f"bootstrap: {err}") from None
+            frames[replicate] = self.data.iloc[rows].reset_index(drop=True)
+        return frames[replicate]
+
+
+#: each client frame's bootstrap resamples (replicate -> frame), released with the frame
+_RESAMPLES = FrameCache()

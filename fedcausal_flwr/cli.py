@@ -245,7 +245,7 @@ def _run_command(argv: list[str]) -> int:
     )
     print(result.summary())
     if result.graph is not None and not args.no_edges:
-        lines = result.edge_lines()
+        lines = result.edge_lines(confidence=True)
         print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
         for line in lines:
             print(f"  {line}")

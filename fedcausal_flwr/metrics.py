@@ -270,3 +270,19 @@ def graph_metrics(learned: Graph, truth: Graph) -> dict[str, float]:
         "n_edges_learned": learned.n_edges(),
         "n_edges_true": truth.n_edges(),
     }
+
+
+def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """Area under the ROC curve: the chance that a random positive scores above a random
+    negative, ties counting one half (the Mann-Whitney U statistic over n_pos * n_neg)."""
+    from scipy.stats import rankdata
+
+    values = np.asarray(scores, dtype=float)
+    positive = np.asarray(labels, dtype=bool)
+    if values.shape != positive.shape or values.ndim != 1:
+        raise ValueError(f"scores {values.shape} and labels {positive.shape}: one flat score each")
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if not n_pos or not n_neg:
+        raise ValueError(f"AUC needs positives and negatives; got {n_pos} and {n_neg}")
+    ranks = rankdata(values)  # ties get their average rank
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

@@ -69,6 +69,11 @@ def spell(name: str, door: str) -> str:
     raise ValueError(f"unknown door {door!r}; expected one of {DOORS}")
 
 
+def seed_option(help: str) -> Option:
+    """A method's ``seed`` (the doors set it to the run's seed unless the user sets it)."""
+    return Option("seed", "int", 0, help + " (the doors set it to the run's seed)", minimum=0)
+
+
 def show_value(value: Any) -> str:
     """A value as a user types it: ``none``, ``true``, ``0.05``, ``chi2``."""
     if value is None:

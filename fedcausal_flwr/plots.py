@@ -380,7 +380,10 @@ def plot_graph_vs_truth(
         ax.plot([], [], color=style["color"], linestyle=style["linestyle"], lw=style["lw"],
                 label=f"{category} ({len(pairs)})")  # fmt: skip
     if edge_labels:
-        note = "on an edge: its confidence (deciding\np-value or share of clients)"
+        note = (
+            "on an edge: its confidence (deciding\np-value, share of clients keeping it,\n"
+            "share of bootstrap resamples with it)"
+        )
         ax.plot([], [], " ", label=note)
     ax.margins(0.06)
     against = "" if truth is learned else f" against the true {truth.kind}"

@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.result import confidence_labels
 from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
     STUDY_FILE,
@@ -301,20 +302,6 @@ def _runs_like(
 MAX_LABELLED_EDGES = 80
 
 
-def edge_confidence(record: dict[str, Any]) -> dict[frozenset[str], str]:
-    """A label per learned edge of a stored run, where the method reports one: its deciding
-    p-value (``edge_pvalues``: the largest p of its tests, all <= alpha) or the share of clients
-    that kept it (``edge_votes``)."""
-    extra = (record.get("result") or {}).get("extra") or {}
-    labels = {
-        frozenset((x, y)): f"p {p:.2g}"
-        for x, y, p in (extra.get("edge_pvalues") or {}).get("kept") or []
-    }
-    for x, y, share in (extra.get("edge_votes") or {}).get("kept") or []:
-        labels[frozenset((x, y))] = f"kept by {share:.0%}"
-    return labels
-
-
 def graphs_section(
     out: Path, records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
 ) -> str:
@@ -336,9 +323,11 @@ def graphs_section(
             f"seed={record['seed']}): SHD {_number(metrics.get('shd', float('nan')))}"
         )
         path = out / "plots" / "graphs" / f"{record['key']}.png"
-        confidence = edge_confidence(record)
+        extra = (record.get("result") or {}).get("extra") or {}
+        confidence = confidence_labels(extra)
         # labels stay readable up to about 80 edges; the list below always has them
-        drawn = confidence if len(confidence) <= MAX_LABELLED_EDGES else None
+        short = confidence_labels(extra, short=True)
+        drawn = short if len(short) <= MAX_LABELLED_EDGES else None
         plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn)
         lines = [
             f"{line}   {confidence[frozenset(pair)]}" if frozenset(pair) in confidence else line

@@ -85,6 +85,27 @@ def _plain(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} value {obj!r} in a Result")
 
 
+def confidence_labels(extra: Mapping[str, Any], short: bool = False) -> dict[frozenset, str]:
+    """A label per learned edge of a result's ``extra`` (by the pair of names), where the method
+    reports confidence: the deciding p-value (``edge_pvalues``: the largest p of its tests, all
+    <= alpha), the share of clients that kept it (``edge_votes``), and the share of bootstrap
+    resamples with the edge (``bootstrap``; ``short=False`` adds each direction's share)."""
+    labels: dict[frozenset, list[str]] = {}
+    for x, y, p in (extra.get("edge_pvalues") or {}).get("kept") or []:
+        labels.setdefault(frozenset((x, y)), []).append(f"p {p:.2g}")
+    for x, y, share in (extra.get("edge_votes") or {}).get("kept") or []:
+        labels.setdefault(frozenset((x, y)), []).append(f"kept by {share:.0%}")
+    boot = extra.get("bootstrap") or {}
+    for x, y, edge, xy, yx in boot.get("edges") or []:
+        text = (
+            f"boot {edge:.0%}"
+            if short
+            else f"boot {edge:.0%} ({x}->{y} {xy:.0%}, {y}->{x} {yx:.0%})"
+        )
+        labels.setdefault(frozenset((x, y)), []).append(text)
+    return {pair: ", ".join(parts) for pair, parts in labels.items()}
+
+
 @dataclass
 class Result:
     """Learned structure plus run bookkeeping; identical in shape for every method.
@@ -211,11 +232,21 @@ class Result:
             raise ValueError(f"the {self.method} result holds no graph to export")
         return self.graph
 
-    def edge_lines(self) -> list[str]:
-        """The learned edges, ``A --> B``, ``A o-> B``, ``A <-> B``, ``A --- B``."""
-        from fedcausal_flwr.graphs.export import edge_lines
+    def edge_lines(self, confidence: bool = False) -> list[str]:
+        """The learned edges, ``A --> B``, ``A o-> B``, ``A <-> B``, ``A --- B``; with
+        ``confidence``, each followed by its :func:`confidence_labels` where the result has one."""
+        from fedcausal_flwr.graphs.export import edge_lines, edge_pairs
 
-        return edge_lines(self._learned())
+        learned = self._learned()
+        lines = edge_lines(learned)
+        if not confidence:
+            return lines
+        labels = confidence_labels(self.extra)
+        pairs = edge_pairs(learned)
+        return [
+            f"{line}   {labels[frozenset(pair)]}" if frozenset(pair) in labels else line
+            for line, pair in zip(lines, pairs, strict=True)
+        ]
 
     def to_networkx(self) -> nx.DiGraph:
         """One networkx edge per adjacent pair with its marks as edge attributes

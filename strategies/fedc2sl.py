@@ -654,6 +654,7 @@ register_method(
     lambda options: make_strategy(options, "pc"),
     _make_client,
     options=FEDPC_OPTIONS,
+    bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
     description="FedC2SL's FedPC: PC-stable with a federated chi2/G2 test (exact summed tables or "
@@ -664,6 +665,7 @@ register_method(
     lambda options: make_strategy(options, "fci"),
     _make_client,
     options=FEDFCI_OPTIONS,
+    bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
     description="FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",

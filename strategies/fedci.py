@@ -558,6 +558,7 @@ for _algorithm in ALGORITHMS:
         _for_algorithm(make_strategy, _algorithm),
         _make_client,
         options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
+        bootstrap=True,
         secure=secure_support,
         paper="fedCI (Hahn et al.)",
         description=f"fedCI: {'PC-stable' if _algorithm == 'pc' else 'FCI'} with a federated GLM "

@@ -322,6 +322,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    bootstrap=True,
     paper="FedCSL (Guo et al. 2024)",
     description="FedCSL (Guo et al. 2024): weighted HITON-PC skeleton + weighted BDeu HC DAGs",
 )

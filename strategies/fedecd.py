@@ -468,6 +468,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    bootstrap=True,
     paper="FedECD (Guo et al. 2024)",
     description="FedECD (Guo et al. 2024): voting skeleton + bootstrap evidence, bootstrap BDeu HC",
     min_sites=2,

@@ -311,6 +311,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    bootstrap=True,
     score=score_local_structure,
     paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",

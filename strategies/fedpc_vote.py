@@ -456,6 +456,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    bootstrap=True,
     paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",
     min_sites=2,

@@ -301,6 +301,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    bootstrap=True,
     paper="RFCD (Mian et al.), as run in the FedC2SL paper (Wang et al.)",
     description="RFCD (Mian et al.): GES over BDeu, each family scored by its worst client",
 )

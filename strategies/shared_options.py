@@ -11,7 +11,7 @@ from typing import Any
 
 from fedcausal_flwr.discovery.pc import knowledge_supported
 from fedcausal_flwr.graphs.knowledge import Knowledge
-from fedcausal_flwr.options import Option, say, spell
+from fedcausal_flwr.options import Option, say, seed_option, spell
 
 DISCRETE_TESTS = ("chi2", "g2")
 COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
@@ -79,7 +79,7 @@ def reliability(default: float | None = None, paper: str = "") -> Option:
 
 
 def seed(help: str) -> Option:
-    return Option("seed", "int", 0, help + " (the doors set it to the run's seed)", minimum=0)
+    return seed_option(help)
 
 
 def ratio(default: float, paper: str = "") -> Option:

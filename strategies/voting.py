@@ -581,6 +581,7 @@ for _alg in ALGORITHMS:
         _for_algorithm(make_graph_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
+        bootstrap=True,
         paper="baseline (FedC2SL)",
         description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
         min_sites=2,
@@ -590,6 +591,7 @@ for _alg in ALGORITHMS:
         _for_algorithm(make_cit_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
+        bootstrap=True,
         paper="baseline (FedC2SL)",
         description=(
             f"{_alg.upper()}-CIT-Voting: server-side {_alg.upper()}, each CI test by client "
@@ -610,6 +612,7 @@ register_method(
     make_local,
     make_client,
     options=LOCAL_OPTIONS,
+    bootstrap=True,
     summaries=local_rows,
     paper="baseline",
     description="each client alone runs PC (algorithm=fci: FCI); see local_summary for avg/best",
@@ -619,6 +622,7 @@ register_method(
     make_pooled,
     make_client,
     options=POOLED_OPTIONS,
+    bootstrap=True,
     paper="upper bound",
     description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",
 )

@@ -34,6 +34,7 @@ FLOWER_FREE = (
     "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
     "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
+    "fedcausal_flwr.federation.bootstrap",
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
@@ -45,7 +46,7 @@ LAYERS = (
      "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
      "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
      "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
-     "fedcausal_flwr.scoring"),
+     "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.scoring"),
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),
     ("fedcausal_flwr.strategies",),
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.app"),

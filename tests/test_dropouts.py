@@ -213,6 +213,7 @@ VARIANTS = (
     ("fedpc", {"test": "fisherz"}, "gaussian"),
     ("fedpc", {"test": "fisherz", "missing": "testwise"}, "gaussian"),  # query moments
     ("fedci-pc", {"ci": "fisher"}, "mixed"),
+    ("fedpc", {"bootstrap": 2}, "discrete"),  # the built-in bootstrap action
 )
 
 
@@ -258,10 +259,10 @@ def run_case(
     """One in-process run of ``case`` through ``run_protocol``, its clients built by ``maker``."""
     spec = get_method(case.method)
     options = spec.resolve(case.options)
-    maker = maker or FailAt(BoundClientMaker(spec.make_client, options))
+    maker = maker or FailAt(BoundClientMaker(spec.make_client, spec.own_options(options)))
     parts = parts if parts is not None else case.partitions()
     return run_protocol(
-        spec.make_strategy(options),
+        spec.new_strategy(options),
         PartitionedClients(maker, parts),
         len(parts),
         min_clients=min_clients,
@@ -272,7 +273,9 @@ def run_case(
 def failing_maker(case: Case, action: str | None, occurrence: int = 1) -> FailAt:
     spec = get_method(case.method)
     options = spec.resolve(case.options)
-    return FailAt(BoundClientMaker(spec.make_client, options), action, FAILING, occurrence)
+    return FailAt(
+        BoundClientMaker(spec.make_client, spec.own_options(options)), action, FAILING, occurrence
+    )
 
 
 def survivors_run(case: Case) -> Result:
@@ -281,8 +284,8 @@ def survivors_run(case: Case) -> Result:
     dropped out)."""
     spec = get_method(case.method)
     options = spec.resolve(case.options)
-    strategy = spec.make_strategy(options)
-    maker = FailAt(BoundClientMaker(spec.make_client, options))
+    strategy = spec.new_strategy(options)
+    maker = FailAt(BoundClientMaker(spec.make_client, spec.own_options(options)))
     app = make_server_app(strategy, num_clients=len(SURVIVORS))
     nodes = [{"partition-id": k, "num-partitions": 3} for k in SURVIVORS]
     run_local(app, make_client_app(PartitionedClients(maker, case.partitions())), 2, None, nodes)
@@ -429,7 +432,9 @@ def test_matrix_covers_every_action_of_every_builtin_client():
     answered = set()
     for case in CASES:
         spec = get_method(case.method)
-        client = spec.make_client(0, case.partitions()[0], spec.resolve(case.options))
+        client = spec.make_client(
+            0, case.partitions()[0], spec.own_options(spec.resolve(case.options))
+        )
         answered |= set(client.known_actions())
     covered = {a for case in CASES for a in actions_of(baseline(case))}
     assert answered - covered == set()

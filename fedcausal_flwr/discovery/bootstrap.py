@@ -2,7 +2,9 @@
 direction votes and cycle repair. Flower-free; the protocol is in ``strategies/fedecd.py``.
 
 * :func:`bootstrap_rows`: the rows of one resample, a function of ``(seed, client, replicate)``
-  only, so a run is reproducible and does not depend on the order clients are served in.
+  only, so a run is reproducible and does not depend on the order clients are served in;
+  :func:`resample_rows` adds the half subsample the federated bootstrap draws by default
+  (:mod:`fedcausal_flwr.federation.bootstrap`).
 * :func:`evidence_queries` / :func:`independence_evidence`: FedECD's Eq. 5-6 for the edges that
   lost a layer's vote: every size-``l`` subset of the endpoints' neighbourhoods in the skeleton at
   the start of the layer is tested, and each independence (``p > alpha``, unreliable tests
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 from itertools import combinations
 
-import networkx as nx
 import numpy as np
 
 from fedcausal_flwr.stats.oracle import Query, normalise_query
@@ -33,14 +34,35 @@ def bootstrap_rows(n_rows: int, seed: int, client: int, replicate: int) -> np.nd
     replicate gets an independent stream (the authors' code reuses ``rng(666)``, so all clients
     of equal size draw identical indices; not copied).
     """
+    return _stream(n_rows, seed, client, replicate).integers(0, n_rows, size=n_rows)
+
+
+#: how the federated bootstrap draws a client's rows (:func:`resample_rows`)
+RESAMPLINGS = ("subsample", "replace")
+
+
+def resample_rows(n_rows: int, seed: int, client: int, replicate: int, how: str) -> np.ndarray:
+    """Row indices of one resample of a client's ``n_rows`` rows, a function of ``(seed, client,
+    replicate)`` only: ``replace`` is :func:`bootstrap_rows`; ``subsample`` draws half the rows
+    (at least one) without replacement, in their original order. A subsample repeats no row, so
+    a CI test on it keeps its level; duplicated rows make a test see dependence the data does not
+    have (under independence a bootstrap sample's chi2 is about twice the original's)."""
+    if how == "replace":
+        return bootstrap_rows(n_rows, seed, client, replicate)
+    if how != "subsample":
+        raise ValueError(f"unknown resampling {how!r}; expected one of {RESAMPLINGS}")
+    order = _stream(n_rows, seed, client, replicate).permutation(n_rows)
+    return np.sort(order[: max(1, n_rows // 2)])
+
+
+def _stream(n_rows: int, seed: int, client: int, replicate: int) -> np.random.Generator:
     if n_rows < 1:
         raise ValueError(f"client {client}: cannot resample {n_rows} rows")
     if min(seed, client, replicate) < 0:
         raise ValueError(
             f"seed, client and replicate must be >= 0, got {seed}, {client}, {replicate}"
         )
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), int(client), int(replicate)]))
-    return rng.integers(0, n_rows, size=n_rows)
+    return np.random.default_rng(np.random.SeedSequence([int(seed), int(client), int(replicate)]))
 
 
 def evidence_queries(
@@ -161,6 +183,8 @@ def break_cycles(graph: np.ndarray, votes: np.ndarray) -> tuple[np.ndarray, list
     dropped: list[tuple[int, int]] = []
     while True:
         directed = directed_part(out)
+        import networkx as nx  # here: a client drawing resamples needs none of it
+
         dg = nx.DiGraph()
         dg.add_nodes_from(range(len(out)))
         dg.add_edges_from(zip(*np.nonzero(directed), strict=True))

@@ -290,7 +290,7 @@ def _client_fn(context: Context):
     except (OSError, LookupError, ValueError, TypeError) as err:
         # a site's configuration or data problem stops the run; it is not a dropout
         raise ProtocolError(partition_id, f"cannot load this site's data: {err}") from err
-    client = spec.make_client(partition_id, data, options)
+    client = spec.make_client(partition_id, data, spec.own_options(options))
     if client.context is None:
         client.context = context
     return client.to_client()

@@ -34,6 +34,8 @@ KEY_META = "meta"
 KEY_PARTITION = "partition_id"
 
 HELLO = "hello"
+#: built-in action of the federated bootstrap: several requests, each on one resample of the rows
+BOOTSTRAP = "bootstrap"
 SUMMED = -1  # Reply.client of an aggregated (summed) reply
 UNKNOWN_CLIENT = -1  # ProtocolError.client when the site does not know its partition id
 MODULUS_RANGE = 2**32

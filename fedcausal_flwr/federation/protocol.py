@@ -221,6 +221,14 @@ class ProtocolRun:
         if self.state is RunState.UNBOUND:
             self.state = RunState.HELLO
 
+    def follow(self, leader: ProtocolRun) -> None:
+        """Run as one part of ``leader``'s run (a replicate of the federated bootstrap): the same
+        clients, hello reports, secure mode and bound, and past hello."""
+        self.members = leader.members
+        self.secure_mode = leader.secure_mode
+        self._secure_bound = leader._secure_bound
+        self.state = RunState.RUNNING
+
     @property
     def finished(self) -> bool:
         return self.state is RunState.FINISHED
@@ -349,7 +357,7 @@ class ProtocolRun:
         if request.action == HELLO:
             self._finish_hello(server_round, answered, up_bytes)
         else:
-            self._check_answers(server_round, request, answered)
+            self.check_answers(server_round, request, answered)
             replies = self._replies(server_round, request, answered)
             self.protocol.handle_replies(request, replies)
             self._close(server_round, "ok", up_bytes)
@@ -466,7 +474,7 @@ class ProtocolRun:
         )
         self.annotations = {}
 
-    def _check_answers(
+    def check_answers(
         self, server_round: int, request: Request, answered: Mapping[int, Answer]
     ) -> None:
         """A malformed reply never reaches a sum or a method: numbers only, no infinity, NaN only

@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.federation.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
+from fedcausal_flwr.federation.bootstrap import BootstrapStrategy, with_bootstrap
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
@@ -69,6 +71,9 @@ class MethodSpec:
     score: Score | None = None
     summaries: Summaries | None = None
     min_sites: int = 1
+    #: options the registry added for the federated bootstrap (``bootstrap``, and ``seed`` if
+    #: the method had none): the method's own factory never sees them
+    bootstrap_keys: tuple[str, ...] = ()
 
     @property
     def owner(self) -> str:
@@ -89,16 +94,32 @@ class MethodSpec:
     def new_strategy(self, options: Mapping[str, Any], door: str = "python") -> Any:
         """The method's strategy for resolved ``options``, told its declared ``min_sites`` and
         the ``door`` whose spelling its input errors use (every door builds strategies here)."""
-        strategy = self.make_strategy(dict(options))
+        own = self.own_options(options)
+        replicates = int(options.get("bootstrap") or 0) if self.bootstrap_keys else 0
+        if replicates:
+            strategy = BootstrapStrategy(
+                lambda: self.make_strategy(dict(own)),
+                replicates,
+                int(options.get("seed") or 0),
+                str(options.get("bootstrap_sample") or "subsample"),
+            )
+        else:
+            strategy = self.make_strategy(own)
         strategy.min_sites = self.min_sites
         strategy.door = door
         return strategy
 
     def secure_problem(self, options: Mapping[str, Any]) -> str | None:
         """Why SecAgg+ cannot carry this run's statistics (None: it can)."""
+        if self.bootstrap_keys and options.get("bootstrap"):
+            return BOOTSTRAP_SECURE_PROBLEM
         if self.secure is None:
             return f"{self.name} sums no statistics on the server, so SecAgg+ has nothing to hide"
-        return self.secure(dict(options))
+        return self.secure(self.own_options(options))
+
+    def own_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` without those the registry added (the method's factories get these)."""
+        return {k: v for k, v in options.items() if k not in self.bootstrap_keys}
 
 
 _METHODS: dict[str, MethodSpec] = {}
@@ -119,6 +140,7 @@ def register_method(
     score: Score | None = None,
     summaries: Summaries | None = None,
     min_sites: int = 1,
+    bootstrap: bool = False,
     replace: bool = False,
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
@@ -129,6 +151,8 @@ def register_method(
     extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`).
     ``min_sites``: how many clients the method needs at least (2 for methods that combine the
     clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
+    ``bootstrap``: the method takes the option ``bootstrap`` (the federated bootstrap of
+    :mod:`~fedcausal_flwr.federation.bootstrap`; its clients must keep no state between messages).
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
@@ -136,18 +160,25 @@ def register_method(
         raise TypeError(f"options of method {name!r} must be an OptionSet")
     if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
         raise ValueError(f"min_sites of method {name!r} must be an integer >= 1, got {min_sites!r}")
+    declared = options or OptionSet()
+    added = (
+        tuple(k for k in ("bootstrap", "bootstrap_sample", "seed") if k not in declared)
+        if bootstrap
+        else ()
+    )
     spec = MethodSpec(
         name,
         make_strategy,
         make_client,
         make_data,
         description,
-        options or OptionSet(),
+        with_bootstrap(declared) if bootstrap else declared,
         secure,
         paper,
         score,
         summaries,
         min_sites,
+        added,
     )
     builtin = _builtin_module(name)
     if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):

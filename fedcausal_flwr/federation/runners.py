@@ -291,7 +291,8 @@ def run_method(
             f"clients ({len(partitions)})"
         )
     strategy = spec.new_strategy(opts, door)
-    factory = PartitionedClients(BoundClientMaker(spec.make_client, opts), partitions)
+    maker = BoundClientMaker(spec.make_client, spec.own_options(opts))
+    factory = PartitionedClients(maker, partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
     config = run_config(name, opts, settings, dict(data or {"source": "frames"}))
     return run_protocol(
