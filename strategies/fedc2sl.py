@@ -86,7 +86,7 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc_evidence, pc_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -526,7 +526,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             "pc_levels": len(skeleton.levels),
             "constant_columns": list(self.constant),
             **self.missing_report(self.missing),
-            **(pc_evidence(result) if isinstance(result, PCResult) else {}),
+            **search_evidence(result),
             "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
             "batches": self.batches,
             "sepsets": {
@@ -601,7 +601,7 @@ def _options(algorithm: str) -> OptionSet:
         checks=(
             shared.fisherz_needs_exact,
             shared.sketch_needs_chi2,
-            shared.pc_engine_problem,
+            shared.search_engine_problem,
         ),
     )
 

@@ -57,7 +57,7 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc_evidence, pc_steps
+from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -362,7 +362,7 @@ class FedCIStrategy(ProtocolStrategy):
         return {
             "graph": result.graph,
             "variables": list(names),
-            **(pc_evidence(result) if isinstance(result, PCResult) else {}),
+            **search_evidence(result),
             **self.test_report(),
         }
 
@@ -497,7 +497,7 @@ def _options(algorithm: str) -> OptionSet:
             ),  # fmt: skip
             *engine,
         ),
-        checks=(shared.pc_engine_problem,),
+        checks=(shared.search_engine_problem,),
     )
 
 

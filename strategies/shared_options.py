@@ -107,8 +107,9 @@ def collider_rule() -> Option:
 
 
 def fci_engine() -> tuple[Option, ...]:
-    """FCI's Possible-D-Sep phase and rule set."""
+    """FCI's background knowledge, Possible-D-Sep phase and rule set."""
     return (
+        knowledge(),
         Option(
             "possible_dsep",
             "str",
@@ -145,6 +146,7 @@ def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
         "possible_dsep": values["possible_dsep"],
         "pds_max_size": values["pds_max_size"],
         "rules": values["fci_rules"],
+        "knowledge": parse_knowledge(values.get("knowledge")),
     }
 
 
@@ -215,8 +217,15 @@ def pc_engine() -> tuple[Option, ...]:
     )
 
 
-def pc_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
-    """Cross-option rule of PC's orientation: causal-learn's pairs only."""
+def search_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
+    """Cross-option rules of the search's orientation: PC's causal-learn pairs only, and
+    background knowledge only with rules that never overwrite it."""
+    if values.get("knowledge") and values.get("fci_rules", "zhang") != "zhang":
+        return (
+            f"{spell('knowledge', door)} works with FCI's Zhang rules "
+            f"({say('fci_rules', 'zhang', door)}), which never overwrite a mark; causal-learn's "
+            f"rule set ({say('fci_rules', values['fci_rules'], door)}) does"
+        )
     if "uc_rule" not in values:
         return None
     rule, priority = values["uc_rule"], values["uc_priority"]
@@ -250,10 +259,14 @@ def search_engine_options(algorithm: str, values: Mapping[str, Any]) -> dict[str
     """The search engine keywords of resolved options (see :func:`search_engine`)."""
     if algorithm == "pc":
         keys = ("collider_rule", "uc_rule", "uc_priority", "stable")
-        text = values.get("knowledge")
-        knowledge = Knowledge.parse(text, source="knowledge") if text else None
+        knowledge = parse_knowledge(values.get("knowledge"))
         return {**{key: values[key] for key in keys}, "knowledge": knowledge}
     return fci_engine_options(values)
+
+
+def parse_knowledge(text: str | None) -> Knowledge | None:
+    """The ``knowledge`` option's text (checked when the option was resolved) as knowledge."""
+    return Knowledge.parse(text, source="knowledge") if text else None
 
 
 def fisherz_needs_exact(values: Mapping[str, Any], door: str) -> str | None:

@@ -65,7 +65,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc, pc_evidence, pc_steps
+from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -166,6 +166,7 @@ def _for_search(option: Option, algorithm: str) -> Option:
 POOLED_OPTIONS = LOCAL_OPTIONS.extend(
     *(_for_search(o, "pc") for o in shared.search_engine("pc")),
     *(_for_search(o, "fci") for o in shared.search_engine("fci")),
+    shared.knowledge(),  # both searches take it
     Option(
         "empty_strata_add_dof",
         "bool",
@@ -174,7 +175,7 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
         "(default: causal-learn's count)",
     ),
     shared.missing(),
-    checks=(shared.pc_engine_problem,),
+    checks=(shared.search_engine_problem,),
 )
 
 
@@ -521,7 +522,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             "tests": self.result.n_tests,
             "constant_columns": list(self.constant),
             **self.missing_report(self.missing),
-            **(pc_evidence(self.result) if isinstance(self.result, PCResult) else {}),
+            **search_evidence(self.result),
         }
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import edge_pvalues, pc
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.stats.oracles import DiscreteOracle
@@ -83,3 +84,42 @@ def test_voting_fedpc_reports_each_pairs_vote_share(alarm):
     for x, y, share in votes["kept"]:
         if f"{x}|{y}" in last["votes"]:
             assert share == last["votes"][f"{x}|{y}"] / len(last["clients"])
+
+
+@pytest.mark.parametrize("possible_dsep", ["sequential", "stable"])
+def test_fci_pairs_carry_the_largest_p_of_their_tests_possible_dsep_included(possible_dsep):
+    """FCI's evidence: the skeleton's and the Possible-D-Sep phase's tests (Zhang's rules ask
+    none); a pair Possible-D-Sep removed is labelled so (insurance x 1,000 has such pairs);
+    FedFCI's equals the pooled one."""
+    net = load_network("insurance")
+    frame = net.sample(1000, seed=4)
+    names = list(net.variables)
+    codes = np.stack([frame[v].cat.codes.to_numpy() for v in names], axis=1).astype(np.int64)
+    cards = [len(frame[v].cat.categories) for v in names]
+    oracle = DiscreteOracle(codes, cards, names, "chi2")
+    result = fci(oracle, 0.05, possible_dsep=possible_dsep)
+    assert result.pds_removed
+    largest: dict[frozenset, float] = {}
+    for (x, y, _), p in oracle.cache.items():
+        key = frozenset((names[x], names[y]))
+        largest[key] = max(largest.get(key, -1.0), p)
+    found = edge_pvalues(result)
+    assert len(found["kept"]) == result.graph.n_edges()
+    assert len(found["kept"]) + len(found["removed"]) == len(largest)
+    for x, y, p in found["kept"]:
+        assert p <= 0.05 and p == largest[frozenset((x, y))]
+    for x, y, p, level in found["removed"]:
+        assert p > 0.05 and p == largest[frozenset((x, y))]
+        pair = tuple(sorted((names.index(x), names.index(y))))
+        assert (level == "possible-dsep") == (pair in result.pds_removed)
+    assert sum(r[3] == "possible-dsep" for r in found["removed"]) == len(result.pds_removed)
+    parts = split_iid(frame, 4, seed=0).clients
+    federated = run_method("fedfci", parts, {"possible_dsep": possible_dsep})
+    got = federated.extra["edge_pvalues"]
+    assert [r[:2] for r in got["kept"]] == [r[:2] for r in found["kept"]]
+    assert [r[:2] + r[3:] for r in got["removed"]] == [r[:2] + r[3:] for r in found["removed"]]
+    np.testing.assert_allclose(
+        [r[2] for r in got["kept"] + got["removed"]],
+        [r[2] for r in found["kept"] + found["removed"]],
+        rtol=1e-12,
+    )

@@ -30,18 +30,21 @@ def mixed():
     return part.clients, Schema.infer(part.clients)
 
 
-def test_fedci_pc_takes_background_knowledge(mixed):
+@pytest.mark.parametrize("algorithm", ["pc", "fci"])
+def test_fedci_takes_background_knowledge(mixed, algorithm):
     """A pair forbidden both ways is never tested and a required edge is kept untested: the same
-    graph as PC over the in-process fedCI oracle with the same knowledge."""
+    graph as PC (FCI) over the in-process fedCI oracle with the same knowledge."""
+    from fedcausal_flwr.discovery.fci import fci_steps
     from fedcausal_flwr.graphs.knowledge import Knowledge
 
     clients, schema = mixed
     a, b, c = list(schema.names)[:3]
     text = f"forbidden {a} -- {b}\nrequired {a} -> {c}\n"
     options = {"schema": schema.dumps(), "knowledge": text}
-    result = run_method("fedci-pc", clients, options, backend="inprocess")
+    result = run_method(f"fedci-{algorithm}", clients, options, backend="inprocess")
     oracle = FedCIOracle(clients, schema, site_effect="none")
-    steps = pc_steps(list(schema.names), 0.05, knowledge=Knowledge.parse(text))
+    engine = pc_steps if algorithm == "pc" else fci_steps
+    steps = engine(list(schema.names), 0.05, knowledge=Knowledge.parse(text))
     assert result.graph == drive(steps, oracle).graph
     tested = {frozenset((t["x"], t["y"])) for t in result.extra["ci_tests"]}
     assert tested and not tested & {frozenset((a, b)), frozenset((a, c))}

@@ -1,5 +1,5 @@
-"""Background knowledge for PC: the file format, the d-separation oracle refined by tiers, pairs
-never tested, and causal-learn's ``BackgroundKnowledge`` on ALARM."""
+"""Background knowledge for PC and FCI: the file format, the d-separation oracle refined by tiers,
+pairs never tested, and causal-learn's ``BackgroundKnowledge`` on ALARM (PC)."""
 
 import warnings
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle
@@ -256,8 +257,12 @@ def test_knowledge_errors_name_the_statement_and_the_option(alarm_sites, tmp_pat
         run_method("fedpc", parts, {"knowledge": "tier HR", "uc_rule": 1})
     with pytest.raises(OptionError, match="works with the separating-set colliders"):
         run_method("fedpc", parts, {"knowledge": "tier HR", "uc_priority": -1})
-    with pytest.raises(OptionError, match="knowledge"):
-        run_method("pooled", parts, {"knowledge": "tier HR", "algorithm": "fci"})
+    with pytest.raises(OptionError, match="knowledge works with FCI's Zhang rules"):
+        run_method(
+            "pooled",
+            parts,
+            {"knowledge": "tier HR", "algorithm": "fci", "fci_rules": "causallearn"},
+        )
 
 
 def test_the_command_line_reads_a_knowledge_file(alarm_sites, tmp_path):
@@ -278,3 +283,74 @@ def test_the_command_line_reads_a_knowledge_file(alarm_sites, tmp_path):
     result = Result.load(out)
     assert result.extra["knowledge"]["required"] == [["INTUBATION", "SHUNT"]]
     assert result.graph == _pooled_pc(net, frame, Knowledge.parse(ALARM_KNOWLEDGE)).graph
+
+
+# ============================================================================ FCI
+@pytest.mark.parametrize("network", ["asia", "sachs", "child", "alarm"])
+@pytest.mark.parametrize("size", [1, 3])
+def test_fci_with_tiers_is_sound_and_knows_more(network, size):
+    """With a d-separation oracle (no latent variables: the true MAG is the DAG) and tiers from
+    its topological order, FCI's PAG has the true skeleton, every mark it decides is the DAG's,
+    every edge between tiers has its arrowhead at the later tier, and it decides at least the
+    marks FCI decides without the tiers."""
+    dag = load_network(network).dag
+    tiers = _tiers(dag, size)
+    knowledge = Knowledge.from_edges(tiers=tiers).matrix(dag.names)
+    found = fci(DSeparationOracle(dag), 0.05, knowledge=knowledge).graph
+    plain = fci(DSeparationOracle(dag), 0.05).graph
+    m = found.marks
+    assert np.array_equal(m != NONE, dag.marks != NONE)
+    assert np.all((m == CIRCLE) | (m == dag.marks))
+    tier = {v: i for i, names in enumerate(tiers) for v in names}
+    for a, b in zip(*np.nonzero(m != NONE), strict=True):
+        if tier[dag.names[a]] < tier[dag.names[b]]:
+            assert m[a, b] == ARROW  # the arrowhead at the later variable
+    decided = (m != CIRCLE) & (m != NONE)
+    assert np.all(decided[(plain.marks != CIRCLE) & (plain.marks != NONE)])
+    assert decided.sum() > ((plain.marks != CIRCLE) & (plain.marks != NONE)).sum()
+
+
+@pytest.mark.parametrize("possible_dsep", ["sequential", "stable"])
+def test_fci_never_tests_forbidden_pairs_or_required_edges(possible_dsep):
+    dag = load_network("alarm").dag
+    names = list(dag.names)
+    edges = [(names[a], names[b]) for a, b in zip(*np.nonzero(dag.marks == ARROW), strict=True)]
+    required = edges[:5]
+    banned = [("HR", "VENTLUNG"), ("HISTORY", "CO"), ("KINKEDTUBE", "BP")]
+    knowledge = Knowledge.from_edges(
+        forbidden=[p for a, b in banned for p in ((a, b), (b, a))] + [("CO", "HR")],
+        required=required,
+    )
+    oracle = DSeparationOracle(dag)
+    result = fci(oracle, 0.05, knowledge=knowledge.matrix(names), possible_dsep=possible_dsep)
+    untouched = {frozenset((names.index(a), names.index(b))) for a, b in banned + required}
+    asked = {frozenset((x, y)) for x, y, _ in oracle.cache}
+    assert asked and not asked & untouched
+    m = result.graph.marks
+    for a, b in required:  # kept and oriented as required
+        assert m[names.index(a), names.index(b)] == ARROW
+        assert m[names.index(b), names.index(a)] == TAIL
+    hr, co = names.index("HR"), names.index("CO")  # forbidden CO -> HR: an arrowhead at CO
+    assert m[hr, co] == ARROW and ["HR", "CO"] in [
+        [names[a], names[b]] for a, b in result.knowledge["arrowheads"]
+    ] + [[names[a], names[b]] for a, b in result.knowledge["oriented"]]
+    assert len(result.knowledge["removed"]) == len(banned)
+
+
+def test_fedfci_with_knowledge_equals_pooled_fci_with_it(alarm_sites):
+    from fedcausal_flwr.discovery.fci import fci as local_fci
+    from fedcausal_flwr.federation.runners import run_method
+
+    net, frame, parts = alarm_sites
+    text = ALARM_KNOWLEDGE.replace("\n", ";")
+    federated = run_method("fedfci", parts, {"knowledge": text})
+    names = list(net.variables)
+    codes = np.stack([frame[v].cat.codes.to_numpy() for v in names], axis=1).astype(np.int64)
+    cards = [len(frame[v].cat.categories) for v in names]
+    oracle = DiscreteOracle(codes, cards, names, "chi2")
+    expected = local_fci(oracle, 0.05, knowledge=Knowledge.parse(ALARM_KNOWLEDGE).matrix(names))
+    assert federated.graph == expected.graph
+    assert federated.extra["knowledge"]["required"] == [["INTUBATION", "SHUNT"]]
+    central = run_method("pooled", parts, {"knowledge": text, "algorithm": "fci"})
+    assert central.graph == expected.graph
+    assert federated.graph != run_method("fedfci", parts, {}).graph

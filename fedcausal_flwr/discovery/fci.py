@@ -16,18 +16,20 @@ conditioning sets of the adjacency search (FedC2SL's FedFCI uses 4).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import PValues, drive, replay
+from fedcausal_flwr.discovery.pc import knowledge_applied
 from fedcausal_flwr.discovery.possible_dsep import remove_by_possible_dsep
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
 from fedcausal_flwr.graphs.colliders import fci_orient_colliders
 from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import CIRCLE, Graph
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.graphs.knowledge import Knowledge, KnowledgeMatrix, mark_pag_by_knowledge
+from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
 
 
 @dataclass
@@ -37,6 +39,11 @@ class FCIResult:
     sepsets: dict
     pds_removed: list[tuple[int, int]]
     orientation_tests: int = 0
+    #: the largest p of each pair's Possible-D-Sep tests (the skeleton's are in ``skeleton``)
+    pds_max_pvalue: dict[tuple[int, int], float] = field(default_factory=dict)
+    #: what background knowledge did: pairs "removed" untested, "required" edges kept untested,
+    #: edges "oriented" and "arrowheads" set before R0, as in :class:`~.pc.PCResult`
+    knowledge: dict[str, list] = field(default_factory=dict)
 
     @property
     def n_tests(self) -> int:
@@ -56,32 +63,66 @@ def fci_steps(
     max_path_length: int = -1,
     rules: Literal["causallearn", "zhang"] = "zhang",
     initial: np.ndarray | None = None,
+    knowledge: Knowledge | KnowledgeMatrix | None = None,
 ):
-    """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches."""
+    """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches.
+
+    ``knowledge`` (Zhang's rules only): pairs forbidden both ways are never tested, required
+    edges never tested nor removed (Possible-D-Sep included), and its marks
+    (:func:`~fedcausal_flwr.graphs.knowledge.mark_pag_by_knowledge`) are set before R0, which
+    with the rules never overwrites a mark that is not a circle.
+    """
     if possible_dsep not in ("sequential", "stable", "off"):
         raise ValueError(f"unknown possible_dsep {possible_dsep!r}; expected sequential|stable|off")
     if rules not in ("causallearn", "zhang"):
         raise ValueError(f"unknown FCI rule set {rules!r}; expected causallearn|zhang")
+    if isinstance(knowledge, Knowledge):
+        knowledge = knowledge.matrix(list(variables))
+    keep = None
+    if knowledge is not None:
+        if rules != "zhang":
+            raise ValueError(
+                "background knowledge works with FCI's Zhang rules (rules='zhang'), which never "
+                "overwrite a mark; causal-learn's rule set does"
+            )
+        start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
+        initial, keep = start & ~knowledge.no_edge, knowledge.kept
     sepset_rule = "causallearn" if rules == "causallearn" else "standard"
-    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial)
+    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, keep=keep)
     sepsets: dict = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
-    graph = circle_graph(variables, skeleton.adjacency)
-    fci_orient_colliders(graph, sepsets, rule=sepset_rule)
+    applied: dict[str, list] = {}
+    if knowledge is not None:
+        applied = knowledge_applied(knowledge, skeleton.adjacency)
+
+    def marked(adjacency: np.ndarray) -> Graph:
+        """The circle graph with the knowledge's marks, then R0."""
+        graph = circle_graph(variables, adjacency)
+        if knowledge is not None:
+            applied["oriented"], applied["arrowheads"] = mark_pag_by_knowledge(
+                graph.marks, knowledge
+            )
+        untested = None if knowledge is None else knowledge.no_edge
+        fci_orient_colliders(graph, sepsets, rule=sepset_rule, untested=untested)
+        return graph
+
+    graph = marked(skeleton.adjacency)
     removed: list[tuple[int, int]] = []
     pds_tests = 0
+    pds_max: dict[tuple[int, int], float] = {}
     if possible_dsep != "off":
         pds = remove_by_possible_dsep(
-            graph, sepsets, alpha, possible_dsep, pds_max_size, max_path_length
+            graph, sepsets, alpha, possible_dsep, pds_max_size, max_path_length, keep
         )
         try:
             batch = next(pds)
             while True:
                 pds_tests += len(batch)
-                batch = pds.send((yield batch))
+                answers = yield batch
+                note_largest(pds_max, batch, answers)
+                batch = pds.send(answers)
         except StopIteration as stop:
             removed = stop.value
-        graph = circle_graph(variables, graph.adjacency())
-        fci_orient_colliders(graph, sepsets, rule=sepset_rule)
+        graph = marked(graph.adjacency())
     after_r0 = graph
 
     def orient(pv: PValues) -> Graph:
@@ -99,6 +140,7 @@ def fci_steps(
             sepset_rule=sepset_rule,
             independence=independence,
             max_path_length=max_path_length,
+            untested_pairs=knowledge is not None,
         )
         return g
 
@@ -110,7 +152,17 @@ def fci_steps(
         sepsets=sepsets,
         pds_removed=removed,
         orientation_tests=pds_tests + len(cache),
+        pds_max_pvalue=pds_max,
+        knowledge=applied,
     )
+
+
+def note_largest(largest: dict[tuple[int, int], float], batch: list[Query], answers) -> None:
+    """Keep each pair's largest p-value over ``batch``."""
+    for query, p in zip(batch, answers, strict=True):
+        x, y, _ = normalise_query(*query)
+        if p > largest.get((x, y), -1.0):
+            largest[(x, y)] = float(p)
 
 
 def fci(oracle: CIOracle, alpha: float = 0.05, **options) -> FCIResult:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from fedcausal_flwr.graphs.pvalue_colliders import (
 )
 from fedcausal_flwr.graphs.sepsets import sepsets_or_raise, triple_status
 from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.discovery.fci import FCIResult
 
 ColliderRule = Literal["causallearn", "standard", "conservative", "majority"]
 COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
@@ -214,33 +217,40 @@ def knowledge_supported(collider_rule: str, uc_rule: int, uc_priority: int) -> b
     return collider_rule in ("causallearn", "standard") and not needs_pvalues(uc_rule, priority)
 
 
-def pc_evidence(result: PCResult) -> dict[str, dict]:
-    """The result fields every PC method reports: ``knowledge`` (what background knowledge did,
-    :func:`knowledge_report`) and ``edge_pvalues`` (:func:`edge_pvalues`)."""
+def search_evidence(result: PCResult | FCIResult) -> dict[str, dict]:
+    """The result fields every PC and FCI method reports: ``knowledge`` (what background
+    knowledge did, :func:`knowledge_report`) and ``edge_pvalues`` (:func:`edge_pvalues`)."""
     return {"knowledge": knowledge_report(result), "edge_pvalues": edge_pvalues(result)}
 
 
-def knowledge_report(result: PCResult) -> dict[str, list[list[str]]]:
+def knowledge_report(result: PCResult | FCIResult) -> dict[str, list[list[str]]]:
     """What background knowledge did, by name (empty without knowledge): pairs ``removed``
-    untested, ``required`` edges kept untested, edges ``oriented`` before the colliders."""
+    untested, ``required`` edges kept untested, edges ``oriented`` before the colliders (and for
+    FCI the ``arrowheads`` it set: ``[other end, head]``)."""
     names = result.graph.names
     applied = result.knowledge
     return {key: [[names[a], names[b]] for a, b in pairs] for key, pairs in applied.items()}
 
 
-def edge_pvalues(result: PCResult) -> dict[str, list[list]]:
+def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
     """Each tested pair's deciding p-value, by name: the largest p over the sets it was tested
-    on. A ``removed`` pair ``[x, y, p, level]``: the p that removed it (p > alpha) and its level;
-    a ``kept`` edge ``[x, y, p]``: its weakest evidence of dependence (p <= alpha, the smallest
-    margin ``alpha - p``). Pairs never tested (background knowledge) are in neither."""
+    on. A ``removed`` pair ``[x, y, p, level]``: the p that removed it (p > alpha) and its level
+    (``"possible-dsep"`` for FCI's Possible-D-Sep phase); a ``kept`` edge ``[x, y, p]``: its
+    weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
+    tested (background knowledge) are in neither."""
     skeleton, names = result.skeleton, result.graph.names
+    largest = dict(skeleton.max_pvalue)
+    for pair, p in getattr(result, "pds_max_pvalue", {}).items():
+        largest[pair] = max(largest.get(pair, -1.0), p)
+    adjacency = result.graph.adjacency()
     kept: list[list] = []
     removed: list[list] = []
-    for (a, b), p in sorted(skeleton.max_pvalue.items()):
-        if skeleton.adjacency[a, b]:
+    for (a, b), p in sorted(largest.items()):
+        if adjacency[a, b]:
             kept.append([names[a], names[b], p])
         else:
-            removed.append([names[a], names[b], p, skeleton.removed_at.get((a, b))])
+            level = skeleton.removed_at.get((a, b), "possible-dsep")
+            removed.append([names[a], names[b], p, level])
     return {"kept": kept, "removed": removed}
 
 

@@ -193,15 +193,17 @@ def remove_by_possible_dsep(
     schedule: str = "sequential",
     max_size: int | None = None,
     max_path_length: int = -1,
+    keep: np.ndarray | None = None,
 ):
     """Generator: yields batches of queries, removes edges from ``graph`` in place.
 
-    ``sepsets`` (pair (min, max) -> separating set) gets the set that removed each edge.
-    Returns the list of removed pairs.
+    ``sepsets`` (pair (min, max) -> separating set) gets the set that removed each edge; the
+    pairs of ``keep`` (required edges) are never tested. Returns the list of removed pairs.
     """
     if schedule not in ("sequential", "stable"):
         raise ValueError(f"unknown Possible-D-Sep schedule {schedule!r}; use sequential|stable")
-    edges = [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(graph.adjacency())), strict=True)]
+    candidates = graph.adjacency() if keep is None else graph.adjacency() & ~keep
+    edges = [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(candidates)), strict=True)]
     removed: list[tuple[int, int]] = []
 
     def sizes(pds: list[int]) -> range:

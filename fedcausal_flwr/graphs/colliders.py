@@ -193,18 +193,23 @@ def _unshielded_triples_by_middle(m: np.ndarray) -> Iterator[Triple]:
 
 
 def fci_orient_colliders(
-    graph: Graph, sepsets: Sepsets, rule: str = "standard"
+    graph: Graph, sepsets: Sepsets, rule: str = "standard", untested: np.ndarray | None = None
 ) -> ColliderOrientation:
     """FCI's R0: put arrowheads at y on ``x *-o y o-* z`` when y does not separate x and z.
 
     Call it on the circle-marked skeleton (``graph.skeleton()``-like marks). Visits y ascending
     and the pairs of y's neighbours in ascending order, as causal-learn's ``rule0``; triples already
-    oriented as colliders, or with a tail at y, are skipped; only the marks at y change.
+    oriented as colliders, or with a tail at y, are skipped; only the marks at y change. A triple
+    whose ends were never tested (``untested[x, z]``: background knowledge removed the pair) has
+    no separating set to read: it is ambiguous.
     """
     m = graph.marks
     result = ColliderOrientation()
     for a, b, c in _unshielded_triples_by_middle(m):
         if m[a, b] == ARROW and m[c, b] == ARROW:
+            continue
+        if untested is not None and untested[a, c]:
+            result.record((a, b, c), "ambiguous")
             continue
         status = triple_status(sepsets_or_raise(sepsets, a, c), b, rule)
         result.record((a, b, c), status)

@@ -34,6 +34,7 @@ def apply_fci_rules(
     discriminating_decision: DiscriminatingDecision | None = None,
     selection_bias: bool = False,
     max_path_length: int = -1,
+    untested_pairs: bool = False,
 ) -> dict[str, int]:
     """Apply FCI's orientation rules after R0 until nothing changes; returns changes per rule
     (``zhang``: orientations per rule; ``causallearn``: changed end marks per rule function).
@@ -57,7 +58,9 @@ def apply_fci_rules(
     and to ``causallearn`` (b in any recorded set) for ``causallearn``.
     ``independence(x, y, cond) -> bool`` (True if independent) lets R4 run causal-learn's two extra
     CI tests on a discriminating path; ``max_path_length`` (-1: unlimited) bounds causal-learn's
-    discriminating-path search.
+    discriminating-path search. ``untested_pairs``: some non-adjacent pairs were never tested
+    (background knowledge removed them), so they have no separating set; R4 leaves a path
+    between such a pair undecided instead of requiring one.
     """
     if mode not in FCI_MODES:
         raise ValueError(f"unknown FCI rule mode {mode!r}; expected one of {FCI_MODES}")
@@ -70,7 +73,7 @@ def apply_fci_rules(
         sepset_rule,
         independence,
         discriminating_decision,
-        strict=(mode == "zhang"),
+        strict=(mode == "zhang" and not untested_pairs),
         max_path_length=max_path_length,
     )
     if mode == "causallearn":

@@ -246,3 +246,25 @@ def orient_by_knowledge(marks: np.ndarray, knowledge: KnowledgeMatrix) -> list[t
         marks[tail, head], marks[head, tail] = ARROW, TAIL
         oriented.append((tail, head))
     return oriented
+
+
+def mark_pag_by_knowledge(
+    marks: np.ndarray, knowledge: KnowledgeMatrix
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Impose knowledge on a PAG's edges (FCI, before its rules, which never overwrite a mark
+    that is not a circle): a required ``a -> b`` becomes ``a --> b``; a forbidden ``a -> b`` puts
+    an arrowhead at ``a`` (a MAG's edge between them is then ``b --> a`` or ``a <-> b``, since
+    ``a -> b`` is ruled out). Returns the edges ``oriented`` as ``(tail, head)`` and the
+    ``arrowheads`` set as ``(other end, head)``."""
+    from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
+
+    adjacent = marks != NONE
+    oriented, arrowheads = [], []
+    for a, b in zip(*np.nonzero(adjacent & knowledge.required), strict=True):
+        marks[a, b], marks[b, a] = ARROW, TAIL
+        oriented.append((int(a), int(b)))
+    for a, b in zip(*np.nonzero(adjacent & knowledge.forbidden & ~knowledge.kept), strict=True):
+        if marks[b, a] != ARROW:
+            marks[b, a] = ARROW
+            arrowheads.append((int(b), int(a)))
+    return oriented, arrowheads
