@@ -1,7 +1,9 @@
 """fedCI client: local GLM blocks (information, score, log-likelihood) at the server's coefficients.
 
 Mirror of :mod:`fedcausal_flwr.strategies.fedci`. A model whose variables the client does not hold,
-or whose site list excludes it, gets zeros. Encodings and private intercepts (``site_effect=
+or whose site list excludes it, gets zeros; a model's blocks count only the rows observed on its
+``rows`` and its own variables (test-wise deletion), and ``missing="listwise"`` drops incomplete
+rows first. Encodings and private intercepts (``site_effect=
 "private"``, never sent) are cached per data frame for the life of the frame, because Flower
 rebuilds the client object for every message.
 """
@@ -24,9 +26,22 @@ from fedcausal_flwr.stats.glm import (
 _TABLES = FrameCache()
 
 
-def cached_table(data, schema: Schema, partition_id: int) -> ClientTable:
-    """One :class:`ClientTable` per (frame, schema), kept per frame."""
-    return _TABLES.get(data, schema, lambda: ClientTable(data, schema, f"client {partition_id}"))
+def cached_table(data, schema: Schema, partition_id: int, missing: str = "error") -> ClientTable:
+    """One :class:`ClientTable` per (frame, schema, missing mode), kept per frame; ``listwise``
+    drops the rows missing any schema variable first."""
+
+    def build() -> ClientTable:
+        frame = data
+        if missing == "listwise":
+            names = [n for n in schema.names if n in data.columns]
+            frame = data.dropna(subset=names).infer_objects()  # bools with gaps were objects
+            if frame.empty:
+                raise ProtocolError(
+                    partition_id, "missing='listwise' left no row: every row misses a value"
+                )
+        return ClientTable(frame, schema, f"client {partition_id}")
+
+    return _TABLES.get(data, (schema, missing), build)
 
 
 class FedCIClient(ProtocolClient):
@@ -35,7 +50,7 @@ class FedCIClient(ProtocolClient):
     @action(GLM)
     def glm(self, payload: dict, arrays: list[np.ndarray]):
         schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id)
+        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
         betas = np.asarray(arrays[0], dtype=np.float64)
         parts, offset = [], 0
         for row in payload["models"]:
@@ -70,8 +85,9 @@ class FedCIClient(ProtocolClient):
     def local_lrt(self, payload: dict, arrays: list[np.ndarray]):
         """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
         schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id)
+        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
         options = {"tol": float(payload["tol"]), "max_iter": int(payload["max_iter"])}
+        testwise = payload["missing"] == "testwise"
         pvalues = np.full(len(payload["tests"]), np.nan)
         sizes = np.zeros(len(payload["tests"]), dtype=np.int64)
         for i, (x, y, given) in enumerate(payload["tests"]):
@@ -79,7 +95,7 @@ class FedCIClient(ProtocolClient):
                 continue
             try:
                 res = ci_test_inprocess([table], x, y, given, "none", float(payload["ridge"]),
-                                        **options)  # fmt: skip
+                                        testwise, **options)  # fmt: skip
             except DataError as err:
                 raise ProtocolError(self.partition_id, str(err)) from err
             pvalues[i], sizes[i] = res.p_value, res.n

@@ -113,9 +113,11 @@ class FedCIOracle(CIOracle):
         schema: Schema | None = None,
         site_effect: str = "none",
         ridge: float = 0.0,
+        testwise: bool = False,
         **fit_options,
     ):
         self.tables = _tables(data, schema)
+        self.testwise = bool(testwise)  # each test over the rows observed on its variables
         self.schema = self.tables[0].schema
         super().__init__(self.schema.names)
         self.site_effect, self.ridge, self.fit_options = site_effect, ridge, fit_options
@@ -130,7 +132,8 @@ class FedCIOracle(CIOracle):
             clients = participants(self.tables, [x, y, *s])
             if not clients:
                 raise ValueError(f"CI test {x} _||_ {y} | {s}: no client observes all of them")
-            jobs.append((q, x, y, s, clients, test_models(x, y, s, self.site_effect, clients)))
+            models = test_models(x, y, s, self.site_effect, clients, self.testwise)
+            jobs.append((q, x, y, s, clients, models))
         models = [m for job in jobs for m in job[5]]
         states, rounds = fit_models(self.tables, models, self.ridge, **self.fit_options)
         self.n_rounds += rounds

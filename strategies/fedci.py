@@ -15,8 +15,8 @@ Wire protocol (after ``hello``):
 ========  =====================================================  ==============================
 action    payload + arrays                                       reply (not summed by SecAgg)
 ========  =====================================================  ==============================
-``glm``   ``schema`` (JSON), ``models``: rows                    float64: the packed blocks of
-          ``[response, predictors, site_effect, sites]``;        every model, concatenated
+``glm``   ``schema`` (JSON), ``missing``, ``models``: rows       float64: the packed blocks of
+          ``[response, predictors, site_effect, sites, rows]``;  every model, concatenated
           array 0: the models' coefficient vectors, concatenated ``[obj, ll, rss, n, Hb+g, H]``
 ========  =====================================================  ==============================
 
@@ -39,6 +39,11 @@ the summed information matrices, scores, log-likelihoods, RSS and row counts of 
 symmetric LRT on its own rows and replies with one float64 vector of p-values (nan where it lacks a
 variable). The server combines them by Fisher's method, one round per batch; it learns every local
 p-value (not securely summable).
+
+Missing values (``missing``, sent with every request): ``testwise`` gives each model the test's
+variables as ``rows`` (the fifth field of a model row), so a client counts a test's four GLMs over
+its rows observed on x, y and S, and the summed fit equals the pooled fit on the complete rows;
+``listwise`` makes each client drop its incomplete rows first.
 
 ``schema``: a :class:`~fedcausal_flwr.data.schema.Schema` JSON string. Without it, kinds come from
 the hello dtypes (float -> continuous, bool -> binary, anything else categorical over the union of
@@ -153,8 +158,12 @@ class FedCIStrategy(ProtocolStrategy):
         fixed_limbs: int = FIXED_LIMBS,
         ci: str = "fedci",
         max_categories: int = 20,
+        missing: str = "error",
     ):
         super().__init__()
+        if missing not in shared.MISSING_MODES:
+            raise ValueError(f"unknown missing {missing!r}; expected one of {shared.MISSING_MODES}")
+        self.missing = missing
         if ci not in self.ci_tests:
             raise ValueError(f"unknown ci {ci!r}; use one of {self.ci_tests}")
         self.ci = ci
@@ -192,9 +201,12 @@ class FedCIStrategy(ProtocolStrategy):
     def input_needs(self) -> InputNeeds:
         """The same variables at every site; without a schema each column's kind comes from the
         dtypes, so it must be the same everywhere; Fisher's baseline tests on each client's rows."""
+        local = self.ci == "fisher"
         if self.schema is not None:
-            return InputNeeds(values="any", local_tests=self.ci == "fisher")
-        return InputNeeds(values="mixed", local_tests=self.ci == "fisher", kind_fix=SCHEMA_FIX)
+            return InputNeeds(values="any", local_tests=local, missing=self.missing)
+        return InputNeeds(
+            values="mixed", local_tests=local, kind_fix=SCHEMA_FIX, missing=self.missing
+        )
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """The schema: inferred from the reports, or the given one, which must name every column."""
@@ -251,7 +263,8 @@ class FedCIStrategy(ProtocolStrategy):
                     f"CI test {x} _||_ {y} | {s}: no client observes all of {needed}; the engine "
                     "asked a test the federation cannot answer"
                 )
-            models = test_models(x, y, s, self.site_effect, clients)
+            testwise = self.missing == "testwise"
+            models = test_models(x, y, s, self.site_effect, clients, testwise)
             states = [new_state(m, schema, self.ridge, **self.fit_options) for m in models]
             if self.encoding == "fixed":  # quantisation must not look like a worse fit
                 noise = 16.0 * len(self.alive_clients) * 2.0**-self.fixed_fraction_bits
@@ -271,7 +284,11 @@ class FedCIStrategy(ProtocolStrategy):
         if not self._fits:
             self._open_batch(queries, self.schema)
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
-        payload = {"schema": self.schema.to_json(), "models": [model_row(s.model) for s in pending]}
+        payload = {
+            "schema": self.schema.to_json(),
+            "missing": self.missing,
+            "models": [model_row(s.model) for s in pending],
+        }
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
         if self.encoding == "fixed":
             payload["fixed"] = list(self._fixed_format())
@@ -285,7 +302,7 @@ class FedCIStrategy(ProtocolStrategy):
         rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
                 for q in queries]  # fmt: skip
         payload = {"schema": schema.to_json(), "tests": rows, "ridge": self.ridge,
-                   **self.fit_options}  # fmt: skip
+                   "missing": self.missing, **self.fit_options}  # fmt: skip
         return Request(LOCAL_LRT, payload, nan_ok=True)
 
     def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
@@ -363,6 +380,7 @@ class FedCIStrategy(ProtocolStrategy):
             "graph": result.graph,
             "variables": list(names),
             **search_evidence(result),
+            **self.missing_report(self.missing),
             **self.test_report(),
         }
 
@@ -495,6 +513,7 @@ def _options(algorithm: str) -> OptionSet:
                 minimum=1,
                 maximum=8,
             ),  # fmt: skip
+            shared.missing(),
             *engine,
         ),
         checks=(shared.search_engine_problem,),
@@ -526,6 +545,7 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStr
         fixed_limbs=values["fixed_limbs"],
         ci=values["ci"],
         max_categories=values["max_categories"],
+        missing=values["missing"],
     )
 
 

@@ -262,3 +262,71 @@ def test_an_infinite_value_is_an_error_not_a_missing_one():
         r"variable 'V3' \(column 3\) has inf values",
     ):
         run_method("fedpc", parts, {"test": "fisherz", "missing": "testwise"})
+
+
+# ============================================================================ fedCI (mixed data)
+@pytest.fixture(scope="module")
+def mixed_holed():
+    from fedcausal_flwr.data.partition import split_site_effects
+    from fedcausal_flwr.data.schema import Schema
+    from fedcausal_flwr.data.synthetic import random_dag
+
+    types = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
+             "X5": "continuous"}  # fmt: skip
+    dag = random_dag(5, expected_degree=2.5, seed=1)
+    part = split_site_effects(dag, 900, 3, seed=1, types=types, n_levels=3)
+    schema = Schema.infer(part.clients)
+    rng = np.random.default_rng(0)
+    holed = [c.mask(rng.random(c.shape) < 0.1) for c in part.clients]
+    return holed, schema
+
+
+@pytest.mark.parametrize("algorithm", ["pc", "fci"])
+def test_fedci_testwise_equals_the_pooled_test_on_each_tests_complete_rows(mixed_holed, algorithm):
+    """Each federated GLM likelihood-ratio test (4 IRLS fits over the 3 clients' rows complete
+    on x, y and S) equals the same test on the pooled complete rows, and the graph equals the
+    search over the in-process fedCI oracle with test-wise deletion."""
+    from fedcausal_flwr.citest import FedCIOracle
+    from fedcausal_flwr.discovery.driver import drive
+    from fedcausal_flwr.discovery.fci import fci_steps
+    from fedcausal_flwr.discovery.pc import pc_steps
+    from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
+
+    holed, schema = mixed_holed
+    options = {"schema": schema.dumps(), "missing": "testwise"}
+    result = run_method(f"fedci-{algorithm}", holed, options)
+    pooled = pd.concat(holed, ignore_index=True)
+    tests = result.extra["ci_tests"]
+    assert len(tests) > 20
+    for t in tests:
+        names = [t["x"], t["y"], *t["given"]]
+        rows = pooled.dropna(subset=names).infer_objects()
+        ref = ci_test_inprocess([ClientTable(rows, schema)], t["x"], t["y"], t["given"])
+        assert t["n"] == ref.n < len(pooled)
+        assert t["p_value"] == pytest.approx(ref.p_value, rel=1e-9, abs=1e-300)
+    engine = pc_steps if algorithm == "pc" else fci_steps
+    oracle = FedCIOracle(holed, schema, testwise=True)
+    assert result.graph == drive(engine(list(schema.names), 0.05), oracle).graph
+    assert result.extra["missing"] == "testwise"
+    assert set(result.extra["missing_values"]) == {"0", "1", "2"}
+
+
+def test_fedci_listwise_equals_fedci_on_each_clients_complete_rows(mixed_holed):
+    holed, schema = mixed_holed
+    listwise = run_method("fedci-pc", holed, {"schema": schema.dumps(), "missing": "listwise"})
+    complete = [c.dropna().infer_objects() for c in holed]
+    expected = run_method("fedci-pc", complete, {"schema": schema.dumps()})
+    assert listwise.graph == expected.graph
+    assert [t["p_value"] for t in listwise.extra["ci_tests"]] == pytest.approx(
+        [t["p_value"] for t in expected.extra["ci_tests"]], rel=1e-12
+    )
+
+
+def test_fedci_refuses_missing_values_by_default(mixed_holed):
+    holed, schema = mixed_holed
+    with pytest.raises(InputError, match="missing"):
+        run_method("fedci-pc", holed, {"schema": schema.dumps()})
+    fisher = run_method(
+        "fedci-pc", holed, {"schema": schema.dumps(), "missing": "testwise", "ci": "fisher"}
+    )
+    assert fisher.graph is not None

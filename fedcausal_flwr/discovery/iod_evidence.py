@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,8 @@ class SiteEvidence(CIOracle):
         super().__init__(schema.names)
         self.frames, self.schema, self.evidence = list(frames), schema, evidence
         self.tables = [ClientTable(df, schema, f"client {k}") for k, df in enumerate(frames)]
-        self.ridge, self.fit_options = float(ridge), dict(fit_options)
+        self.ridge = float(ridge)
+        self.fit_options: dict[str, Any] = dict(fit_options)  # IRLS tolerances, to the fits
         self.results: dict[Query, CITestResult] = {}
         self._pooled: dict[tuple[int, ...], ClientTable] = {}
 

@@ -20,14 +20,22 @@ FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value
 
 
 def model_row(model: GLMModel) -> list:
-    """A model as the JSON row ``[response, predictors, site_effect, sites]``."""
-    return [model.response, list(model.predictors), model.site_effect, list(model.sites)]
+    """A model as the JSON row ``[response, predictors, site_effect, sites, rows]``."""
+    return [
+        model.response,
+        list(model.predictors),
+        model.site_effect,
+        list(model.sites),
+        list(model.rows),
+    ]
 
 
 def model_from_row(row: list) -> GLMModel:
     """The model of a :func:`model_row` row."""
-    response, predictors, site_effect, sites = row
-    return GLMModel(str(response), tuple(predictors), str(site_effect), tuple(map(int, sites)))
+    response, predictors, site_effect, sites, rows = row
+    return GLMModel(
+        str(response), tuple(predictors), str(site_effect), tuple(map(int, sites)), tuple(rows)
+    )
 
 
 def digit_bits(clip: int) -> int:

@@ -58,12 +58,15 @@ N_HEAD = 4  # packed vector head: objective, loglik, rss, n
 # --------------------------------------------------------------------------- model description
 @dataclass(frozen=True)
 class GLMModel:
-    """One GLM ``response ~ predictors`` over the rows of the clients ``sites`` (client indices)."""
+    """One GLM ``response ~ predictors`` over the rows of the clients ``sites`` (client indices);
+    ``rows``: only the rows observed on these variables count (test-wise deletion: a test's x, y
+    and S, so its four models use the same rows); a row missing a model variable never counts."""
 
     response: str
     predictors: tuple[str, ...]
     site_effect: str = "none"
     sites: tuple[int, ...] = ()
+    rows: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.site_effect not in SITE_EFFECTS:
@@ -125,6 +128,7 @@ class ClientTable:
         self.columns = frozenset(data.columns)
         self._columns: dict[str, np.ndarray] = {}
         self._codes: dict[str, np.ndarray] = {}
+        self._missing: dict[str, np.ndarray] = {}  # column -> rows where it is missing
         self.private_intercepts: dict[GLMModel, np.ndarray] = {}  # warm starts, never sent
 
     @property
@@ -135,12 +139,43 @@ class ClientTable:
         return all(v in self.columns for v in names)
 
     def values(self, name: str) -> np.ndarray:
-        """Level codes (discrete) or floats (continuous) of one column."""
+        """Level codes (discrete) or floats (continuous) of one column (a missing value's entry
+        is 0: :meth:`complete` leaves its row out)."""
         if name not in self._codes:
             if name not in self.columns:
                 raise DataError(f"client {self.name!r}: variable {name!r} is not observed")
-            self._codes[name] = self.schema.encode(self.data, self.name, [name])[:, 0]
+            absent = self.data[name].isna().to_numpy()
+            if not absent.any():
+                self._codes[name] = self.schema.encode(self.data, self.name, [name])[:, 0]
+            else:  # a bool column with gaps is of dtype object: its values are bools again
+                seen_rows = self.data.loc[~absent, [name]].infer_objects()
+                seen = self.schema.encode(seen_rows, self.name, [name])
+                codes = np.zeros(self.n_rows, dtype=seen.dtype)
+                codes[~absent] = seen[:, 0]
+                self._codes[name], self._missing[name] = codes, absent
         return self._codes[name]
+
+    def counted_rows(self, model: GLMModel) -> np.ndarray | None:
+        """The rows a model counts (None: all): those observed on its ``rows`` (test-wise
+        deletion); a missing value of a model variable in a counted row is an error."""
+        counted = self.complete(model.rows) if model.rows else None
+        for name in model.variables:
+            gaps = self.complete([name])
+            if gaps is not None and (~gaps if counted is None else counted & ~gaps).any():
+                raise DataError(
+                    f"client {self.name!r}: variable {name!r} has missing values; delete them "
+                    "test-wise (missing='testwise') or list-wise (missing='listwise')"
+                )
+        return counted
+
+    def complete(self, names: Sequence[str]) -> np.ndarray | None:
+        """Rows observed on every variable of ``names`` (None: all rows are)."""
+        for name in names:
+            self.values(name)
+        gaps = [self._missing[n] for n in dict.fromkeys(names) if n in self._missing]
+        if not gaps:
+            return None
+        return ~np.logical_or.reduce(gaps)
 
     def predictor(self, name: str) -> np.ndarray:
         """Design columns of one predictor (``n x width``)."""
@@ -272,6 +307,9 @@ def local_contribution(
     spec = schema[model.response]
     X = table.design(model, client_index)
     y = table.values(model.response)
+    rows = table.counted_rows(model)
+    if rows is not None:  # test-wise deletion
+        X, y = X[rows], y[rows]
     if model.site_effect != "private":
         b = _blocks(beta, X, y, spec)
         b.grad = b.info @ beta + b.grad
@@ -499,16 +537,23 @@ class CITestResult:
 
 
 def test_models(
-    x: str, y: str, given: Sequence[str], site_effect: str, clients: Sequence[int]
+    x: str,
+    y: str,
+    given: Sequence[str],
+    site_effect: str,
+    clients: Sequence[int],
+    testwise: bool = False,
 ) -> list[GLMModel]:
-    """The four models of a symmetric LRT: x~S, x~y+S, y~S, y~x+S."""
+    """The four models of a symmetric LRT: x~S, x~y+S, y~S, y~x+S (``testwise``: each over the
+    rows observed on x, y and S)."""
     s = tuple(given)
     sites = tuple(clients)
+    rows = (x, y, *s) if testwise else ()
     return [
-        GLMModel(x, s, site_effect, sites),
-        GLMModel(x, (y, *s), site_effect, sites),
-        GLMModel(y, s, site_effect, sites),
-        GLMModel(y, (x, *s), site_effect, sites),
+        GLMModel(x, s, site_effect, sites, rows),
+        GLMModel(x, (y, *s), site_effect, sites, rows),
+        GLMModel(y, s, site_effect, sites, rows),
+        GLMModel(y, (x, *s), site_effect, sites, rows),
     ]
 
 
@@ -558,12 +603,14 @@ def ci_test_inprocess(
     given: Sequence[str] = (),
     site_effect: str = "none",
     ridge: float = 0.0,
+    testwise: bool = False,
     **options,
 ) -> CITestResult:
-    """fedCI's symmetric LRT with the federation simulated in this process."""
+    """fedCI's symmetric LRT with the federation simulated in this process (``testwise``: over
+    the rows observed on x, y and S)."""
     schema = tables[0].schema
     check_test(schema, x, y, given)
     clients = participants(tables, [x, y, *given])
-    models = test_models(x, y, given, site_effect, clients)
+    models = test_models(x, y, given, site_effect, clients, testwise)
     states, rounds = fit_models(tables, models, ridge, **options)
     return result_from_states(x, y, given, states, schema, clients, rounds)
