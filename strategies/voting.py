@@ -70,6 +70,7 @@ from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import Option, OptionSet, documented_by
@@ -155,6 +156,8 @@ ALGORITHM = Option(
 )
 VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"})
 LOCAL_OPTIONS = VOTING_OPTIONS.extend(ALGORITHM)
+#: the server's search takes background knowledge (each client's own search does not)
+CIT_VOTE_OPTIONS = VOTING_OPTIONS.extend(shared.knowledge())
 
 
 def _for_search(option: Option, algorithm: str) -> Option:
@@ -305,11 +308,26 @@ class GraphVoteStrategy(LocalGraphsStrategy):
         stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
         return Graph(tuple(self.variables), majority_marks(stack), GRAPH_KIND[self.algorithm])
 
+    def edge_votes(self) -> dict[str, list[list]]:
+        """Each pair some client has, by name, with the share of clients that have it: ``kept``
+        edges ``[x, y, share]`` (a majority) and ``removed`` pairs ``[x, y, share]``."""
+        assert self.graph is not None  # combined
+        names = self.variables
+        present = np.stack([g.marks != NONE for g in self.client_graphs.values()])
+        share = present.mean(axis=0)
+        kept: list[list] = []
+        removed: list[list] = []
+        for a, b in zip(*np.nonzero(np.triu(share > 0, k=1)), strict=True):
+            row = [names[a], names[b], float(share[a, b])]
+            (kept if self.graph.adjacent(int(a), int(b)) else removed).append(row)
+        return {"kept": kept, "removed": removed}
+
     def result_payload(self) -> dict:
         return {
             "graph": self.graph,
             "variables": list(self.variables),
             "vote": "edge iff > K/2 clients have it; marks by plurality, ties to tail<arrow<circle",
+            "edge_votes": self.edge_votes(),
             "client_edges": {str(c): g.n_edges() for c, g in sorted(self.client_graphs.items())},
             "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
         }
@@ -404,12 +422,13 @@ def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 class CITVoteStrategy(DiscreteMethodStrategy):
     """PC-CIT-Voting / FCI-CIT-Voting: server-side search, each CI test decided by client vote."""
 
-    def __init__(self, algorithm: str = "pc", **common: Any):
+    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         self.name = f"{algorithm}-cit-vote"
         super().__init__(**common)
         self.algorithm = algorithm
+        self.knowledge = knowledge
         self.cache: dict[Query, float] = {}
         self.runner: StepRunner | None = None
         self.batches: list[dict] = []
@@ -418,7 +437,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
         if self.runner is None:
             self.start()
             engine = pc_steps if self.algorithm == "pc" else fci_steps
-            steps = engine(self.variables, self.alpha, self.max_depth)
+            steps = engine(self.variables, self.alpha, self.max_depth, knowledge=self.knowledge)
             self.runner = StepRunner(with_cache(steps, self.cache))
         if self.runner.pending is None:  # the search has finished
             return None
@@ -446,6 +465,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             "tests": len(self.cache),
             "batches": self.batches,
             "pc_levels": len(result.skeleton.levels),
+            **search_evidence(result),  # the voted p-values'
         }
 
 
@@ -534,11 +554,12 @@ def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStra
     return GraphVoteStrategy(algorithm, **common_values(values))
 
 
-@documented_by(VOTING_OPTIONS)
+@documented_by(CIT_VOTE_OPTIONS)
 def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
     """PC-CIT-Voting / FCI-CIT-Voting from its options."""
-    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
-    return CITVoteStrategy(algorithm, **common_values(values))
+    values = CIT_VOTE_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
+    knowledge = shared.parse_knowledge(values["knowledge"])
+    return CITVoteStrategy(algorithm, knowledge, **common_values(values))
 
 
 @documented_by(LOCAL_OPTIONS)
@@ -591,7 +612,7 @@ for _alg in ALGORITHMS:
         f"{_alg}-cit-vote",
         _for_algorithm(make_cit_vote, _alg),
         make_client,
-        options=VOTING_OPTIONS,
+        options=CIT_VOTE_OPTIONS,
         bootstrap=True,
         paper="baseline (FedC2SL)",
         description=(

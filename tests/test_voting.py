@@ -483,3 +483,45 @@ def test_reliability_option_reaches_the_clients_tests():
         assert result.graph == expected, method
     with pytest.raises(ValueError, match="reliability"):
         run_method("pc-vote", [pooled], {"reliability": "lots"})
+
+
+# ============================================================================ confidence, knowledge
+def test_graph_vote_edge_votes_are_the_share_of_client_graphs(alarm_runs):
+    """pc-vote's ``edge_votes``: per pair some client has, the share of clients whose own PC
+    graph has it (recounted from ``local``'s client graphs of the same split); kept = majority."""
+    vote, local = alarm_runs("pc-vote", 5), alarm_runs("local", 5)
+    graphs = [Graph.from_json(e["graph"]) for e in local.extra["client_graphs"]]
+    names = list(vote.graph.names)
+    expected = {}
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            share = sum(g.adjacent(a, b) for g in graphs) / len(graphs)
+            if share:
+                expected[(names[a], names[b])] = share
+    votes = vote.extra["edge_votes"]
+    got = {(x, y): s for x, y, s in votes["kept"] + votes["removed"]}
+    assert got == pytest.approx(expected)
+    assert {(x, y) for x, y, _ in votes["kept"]} == {
+        (names[a], names[b])
+        for a, b in zip(*np.nonzero(np.triu(vote.graph.adjacency())), strict=True)
+    }
+    assert all(s > 0.5 for _, _, s in votes["kept"]) and all(s <= 0.5 for *_, s in votes["removed"])
+
+
+@pytest.mark.parametrize("algorithm", ["pc", "fci"])
+def test_cit_vote_takes_background_knowledge(alarm, alarm_oracle, algorithm):
+    """Two identical clients vote every test as one, so CIT-voting with knowledge is the pooled
+    search with it; its result carries the voted p-values' evidence."""
+    from fedcausal_flwr.discovery.fci import fci
+    from fedcausal_flwr.graphs.knowledge import Knowledge
+
+    _, pooled, _ = alarm
+    text = "forbidden HR -> CO; forbidden HISTORY -- CO; required INTUBATION -> SHUNT"
+    result = run_method(f"{algorithm}-cit-vote", [pooled, pooled], {"knowledge": text})
+    knowledge = Knowledge.parse(text.replace(";", "\n")).matrix(list(alarm_oracle.variables))
+    search = pc if algorithm == "pc" else fci
+    expected = search(alarm_oracle, 0.05, knowledge=knowledge)
+    assert result.graph == expected.graph
+    assert result.extra["knowledge"]["required"] == [["INTUBATION", "SHUNT"]]
+    kept = result.extra["edge_pvalues"]["kept"]  # the required edge was never tested
+    assert len(kept) == result.graph.n_edges() - 1 and all(p <= 0.05 for *_, p in kept)
