@@ -313,6 +313,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 [names[a], names[b]] for a, b in np.argwhere(np.triu(self.adjacency, k=1)).tolist()
             ],
             "layers": self.layers,
+            "edge_votes": self.edge_votes(),  # the voting skeleton's (restored edges included)
             "options": {
                 "bootstraps": self.bootstraps,
                 "tau": self.tau,

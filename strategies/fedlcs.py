@@ -110,6 +110,8 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         self.client_tests: dict[int, int] = {}
         self.stage_rounds = {"prune": 0, "sepsets": 0}
         self.session = uuid.uuid4().hex  # scopes the clients' test caches to this run
+        #: (variable, candidate) -> (share of clients keeping it at its last vote, that layer)
+        self.votes: dict[tuple[int, int], tuple[float, int]] = {}
 
     def next_request(self) -> Request | None:
         if self.runner is None:
@@ -165,7 +167,12 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         for r, f in zip(replies, flags, strict=True):
             if not np.isin(f, (0, 1)).all():
                 raise ClientProtocolError(f"client {r.client} sent keep flags other than 0/1")
-        keep = np.sum(flags, axis=0) >= vote_threshold(self.ratio, len(replies))
+        votes = np.sum(flags, axis=0)
+        keep = votes >= vote_threshold(self.ratio, len(replies))
+        shares = iter((votes / len(replies)).tolist())
+        for v, cpc, level in jobs:
+            for c in cpc:
+                self.votes[(v, c)] = (next(shares), level)
         ends = np.cumsum([len(cpc) for _, cpc, _ in jobs])
         return [tuple(np.asarray(cpc, dtype=int)[keep[e - len(cpc) : e]].tolist())
                 for (_, cpc, _), e in zip(jobs, ends, strict=True)]  # fmt: skip
@@ -180,7 +187,29 @@ class FedLCSStrategy(DiscreteMethodStrategy):
             "stage_rounds": dict(self.stage_rounds),
             "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
             "tests": int(sum(self.client_tests.values())),
+            "edge_votes": self.edge_votes(
+                results[self.targets[0]].graph(self.variables), knowledge.pc
+            ),
         }
+
+    def edge_votes(self, graph: Graph, pc_sets: Mapping[int, Sequence[int]]) -> dict[str, list]:
+        """FLSke's vote shares, by name: each edge of ``graph`` ``[x, y, share]`` (the smaller
+        of its two PC-set votes: the edge needs both), and each candidate a layer removed from
+        a PC set ``[variable, candidate, share, layer]``."""
+        names = self.variables
+        where = [names.index(n) for n in graph.names]
+        kept = []
+        for a, b in zip(*np.nonzero(np.triu(graph.adjacency(), k=1)), strict=True):
+            u, v = where[a], where[b]
+            sides = [self.votes[k][0] for k in ((u, v), (v, u)) if k in self.votes]
+            if sides:
+                kept.append([names[u], names[v], min(sides)])
+        removed = [
+            [names[v], names[c], share, level]
+            for (v, c), (share, level) in sorted(self.votes.items())
+            if c not in pc_sets.get(v, ())
+        ]
+        return {"kept": kept, "removed": removed}
 
 
 def _lcs_options(with_ratio: bool) -> OptionSet:

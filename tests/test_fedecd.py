@@ -182,6 +182,11 @@ def test_one_plain_replicate_with_tau_zero_is_the_voting_skeleton(child_parts):
     # the layers were really contested: some edges lost the vote at some layer
     assert sum(layer["lost_vote"] for layer in fedecd.extra["layers"]) > 0
     assert all(layer["restored"] == 0 for layer in fedecd.extra["layers"])
+    # its edge votes are the voting skeleton's: kept pairs are the skeleton, with a majority
+    votes = fedecd.extra["edge_votes"]
+    assert {frozenset(v[:2]) for v in votes["kept"]} == expected
+    assert all(v[2] >= 0.5 for v in votes["kept"]) and all(v[2] < 0.5 for v in votes["removed"])
+    assert votes == voting.extra["edge_votes"]
     # tau = 1 restores every edge that lost its vote: a denser skeleton
     restored = run_method("fedecd", parts, {**common, **FAST, **plain, "tau": 1.0, "max_depth": 1})
     layers = restored.extra["layers"]

@@ -79,6 +79,11 @@ def test_votes_follow_the_ratio_threshold():
     assert kept.extra["skeleton_layers"]["T"][0]["removed"] == []
     strict = run_with(Lonely, frames, {"target": "T", "ratio": 0.9})
     assert strict.extra["skeleton_layers"]["T"][0]["removed"] == ["E"]
+    # the vote shares: E was kept by 2 of 3 at T's layer 0, which ratio 0.9 removes; an edge
+    # keeps the share of its sides' last votes, each at least the 2 of 3 that ratio 0.4 needs
+    assert ["T", "E", pytest.approx(2 / 3), 0] in strict.extra["edge_votes"]["removed"]
+    shares = {frozenset(v[:2]): v[2] for v in kept.extra["edge_votes"]["kept"]}
+    assert frozenset(("T", "E")) in shares and min(shares.values()) >= 2 / 3
 
 
 def identifiable_errors(name, result_targets):
