@@ -16,6 +16,7 @@ from fedcausal_flwr.discovery.fci import FCIResult, fci
 from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.pc import PCResult, pc
 from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
 from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PRUNE, PVALUES, RAW_DATA
 from fedcausal_flwr.stats.oracles import DiscreteOracle
@@ -78,11 +79,13 @@ class VotingClient(ProtocolClient):
         """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
         oracle = self._oracle(payload)
         depth = payload.get("max_depth")
+        text = payload.get("knowledge")
+        known = None if text is None else Knowledge.parse(text).matrix(payload["variables"])
         result: PCResult | FCIResult
         if payload["algorithm"] == "pc":
-            result = pc(oracle, float(payload["alpha"]), max_depth=depth)
+            result = pc(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
         elif payload["algorithm"] == "fci":
-            result = fci(oracle, float(payload["alpha"]), max_depth=depth)
+            result = fci(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
         else:
             raise ProtocolError(
                 self.partition_id, f"unknown algorithm {payload['algorithm']!r}; expected pc|fci"

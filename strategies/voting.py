@@ -154,10 +154,10 @@ def common_values(values: Mapping[str, Any]) -> dict[str, Any]:
 ALGORITHM = Option(
     "algorithm", "str", "pc", "the search each client (or the server) runs", choices=ALGORITHMS
 )
-VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"})
+#: every search of these baselines (each client's own, or the server's on voted p-values) takes
+#: background knowledge
+VOTING_OPTIONS = common_options(paper={"alpha": "0.05", "test": "chi2"}).extend(shared.knowledge())
 LOCAL_OPTIONS = VOTING_OPTIONS.extend(ALGORITHM)
-#: the server's search takes background knowledge (each client's own search does not)
-CIT_VOTE_OPTIONS = VOTING_OPTIONS.extend(shared.knowledge())
 
 
 def _for_search(option: Option, algorithm: str) -> Option:
@@ -268,10 +268,11 @@ class DiscreteMethodStrategy(ProtocolStrategy):
 class LocalGraphsStrategy(DiscreteMethodStrategy):
     """One round: every client runs PC/FCI alone and sends its graph. Subclasses combine them."""
 
-    def __init__(self, algorithm: str = "pc", **common: Any):
+    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         self.algorithm = algorithm
+        self.knowledge = knowledge  # each client's search takes it
         super().__init__(**common)
         self.client_graphs: dict[int, Graph] = {}
         self.client_tests: dict[int, int] = {}
@@ -283,6 +284,9 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
         if not self.started:
             self.start()
         payload = {**self.base_payload(), "max_depth": self.max_depth, "algorithm": self.algorithm}
+        if self.knowledge is not None:
+            self.knowledge.matrix(self.variables)  # an unknown name stops the run here
+            payload["knowledge"] = self.knowledge.to_text()
         return Request(LOCAL_GRAPH, payload)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -300,9 +304,9 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
 class GraphVoteStrategy(LocalGraphsStrategy):
     """PC-Voting / FCI-Voting: entry-wise vote over the clients' graphs (may be inconsistent)."""
 
-    def __init__(self, algorithm: str = "pc", **common: Any):
+    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
         self.name = f"{algorithm}-vote"
-        super().__init__(algorithm, **common)
+        super().__init__(algorithm, knowledge, **common)
 
     def combine(self) -> Graph:
         stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
@@ -551,13 +555,14 @@ class PooledStrategy(DiscreteMethodStrategy):
 def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStrategy:
     """PC-Voting / FCI-Voting from its options."""
     values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-vote'")
-    return GraphVoteStrategy(algorithm, **common_values(values))
+    knowledge = shared.parse_knowledge(values["knowledge"])
+    return GraphVoteStrategy(algorithm, knowledge, **common_values(values))
 
 
-@documented_by(CIT_VOTE_OPTIONS)
+@documented_by(VOTING_OPTIONS)
 def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
     """PC-CIT-Voting / FCI-CIT-Voting from its options."""
-    values = CIT_VOTE_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
+    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
     knowledge = shared.parse_knowledge(values["knowledge"])
     return CITVoteStrategy(algorithm, knowledge, **common_values(values))
 
@@ -566,7 +571,8 @@ def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy
 def make_local(options: Mapping[str, Any]) -> LocalStrategy:
     """``local`` from its options."""
     values = LOCAL_OPTIONS.resolve(options, owner="method 'local'")
-    return LocalStrategy(values["algorithm"], **common_values(values))
+    knowledge = shared.parse_knowledge(values["knowledge"])
+    return LocalStrategy(values["algorithm"], knowledge, **common_values(values))
 
 
 @documented_by(POOLED_OPTIONS)
@@ -612,7 +618,7 @@ for _alg in ALGORITHMS:
         f"{_alg}-cit-vote",
         _for_algorithm(make_cit_vote, _alg),
         make_client,
-        options=CIT_VOTE_OPTIONS,
+        options=VOTING_OPTIONS,
         bootstrap=True,
         paper="baseline (FedC2SL)",
         description=(

@@ -525,3 +525,20 @@ def test_cit_vote_takes_background_knowledge(alarm, alarm_oracle, algorithm):
     assert result.extra["knowledge"]["required"] == [["INTUBATION", "SHUNT"]]
     kept = result.extra["edge_pvalues"]["kept"]  # the required edge was never tested
     assert len(kept) == result.graph.n_edges() - 1 and all(p <= 0.05 for *_, p in kept)
+
+
+@pytest.mark.parametrize("method", ["pc-vote", "fci-vote", "local"])
+def test_each_clients_own_search_takes_background_knowledge(alarm, alarm_oracle, method):
+    """Every client's local PC/FCI gets the knowledge: two identical clients vote as one, so the
+    graph is the pooled search with it."""
+    from fedcausal_flwr.graphs.knowledge import Knowledge
+
+    _, pooled, _ = alarm
+    text = "forbidden HR -> CO; forbidden HISTORY -- CO; required INTUBATION -> SHUNT"
+    options = {"knowledge": text, **({"algorithm": "fci"} if method == "local" else {})}
+    clients = [pooled, pooled] if method != "local" else [pooled]
+    result = run_method(method, clients, options)
+    knowledge = Knowledge.parse(text.replace(";", "\n")).matrix(list(alarm_oracle.variables))
+    search = pc if method == "pc-vote" else fci
+    assert result.graph == search(alarm_oracle, 0.05, knowledge=knowledge).graph
+    assert result.graph != search(alarm_oracle, 0.05).graph
