@@ -96,6 +96,7 @@ from fedcausal_flwr.discovery.tpss import (
     TAIL_RULES,
     PairDecision,
     TPSSOptions,
+    adjacency_share,
     majority_adjacency,
     observed_mask,
     overlap_matrix,
@@ -186,6 +187,8 @@ class FedCDnvStrategy(ProtocolStrategy):
         self.fedg: np.ndarray | None = None
         self.decisions: list[PairDecision] = []
         self.aggregated_clients: list[int] = []
+        #: the aggregated graphs' adjacency shares per pair (``edge_votes``); NaN: nobody sees it
+        self.adjacency_share: np.ndarray | None = None
 
     # ------------------------------------------------------------------ set-up
     @property
@@ -301,6 +304,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         marks = np.stack([self.initial[p] for p in pids])
         mask = observed_mask([self.observed[p] for p in pids], len(self.union))
         adjacency = weighted_adjacency(marks, mask, [self.sizes[p] for p in pids])
+        self.adjacency_share = adjacency_share(marks, mask, [self.sizes[p] for p in pids])
         self.aggregated_clients = pids
         self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
 
@@ -389,6 +393,7 @@ class FedCDnvStrategy(ProtocolStrategy):
                 dec.reasons = {pids[c]: why for c, why in dec.reasons.items()}
         else:
             adjacency = majority_adjacency(marks, mask)
+        self.adjacency_share = adjacency_share(marks, mask, [1] * len(pids))
         self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
         level1 = sum(d.level == 1 for d in self.decisions)
         self.annotate(fedg_edges=int(np.count_nonzero(np.triu(adjacency))), level1_removed=level1)
@@ -467,7 +472,21 @@ class FedCDnvStrategy(ProtocolStrategy):
                 for d in self.decisions
             ],
             "options": {"test": self.test, "fci": dict(self.fci), **asdict(self.options)},
+            "edge_votes": self.edge_votes(),
         }
+
+    def edge_votes(self) -> dict[str, list[list]]:
+        """Per pair some aggregated client's graph has, the share of the clients observing both
+        variables whose graph has it (weighted by rows for ``fci-base``): ``kept`` edges of the
+        result ``[x, y, share]`` and ``removed`` pairs ``[x, y, share]``."""
+        assert self.fedg is not None and self.adjacency_share is not None  # the run has finished
+        names, share = self.union, self.adjacency_share
+        kept: list[list] = []
+        removed: list[list] = []
+        for a, b in zip(*np.nonzero(np.triu(np.nan_to_num(share) > 0, k=1)), strict=True):
+            row = [names[a], names[b], float(share[a, b])]
+            (kept if self.fedg[a, b] != NONE else removed).append(row)
+        return {"kept": kept, "removed": removed}
 
 
 # ============================================================================ scoring

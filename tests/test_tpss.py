@@ -132,6 +132,14 @@ def test_baselines_recomputed_from_the_clients_own_fci(discrete_setting):
             weighted = sum(sizes[k] for k in yes) > sum(sizes[k] for k in voters if k not in yes)
             assert (runs["fci-base"].graph.marks[i, j] != NONE) == weighted
             assert (runs["fedcdnv-vote"].graph.marks[i, j] != NONE) == (2 * len(yes) > len(voters))
+            # each pair's edge votes: the (row-weighted for fci-base) share of the voters with it
+            for method, share in (
+                ("fci-base", sum(sizes[k] for k in yes) / max(1, sum(sizes[k] for k in voters))),
+                ("fedcdnv-vote", len(yes) / max(1, len(voters))),
+            ):
+                votes = runs[method].extra["edge_votes"]
+                found = {(x, y): v for x, y, v in votes["kept"] + votes["removed"]}
+                assert found.get((names[i], names[j]), 0.0) == pytest.approx(share)
             if weighted:  # arrowheads: union over the clients reporting the edge
                 for a, b in ((i, j), (j, i)):
                     arrow = any(graphs[k][a, b] == ARROW for k in yes)

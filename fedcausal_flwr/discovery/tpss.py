@@ -685,6 +685,19 @@ def weighted_adjacency(marks: np.ndarray, observed: np.ndarray, sizes: Sequence[
     return signed.sum(axis=0) > 0
 
 
+def adjacency_share(
+    marks: np.ndarray, observed: np.ndarray, weights: Sequence[float]
+) -> np.ndarray:
+    """``(d, d)``: per pair the weighted share of the clients observing both variables whose
+    graph has the edge (NaN where no client observes both): the number the two votes above
+    compare with 1/2 (they do so in integers, so a tie is exact)."""
+    w = np.asarray(weights, dtype=np.float64)[:, None, None]
+    both = (observed[:, :, None] & observed[:, None, :]) * w
+    seen = both.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(seen > 0, ((np.asarray(marks) != NONE) * both).sum(axis=0) / seen, np.nan)
+
+
 def transfer_arrowheads(
     adjacency: np.ndarray, marks: np.ndarray, tails: str = "drop"
 ) -> np.ndarray:
