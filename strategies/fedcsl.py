@@ -258,12 +258,31 @@ class FedCSLStrategy(DiscreteMethodStrategy):
                 }
             ),
             "dropped_for_cycles": [[names[a], names[b]] for a, b in self.dropped],
+            "edge_votes": self.edge_votes(),
             "options": {
                 "tie_rule": self.tie_rule,
                 "allow_cycles": self.allow_cycles,
                 **self.search,
             },
         }
+
+    def edge_votes(self) -> dict[str, list[list]]:
+        """Per pair some client's HITON-PC lists (from either side), the client-weighted share
+        of clients listing it: ``kept`` edges of the result ``[x, y, share]``, ``removed`` pairs
+        ``[x, y, share]``."""
+        assert self.graph is not None  # the run has finished
+        pids = sorted(self.neighbour_sets)
+        weights = np.array([self.weights[k] for k in pids])
+        listed = np.stack([self.neighbour_sets[k] | self.neighbour_sets[k].T for k in pids])
+        total = weights.sum()
+        share = np.tensordot(weights, listed, axes=1) / total if total > 0 else listed.mean(0)
+        names = self.variables
+        kept: list[list] = []
+        removed: list[list] = []
+        for a, b in zip(*np.nonzero(np.triu(listed.any(axis=0), k=1)), strict=True):
+            row = [names[a], names[b], float(share[a, b])]
+            (kept if self.graph.adjacent(int(a), int(b)) else removed).append(row)
+        return {"kept": kept, "removed": removed}
 
 
 def _fedecd_option(name: str, **changes: Any):

@@ -362,6 +362,15 @@ def test_run_reproduces_the_core_from_each_clients_data(asia):
     learned = {frozenset(e[:2]) for e in result.graph.edges()}
     assert learned <= {frozenset(pair) for pair in result.extra["skeleton"]}
     assert graph_metrics(result.graph, net.dag)["adj_f1"] > 0.7
+    # edge votes: per pair some client lists, the weighted share of clients listing it
+    votes = result.extra["edge_votes"]
+    got = {(x, y): v for x, y, v in votes["kept"] + votes["removed"]}
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            listing = [w for m, w in zip(found, weights, strict=True) if m[a, b] or m[b, a]]
+            if listing:
+                assert got[(names[a], names[b])] == pytest.approx(sum(listing) / sum(weights))
+    assert {frozenset(v[:2]) for v in votes["kept"]} == learned
     assert result.bytes_up > 0 and result.bytes_down > 0
 
 
