@@ -271,8 +271,10 @@ def score_pag_list(result: Result, dag: Graph) -> dict[str, float]:
 
 
 def _options(ci: str) -> OptionSet:
-    """fedCI's options (without its search-engine ones) plus IOD's."""
-    drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules"}
+    """fedCI's options (without its search-engine ones, background knowledge and missing values,
+    which IOD's candidate enumeration does not take) plus IOD's."""
+    drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules", "knowledge"}
+    drop |= {"missing"}
     # fedCI's encoding option depends on its ci option, which IOD fixes per method
     base = [replace(o, requires=None) for o in fedci.FEDCI_FCI_OPTIONS if o.name not in drop]
     if ci != "fedci":  # no GLM blocks travel

@@ -3,6 +3,8 @@ format round-trips, and the ``run --draw`` / ``export`` doors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -130,8 +132,8 @@ def test_run_prints_edges_draws_and_export_writes(tmp_path, capsys) -> None:
     assert code == 0
     printed = capsys.readouterr().out
     result = Result.load(out)
-    for line in edge_lines(result.graph):
-        assert f"  {line}\n" in printed
+    for line in edge_lines(result.graph):  # each followed by its confidence
+        assert re.search(rf"^  {re.escape(line)}   p \S+$", printed, re.MULTILINE)
     assert f"{result.graph.n_edges()} edges" in printed
     assert drawing.read_text().lstrip().startswith("<?xml") and "<svg" in drawing.read_text()
     assert main(["export", str(out), "--format", "graphml"]) == 0
