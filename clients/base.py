@@ -243,7 +243,7 @@ class ProtocolClient(NumPyClient):
         redrawing it (a deployment redraws it: a function of seed, client and replicate only)."""
         if replicate == 0:
             return self.data
-        from fedcausal_flwr.discovery.bootstrap import resample_rows  # imports networkx
+        from fedcausal_flwr.discovery.bootstrap import resample_rows  # only when resampling
 
         frames = _RESAMPLES.get(self.data, ("bootstrap", seed, sample), dict)
         if replicate not in frames:

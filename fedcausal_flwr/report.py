@@ -326,7 +326,8 @@ def graphs_section(
         extra = (record.get("result") or {}).get("extra") or {}
         confidence = confidence_labels(extra)
         # labels stay readable up to about 80 edges; the list below always has them
-        short = confidence_labels(extra, short=True)
+        pairs = {frozenset(pair) for pair in edge_pairs(learned)}
+        short = {k: v for k, v in confidence_labels(extra, short=True).items() if k in pairs}
         drawn = short if len(short) <= MAX_LABELLED_EDGES else None
         plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn)
         lines = [

@@ -71,8 +71,8 @@ class MethodSpec:
     score: Score | None = None
     summaries: Summaries | None = None
     min_sites: int = 1
-    #: options the registry added for the federated bootstrap (``bootstrap``, and ``seed`` if
-    #: the method had none): the method's own factory never sees them
+    #: options the registry added for the federated bootstrap (``bootstrap``,
+    #: ``bootstrap_sample``, and ``seed`` if the method had none): its own factories never see them
     bootstrap_keys: tuple[str, ...] = ()
 
     @property
