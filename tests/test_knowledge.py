@@ -107,16 +107,24 @@ def test_tiers_from_the_topological_order_refine_the_true_class(network, size):
     assert np.all(dag.marks[heads] == ARROW)
 
 
-@pytest.mark.parametrize("stable", [True, False])
-def test_forbidden_pairs_and_required_edges_are_never_tested(stable):
+BANNED = [("HR", "VENTLUNG"), ("HISTORY", "CO"), ("KINKEDTUBE", "BP")]
+
+
+def _alarm_knowledge(*forbidden: tuple[str, str]):
+    """ALARM's DAG, its first five edges required, the BANNED pairs forbidden both ways (and
+    ``forbidden`` one way)."""
     dag = load_network("alarm").dag
     names = list(dag.names)
     edges = [(names[a], names[b]) for a, b in zip(*np.nonzero(dag.marks == ARROW), strict=True)]
     required = edges[:5]
-    banned = [("HR", "VENTLUNG"), ("HISTORY", "CO"), ("KINKEDTUBE", "BP")]
-    knowledge = Knowledge.from_edges(
-        forbidden=[p for a, b in banned for p in ((a, b), (b, a))], required=required
-    )
+    both = [p for a, b in BANNED for p in ((a, b), (b, a))]
+    knowledge = Knowledge.from_edges(forbidden=both + list(forbidden), required=required)
+    return dag, names, required, BANNED, knowledge
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_forbidden_pairs_and_required_edges_are_never_tested(stable):
+    dag, names, required, banned, knowledge = _alarm_knowledge()
     oracle = DSeparationOracle(dag)
     result = pc(oracle, 0.05, knowledge=knowledge.matrix(names), stable=stable)
     untouched = {frozenset((names.index(a), names.index(b))) for a, b in banned + required}
@@ -312,15 +320,7 @@ def test_fci_with_tiers_is_sound_and_knows_more(network, size):
 
 @pytest.mark.parametrize("possible_dsep", ["sequential", "stable"])
 def test_fci_never_tests_forbidden_pairs_or_required_edges(possible_dsep):
-    dag = load_network("alarm").dag
-    names = list(dag.names)
-    edges = [(names[a], names[b]) for a, b in zip(*np.nonzero(dag.marks == ARROW), strict=True)]
-    required = edges[:5]
-    banned = [("HR", "VENTLUNG"), ("HISTORY", "CO"), ("KINKEDTUBE", "BP")]
-    knowledge = Knowledge.from_edges(
-        forbidden=[p for a, b in banned for p in ((a, b), (b, a))] + [("CO", "HR")],
-        required=required,
-    )
+    dag, names, required, banned, knowledge = _alarm_knowledge(("CO", "HR"))
     oracle = DSeparationOracle(dag)
     result = fci(oracle, 0.05, knowledge=knowledge.matrix(names), possible_dsep=possible_dsep)
     untouched = {frozenset((names.index(a), names.index(b))) for a, b in banned + required}
