@@ -146,6 +146,20 @@ class ProtocolClient(NumPyClient):
         name = str(config.get(KEY_ACTION, ""))
         payload = json.loads(str(config.get(KEY_PAYLOAD, "{}")))
         arrays, meta = self.answer(name, payload, list(parameters))
+        clip = int(config[KEY_CLIP]) if bool(config.get(KEY_SECURE, False)) else None
+        through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
+        arrays = self.packed(name, arrays, clip, compact=not through_secagg)
+        try:
+            meta_json = to_json(meta)
+        except (TypeError, ValueError) as err:
+            raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
+        metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
+        return arrays, 1, metrics
+
+    def packed(self, name: str, arrays: list, clip: int | None, compact: bool) -> list[np.ndarray]:
+        """The reply arrays of action ``name`` as they travel: numeric (checked), one integer
+        vector within ``clip`` for a secure request (``clip`` given), and, where ``compact`` and
+        the handler allows it, each integer array in its smallest type."""
         arrays = [np.asarray(a) for a in arrays]
         for k, arr in enumerate(arrays):
             if arr.dtype == object:
@@ -154,18 +168,12 @@ class ProtocolClient(NumPyClient):
                     f"action {name!r} returned array {k} with dtype object; return numeric "
                     "arrays (anything else belongs in meta)",
                 )
-        if bool(config.get(KEY_SECURE, False)):
-            check_secure_vector(arrays, int(config[KEY_CLIP]), self.partition_id, name)
-        through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
+        if clip is not None:
+            check_secure_vector(arrays, clip, self.partition_id, name)
         handler = getattr(self, self._actions.get(name, ""), None)
-        if not through_secagg and getattr(handler, _COMPACT_ATTR, False):
+        if compact and getattr(handler, _COMPACT_ATTR, False):
             arrays = [compact_integers(a) for a in arrays]
-        try:
-            meta_json = to_json(meta)
-        except (TypeError, ValueError) as err:
-            raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
-        metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
-        return arrays, 1, metrics
+        return arrays
 
     # ------------------------------------------------------------------ dispatch
     @classmethod
@@ -228,11 +236,8 @@ class ProtocolClient(NumPyClient):
             # the class's answer: a wrapper set on this instance (a test's failing client) wraps
             # the bootstrap action as a whole and must not answer the part on these rows
             answer, meta = type(self).answer(replica, name, part["payload"], given)
-            answer = [np.asarray(a) for a in answer]
-            if part["secure"]:
-                check_secure_vector(answer, int(part["clip"]), self.partition_id, name)
-            if getattr(getattr(self, self._actions[name]), _COMPACT_ATTR, False):
-                answer = [compact_integers(a) for a in answer]
+            clip = int(part["clip"]) if part["secure"] else None
+            answer = self.packed(name, answer, clip, compact=True)  # never through SecAgg+
             out.extend(answer)
             parts.append({"n_arrays": len(answer), "meta": meta})
         return out, {"parts": parts}

@@ -80,6 +80,7 @@ from fedcausal_flwr.discovery.fedcsl import (
 )
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedcsl import LOCAL_DAG, NEIGHBOURS
@@ -276,13 +277,8 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         listed = np.stack([self.neighbour_sets[k] | self.neighbour_sets[k].T for k in pids])
         total = weights.sum()
         share = np.tensordot(weights, listed, axes=1) / total if total > 0 else listed.mean(0)
-        names = self.variables
-        kept: list[list] = []
-        removed: list[list] = []
-        for a, b in zip(*np.nonzero(np.triu(listed.any(axis=0), k=1)), strict=True):
-            row = [names[a], names[b], float(share[a, b])]
-            (kept if self.graph.adjacent(int(a), int(b)) else removed).append(row)
-        return {"kept": kept, "removed": removed}
+        adjacency = self.graph.adjacency()
+        return split_by_graph(self.variables, share, np.any(listed, axis=0), adjacency)
 
 
 def _fedecd_option(name: str, **changes: Any):

@@ -111,6 +111,7 @@ from fedcausal_flwr.discovery.tpss import (
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
 from fedcausal_flwr.options import Option, OptionSet, documented_by, say
@@ -480,13 +481,8 @@ class FedCDnvStrategy(ProtocolStrategy):
         variables whose graph has it (weighted by rows for ``fci-base``): ``kept`` edges of the
         result ``[x, y, share]`` and ``removed`` pairs ``[x, y, share]``."""
         assert self.fedg is not None and self.adjacency_share is not None  # the run has finished
-        names, share = self.union, self.adjacency_share
-        kept: list[list] = []
-        removed: list[list] = []
-        for a, b in zip(*np.nonzero(np.triu(np.nan_to_num(share) > 0, k=1)), strict=True):
-            row = [names[a], names[b], float(share[a, b])]
-            (kept if self.fedg[a, b] != NONE else removed).append(row)
-        return {"kept": kept, "removed": removed}
+        share = self.adjacency_share
+        return split_by_graph(self.union, share, np.nan_to_num(share) > 0, self.fedg != NONE)
 
 
 # ============================================================================ scoring

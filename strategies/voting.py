@@ -69,6 +69,7 @@ from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
@@ -316,15 +317,9 @@ class GraphVoteStrategy(LocalGraphsStrategy):
         """Each pair some client has, by name, with the share of clients that have it: ``kept``
         edges ``[x, y, share]`` (a majority) and ``removed`` pairs ``[x, y, share]``."""
         assert self.graph is not None  # combined
-        names = self.variables
         present = np.stack([g.marks != NONE for g in self.client_graphs.values()])
         share = present.mean(axis=0)
-        kept: list[list] = []
-        removed: list[list] = []
-        for a, b in zip(*np.nonzero(np.triu(share > 0, k=1)), strict=True):
-            row = [names[a], names[b], float(share[a, b])]
-            (kept if self.graph.adjacent(int(a), int(b)) else removed).append(row)
-        return {"kept": kept, "removed": removed}
+        return split_by_graph(self.variables, share, share > 0, self.graph.adjacency())
 
     def result_payload(self) -> dict:
         return {

@@ -24,12 +24,12 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import PValues, drive, replay
 from fedcausal_flwr.discovery.pc import knowledge_applied
 from fedcausal_flwr.discovery.possible_dsep import remove_by_possible_dsep
-from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
+from fedcausal_flwr.discovery.skeleton import Skeleton, keep_largest, pair_key, skeleton_steps
 from fedcausal_flwr.graphs.colliders import fci_orient_colliders
 from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import CIRCLE, Graph
 from fedcausal_flwr.graphs.knowledge import Knowledge, KnowledgeMatrix, mark_pag_by_knowledge
-from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+from fedcausal_flwr.stats.oracle import CIOracle
 
 
 @dataclass
@@ -118,7 +118,8 @@ def fci_steps(
             while True:
                 pds_tests += len(batch)
                 answers = yield batch
-                note_largest(pds_max, batch, answers)
+                for (x, y, _), p in zip(batch, answers, strict=True):
+                    keep_largest(pds_max, pair_key(x, y), p)
                 batch = pds.send(answers)
         except StopIteration as stop:
             removed = stop.value
@@ -155,14 +156,6 @@ def fci_steps(
         pds_max_pvalue=pds_max,
         knowledge=applied,
     )
-
-
-def note_largest(largest: dict[tuple[int, int], float], batch: list[Query], answers) -> None:
-    """Keep each pair's largest p-value over ``batch``."""
-    for query, p in zip(batch, answers, strict=True):
-        x, y, _ = normalise_query(*query)
-        if p > largest.get((x, y), -1.0):
-            largest[(x, y)] = float(p)
 
 
 def fci(oracle: CIOracle, alpha: float = 0.05, **options) -> FCIResult:

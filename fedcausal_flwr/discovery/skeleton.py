@@ -57,6 +57,12 @@ def pair_key(x: int, y: int) -> Pair:
     return (x, y) if x < y else (y, x)
 
 
+def keep_largest(largest: dict[Pair, float], key: Pair, p: float) -> None:
+    """Record ``p`` for the pair ``key`` if it is the largest seen (a pair's deciding p-value)."""
+    if p > largest.get(key, -1.0):
+        largest[key] = float(p)
+
+
 def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tuple[int, ...]]]:
     """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then
     S)."""
@@ -128,8 +134,7 @@ def apply_level(
     removed: dict[Pair, None] = {}
     for (x, y, s), p in zip(queries, pvalues, strict=True):
         key = pair_key(x, y)
-        if p > result.max_pvalue.get(key, -1.0):
-            result.max_pvalue[key] = float(p)
+        keep_largest(result.max_pvalue, key, p)
         if p > alpha:
             removed[key] = None
             result.sepsets.setdefault(key, []).append(tuple(sorted(s)))
@@ -166,8 +171,7 @@ def apply_level_sequential(
             for s in combinations(others, level):
                 p = answer[normalise(x, y, s)]
                 key = pair_key(x, y)
-                if p > result.max_pvalue.get(key, -1.0):
-                    result.max_pvalue[key] = p
+                keep_largest(result.max_pvalue, key, p)
                 if p > alpha:
                     live[x, y] = live[y, x] = False
                     result.sepsets[key] = [tuple(sorted(s))]

@@ -161,18 +161,15 @@ def register_method(
     if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
         raise ValueError(f"min_sites of method {name!r} must be an integer >= 1, got {min_sites!r}")
     declared = options or OptionSet()
-    added = (
-        tuple(k for k in ("bootstrap", "bootstrap_sample", "seed") if k not in declared)
-        if bootstrap
-        else ()
-    )
+    offered = with_bootstrap(declared) if bootstrap else declared
+    added = tuple(o.name for o in offered.options if o.name not in declared)
     spec = MethodSpec(
         name,
         make_strategy,
         make_client,
         make_data,
         description,
-        with_bootstrap(declared) if bootstrap else declared,
+        offered,
         secure,
         paper,
         score,

@@ -1,4 +1,5 @@
-"""How often each edge and each orientation appears over a set of graphs (bootstrap replicates).
+"""How often each edge and each orientation appears over a set of graphs (bootstrap replicates),
+and the split of per-pair shares (vote shares) into the result's edges and its removed pairs.
 
 Flower-free: the federated bootstrap (:mod:`fedcausal_flwr.federation.bootstrap`) learns one graph
 per resample of the clients' rows; this module turns those graphs into one number per edge.
@@ -43,3 +44,16 @@ def edge_frequencies(graphs: Sequence[Graph], also: Graph | None = None) -> list
         [names[a], names[b], float(edge[a, b]), float(directed[a, b]), float(directed[b, a])]
         for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
     ]
+
+
+def split_by_graph(
+    names: Sequence[str], share: np.ndarray, listed: np.ndarray, adjacency: np.ndarray
+) -> dict[str, list[list]]:
+    """``[x, y, share]`` for every ``listed`` pair (node order, ``x`` before ``y``): ``kept`` if
+    the pair is adjacent in the result, else ``removed`` (the methods' ``edge_votes``)."""
+    kept: list[list] = []
+    removed: list[list] = []
+    for a, b in zip(*np.nonzero(np.triu(listed, k=1)), strict=True):
+        row = [names[a], names[b], float(share[a, b])]
+        (kept if adjacency[a, b] else removed).append(row)
+    return {"kept": kept, "removed": removed}

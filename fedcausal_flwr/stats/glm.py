@@ -129,6 +129,7 @@ class ClientTable:
         self._columns: dict[str, np.ndarray] = {}
         self._codes: dict[str, np.ndarray] = {}
         self._missing: dict[str, np.ndarray] = {}  # column -> rows where it is missing
+        self._counted: dict[GLMModel, np.ndarray | None] = {}  # model -> its rows, every iteration
         self.private_intercepts: dict[GLMModel, np.ndarray] = {}  # warm starts, never sent
 
     @property
@@ -157,7 +158,10 @@ class ClientTable:
 
     def counted_rows(self, model: GLMModel) -> np.ndarray | None:
         """The rows a model counts (None: all): those observed on its ``rows`` (test-wise
-        deletion); a missing value of a model variable in a counted row is an error."""
+        deletion); a missing value of a model variable in a counted row is an error. Kept per
+        model: IRLS asks it at every iteration."""
+        if model in self._counted:
+            return self._counted[model]
         counted = self.complete(model.rows) if model.rows else None
         for name in model.variables:
             gaps = self.complete([name])
@@ -166,6 +170,7 @@ class ClientTable:
                     f"client {self.name!r}: variable {name!r} has missing values; delete them "
                     "test-wise (missing='testwise') or list-wise (missing='listwise')"
                 )
+        self._counted[model] = counted
         return counted
 
     def complete(self, names: Sequence[str]) -> np.ndarray | None:
