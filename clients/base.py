@@ -17,6 +17,12 @@ vector with ``|value| <= C`` (checked here, before anything is sent). The built-
 reports the partition id, row count, columns, dtypes, level sets and a fingerprint of the data (a
 hash that identifies it for reproducibility and reveals nothing else).
 
+A client built by its method's registration (``MethodSpec.client``: every door builds clients
+there) carries a :class:`~fedcausal_flwr.federation.site_policy.SiteGuard`: it answers only the
+actions its method declares with a disclosure class, and at a site only what the site's policy
+allows, and logs each reply and refusal in the site's audit log. A client built by hand (a unit
+test, a custom factory) has no guard and answers every action it implements.
+
 Flower rebuilds the client object for every message, so attributes never survive a round. State
 the protocol relies on across rounds lives in ``self.context.state`` (Flower persists it per node,
 in a deployment too). A value that can be recomputed from the data (encoded columns, a CI oracle
@@ -39,6 +45,7 @@ from flwr.app import Context
 from flwr.client import NumPyClient
 
 from fedcausal_flwr.data.inputs import frame_report
+from fedcausal_flwr.federation.clientside import secagg_participants
 from fedcausal_flwr.federation.messages import (
     BOOTSTRAP,
     HELLO,
@@ -47,12 +54,14 @@ from fedcausal_flwr.federation.messages import (
     KEY_META,
     KEY_PARTITION,
     KEY_PAYLOAD,
+    KEY_ROUND,
     KEY_SECAGG,
     KEY_SECURE,
     ProtocolError,
     check_secure_vector,
     to_json,
 )
+from fedcausal_flwr.federation.site_policy import SiteGuard
 
 Handler = Callable[..., tuple[list[np.ndarray], dict]]
 T = TypeVar("T")
@@ -114,6 +123,8 @@ class ProtocolClient(NumPyClient):
     """Base class of every method's client side. See the module docstring."""
 
     _actions: ClassVar[dict[str, str]] = {}
+    #: set by ``MethodSpec.client``: the gate of this client's replies (None: built by hand)
+    guard: SiteGuard | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -145,6 +156,11 @@ class ProtocolClient(NumPyClient):
         """Dispatch ``config["action"]``; ``num_examples`` is always 1 (exact SecAgg+ sums)."""
         name = str(config.get(KEY_ACTION, ""))
         payload = json.loads(str(config.get(KEY_PAYLOAD, "{}")))
+        round_ = int(config[KEY_ROUND]) if KEY_ROUND in config else None
+        # what the site's own mod saw, never what the request claims
+        participants = secagg_participants()
+        if self.guard is not None:  # logs and raises a refusal
+            self.guard.check(name, payload, round_, participants)
         arrays, meta = self.answer(name, payload, list(parameters))
         clip = int(config[KEY_CLIP]) if bool(config.get(KEY_SECURE, False)) else None
         through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
@@ -153,6 +169,9 @@ class ProtocolClient(NumPyClient):
             meta_json = to_json(meta)
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
+        if self.guard is not None:
+            kind = self.guard.kind_of(name, payload) or ""
+            self.guard.sent(name, kind, arrays, meta, round_, participants is not None)
         metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
         return arrays, 1, metrics
 
@@ -183,7 +202,8 @@ class ProtocolClient(NumPyClient):
     def answer(
         self, name: str, payload: dict, arrays: list[np.ndarray]
     ) -> tuple[list[np.ndarray], dict]:
-        """Run the handler of action ``name`` (usable directly in unit tests, without Flower)."""
+        """Run the handler of action ``name`` (usable directly in unit tests, without Flower;
+        :meth:`fit` asks the client's guard first)."""
         if name == HELLO:
             return self.hello(payload)
         if name == BOOTSTRAP:
@@ -207,7 +227,11 @@ class ProtocolClient(NumPyClient):
         """Built-in first round: who I am and what my columns look like
         (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too)."""
         max_levels = int(payload.get("max_levels", 1000))
-        return [], frame_report(self.data, self.partition_id, max_levels)
+        if self.guard is None:
+            return [], frame_report(self.data, self.partition_id, max_levels)
+        report = frame_report(self.data, self.partition_id, self.guard.hello_cap(max_levels))
+        self.guard.check_levels(self.data, report["levels"])
+        return [], report
 
     def bootstrap(self, payload: dict, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], dict]:
         """Built-in action of the federated bootstrap (:mod:`fedcausal_flwr.federation.bootstrap`):

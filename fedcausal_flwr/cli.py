@@ -302,6 +302,9 @@ def _methods(args: argparse.Namespace) -> int:
         return 0
     spec = get_method(args.name)
     print(f"{spec.name}: {spec.description}" + (f" ({spec.paper})" if spec.paper else ""))
+    print("what its sites send (action: disclosure class; a site answers nothing else):")
+    for action, kind in disclosure_rows(spec):
+        print(f"  {action}: {kind}")
     if not len(spec.options):
         print("no options")
         return 0
@@ -311,6 +314,18 @@ def _methods(args: argparse.Namespace) -> int:
         print(f"  {name} {values}; default {default}")
         print(f"      {help_text}" + (f" [paper: {paper}]" if paper else ""))
     return 0
+
+
+def disclosure_rows(spec) -> list[tuple[str, str]]:
+    """``(action, class and meaning)`` of every action a method's sites answer, ``hello`` first
+    (and the bootstrap's built-in action where the method takes it)."""
+    from fedcausal_flwr.federation.disclosure import MEANING, METADATA
+
+    rows = [("hello", f"{METADATA} ({MEANING[METADATA]})")]
+    rows += [(action, f"{kind} ({MEANING[kind]})") for action, kind in spec.disclosures.items()]
+    if spec.bootstrap_keys:
+        rows.append(("bootstrap", "the class of the actions it carries (option bootstrap)"))
+    return rows
 
 
 def methods_markdown() -> str:
@@ -335,6 +350,11 @@ def methods_markdown() -> str:
             f"## `{name}`",
             "",
             spec.description + (f" ({spec.paper})." if spec.paper else "."),
+            "",
+            "What its sites send (a site answers no other action; "
+            "[What a site controls](deploy.md#what-a-site-controls)):",
+            "",
+            *(f"- `{action}`: {cell(kind)}" for action, kind in disclosure_rows(spec)),
         ]
         if not len(spec.options):
             blocks += ["", "No options."]
@@ -643,6 +663,28 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_audit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="what left a site, per run, from its audit log (raw rows, its own statistics and "
+        "sums outside SecAgg+ marked with !)",
+    )
+    p.add_argument("log", metavar="LOG", help="a site's audit log (JSON lines)")
+    p.add_argument("--run", default=None, help="only this run id")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.audit import read_audit, summarize
+
+    records = read_audit(args.log)
+    if args.run is not None:
+        records = [r for r in records if str(r["run"]) == args.run]
+        if not records:
+            raise OptionError(f"--run {args.run}: no record of that run in {args.log}")
+    print(summarize(records, args.log))
+    return 0
+
+
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
     from fedcausal_flwr.federation.localhost import federation_command
@@ -673,6 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_citest(sub)
     _add_export(sub)
     _add_report(sub)
+    _add_audit(sub)
     from fedcausal_flwr.federation.localhost import add_federation_parser
 
     add_federation_parser(sub)
@@ -684,6 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "citest": _citest,
         "export": _export,
         "report": _report,
+        "audit": _audit,
         "federation": _federation,
     }
     try:

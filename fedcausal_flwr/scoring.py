@@ -20,20 +20,37 @@ from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.result import Result
 
 
-def read_truth(path: str | Path, variables: Sequence[str]) -> Graph:
-    """A DAG from a ``cause,effect`` CSV over ``variables``; unknown names are an error."""
-    edges = pd.read_csv(path)
+def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True) -> Graph:
+    """A DAG from a ``cause,effect`` CSV over ``variables``; unknown names are an error.
+
+    Read as a local file (a URL is not fetched). ``quote=False`` (the coordinator) keeps the
+    file's content out of every error: it names the file and what is wrong."""
+    with open(path, encoding="utf-8", newline="") as handle:  # never a URL
+        try:
+            edges = pd.read_csv(handle)
+        except (ValueError, UnicodeDecodeError) as err:
+            detail = f": {err}" if quote else ""
+            raise ValueError(f"{path}: not a cause,effect CSV{detail}") from None
     edges.columns = [str(c).strip().lower() for c in edges.columns]
     if not {"cause", "effect"} <= set(edges.columns):
-        raise ValueError(f"{path}: a truth file needs the columns cause,effect; got {list(edges)}")
+        got = f"; got {list(edges)}" if quote else ""
+        raise ValueError(f"{path}: a truth file needs the columns cause,effect{got}")
     known = set(variables)
     for col in ("cause", "effect"):
         unknown = sorted(set(edges[col].astype(str)) - known)
         if unknown:
+            if not quote:
+                raise ValueError(f"{path}: {len(unknown)} {col} name(s) are not data columns")
             raise ValueError(
                 f"{path}: {col} names {unknown} are not data columns {list(variables)}"
             )
-    return Graph.from_edges(list(variables), edges[["cause", "effect"]].astype(str).values.tolist())
+    pairs = edges[["cause", "effect"]].astype(str).values.tolist()
+    if quote:
+        return Graph.from_edges(list(variables), pairs)
+    try:
+        return Graph.from_edges(list(variables), pairs)
+    except ValueError:
+        raise ValueError(f"{path}: its edges do not form a graph over the data columns") from None
 
 
 def truth_for(result_graph: Graph, dag: Graph, latent: Sequence[str] = ()) -> Graph:

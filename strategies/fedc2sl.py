@@ -87,6 +87,7 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -608,6 +609,16 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
+#: what each action discloses: dense tables, margins and sketches are sums (through SecAgg+ in a
+#: secure run); sparse tables and the Gaussian moments reach the server per client
+DISCLOSURES = {
+    TABLES: SUM,
+    MARGINS: SUM,
+    SKETCH: SUM,
+    SPARSE_TABLES: PER_CLIENT,
+    MOMENTS: PER_CLIENT,
+    QUERY_MOMENTS: PER_CLIENT,
+}
 
 
 @documented_by(FEDPC_OPTIONS)
@@ -654,6 +665,7 @@ register_method(
     lambda options: make_strategy(options, "pc"),
     _make_client,
     options=FEDPC_OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
@@ -665,6 +677,7 @@ register_method(
     lambda options: make_strategy(options, "fci"),
     _make_client,
     options=FEDFCI_OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",

@@ -63,6 +63,7 @@ from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -522,6 +523,9 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
+#: what each action discloses: GLM blocks are sums (through SecAgg+ in a secure run); the
+#: Fisher baseline (ci=fisher) collects each client's own p-values
+DISCLOSURES = {GLM: SUM, LOCAL_LRT: PER_CLIENT}
 
 
 @documented_by(FEDCI_PC_OPTIONS)
@@ -578,6 +582,7 @@ for _algorithm in ALGORITHMS:
         _for_algorithm(make_strategy, _algorithm),
         _make_client,
         options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
+        disclosures=DISCLOSURES,
         bootstrap=True,
         secure=secure_support,
         paper="fedCI (Hahn et al.)",

@@ -55,6 +55,7 @@ from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
+from fedcausal_flwr.federation.disclosure import RAW
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.protocol import Reply, Request
@@ -62,7 +63,7 @@ from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.fedci import RAW_ROWS
+from fedcausal_flwr.protocols.fedci import LOCAL_LRT, RAW_ROWS
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import fedci
@@ -345,6 +346,13 @@ def _options(ci: str) -> OptionSet:
 FEDCI_IOD_OPTIONS = _options("fedci")
 IOD_FISHER_OPTIONS = _options("fisher")
 IOD_POOLED_OPTIONS = _options("pooled")
+#: fedci-iod: fedCI's GLM blocks (and local LRTs); iod-fisher: each site's own LRT p-values;
+#: iod-pooled: the sites' rows
+DISCLOSURES_OF_EVIDENCE = {
+    "fedci": fedci.DISCLOSURES,
+    "fisher": {LOCAL_LRT: fedci.DISCLOSURES[LOCAL_LRT]},
+    "pooled": {RAW_ROWS: RAW},
+}
 OPTIONS_OF_EVIDENCE = {
     "fedci": FEDCI_IOD_OPTIONS,
     "fisher": IOD_FISHER_OPTIONS,
@@ -401,6 +409,7 @@ register_method(
     _for_evidence(make_strategy, "fedci"),
     _make_client,
     options=FEDCI_IOD_OPTIONS,
+    disclosures=DISCLOSURES_OF_EVIDENCE["fedci"],
     secure=fedci.secure_support,
     score=score_pag_list,
     paper="fedCI-IOD (Hahn et al.)",
@@ -412,6 +421,7 @@ register_method(
     _for_evidence(make_strategy, "fisher"),
     _make_client,
     options=IOD_FISHER_OPTIONS,
+    disclosures=DISCLOSURES_OF_EVIDENCE["fisher"],
     secure=lambda options: (
         "Fisher's combination collects each client's p-values, which cannot be summed"
     ),
@@ -425,6 +435,7 @@ register_method(
     _for_evidence(make_strategy, "pooled"),
     _make_client,
     options=IOD_POOLED_OPTIONS,
+    disclosures=DISCLOSURES_OF_EVIDENCE["pooled"],
     secure=lambda options: (
         "the pooled upper bound collects every site's rows, which cannot be summed"
     ),

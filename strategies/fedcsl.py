@@ -78,6 +78,7 @@ from fedcausal_flwr.discovery.fedcsl import (
     federated_skeleton,
     weighted_direction_votes,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
@@ -332,11 +333,16 @@ def make_client(partition_id, data, options):
     return FedCSLClient(partition_id, data)
 
 
+#: each client's HITON-PC sets with its weight, and its own BDeu DAG
+DISCLOSURES = {NEIGHBOURS: PER_CLIENT, LOCAL_DAG: PER_CLIENT}
+
+
 register_method(
     "fedcsl",
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     paper="FedCSL (Guo et al. 2024)",
     description="FedCSL (Guo et al. 2024): weighted HITON-PC skeleton + weighted BDeu HC DAGs",

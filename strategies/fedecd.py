@@ -87,6 +87,7 @@ from fedcausal_flwr.discovery.bootstrap import (
     directed_part,
     vote_directions,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
@@ -464,11 +465,16 @@ def make_client(partition_id, data, options):
     return FedECDClient(partition_id, data)
 
 
+#: each client's layer votes, its bootstrap evidence per removed edge and its voted directions
+DISCLOSURES = {PRUNE: PER_CLIENT, BOOTSTRAP_WEIGHTS: PER_CLIENT, ORIENT: PER_CLIENT}
+
+
 register_method(
     "fedecd",
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     paper="FedECD (Guo et al. 2024)",
     description="FedECD (Guo et al. 2024): voting skeleton + bootstrap evidence, bootstrap BDeu HC",

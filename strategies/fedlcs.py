@@ -79,6 +79,7 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import Graph
@@ -300,6 +301,9 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
 
 OPTIONS = _lcs_options(with_ratio=True)
 BASELINE_OPTIONS = _lcs_options(with_ratio=False)
+#: each client's keep flags of a layer's candidate sets, and its p-values of the separating-set
+#: search
+DISCLOSURES = {LCS_PRUNE: PER_CLIENT, LCS_SEPSETS: PER_CLIENT}
 
 
 def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
@@ -340,6 +344,7 @@ register_method(
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
     paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",

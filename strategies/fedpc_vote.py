@@ -70,6 +70,7 @@ import numpy as np
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.colliders import ColliderOrientation
@@ -451,11 +452,16 @@ def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
     )
 
 
+#: each client's kept edges and separating sets of a layer, and its own p-values
+DISCLOSURES = {PRUNE: PER_CLIENT, PVALUES: PER_CLIENT}
+
+
 register_method(
     "fedpc-vote",
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",

@@ -23,6 +23,7 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -234,11 +235,17 @@ def make_client(partition_id, data, options):
     return LCSBaselineClient(partition_id, data)
 
 
+#: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
+LOCAL_DISCLOSURES = {LCS_LOCAL: PER_CLIENT}
+POOLED_DISCLOSURES = {RAW_DATA: RAW}
+
+
 register_method(
     "fedlcs-local",
     make_local_strategy,
     make_client,
     options=BASELINE_OPTIONS,
+    disclosures=LOCAL_DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
     summaries=lcs_local_rows,
@@ -250,6 +257,7 @@ register_method(
     make_pooled_strategy,
     make_client,
     options=BASELINE_OPTIONS,
+    disclosures=POOLED_DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
     paper="baseline (FedLCS: LCS-All)",

@@ -90,6 +90,7 @@ from fedcausal_flwr.discovery.notears import (
     frequency_midpoints,
     threshold_dag,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.inputs import value_type
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -387,11 +388,17 @@ def make_client(partition_id, data, options):
     return NotearsAdmmClient(partition_id, data)
 
 
+#: what each action discloses: the level counts are sums (through SecAgg+ in a secure run); each
+#: ADMM step returns the client's own local solution
+DISCLOSURES = {LEVEL_COUNTS: SUM, ADMM_STEP: PER_CLIENT}
+
+
 register_method(
     "notears-admm",
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     paper="NOTEARS-ADMM (Ng & Zhang 2022)",
     description="NOTEARS-ADMM (Ng & Zhang 2022), linear: federated NOTEARS by ADMM, one round "
     "per iteration",

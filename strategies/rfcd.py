@@ -67,6 +67,7 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.discovery.ges import Family, GESResult, ges_steps
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -296,11 +297,16 @@ def make_client(partition_id, data, options):
     return RFCDClient(partition_id, data)
 
 
+#: each client's own BDeu score of every family of a batch
+DISCLOSURES = {FAMILY_SCORES: PER_CLIENT}
+
+
 register_method(
     "rfcd",
     make_strategy,
     make_client,
     options=OPTIONS,
+    disclosures=DISCLOSURES,
     bootstrap=True,
     paper="RFCD (Mian et al.), as run in the FedC2SL paper (Wang et al.)",
     description="RFCD (Mian et al.): GES over BDeu, each family scored by its worst client",

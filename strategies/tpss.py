@@ -108,6 +108,7 @@ from fedcausal_flwr.discovery.tpss import (
     union_graph,
     weighted_adjacency,
 )
+from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -636,6 +637,8 @@ FEDCDNV_OPTIONS = UPDATE_OPTIONS.extend(
     checks=(_theta_band,),
 )
 OPTIONS = {"fedcdnv": FEDCDNV_OPTIONS, "fedcdnv-vote": UPDATE_OPTIONS, "fci-base": BASE_OPTIONS}
+#: each client's local PAG, and its updated PAG with the statistics of the two-level selection
+DISCLOSURES = {FCDNV_INIT: PER_CLIENT, FCDNV_UPDATE: PER_CLIENT}
 
 
 # ============================================================================ registration
@@ -691,6 +694,7 @@ for _method in METHODS:
         _for_method(make_strategy, _method),
         make_client,
         options=OPTIONS[_method],
+        disclosures=DISCLOSURES,
         paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",
         description=DESCRIPTIONS[_method],
         min_sites=2,

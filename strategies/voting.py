@@ -66,6 +66,7 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
@@ -590,6 +591,13 @@ def make_client(partition_id, data, options):
     return VotingClient(partition_id, data)
 
 
+#: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
+#: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
+GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: PER_CLIENT}
+CIT_VOTE_DISCLOSURES = {PVALUES: PER_CLIENT}
+POOLED_DISCLOSURES = {RAW_DATA: RAW}
+
+
 def _for_algorithm(
     make: Callable[[Mapping[str, Any], str], ProtocolStrategy], algorithm: str
 ) -> Callable[[Mapping[str, Any]], ProtocolStrategy]:
@@ -604,6 +612,7 @@ for _alg in ALGORITHMS:
         _for_algorithm(make_graph_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
+        disclosures=GRAPH_VOTE_DISCLOSURES,
         bootstrap=True,
         paper="baseline (FedC2SL)",
         description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
@@ -614,6 +623,7 @@ for _alg in ALGORITHMS:
         _for_algorithm(make_cit_vote, _alg),
         make_client,
         options=VOTING_OPTIONS,
+        disclosures=CIT_VOTE_DISCLOSURES,
         bootstrap=True,
         paper="baseline (FedC2SL)",
         description=(
@@ -635,6 +645,7 @@ register_method(
     make_local,
     make_client,
     options=LOCAL_OPTIONS,
+    disclosures=GRAPH_VOTE_DISCLOSURES,
     bootstrap=True,
     summaries=local_rows,
     paper="baseline",
@@ -645,6 +656,7 @@ register_method(
     make_pooled,
     make_client,
     options=POOLED_OPTIONS,
+    disclosures=POOLED_DISCLOSURES,
     bootstrap=True,
     paper="upper bound",
     description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",

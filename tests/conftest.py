@@ -35,3 +35,14 @@ def _ray_tmpdir(tmp_path_factory):
     folder.mkdir(exist_ok=True)
     os.environ["RAY_TMPDIR"] = str(folder)
     yield
+
+
+@pytest.fixture(autouse=True)
+def coordinator_folders(tmp_path, monkeypatch):
+    """A coordinator's folders inside the test's temp dir: `result-path` is relative to
+    tmp_path/results, truth files come from tmp_path/truth, no plugin is allowed (a test
+    allowing one sets FEDCAUSAL_ALLOW_PLUGINS)."""
+    monkeypatch.setenv("FEDCAUSAL_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("FEDCAUSAL_TRUTH_DIR", str(tmp_path / "truth"))
+    monkeypatch.delenv("FEDCAUSAL_ALLOW_PLUGINS", raising=False)
+    return tmp_path / "results"

@@ -34,7 +34,8 @@ FLOWER_FREE = (
     "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
     "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
-    "fedcausal_flwr.federation.bootstrap",
+    "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
+    "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
@@ -46,12 +47,15 @@ LAYERS = (
      "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
      "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
      "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
-     "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.scoring"),
+     "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
+     "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
+     "fedcausal_flwr.scoring"),
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),
     ("fedcausal_flwr.strategies",),
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.app"),
     ("fedcausal_flwr.compare", "fedcausal_flwr.plots", "fedcausal_flwr.report",
-     "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli"),
+     "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
+     "fedcausal_flwr.audit"),
     ("fedcausal_flwr", "fedcausal_flwr.experiments"),  # the facade (run, rerun, citest), scripts
 )  # fmt: skip
 

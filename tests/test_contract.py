@@ -29,14 +29,13 @@ SMALL = {"network": "asia", "samples": 900, "clients": 3, "seed": 2}
 
 def app_run(tmp_path, run_config: dict, clients: int = 3) -> Result:
     """The `flwr run` apps on the in-process grid (the same objects a SuperLink runs)."""
-    path = tmp_path / "app-result.json"
     run_local(
         flwr_app.server_app,
         flwr_app.client_app,
         clients,
-        {**run_config, "result-path": str(path)},
+        {**run_config, "result-path": "app-result.json"},
     )
-    return Result.load(path)
+    return Result.load(tmp_path / "results" / "app-result.json")  # conftest's results folder
 
 
 def test_fedecd_effective_options_are_the_same_on_every_door(tmp_path, capsys):

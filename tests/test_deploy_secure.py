@@ -78,6 +78,14 @@ BREADTH = [
     ("notears-admm", "max-iter=8 rho1-growth=4 rho2-growth=2 rho-max=1e12", "mixed"),
 ]
 TUNED = shutil.which("fedcausal-supernode") is not None and shutil.which("fedcausal-executor")
+#: the sites' policy file as `federation up --site-policy` passes it (the defaults, written out)
+DEFAULT_POLICY = "allow-raw-rows = false\nmax-levels = 100\n"
+#: the centralised references (their sites send rows), with short options and their data
+RAW_METHODS = [
+    ("pooled", "", "asia"),
+    ("iod-pooled", "", "overlap"),
+    ("lcs-pooled", "target=either max-depth=1 extension-depth=0", "asia"),
+]
 
 
 def site_frames(kind: str) -> list[pd.DataFrame]:
@@ -146,20 +154,11 @@ class Federation:
 
     def run(self, config: dict, timeout: float = 240.0) -> tuple[Result, str]:
         """``flwr run <app> local-deployment --run-config <file>``; the result and the output."""
-        result_path = self.workdir / "result.json"
+        # the coordinator's results folder (federation up: <workdir>/results)
+        result_path = self.workdir / "results" / "result.json"
         result_path.unlink(missing_ok=True)
-        config = {"num-clients": SITES, **config, "result-path": str(result_path)}
-        lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
-        config_file = self.workdir / "run_config.toml"
-        config_file.write_text("\n".join(lines) + "\n")
-        log_path = self.workdir / "flwr_run.log"
-        with open(log_path, "w") as log:
-            cli = subprocess.Popen(
-                ["flwr", "run", str(self.app), FEDERATION, "--stream", "--run-config",
-                 str(config_file)],
-                env={**self.env, "FLWR_HOME": str(self.flwr_home)}, cwd=self.workdir,
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+        cli, log_path = self.start_run({**config, "result-path": result_path.name})
+        with cli:
             # the result is complete once it parses; the log stream may lag behind it by a
             # few seconds, so the CLI is ended (by PID) as soon as the result is in
             deadline = time.monotonic() + timeout
@@ -174,6 +173,42 @@ class Federation:
         assert result is not None, output[-4000:]
         return result, output
 
+    def start_run(self, config: dict, app: Path | None = None) -> tuple[subprocess.Popen, Path]:
+        """``flwr run`` started with ``config`` (and ``app``, default the federation's); its
+        process and log."""
+        config = {"num-clients": SITES, **config}
+        lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
+        config_file = self.workdir / "run_config.toml"
+        config_file.write_text("\n".join(lines) + "\n")
+        log_path = self.workdir / "flwr_run.log"
+        with open(log_path, "w") as log:
+            cli = subprocess.Popen(
+                ["flwr", "run", str(app or self.app), FEDERATION, "--stream", "--run-config",
+                 str(config_file)],
+                env={**self.env, "FLWR_HOME": str(self.flwr_home)}, cwd=self.workdir,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        return cli, log_path
+
+    def refused(self, config: dict, app: Path | None = None, timeout: float = 120.0) -> str:
+        """The output of a run the sites refuse (``flwr run`` ends by itself)."""
+        cli, log_path = self.start_run(config, app)
+        try:
+            cli.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            end_processes([cli.pid], grace=2.0, reap=cli.poll)
+            pytest.fail(f"flwr run still running after {timeout:g} s")
+        return log_path.read_text(errors="replace")
+
+    def audit(self) -> list[list[dict]]:
+        """Each site's audit log (beside its data file)."""
+        logs = []
+        for path in self.sites:
+            log = path.with_name(path.stem + ".audit.jsonl")
+            lines = log.read_text().splitlines() if log.exists() else []
+            logs.append([json.loads(line) for line in lines])
+        return logs
+
     def write_sites(self, frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
         """Each site's file replaced by its frame; the frames as a site reads them back."""
         for path, frame in zip(self.sites, frames, strict=True):
@@ -187,12 +222,16 @@ def federation(tmp_path_factory):
     sites = [root / f"site{k}.csv" for k in range(SITES)]
     for path, frame in zip(sites, site_frames("asia"), strict=True):
         frame.to_csv(path, index=False)
+    policy = root / "site-policy.toml"  # one file for every site; a test changes it mid-way
+    policy.write_text(DEFAULT_POLICY)
     workdir = root / "federation"
     started = time.perf_counter()
     up = subprocess.run(
         [sys.executable, "-m", "fedcausal_flwr.cli", "federation", "up", "--sites",
-         *map(str, sites), "--workdir", str(workdir), "--detach", *(["--tuned"] if TUNED else [])],
-        env={**os.environ, **NO_PHONING_OUT}, capture_output=True, text=True, timeout=180,
+         *map(str, sites), "--workdir", str(workdir), "--detach", "--site-policy", str(policy),
+         *(["--tuned"] if TUNED else [])],
+        env={**os.environ, **NO_PHONING_OUT, "FEDCAUSAL_RESULTS_DIR": str(workdir / "results")},
+        capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     setup = "tuned" if TUNED else "stock"
     print(f"\nfederation up ({setup}): {time.perf_counter() - started:.1f} s")
@@ -360,6 +399,71 @@ def test_every_strategy_module_through_the_superlink_equals_in_process(
     if method == "fedci-pc":  # the federated GLM tests: every p-value
         assert len(result.extra["ci_tests"]) == 6 and result.graph.n_edges() == 2
     assert result.ledger == expected.ledger
+
+
+@pytest.mark.slow
+def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation):
+    """With the default policy each raw-row reference fails with the sites' one-line refusal and
+    no row leaves; once the sites' policy file allows raw rows, the same runs equal in-process."""
+    policy = federation.sites[0].parent / "site-policy.toml"
+    for method, options, data in RAW_METHODS:
+        federation.write_sites(site_frames(data))
+        output = federation.refused({"method": method, "options": options})
+        expected = (
+            rf"error: site \d refuses method '{method}': it sends the site's rows and its policy "
+            "has allow-raw-rows = false"
+        )
+        assert re.search(expected, output), output[-3000:]
+    logs = federation.audit()
+    assert all(logs), "every site logged its refusals"
+    for log in logs:
+        assert not [e for e in log if e["class"] == "raw" and e["outcome"] == "sent"]
+        refused = [e for e in log if e["outcome"] == "refused"]
+        assert {e["method"] for e in refused} == {m for m, *_ in RAW_METHODS}
+        assert {e["policy"] for e in refused} == {"allow-raw-rows"}
+    policy.write_text(DEFAULT_POLICY.replace("false", "true"))  # read at the next message
+    try:
+        for method, options, data in RAW_METHODS:
+            frames = federation.write_sites(site_frames(data))
+            result, _ = federation.run({"method": method, "options": options})
+            local = fedcausal_flwr.run(method, data=frames, **typed_options(method, options))
+            assert result.graph == local.graph, method
+            expected = Result.from_json(json.loads(json.dumps(local.to_json())))
+            assert without_timings(result.extra) == without_timings(expected.extra), method
+    finally:
+        policy.write_text(DEFAULT_POLICY)
+    sent = [e for log in federation.audit() for e in log if e["class"] == "raw"]
+    assert len([e for e in sent if e["outcome"] == "sent"]) == SITES * len(RAW_METHODS)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TUNED, reason="the bundle check is fedcausal-executor's")
+def test_a_bundle_carrying_code_is_refused_and_never_imported(federation, tmp_path):
+    """A bundle that carries a module of its own and names it as the ClientApp: every site's
+    fedcausal-executor refuses it (policy key `bundle`), and the module is never imported."""
+    marker = tmp_path / "imported"
+    app = tmp_path / "fedcausal-app"
+    app.mkdir()
+    manifest = (federation.app / "pyproject.toml").read_text()
+    manifest = manifest.replace('"fedcausal_flwr.federation.app:client_app"', '"evil:client_app"')
+    listed = 'fab-include = [\n    "pyproject.toml",\n'
+    manifest = manifest.replace(listed, listed + '    "evil.py",\n')
+    assert '"evil.py"' in manifest and '"evil:client_app"' in manifest
+    (app / "pyproject.toml").write_text(manifest)
+    (app / "evil.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "from fedcausal_flwr.federation.app import client_app\n"
+    )
+    federation.write_sites(site_frames("asia"))
+    output = federation.refused({"method": "fedpc"}, app=app)
+    expected = (
+        r"error: site \d refuses the run: the bundle carries 1 file\(s\) besides its manifest "
+        r"\(first: 'evil.py'\)"
+    )
+    assert re.search(expected, output), output[-3000:]
+    assert not marker.exists()
+    for log in federation.audit():
+        assert log[-1]["outcome"] == "refused" and log[-1]["policy"] == "bundle"
 
 
 def test_breadth_covers_every_strategy_module():

@@ -21,6 +21,14 @@ from tests.test_federation_toy import toy_partitions, toy_reference
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOY_RUN = {"method": "toy", "plugins": "tests.test_federation_toy", "num-clients": 3}
+#: what a site running the toy plugin's tests needs in its node config (its policy allows it)
+TOY_SITE = {"allow-plugins": TOY_RUN["plugins"]}
+
+
+@pytest.fixture(autouse=True)
+def allow_toy_plugin(monkeypatch):
+    """The coordinator's operator allows the toy plugin (results: conftest's folder)."""
+    monkeypatch.setenv("FEDCAUSAL_ALLOW_PLUGINS", TOY_RUN["plugins"])
 
 
 def test_pyproject_points_flower_at_the_apps_and_ships_no_code():
@@ -40,9 +48,9 @@ def test_deployment_apps_read_csv_sites_and_write_the_result(tmp_path):
     for k, part in enumerate(parts):
         path = tmp_path / f"site{k}.csv"
         part.to_csv(path, index=False)
-        nodes.append({"partition-id": k, "data-path": str(path)})
-    result_path = tmp_path / "out" / "result.json"
-    run_config = {**TOY_RUN, "result-path": str(result_path)}
+        nodes.append({"partition-id": k, "data-path": str(path), **TOY_SITE})
+    result_path = tmp_path / "results" / "out" / "result.json"
+    run_config = {**TOY_RUN, "result-path": "out/result.json"}
     run_local(flwr_app.server_app, flwr_app.client_app, 3, run_config, nodes)
     result = Result.load(result_path)
     sites = {k: pd.read_csv(n["data-path"]) for k, n in enumerate(nodes)}
@@ -53,8 +61,8 @@ def test_deployment_apps_read_csv_sites_and_write_the_result(tmp_path):
 
 
 def test_simulated_sites_generate_their_partition(tmp_path):
-    result_path = tmp_path / "result.json"
-    run_config = {**TOY_RUN, "result-path": str(result_path), "samples": 300, "seed": 0}
+    result_path = tmp_path / "results" / "result.json"
+    run_config = {**TOY_RUN, "result-path": "result.json", "samples": 300, "seed": 0}
     run_local(flwr_app.server_app, flwr_app.client_app, 3, run_config)  # node_config: partition-*
     ref = toy_reference(dict(enumerate(toy_partitions(3))), [0, 2])
     assert Result.load(result_path).extra["counts"] == ref["counts"]
@@ -69,7 +77,7 @@ def test_site_without_partition_id_gets_a_clear_error(tmp_path):
 
 
 def test_missing_site_file_stops_the_run_naming_the_site(tmp_path):
-    nodes = [{"partition-id": 0, "data-path": str(tmp_path / "missing.csv")}]
+    nodes = [{"partition-id": 0, "data-path": str(tmp_path / "missing.csv"), **TOY_SITE}]
     with pytest.raises(ClientProtocolError, match="client 0: cannot load this site's data: data"):
         run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
 

@@ -375,7 +375,7 @@ def test_flwr_run_dot_works_on_flowers_default_local_simulation(tmp_path):
     app_dir.mkdir()
     shutil.copy(REPO_ROOT / "pyproject.toml", app_dir / "pyproject.toml")
     home = tmp_path / "flwr_home"
-    result_path = tmp_path / "result.json"
+    result_path = tmp_path / "results" / "result.json"  # conftest's FEDCAUSAL_RESULTS_DIR
     env = {
         **os.environ,
         **NO_PHONING_OUT,
@@ -386,7 +386,7 @@ def test_flwr_run_dot_works_on_flowers_default_local_simulation(tmp_path):
     try:
         done = subprocess.run(
             ["flwr", "run", ".", "--stream", "--run-config",
-             f"samples=2000 truth='network' result-path='{result_path}'"],
+             "samples=2000 truth='network' result-path='result.json'"],
             cwd=app_dir, env=env, capture_output=True, text=True, timeout=150,
         )  # fmt: skip
     finally:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.messages import SUMMED, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet
@@ -153,6 +154,7 @@ register_method(
     make_data=toy_data,
     options=TOY_OPTIONS,
     secure=lambda options: None,  # the counts are an integer sum
+    disclosures={"colsum": PER_CLIENT, "counts": SUM, "ssd": PER_CLIENT},
     description="test-only column statistics protocol",
 )
 

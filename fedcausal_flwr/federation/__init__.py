@@ -8,7 +8,10 @@ Flower-free (unit-tested without Flower; ``tests/test_architecture.py`` checks i
 * :mod:`.sums` - exact integer sums, plain or decoded from SecAgg+'s mean.
 * :mod:`.bookkeeping` - round log, bytes, dropouts, privacy ledger.
 * :mod:`.messages` - Request / Reply / ClientInfo, wire keys, errors, SecAgg+ exact-sum bounds.
-* :mod:`.registry` - methods, their declared options and hooks.
+* :mod:`.registry` - methods, their declared options, disclosures and hooks.
+* :mod:`.disclosure` - the four classes of what a client action discloses.
+* :mod:`.site_policy` - a site's policy, the guard every reply passes, the site's audit log.
+* :mod:`.coordinator` - the folders a coordinator reads and writes (result-path, truth, plugins).
 
 Flower:
 

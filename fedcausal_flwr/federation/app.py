@@ -22,15 +22,21 @@ has one, else ``samples`` rows of ``network`` (``seed``), split by ``partition``
 ``num-partitions`` parts (:func:`sample_network_partition`). ``num-clients = 0`` (the default) runs
 with the SuperNodes that are connected (Flower's default local simulation has 2); a real deployment
 should name how many sites it waits for. The ServerApp writes the
-:class:`~fedcausal_flwr.result.Result` JSON to ``result-path`` (on the SuperLink's machine) when it
-is set.
+:class:`~fedcausal_flwr.result.Result` JSON to ``result-path`` when it is set.
+
+The coordinator stays in its operator's folders (:mod:`.coordinator`): ``result-path`` is relative
+to its results folder, ``truth`` is ``network`` or a file in its truth folder, and ``plugins`` are
+imported only when the operator allows them; all three are checked before the first round. A site
+with data (a ``data-path``) answers under its own policy (:mod:`.site_policy`: the node config's
+policy keys or ``policy-file``), checks ``plugins`` against it before importing anything, and logs
+every reply and refusal in its audit log.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -41,13 +47,21 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.federation.clientside import CLIENT_MODS, partition_id_of
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.coordinator import CoordinatorError, CoordinatorFolders
+from fedcausal_flwr.federation.messages import ProtocolError, SitePolicyError
 from fedcausal_flwr.federation.registry import (
     MethodSpec,
     check_secure,
     get_method,
     import_plugins,
     simulation_data,
+)
+from fedcausal_flwr.federation.site_policy import (
+    ALLOW_PLUGINS,
+    PolicyConfigError,
+    SiteGuard,
+    SitePolicy,
+    plugin_problem,
 )
 from fedcausal_flwr.options import Option, OptionSet, parse_assignments, parse_bool
 from fedcausal_flwr.settings import RUN_SETTINGS
@@ -136,12 +150,17 @@ _CSV_CACHE: dict[tuple, pd.DataFrame] = {}
 _SAMPLE_CACHE: dict[tuple, list[pd.DataFrame]] = {}
 
 
-def resolve_run_config(run_config: Mapping[str, Any]) -> tuple[MethodSpec, dict, dict]:
+def resolve_run_config(
+    run_config: Mapping[str, Any], check_plugins: Callable[[str], None] | None = None
+) -> tuple[MethodSpec, dict, dict]:
     """``(method, settings, method options)`` of a run config, all validated.
 
-    Imports the ``plugins`` first, so a plugin method is known.
+    Imports the ``plugins`` first, so a plugin method is known, once ``check_plugins(plugins)``
+    (the coordinator's or the site's rule) has let them through.
     """
     settings = APP_SETTINGS.resolve(dict(run_config), owner="run config", door="config")
+    if check_plugins is not None:
+        check_plugins(settings["plugins"])
     import_plugins(settings["plugins"])
     spec = get_method(settings["method"])
     raw = parse_assignments(settings["options"], what="run config key options")
@@ -225,12 +244,26 @@ server_app = ServerApp()
 
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
+    try:
+        _serve(grid, context)
+    except (CoordinatorError, SitePolicyError) as err:
+        print(f"fedcausal-flwr: error: {err}", flush=True)  # the one line the submitter reads
+        raise
+
+
+def _serve(grid: Grid, context: Context) -> None:
     # the server side's modules are imported here, not at module level: the ClientApp process
     # loads this module too, and imports only what a client needs (see _client_fn)
     from fedcausal_flwr.federation.apps import RunSettings, run_strategy
     from fedcausal_flwr.result import run_config
 
-    spec, settings, options = resolve_run_config(context.run_config)
+    folders = CoordinatorFolders.from_environment()
+    spec, settings, options = resolve_run_config(context.run_config, folders.check_plugins)
+    # everything the run config asks of the coordinator's disk, checked before the first round
+    if settings["result_path"]:
+        folders.result_target(settings["result_path"])
+    truth = settings["truth"]
+    truth_file = folders.truth_file(truth) if truth and truth != "network" else None
     strategy = spec.new_strategy(options, "config")
     wanted = settings["num_clients"]
     print(
@@ -259,16 +292,20 @@ def _server_main(grid: Grid, context: Context) -> None:
     result = strategy.build_result(
         config=run_config(spec.name, options, {"backend": "flwr", **recorded}, source)
     )
-    score(result, settings["truth"], settings["network"], settings["seed"])
-    if settings["result_path"]:
-        path = result.save(settings["result_path"])
+    if settings["result_path"]:  # saved before scoring: a truth that fails loses no result
+        path = folders.save(result, settings["result_path"])
         logger.info("result written to %s", path)
+    if truth:
+        score(result, truth, settings["network"], settings["seed"], truth_file)
+        if settings["result_path"]:
+            folders.save(result, settings["result_path"])
     print(result.summary(), flush=True)
 
 
-def score(result, truth: str, network: str, seed: int = 0) -> None:
-    """Add metrics: ``truth="network"`` scores against the configured network's DAG, any other
-    non-empty value is a ``cause,effect`` CSV on the SuperLink's machine."""
+def score(result, truth: str, network: str, seed: int = 0, truth_file=None) -> None:
+    """Add metrics: ``truth="network"`` scores against the configured network's DAG; otherwise
+    ``truth_file`` (the coordinator's checked path of ``truth``) is a ``cause,effect`` CSV, read
+    without quoting its content in any error."""
     if not truth or result.graph is None:
         return
     from fedcausal_flwr.data.specs import network_for
@@ -277,20 +314,35 @@ def score(result, truth: str, network: str, seed: int = 0) -> None:
     if truth == "network":
         dag = network_for(network, seed).dag
     else:
-        dag = read_truth(truth, result.variables)
+        dag = read_truth(truth_file or truth, result.variables, quote=False)
     result.config["truth"] = truth
     result.metrics.update(score_graph(result, dag))
 
 
 def _client_fn(context: Context):
-    spec, settings, options = resolve_run_config(context.run_config)
     partition_id = partition_id_of(context)
+    run = str(getattr(context, "run_id", ""))
+    try:
+        policy = SitePolicy.of_node(context.node_config)
+    except PolicyConfigError as err:
+        raise ProtocolError(partition_id, f"site {partition_id}'s policy: {err}") from None
+
+    def check_plugins(plugins: str) -> None:  # before anything of the run config is imported
+        problem = plugin_problem(policy, plugins, partition_id)
+        if problem:
+            method = str(context.run_config.get("method", ""))
+            SiteGuard(method, {}, policy=policy, site=partition_id, run=run).refuse(
+                ALLOW_PLUGINS, problem, action="", round_=None, secure=False
+            )
+
+    spec, settings, options = resolve_run_config(context.run_config, check_plugins)
+    guard = spec.guard(partition_id, policy, secure_run=settings["secure"], run=run)
     try:
         data = site_data(context, spec, {**settings, **options})
     except (OSError, LookupError, ValueError, TypeError) as err:
         # a site's configuration or data problem stops the run; it is not a dropout
         raise ProtocolError(partition_id, f"cannot load this site's data: {err}") from err
-    client = spec.make_client(partition_id, data, spec.own_options(options))
+    client = spec.client(partition_id, data, options, guard)
     if client.context is None:
         client.context = context
     return client.to_client()

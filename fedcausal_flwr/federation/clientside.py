@@ -8,15 +8,17 @@ process per message (or forks one from a warm executor), and what it imports is 
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from flwr.app import Context, Error, Message, MessageType
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 
-from fedcausal_flwr.federation.flower_internals import RECORD_KEY_CONFIGS
+from fedcausal_flwr.federation.flower_internals import RECORD_KEY_CONFIGS, secagg_sample_size
 from fedcausal_flwr.federation.messages import (
     CLIENT_FAILURE_CODE,
     REFUSAL_CODE,
@@ -24,6 +26,14 @@ from fedcausal_flwr.federation.messages import (
     ProtocolError,
     encode_client_failure,
     encode_refusal,
+)
+from fedcausal_flwr.federation.site_policy import (
+    APP_COMPONENTS,
+    BUNDLE,
+    PolicyConfigError,
+    SiteGuard,
+    SitePolicy,
+    bundle_problem,
 )
 
 if TYPE_CHECKING:
@@ -35,13 +45,29 @@ PARTITION_ID_KEY = "partition-id"
 ClientFactory = Callable[[int, Context], "ProtocolClient"]
 
 
+#: set while a reply is computed inside SecAgg+ (by this site's own mod, never by the request):
+#: the number of participants of the round; None outside SecAgg+
+_SECAGG_PARTICIPANTS: ContextVar[int | None] = ContextVar("secagg_participants", default=None)
+
+
+def secagg_participants() -> int | None:
+    """How many participants the SecAgg+ round this reply goes through has (None: the reply is
+    not masked by SecAgg+). Read by a site's guard (``require-secure``)."""
+    return _SECAGG_PARTICIPANTS.get()
+
+
 def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
-    """Client mod: SecAgg+ stage messages go to ``secaggplus_mod``; all others pass through."""
+    """Client mod: SecAgg+ stage messages go to ``secaggplus_mod``; all others pass through.
+    While SecAgg+ asks the client for the vector it masks, :func:`secagg_participants` says so."""
     if (
         msg.metadata.message_type == MessageType.TRAIN
         and RECORD_KEY_CONFIGS in msg.content.config_records
     ):
-        return secaggplus_mod(msg, ctxt, call_next)
+        token = _SECAGG_PARTICIPANTS.set(secagg_sample_size(ctxt))
+        try:
+            return secaggplus_mod(msg, ctxt, call_next)
+        finally:
+            _SECAGG_PARTICIPANTS.reset(token)
     return call_next(msg, ctxt)
 
 
@@ -93,3 +119,34 @@ def make_client_app(client_factory: ClientFactory) -> ClientApp:
         return client.to_client()
 
     return ClientApp(client_fn=client_fn, mods=list(CLIENT_MODS))
+
+
+def installed_client_app(content: bytes, context: Context) -> Callable[..., Message]:
+    """What a site's ``fedcausal-executor`` runs for a task, whatever the bundle names: the
+    installed package's ClientApp (the one :data:`~.site_policy.APP_COMPONENTS` names) if the
+    bundle is this project's manifest-only bundle, else an app that answers with a refusal
+    (policy key ``bundle``, logged in the site's audit log). The bundle's files are never
+    installed or imported."""
+    problem = bundle_problem(content)
+    if problem is None:
+        module, _, name = APP_COMPONENTS["clientapp"].partition(":")
+        return getattr(importlib.import_module(module), name)
+    site = int(context.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT))
+
+    def refuse(message: Message, context: Context) -> Message:
+        try:
+            policy = SitePolicy.of_node(context.node_config)
+        except PolicyConfigError:
+            policy = None  # the bundle is refused all the same; the policy's error comes later
+        method = str(context.run_config.get("method", ""))
+        guard = SiteGuard(method, {}, policy=policy, site=site, run=str(context.run_id))
+        try:
+            guard.refuse(BUNDLE, f"site {site} refuses the run: {problem}", action="",
+                         round_=None, secure=False)  # fmt: skip
+        except ProtocolError as refusal:
+            return Message(
+                Error(code=REFUSAL_CODE, reason=encode_refusal(refusal)), reply_to=message
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return refuse

@@ -45,6 +45,7 @@ from typing import Any
 import tomli_w
 
 from fedcausal_flwr.environment import NO_PHONING_OUT  # set for every process started here
+from fedcausal_flwr.federation.coordinator import RESULTS_ENV, TRUTH_ENV
 from fedcausal_flwr.federation.credentials import (
     check_certificate,
     check_node_key,
@@ -220,7 +221,10 @@ class LocalDeployment:
 
     ``node_configs[k]`` is site k's ``--node-config`` (e.g. ``{"partition-id": k, "data-path":
     "/data/site-k.csv"}``). ``env`` adds environment variables for every process (e.g.
-    ``PYTHONPATH`` so the apps can import plugin modules). ``tuned=True`` runs each site as
+    ``PYTHONPATH`` so the apps can import plugin modules, or the coordinator's folders:
+    ``FEDCAUSAL_RESULTS_DIR`` and ``FEDCAUSAL_TRUTH_DIR`` default to ``workdir/results`` and
+    ``workdir/truth``). A site's policy keys (:mod:`.site_policy`) go in its node config, like
+    its ``data-path``. ``tuned=True`` runs each site as
     ``fedcausal-supernode --isolation process`` plus a ``fedcausal-executor`` (see module doc);
     ``warm_executor=True`` with ``tuned=False`` runs Flower's own ``flower-supernode --isolation
     process`` beside a ``fedcausal-executor`` (no change to Flower at all); ``executor_args``
@@ -292,8 +296,21 @@ class LocalDeployment:
                 **NO_PHONING_OUT,
             }
         )
+        # the coordinator's folders (result-path and truth files stay inside them)
+        self.env.setdefault(RESULTS_ENV, str(self.workdir / "results"))
+        self.env.setdefault(TRUTH_ENV, str(self.workdir / "truth"))
         self.env.update(env or {})
         self.timings: dict[str, float] = {}
+
+    @property
+    def results_dir(self) -> Path:
+        """The coordinator's results folder (``result-path`` is relative to it)."""
+        return Path(self.env[RESULTS_ENV])
+
+    @property
+    def truth_dir(self) -> Path:
+        """The coordinator's folder of truth files (``truth`` names a file in it)."""
+        return Path(self.env[TRUTH_ENV])
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalDeployment:
@@ -588,10 +605,11 @@ class LocalDeployment:
         load: Callable[[Path], Any] = Result.load,
     ) -> Any:
         """``flwr run app_dir`` against this deployment; the Result the ServerApp wrote at the run
-        config's ``result-path`` (read with ``load``: another app may write another file)."""
-        result_path = self.workdir / "result.json"
+        config's ``result-path`` (``result.json`` in the coordinator's results folder, read with
+        ``load``: another app may write another file)."""
+        result_path = self.results_dir / "result.json"
         result_path.unlink(missing_ok=True)
-        config = {**dict(run_config), "result-path": str(result_path)}
+        config = {**dict(run_config), "result-path": result_path.name}
         config.setdefault("num-clients", len(self.node_configs))
         config_file = write_toml(self.workdir / "run_config.toml", config)
         start = time.perf_counter()

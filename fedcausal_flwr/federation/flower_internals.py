@@ -48,7 +48,18 @@ from flwr.server.workflow.constant import (  # noqa: E402
 
 # Missing public API: telling SecAgg+ stage messages apart from plain ones in a client mod (the
 # record key secaggplus_mod itself looks for).
-from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS  # noqa: E402
+from flwr.common.secure_aggregation.secaggplus_constants import (  # noqa: E402
+    RECORD_KEY_CONFIGS,
+    RECORD_KEY_STATE,
+)
+
+
+def secagg_sample_size(context: Any) -> int:
+    """How many nodes take part in the SecAgg+ round a client is in (the ``sample_num`` its
+    setup stage stored in the node's state; 0 before the setup stage)."""
+    state = context.state.config_records.get(RECORD_KEY_STATE)
+    return int(state.get("sample_num", 0)) if state is not None else 0
+
 
 # -- The synchronous in-process Grid (LocalGrid). Missing public API: an in-process Grid at all
 # (1.42's simulation engine is Ray-only), so LocalGrid implements the public Grid interface and
@@ -214,6 +225,7 @@ def run_clientapp_task(
     parent_pid: int | None,
     pull_backoff: float,
     message_wait: float = 5.0,
+    pinned_app: Any = None,
 ) -> int:
     """Run one claimed ClientApp task with Flower's own ``run_clientapp`` (what
     ``flwr-clientapp --token ...`` runs), in this process; its exit code. Runtime dependency
@@ -225,7 +237,11 @@ def run_clientapp_task(
     up to ``message_wait`` seconds for the message (the SuperNode creates the task just before it
     stores the message) instead of failing at once, and retries the message's objects the
     SuperNode has not yet pulled from the SuperLink after ``pull_backoff`` seconds (doubling,
-    capped at 0.1 s) instead of Flower's 1 s (doubling, capped at 10 s)."""
+    capped at 0.1 s) instead of Flower's 1 s (doubling, capped at 10 s).
+
+    ``pinned_app(fab_content, context)``: the ClientApp to run, chosen by the site, never loaded
+    from the bundle: the bundle is then neither installed nor put on the import path (Flower's
+    ``install_from_fab`` and ``get_load_client_app_fn``, both in the runtime module)."""
     from functools import partial
 
     import flwr.supernode.runtime.run_clientapp as runtime
@@ -238,11 +254,22 @@ def run_clientapp_task(
     )
     flower_pull_task_input = runtime.pull_task_input
 
+    pulled: dict[str, Any] = {}
+
     def patient_pull_task_input(client: Any) -> Any:
         client.PullMessages = _waiting(client.PullMessages, message_wait, pull_backoff)
-        return flower_pull_task_input(client)
+        message, context, run, fab = flower_pull_task_input(client)
+        pulled.update(context=context, fab=fab)
+        return message, context, run, fab
 
     runtime.pull_task_input = patient_pull_task_input
+    if pinned_app is not None:
+        runtime.install_from_fab = lambda *args, **kwargs: None  # type: ignore[assignment]
+
+        def load_pinned(**kwargs: Any) -> Any:
+            return lambda *ids: pinned_app(pulled["fab"].content, pulled["context"])
+
+        runtime.get_load_client_app_fn = load_pinned  # type: ignore[assignment]
     try:
         runtime.run_clientapp(
             runtime_api_address=runtime_api_address,
@@ -273,7 +300,13 @@ def _waiting(pull_messages: Any, wait: float, step: float) -> Any:
 
 
 #: What the warm executor uses of the ClientApp runtime module (checked when it starts).
-CLIENTAPP_RUNTIME_NAMES = ("run_clientapp", "pull_task_input", "pull_and_inflate_object_from_tree")
+CLIENTAPP_RUNTIME_NAMES = (
+    "run_clientapp",
+    "pull_task_input",
+    "pull_and_inflate_object_from_tree",
+    "install_from_fab",
+    "get_load_client_app_fn",
+)
 
 
 # -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.tuned_supernode). Missing
@@ -427,6 +460,7 @@ __all__ = [
     "run_clientapp_task",
     "run_flower_supernode",
     "run_simulation_quietly",
+    "secagg_sample_size",
     "set_message_routing",
     "set_task_identity",
     "start_update_client_manager_thread",

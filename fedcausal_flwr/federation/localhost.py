@@ -65,6 +65,15 @@ def add_federation_parser(sub: Any) -> None:
         help="faster rounds: fedcausal-supernode + fedcausal-executor per site",
     )
     up.add_argument(
+        "--site-policy",
+        nargs="+",
+        default=None,
+        metavar="TOML",
+        help="each site's policy file (one for every site, or one per --sites file): "
+        "allow-methods, allow-raw-rows, require-secure, max-levels, allow-plugins, audit-log "
+        "(docs/deploy.md, 'What a site controls'); default: the default policy",
+    )
+    up.add_argument(
         "--detach", action="store_true", help="return once it is up; stop it with `federation down`"
     )
     down = actions.add_parser("down", help="end the processes of a federation started by `up`")
@@ -138,7 +147,7 @@ def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str 
     config = f"method='{method}' num-clients={len(deployment.node_configs)} " + (
         f"options='{options}' " if options else ""
     )
-    config += f"result-path='{deployment.workdir / 'result.json'}'"
+    config += "result-path='result.json'"
     # double quotes read best around the single-quoted values, where the shell allows them
     quoted = f'"{config}"' if not set(config) & set('"$`\\!') else shlex.quote(config)
     return (
@@ -149,6 +158,7 @@ def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str 
 
 def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
     from fedcausal_flwr.federation.deploy import LocalDeployment
+    from fedcausal_flwr.federation.site_policy import describe_policy
 
     tls, auth = security_of(args)
     sites = [Path(s).resolve() for s in args.sites]
@@ -162,6 +172,7 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
             f"`fedcausal-flwr federation down --workdir {workdir}` or choose another folder"
         )
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(sites)]
+    policies = _site_policies(args.site_policy, nodes)
     deployment = LocalDeployment(workdir, nodes, tls=tls, auth=auth, tuned=args.tuned)
     try:
         deployment.start()
@@ -189,6 +200,7 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
         registered = deployment.registered_node_ids.get(k)
         extra = f", registered node {registered}" if registered is not None else ""
         print(f"  site {k}     {path}  SuperNode pid {node.pid}{extra}")
+        print(f"             policy: {'; '.join(describe_policy(policies[k]))}")
     others = sorted(set(pids) - {deployment.processes[0].pid}
                     - {deployment.supernode_process(k).pid for k in range(len(sites))})  # fmt: skip
     if others:
@@ -197,13 +209,35 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
         print(f"  PROBLEM    {problem}")
     print("run a method (its options go in `options`, e.g. options='alpha=0.01 max-depth=3'):")
     print(f"  {run_command(deployment, app, 'fedpc', 'alpha=0.05')}")
-    print(f"the result JSON is written to {workdir / 'result.json'}")
+    print(f"the result JSON is written to {deployment.results_dir / 'result.json'}")
     print(f"stop: `fedcausal-flwr federation down --workdir {workdir}`", end="")
     if args.detach:
         print()
         return 1 if problems else 0
     print(" or Ctrl-C here", flush=True)
     return _wait(deployment, workdir)
+
+
+def _site_policies(files: list[str] | None, nodes: list[dict]) -> list[Any]:
+    """Each site's policy, checked before anything starts; ``files`` (one for every site, or
+    one per site) go into the node configs as ``policy-file``."""
+    from fedcausal_flwr.federation.site_policy import PolicyConfigError, SitePolicy
+
+    if files is not None:
+        if len(files) not in (1, len(nodes)):
+            raise ValueError(
+                f"--site-policy: give one file for every site or one per site ({len(nodes)}), "
+                f"got {len(files)}"
+            )
+        for k, node in enumerate(nodes):
+            node["policy-file"] = str(Path(files[0 if len(files) == 1 else k]).resolve())
+    policies = []
+    for k, node in enumerate(nodes):
+        try:
+            policies.append(SitePolicy.of_node(node))
+        except PolicyConfigError as err:
+            raise ValueError(f"--site-policy: site {k}: {err}") from None
+    return policies
 
 
 def _early_failures(deployment: Any, n_sites: int, wait: float = 3.0) -> list[str]:

@@ -152,6 +152,11 @@ class ClientProtocolError(ValueError):
     """Server-side: a client reported a :class:`ProtocolError`."""
 
 
+class SitePolicyError(ClientProtocolError):
+    """Server-side: a site refused a message under its policy or its method's declared
+    disclosures (the message names the site and the policy key, in one line)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """Why a client's reply is missing: the error code (``REFUSAL_CODE`` or
@@ -165,6 +170,17 @@ class Failure:
     def refusal(self) -> tuple[int, str] | None:
         """``(client, message)`` if this is a client's refusal (a :class:`ProtocolError`)."""
         return decode_client_error(self.code, self.reason) if self.code == REFUSAL_CODE else None
+
+    @property
+    def policy(self) -> str | None:
+        """The policy key of a site's refusal under its policy (None: any other failure)."""
+        if self.code != REFUSAL_CODE:
+            return None
+        try:
+            key = json.loads(self.reason).get("policy")
+        except (ValueError, AttributeError):
+            return None
+        return str(key) if key else None
 
     @property
     def client(self) -> int | None:
@@ -189,8 +205,13 @@ class ClientFailure(Exception):
 
 
 def encode_refusal(error: ProtocolError) -> str:
-    """The reason of a refusal reply: JSON with the client and its message."""
-    return json.dumps({"client": error.client, "message": error.detail})
+    """The reason of a refusal reply: JSON with the client and its message (and the policy key
+    of a site's policy refusal)."""
+    content: dict[str, Any] = {"client": error.client, "message": error.detail}
+    key = getattr(error, "key", None)
+    if key:
+        content["policy"] = str(key)
+    return json.dumps(content)
 
 
 def encode_client_failure(client: int, error: BaseException) -> str:

@@ -38,6 +38,7 @@ from fedcausal_flwr.federation.messages import (
     FederationError,
     Reply,
     Request,
+    SitePolicyError,
     TooFewClientsError,
     secure_clip,
 )
@@ -418,7 +419,12 @@ class ProtocolRun:
 
     def raise_on_protocol_errors(self, server_round: int, failures: Iterable[Failure]) -> None:
         """A client's refusal (its data or the request is invalid: a typed error reply) stops the
-        run; every other failure is a dropout."""
+        run; every other failure is a dropout. A site's policy refusal stops it with the site's
+        own one-line words (they name the site and the policy key)."""
+        failures = list(failures)
+        policy = sorted({f.text for f in failures if f.policy is not None})
+        if policy:
+            raise SitePolicyError("; ".join(policy))
         errors = [r for r in (f.refusal for f in failures) if r is not None]
         if errors:
             text = "; ".join(

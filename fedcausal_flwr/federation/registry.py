@@ -2,13 +2,17 @@
 
 A method module registers itself at import time, with its declared options::
 
-    register_method("fedpc", make_strategy, make_client, options=FEDPC_OPTIONS)
+    register_method("fedpc", make_strategy, make_client, options=FEDPC_OPTIONS,
+                    disclosures={TABLES: SUM, SPARSE_TABLES: PER_CLIENT, ...})
 
 with ``make_strategy(options: dict) -> ProtocolStrategy`` and
 ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) -> ProtocolClient``.
 ``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
 range, help, the paper's value); every door resolves what the user typed with
 :func:`resolve_options` before the first round, and the factories get the complete, typed values.
+``disclosures`` declares, next to the options, what each action of its clients discloses
+(:mod:`~fedcausal_flwr.federation.disclosure`): a client built by :meth:`MethodSpec.client`
+answers only those actions (:class:`~fedcausal_flwr.federation.site_policy.SiteGuard`).
 Built-in methods are found through ``fedcausal_flwr.strategies.BUILTIN_METHODS`` (name -> the module
 that registers it): :func:`get_method` imports only the module of the method asked for (a
 ClientApp answering a FedPC message imports FedPC's module, not every method's), while
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from fedcausal_flwr.federation.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
 from fedcausal_flwr.federation.bootstrap import BootstrapStrategy, with_bootstrap
+from fedcausal_flwr.federation.disclosure import declare
+from fedcausal_flwr.federation.site_policy import SiteGuard, SitePolicy
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
@@ -74,6 +80,8 @@ class MethodSpec:
     #: options the registry added for the federated bootstrap (``bootstrap``,
     #: ``bootstrap_sample``, and ``seed`` if the method had none): its own factories never see them
     bootstrap_keys: tuple[str, ...] = ()
+    #: what each action of the method's clients discloses (action -> class)
+    disclosures: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:
@@ -117,6 +125,39 @@ class MethodSpec:
             return f"{self.name} sums no statistics on the server, so SecAgg+ has nothing to hide"
         return self.secure(self.own_options(options))
 
+    def guard(
+        self,
+        site: int,
+        policy: SitePolicy | None = None,
+        *,
+        secure_run: bool = False,
+        run: str = "",
+    ) -> SiteGuard:
+        """The gate of a client of this method: its declared disclosures, and the site's
+        ``policy`` where it has one."""
+        return SiteGuard(
+            self.name,
+            dict(self.disclosures),
+            bool(self.bootstrap_keys),
+            policy,
+            secure_run,
+            int(site),
+            str(run),
+        )
+
+    def client(
+        self,
+        partition_id: int,
+        data: pd.DataFrame,
+        options: Mapping[str, Any],
+        guard: SiteGuard | None = None,
+    ) -> Any:
+        """A client of this method for resolved ``options``, answering only what the method
+        declares (and ``guard``'s policy allows): how every door builds clients."""
+        client = self.make_client(int(partition_id), data, self.own_options(options))
+        client.guard = guard or self.guard(partition_id)
+        return client
+
     def own_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` without those the registry added (the method's factories get these)."""
         return {k: v for k, v in options.items() if k not in self.bootstrap_keys}
@@ -141,6 +182,7 @@ def register_method(
     summaries: Summaries | None = None,
     min_sites: int = 1,
     bootstrap: bool = False,
+    disclosures: Mapping[str, str] | None = None,
     replace: bool = False,
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
@@ -153,6 +195,8 @@ def register_method(
     clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
     ``bootstrap``: the method takes the option ``bootstrap`` (the federated bootstrap of
     :mod:`~fedcausal_flwr.federation.bootstrap`; its clients must keep no state between messages).
+    ``disclosures``: action -> disclosure class (``raw``, ``per_client``, ``summed``,
+    ``metadata``) of every action its clients answer; an action left out is refused.
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
@@ -176,6 +220,7 @@ def register_method(
         summaries,
         min_sites,
         added,
+        declare(f"method {name!r}", disclosures),
     )
     builtin = _builtin_module(name)
     if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):

@@ -14,6 +14,7 @@ Deployment (SuperLink + SuperNodes + ``flwr run``) uses ``fedcausal_flwr.federat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -38,6 +39,7 @@ from fedcausal_flwr.federation.flower_internals import run_simulation_quietly
 from fedcausal_flwr.federation.localgrid import run_local
 from fedcausal_flwr.federation.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.registry import check_secure, get_method
+from fedcausal_flwr.federation.site_policy import SiteGuard
 from fedcausal_flwr.options import OptionError, spell
 from fedcausal_flwr.result import Result, run_config
 
@@ -254,14 +256,25 @@ def _run_ray(
 
 
 class BoundClientMaker:
-    """``make_client(partition_id, data, options)`` with ``options`` bound (picklable for Ray)."""
+    """``make_client(partition_id, data, options)`` with ``options`` bound (picklable for Ray);
+    with ``guard`` (a method's :meth:`~.registry.MethodSpec.guard`), each client gets it, for
+    its own site: it answers only what its method declares."""
 
-    def __init__(self, make_client: Callable[..., ProtocolClient], options: Mapping[str, Any]):
+    def __init__(
+        self,
+        make_client: Callable[..., ProtocolClient],
+        options: Mapping[str, Any],
+        guard: SiteGuard | None = None,
+    ):
         self.make_client = make_client
         self.options = dict(options)
+        self.guard = guard
 
     def __call__(self, partition_id: int, data: pd.DataFrame) -> ProtocolClient:
-        return self.make_client(partition_id, data, self.options)
+        client = self.make_client(partition_id, data, self.options)
+        if self.guard is not None:
+            client.guard = dataclasses.replace(self.guard, site=int(partition_id))
+        return client
 
 
 def run_method(
@@ -291,7 +304,7 @@ def run_method(
             f"clients ({len(partitions)})"
         )
     strategy = spec.new_strategy(opts, door)
-    maker = BoundClientMaker(spec.make_client, spec.own_options(opts))
+    maker = BoundClientMaker(spec.make_client, spec.own_options(opts), spec.guard(0))
     factory = PartitionedClients(maker, partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
     config = run_config(name, opts, settings, dict(data or {"source": "frames"}))

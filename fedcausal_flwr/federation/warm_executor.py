@@ -11,6 +11,13 @@ child per task. The child runs the task with Flower's own ``run_clientapp`` (wha
 Each child is a copy of the warm parent, so nothing one task does reaches the next (as with a
 fresh process); only the imports are shared.
 
+The site runs only its installed package: every task runs the installed
+``fedcausal_flwr.federation.app:client_app``, and a bundle that carries anything but this
+project's manifest (or names other components) is refused with a typed refusal, logged in the
+site's audit log (:func:`~.clientside.installed_client_app`). The bundle is
+never installed or imported: with Flower's own executor a bundle carrying a ``fedcausal_flwr``
+folder would shadow the installed package.
+
 Built from Flower's pieces: tasks are claimed with Flower's Runtime API client and its
 ``AcquireTask`` request, with the interceptors ``flower-superexec`` uses, and run by Flower's
 ``run_clientapp``. Flower's own SuperExec loop cannot be reused as it is: it builds its executor
@@ -271,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     executor_pid = os.getpid()
 
+    from fedcausal_flwr.federation.clientside import installed_client_app
+
     def run_task(token: str) -> int:
         return flower_internals.run_clientapp_task(
             args.runtime_api_address,
@@ -279,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             root_certificates_path=args.root_certificates,
             parent_pid=executor_pid,
             pull_backoff=args.pull_backoff,
+            pinned_app=installed_client_app,
         )
 
     executor = WarmExecutor(source, run_task, args.poll_interval, verbose=args.verbose)

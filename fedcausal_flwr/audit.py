@@ -1,0 +1,87 @@
+"""``fedcausal-flwr audit LOG``: what left a site, per run, from its audit log.
+
+A site's audit log (:mod:`fedcausal_flwr.federation.site_policy`) holds one JSON line per reply
+the site sent and per refusal. This summary groups them by run: messages and bytes per
+disclosure class, what reached the server as this site's own values (``raw`` rows,
+``per_client`` statistics, and sums that did not go through SecAgg+) marked with ``!``, and every
+refusal with its policy key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from fedcausal_flwr.federation.disclosure import CLASSES, PER_CLIENT, RAW, SUM
+
+#: the fields every line of an audit log has
+FIELDS = ("time", "run", "site", "method", "action", "class", "round", "secure", "outcome")
+
+
+def read_audit(path: str | Path) -> list[dict[str, Any]]:
+    """The records of an audit log; a line that is not a record is an error naming its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"audit log {str(path)!r} does not exist")
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise ValueError(f"{path}: line {number} is not a JSON record") from None
+            if not isinstance(record, dict) or not set(FIELDS) <= set(record):
+                raise ValueError(
+                    f"{path}: line {number} is not an audit record (it needs {', '.join(FIELDS)})"
+                )
+            records.append(record)
+    return records
+
+
+def exposed(record: dict[str, Any]) -> bool:
+    """Whether a sent reply reached the server as this site's own values."""
+    kind = record.get("class")
+    return kind in (RAW, PER_CLIENT) or (kind == SUM and not record.get("secure"))
+
+
+def summarize(records: list[dict[str, Any]], source: str = "audit log") -> str:
+    """The per-run summary ``fedcausal-flwr audit`` prints."""
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        runs[str(record["run"])].append(record)
+    lines = [f"{source}: {len(records)} record(s), {len(runs)} run(s)"]
+    for run, entries in runs.items():
+        methods = sorted({str(e["method"]) for e in entries})
+        sites = sorted({str(e["site"]) for e in entries})
+        lines += [
+            "",
+            f"run {run or '?'}: method {', '.join(methods)}, site {', '.join(sites)}, "
+            f"{entries[0]['time']} to {entries[-1]['time']}",
+            f"  {'class':<22} {'messages':>8} {'bytes':>12}",
+        ]
+        sent = [e for e in entries if e["outcome"] == "sent"]
+        for kind in CLASSES:
+            for secure in (True, False):
+                group = [e for e in sent if e["class"] == kind and bool(e["secure"]) == secure]
+                if not group:
+                    continue
+                label = kind + (" via SecAgg+" if secure else "")
+                flag = "!" if exposed(group[0]) else " "
+                nbytes = sum(int(e.get("bytes") or 0) for e in group)
+                actions = ", ".join(sorted({str(e["action"]) for e in group}))
+                lines.append(f"{flag} {label:<22} {len(group):>8} {nbytes:>12,}  {actions}")
+        for entry in (e for e in entries if e["outcome"] == "refused"):
+            lines.append(
+                f"  refused: {entry['action'] or '(before any action)'} "
+                f"[{entry.get('policy')}] {entry.get('reason', '')}"
+            )
+        if any(exposed(e) for e in sent):
+            lines.append(
+                "  ! reached the server as this site's own values (rows, its own statistics, or "
+                "sums outside SecAgg+)"
+            )
+    return "\n".join(lines)

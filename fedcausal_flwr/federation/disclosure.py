@@ -1,0 +1,63 @@
+"""What each client action discloses: the four classes a method declares its actions with.
+
+Every registered method declares, once and next to its options, the class of each action its
+clients answer (``register_method(..., disclosures={TABLES: SUM, ...})``):
+
+* ``raw``: the site's rows themselves (the pooled references only);
+* ``per_client``: a statistic of this site alone that the server sees as such (tables, moments,
+  GLM blocks of a plain run, p-values, local graphs, votes);
+* ``summed``: only the sum over the sites is needed; in a secure run it goes through SecAgg+, so
+  the server sees the sum only (in a plain run it still sees each site's values);
+* ``metadata``: the built-in ``hello`` (columns, dtypes, level sets, row counts, a fingerprint).
+
+A client answers only the actions its method declares (:class:`~.site_policy.SiteGuard`); a site's
+policy says which classes it lets leave (:class:`~.site_policy.SitePolicy`). Flower-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO
+
+RAW = "raw"
+PER_CLIENT = "per_client"
+SUM = "summed"
+METADATA = "metadata"
+#: the classes, least revealing first (a message holding several is charged the last one)
+CLASSES = (METADATA, SUM, PER_CLIENT, RAW)
+#: what each class means, for listings and the docs
+MEANING = {
+    RAW: "the site's rows",
+    PER_CLIENT: "this site's own statistics, seen by the server as such",
+    SUM: "summed over the sites (through SecAgg+ in a secure run; per site otherwise)",
+    METADATA: "columns, dtypes, level sets, row counts and a data fingerprint",
+}
+
+
+def declare(owner: str, disclosures: Mapping[str, str] | None) -> dict[str, str]:
+    """A method's declaration checked: every action named once with one of :data:`CLASSES`
+    (``hello`` and ``bootstrap`` are built in and may not be declared)."""
+    out: dict[str, str] = {}
+    for action, kind in (disclosures or {}).items():
+        if not isinstance(action, str) or not action:
+            raise ValueError(f"{owner}: an action name must be a non-empty string, got {action!r}")
+        if action in (HELLO, BOOTSTRAP):
+            raise ValueError(f"{owner}: action {action!r} is built in; do not declare it")
+        if kind not in CLASSES:
+            raise ValueError(
+                f"{owner}: action {action!r} has disclosure class {kind!r}; "
+                f"choose one of {', '.join(CLASSES)}"
+            )
+        out[action] = kind
+    return dict(sorted(out.items()))
+
+
+def most_revealing(kinds: Iterable[str]) -> str:
+    """The most revealing of ``kinds`` (``metadata`` for none)."""
+    return max(kinds, key=CLASSES.index, default=METADATA)
+
+
+def discloses_raw(disclosures: Mapping[str, str]) -> bool:
+    """Whether a declaration sends any site's rows."""
+    return RAW in disclosures.values()

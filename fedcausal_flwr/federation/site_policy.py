@@ -1,0 +1,525 @@
+"""A site decides what leaves it: its policy, the guard every reply passes, and its audit log.
+
+Three parts, all on the site's side and Flower-free:
+
+* :class:`SitePolicy`: what the site's operator allows, read from the SuperNode's own node config
+  (``--node-config``) or a TOML ``policy-file`` it names; a run submitter cannot change it.
+  Keys (node-config spelling): ``allow-methods``, ``allow-raw-rows``, ``require-secure``,
+  ``max-levels``, ``allow-plugins``, ``audit-log`` (see :data:`POLICY_KEYS`).
+* :class:`SiteGuard`: built with each client from its method's declared disclosures
+  (:mod:`.disclosure`) and, at a site, its policy. A client answers only the actions its method
+  declares, and only what the policy allows; anything else is a :class:`PolicyRefusal` (a typed
+  refusal naming the site and the policy key: the server stops the run).
+* :class:`AuditLog`: one JSON line per reply the site sends and per refusal (time, run, method,
+  action, disclosure class, whether it went through SecAgg+, arrays' shapes and dtypes, bytes,
+  metadata keys, the policy key of a refusal), appended to a file the site chooses.
+  ``fedcausal-flwr audit LOG`` summarises it (:mod:`fedcausal_flwr.audit`).
+
+A simulated node (no ``data-path``: it generates its share of a benchmark network from the run
+config) holds nothing private and has no policy; the in-process and Ray backends (one machine,
+one user) enforce the declarations only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from fedcausal_flwr.federation.disclosure import (
+    METADATA,
+    PER_CLIENT,
+    RAW,
+    SUM,
+    most_revealing,
+)
+from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
+
+ALLOW_METHODS = "allow-methods"
+ALLOW_RAW_ROWS = "allow-raw-rows"
+REQUIRE_SECURE = "require-secure"
+MAX_LEVELS = "max-levels"
+ALLOW_PLUGINS = "allow-plugins"
+AUDIT_LOG = "audit-log"
+POLICY_FILE = "policy-file"
+#: the policy keys a site sets (node config, or a policy file)
+POLICY_KEYS = (ALLOW_METHODS, ALLOW_RAW_ROWS, REQUIRE_SECURE, MAX_LEVELS, ALLOW_PLUGINS, AUDIT_LOG)
+#: every key a SuperNode's node config may hold (the data keys, the policy keys, the policy file)
+NODE_CONFIG_KEYS = (
+    "partition-id",
+    "num-partitions",
+    "data-path",
+    "data-sep",
+    "data-keep-index",
+    POLICY_FILE,
+    *POLICY_KEYS,
+)
+DEFAULT_MAX_LEVELS = 100
+#: the refusal key of an action the method does not declare (no policy can allow it)
+UNDECLARED = "declared disclosures"
+#: a secure round needs at least this many participants: with one, the "sum" is the site's vector
+MIN_SECURE_PARTICIPANTS = 2
+#: the refusal key of a bundle that carries code (a tuned site runs only its installed package)
+BUNDLE = "bundle"
+#: what this project's bundle holds: its manifest and Flower's list of contents, nothing else
+BUNDLE_FILES = frozenset({"pyproject.toml", ".info/CONTENT"})
+#: the components the manifest must name (the installed package's apps)
+APP_COMPONENTS = {
+    "serverapp": "fedcausal_flwr.federation.app:server_app",
+    "clientapp": "fedcausal_flwr.federation.app:client_app",
+}
+
+
+class PolicyRefusal(ProtocolError):
+    """A site refuses a message: its method does not declare the action, or the site's policy
+    does not allow it (``key`` names the policy key, or :data:`UNDECLARED`)."""
+
+    def __init__(self, client: int, key: str, message: str):
+        super().__init__(client, message)
+        self.key = key
+
+
+class PolicyConfigError(ValueError):
+    """The site's own policy settings are invalid (an unknown key, a wrong value)."""
+
+
+def _names(value: Any, key: str, where: str) -> frozenset[str]:
+    """A comma-separated list (or a TOML array) of names."""
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",")]
+    elif isinstance(value, list | tuple):
+        items = [str(v).strip() for v in value]
+    else:
+        raise PolicyConfigError(
+            f"{where}: {key} must be a comma-separated list of names, got {value!r}"
+        )
+    return frozenset(v for v in items if v)
+
+
+def _flag(value: Any, key: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise PolicyConfigError(f"{where}: {key} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """What a site lets leave it (see the module docstring; every field has a safe default).
+
+    ``allow_methods``: the methods it answers (None: every registered method); raw rows leave only
+    with ``allow_raw_rows``; ``require_secure``: only ``hello``'s metadata and sums through
+    SecAgg+ leave (every per-client statistic and every sum outside SecAgg+ is refused);
+    ``max_levels``: the most distinct values of a column that ``hello`` may disclose (a column
+    with more is refused, not truncated); ``allow_plugins``: run-config plugin modules this site
+    imports; ``audit_log``: the site's JSONL log (None: beside its data file)."""
+
+    allow_methods: frozenset[str] | None = None
+    allow_raw_rows: bool = False
+    require_secure: bool = False
+    max_levels: int = DEFAULT_MAX_LEVELS
+    allow_plugins: frozenset[str] = frozenset()
+    audit_log: str | None = None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], where: str) -> SitePolicy:
+        """The policy of ``values`` keyed by :data:`POLICY_KEYS` (unknown keys are errors)."""
+        unknown = sorted(set(values) - set(POLICY_KEYS))
+        if unknown:
+            raise PolicyConfigError(
+                f"{where}: unknown policy key {unknown[0]!r}; the keys are {', '.join(POLICY_KEYS)}"
+            )
+        kwargs: dict[str, Any] = {}
+        if ALLOW_METHODS in values:
+            listed = str(values[ALLOW_METHODS]).strip()
+            kwargs["allow_methods"] = (
+                None if listed == "all" else _names(values[ALLOW_METHODS], ALLOW_METHODS, where)
+            )
+        if ALLOW_RAW_ROWS in values:
+            kwargs["allow_raw_rows"] = _flag(values[ALLOW_RAW_ROWS], ALLOW_RAW_ROWS, where)
+        if REQUIRE_SECURE in values:
+            kwargs["require_secure"] = _flag(values[REQUIRE_SECURE], REQUIRE_SECURE, where)
+        if MAX_LEVELS in values:
+            raw = values[MAX_LEVELS]
+            if isinstance(raw, bool) or not str(raw).strip().isdigit():
+                raise PolicyConfigError(
+                    f"{where}: {MAX_LEVELS} must be a whole number >= 0, got {raw!r}"
+                )
+            kwargs["max_levels"] = int(str(raw).strip())
+        if ALLOW_PLUGINS in values:
+            kwargs["allow_plugins"] = _names(values[ALLOW_PLUGINS], ALLOW_PLUGINS, where)
+        if AUDIT_LOG in values:
+            path = str(values[AUDIT_LOG]).strip()
+            if not path:
+                raise PolicyConfigError(f"{where}: {AUDIT_LOG} is empty; name a file")
+            kwargs["audit_log"] = path
+        return cls(**kwargs)
+
+    @classmethod
+    def of_node(cls, node_config: Mapping[str, Any]) -> SitePolicy | None:
+        """The policy of a SuperNode's node config (a ``policy-file`` TOML and/or the keys
+        themselves; a key set in both is an error), or None for a simulated node (neither a
+        ``data-path`` nor a policy key: it holds no data of its own)."""
+        keys = set(node_config)
+        if "data-path" not in keys and not keys & {POLICY_FILE, *POLICY_KEYS}:
+            return None
+        unknown = sorted(keys - set(NODE_CONFIG_KEYS))
+        if unknown:
+            raise PolicyConfigError(
+                f"node config key {unknown[0]!r} is unknown; the keys are "
+                f"{', '.join(NODE_CONFIG_KEYS)}"
+            )
+        values = {k: node_config[k] for k in POLICY_KEYS if k in node_config}
+        if POLICY_FILE in node_config:
+            path = Path(str(node_config[POLICY_FILE]))
+            try:
+                from_file = tomllib.loads(path.read_text(encoding="utf-8"))
+            except OSError as err:
+                raise PolicyConfigError(
+                    f"{POLICY_FILE} {str(path)!r} cannot be read ({err.strerror})"
+                ) from None
+            except tomllib.TOMLDecodeError as err:
+                raise PolicyConfigError(f"{POLICY_FILE} {str(path)!r} is not TOML: {err}") from None
+            both = sorted(set(from_file) & set(values))
+            if both:
+                raise PolicyConfigError(
+                    f"policy key {both[0]!r} is set both in the node config and in "
+                    f"{POLICY_FILE} {str(path)!r}; set it in one place"
+                )
+            policy = cls.from_values({**from_file, **values}, f"{POLICY_FILE} {str(path)!r}")
+        else:
+            policy = cls.from_values(values, "node config")
+        if policy.audit_log is None and "data-path" in node_config:
+            return policy.with_audit_log(default_audit_log(str(node_config["data-path"])))
+        return policy
+
+    def with_audit_log(self, path: str) -> SitePolicy:
+        return SitePolicy(
+            self.allow_methods,
+            self.allow_raw_rows,
+            self.require_secure,
+            self.max_levels,
+            self.allow_plugins,
+            path,
+        )
+
+    def as_node_config(self) -> dict[str, Any]:
+        """The policy as node-config keys (what ``federation up`` passes to a SuperNode)."""
+        out: dict[str, Any] = {
+            ALLOW_RAW_ROWS: self.allow_raw_rows,
+            REQUIRE_SECURE: self.require_secure,
+            MAX_LEVELS: self.max_levels,
+        }
+        if self.allow_methods is not None:
+            out[ALLOW_METHODS] = ",".join(sorted(self.allow_methods))
+        if self.allow_plugins:
+            out[ALLOW_PLUGINS] = ",".join(sorted(self.allow_plugins))
+        if self.audit_log is not None:
+            out[AUDIT_LOG] = self.audit_log
+        return out
+
+
+def default_audit_log(data_path: str) -> str:
+    """Where a site's audit log goes when its policy names none: beside its data file, named
+    after it (``/data/site0.csv`` -> ``/data/site0.audit.jsonl``)."""
+    path = Path(data_path)
+    return str(path.with_name(path.stem + ".audit.jsonl"))
+
+
+def plugin_problem(policy: SitePolicy | None, plugins: str, site: int) -> str | None:
+    """Why a site does not import a run config's plugin modules (None: it may): its policy must
+    name each one (a node without a policy, i.e. a simulated one, imports them)."""
+    if policy is None:
+        return None
+    wanted = [p.strip() for p in str(plugins).split(",") if p.strip()]
+    refused = [p for p in wanted if p not in policy.allow_plugins]
+    if not refused:
+        return None
+    allowed = ", ".join(sorted(policy.allow_plugins)) or "none"
+    return (
+        f"site {site} refuses to import plugin module {refused[0]!r}: its policy "
+        f"{ALLOW_PLUGINS} allows {allowed}"
+    )
+
+
+def bundle_problem(content: bytes) -> str | None:
+    """Why a site does not run a Flower bundle (None: it is this project's manifest-only bundle
+    naming the installed apps). A bundle that carries any other file could bring code: Flower
+    puts the bundle's folder first on the import path, so even a file named like an installed
+    module would shadow it."""
+    import io
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(content)) as bundle:
+            names = set(bundle.namelist())
+            extra = sorted(names - BUNDLE_FILES)
+            if extra:
+                return (
+                    f"the bundle carries {len(extra)} file(s) besides its manifest (first: "
+                    f"{extra[0]!r}); this site runs only its installed fedcausal-flwr"
+                )
+            manifest = tomllib.loads(bundle.read("pyproject.toml").decode("utf-8"))
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return "the bundle is not a Flower app bundle with a pyproject.toml manifest"
+    components = manifest.get("tool", {}).get("flwr", {}).get("app", {}).get("components", {})
+    if components != APP_COMPONENTS:
+        return (
+            f"the bundle names the components {components!r}; this site runs only "
+            f"{APP_COMPONENTS['clientapp']}"
+        )
+    return None
+
+
+class AuditLog:
+    """A site's append-only JSON-lines log of what left it (one line per reply or refusal).
+
+    Each line is written with one ``write`` on a file opened for appending (mode 600 when
+    created), so concurrent ClientApp processes of one site do not interleave lines."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def describe(arrays: Sequence[np.ndarray]) -> tuple[list[dict], int]:
+    """``([{dtype, shape}, ...], bytes)`` of the arrays a reply carries."""
+    shapes = [{"dtype": str(a.dtype), "shape": [int(s) for s in a.shape]} for a in arrays]
+    return shapes, int(sum(int(a.nbytes) for a in arrays))
+
+
+@dataclass
+class SiteGuard:
+    """The gate every reply of one client passes (see the module docstring).
+
+    ``disclosures``: the method's declaration (action -> class); ``bootstrap``: whether the
+    method takes the federated bootstrap (its built-in action); ``policy`` (None: no site policy,
+    the declaration alone); ``secure_run``: the run config asks for SecAgg+; ``site``: the
+    partition id; ``run``: the run's id, for the audit log."""
+
+    method: str
+    disclosures: Mapping[str, str]
+    bootstrap: bool = False
+    policy: SitePolicy | None = None
+    secure_run: bool = False
+    site: int = UNKNOWN_CLIENT
+    run: str = ""
+    audit: AuditLog | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.policy is not None and self.policy.audit_log is not None:
+            self.audit = AuditLog(self.policy.audit_log)
+
+    # ------------------------------------------------------------------ checks
+    def kind_of(self, action: str, payload: Mapping[str, Any] | None = None) -> str | None:
+        """The class ``action`` discloses for this method (None: not declared); a bootstrap
+        message is charged its most revealing part."""
+        if action == HELLO:
+            return METADATA
+        if action == BOOTSTRAP:
+            if not self.bootstrap:
+                return None
+            parts = [str(p.get("action")) for p in (payload or {}).get("parts", [])]
+            kinds = [self.disclosures.get(p) for p in parts]
+            return None if None in kinds else most_revealing(k for k in kinds if k)
+        return self.disclosures.get(action)
+
+    def check(
+        self,
+        action: str,
+        payload: Mapping[str, Any] | None = None,
+        round_: int | None = None,
+        secagg_participants: int | None = None,
+    ) -> str:
+        """The class of ``action`` if this site may answer it, else a logged
+        :class:`PolicyRefusal`. ``secagg_participants``: the reply goes through SecAgg+ with this
+        many participants (None: it does not)."""
+        kind = self.kind_of(action, payload)
+        secure = secagg_participants is not None
+
+        def refuse(key: str, message: str) -> NoReturn:
+            self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
+
+        if kind is None:
+            declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: method {self.method!r} does not "
+                f"declare it (its declared actions: {declared})",
+            )
+        policy = self.policy
+        if policy is None:
+            return kind
+        if policy.allow_methods is not None and self.method not in policy.allow_methods:
+            refuse(
+                ALLOW_METHODS,
+                f"site {self.site} refuses method {self.method!r}: its policy {ALLOW_METHODS} "
+                f"allows {', '.join(sorted(policy.allow_methods)) or 'none'}",
+            )
+        if RAW in self.disclosures.values() and not policy.allow_raw_rows:
+            refuse(
+                ALLOW_RAW_ROWS,
+                f"site {self.site} refuses method {self.method!r}: it sends the site's rows and "
+                f"its policy has {ALLOW_RAW_ROWS} = false",
+            )
+        if policy.require_secure:
+            if not self.secure_run:
+                refuse(
+                    REQUIRE_SECURE,
+                    f"site {self.site} refuses a plain run of {self.method!r}: its policy has "
+                    f"{REQUIRE_SECURE} = true (run with secure=true)",
+                )
+            problem = None
+            if kind in (PER_CLIENT, RAW):
+                problem = f"it would send this site's own statistics ({kind})"
+            elif kind == SUM and secagg_participants is None:
+                problem = "its sum would reach the server outside SecAgg+"
+            elif kind == SUM and (secagg_participants or 0) < MIN_SECURE_PARTICIPANTS:
+                problem = f"its SecAgg+ round has {secagg_participants} participant"
+            if problem:
+                refuse(
+                    REQUIRE_SECURE,
+                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                    f"and its policy has {REQUIRE_SECURE} = true",
+                )
+        return kind
+
+    def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
+        """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
+        over it is refused, naming it, instead of being reported)."""
+        policy = self.policy
+        if policy is None:
+            return
+        for position, name in enumerate(frame.columns):
+            name = str(name)
+            if levels.get(name) is not None and len(levels[name] or []) <= policy.max_levels:
+                continue
+            series = frame.iloc[:, position]
+            if levels.get(name) is None and _is_float(series):
+                continue  # float columns disclose no values
+            count = int(series.nunique(dropna=True))
+            if count > policy.max_levels:
+                self.refuse(
+                    MAX_LEVELS,
+                    f"site {self.site} refuses hello: column {name!r} has {count} distinct "
+                    f"values and its policy {MAX_LEVELS} = {policy.max_levels} (an identifier or "
+                    "free-text column? leave it out of the site's file)",
+                    kind=METADATA,
+                    action=HELLO,
+                    round_=None,
+                    secure=False,
+                )
+
+    def hello_cap(self, asked: int) -> int:
+        """How many distinct values ``hello`` may list per column: the server's cap, lowered
+        to the site's ``max-levels``."""
+        return asked if self.policy is None else min(asked, self.policy.max_levels)
+
+    # ------------------------------------------------------------------ the log
+    def sent(
+        self,
+        action: str,
+        kind: str,
+        arrays: Sequence[np.ndarray],
+        meta: Mapping[str, Any],
+        round_: int | None,
+        secure: bool,
+    ) -> None:
+        """Log a reply about to leave the site."""
+        if self.audit is None:
+            return
+        shapes, nbytes = describe(arrays)
+        self._log(
+            "sent", action, kind, round_, secure, arrays=shapes, bytes=nbytes,
+            meta_keys=sorted(meta),
+        )  # fmt: skip
+
+    def refuse(
+        self,
+        key: str,
+        message: str,
+        *,
+        action: str,
+        round_: int | None,
+        secure: bool,
+        kind: str | None = None,
+    ) -> NoReturn:
+        """Log a refusal and raise it."""
+        if self.audit is not None:
+            self._log("refused", action, kind, round_, secure, policy=key, reason=message)
+        raise PolicyRefusal(self.site, key, message)
+
+    def _log(
+        self,
+        outcome: str,
+        action: str,
+        kind: str | None,
+        round_: int | None,
+        secure: bool,
+        **fields: Any,
+    ) -> None:
+        now = time.time()
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            + f".{int(now * 1000) % 1000:03d}Z",
+            "run": self.run,
+            "site": self.site,
+            "method": self.method,
+            "action": action,
+            "class": kind,
+            "round": round_,
+            "secure": bool(secure),
+            "outcome": outcome,
+            **fields,
+        }
+        assert self.audit is not None
+        try:
+            self.audit.append(record)
+        except OSError as err:
+            # nothing leaves a site that its log does not show
+            raise PolicyRefusal(
+                self.site,
+                AUDIT_LOG,
+                f"site {self.site} cannot write its audit log ({err.strerror}); nothing is sent",
+            ) from None
+
+
+def _is_float(series: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.api.types.is_float_dtype(series.dtype)) and not isinstance(
+        series.dtype, pd.CategoricalDtype
+    )
+
+
+def describe_policy(policy: SitePolicy) -> list[str]:
+    """The policy in words, one line per key (for ``federation up`` and the docs)."""
+    methods = (
+        "every method" if policy.allow_methods is None else ", ".join(sorted(policy.allow_methods))
+    )
+    return [
+        f"{ALLOW_METHODS}: {methods}",
+        f"{ALLOW_RAW_ROWS}: {str(policy.allow_raw_rows).lower()}",
+        f"{REQUIRE_SECURE}: {str(policy.require_secure).lower()}",
+        f"{MAX_LEVELS}: {policy.max_levels}",
+        f"{ALLOW_PLUGINS}: {', '.join(sorted(policy.allow_plugins)) or 'none'}",
+        f"{AUDIT_LOG}: {policy.audit_log or 'beside the data file'}",
+    ]
