@@ -452,7 +452,8 @@ def test_a_bundle_carrying_code_is_refused_and_never_imported(federation, tmp_pa
     (app / "pyproject.toml").write_text(manifest)
     (app / "evil.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
-        "from fedcausal_flwr.federation.app import client_app\n"
+        "from fedcausal_flwr.federation.app import client_app as installed\n"
+        "client_app = installed\n"
     )
     federation.write_sites(site_frames("asia"))
     output = federation.refused({"method": "fedpc"}, app=app)

@@ -259,13 +259,20 @@ def test_allow_methods_and_policy_files(tmp_path, asia_frames):
 
 
 def test_plugins_need_the_operator_and_every_site(tmp_path, asia_frames, monkeypatch):
-    run = {"method": "toy", "plugins": "tests.test_federation_toy"}
+    """A plugin module the operator does not allow is refused before the first round, and not
+    imported (it would leave a marker); one the operator allows is refused by a site whose
+    policy does not name it."""
+    marker = tmp_path / "imported"
+    (tmp_path / "fedcausal_marker_plugin.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
     nodes = write_sites(tmp_path, asia_frames)
-    with pytest.raises(
-        CoordinatorError, match="does not import module 'tests.test_federation_toy'"
-    ):
+    run = {"method": "fedpc", "plugins": "fedcausal_marker_plugin"}
+    with pytest.raises(CoordinatorError, match="does not import module 'fedcausal_marker_plugin'"):
         run_app(nodes, run)
-    monkeypatch.setenv("FEDCAUSAL_ALLOW_PLUGINS", "tests.test_federation_toy")
+    assert not marker.exists() and not audit(nodes[0])
+    monkeypatch.setenv("FEDCAUSAL_ALLOW_PLUGINS", "fedcausal_marker_plugin")
     with pytest.raises(SitePolicyError, match="site 0 refuses to import plugin module"):
         run_app(nodes, run)
     assert {e["policy"] for e in audit(nodes[0])} == {"allow-plugins"}
