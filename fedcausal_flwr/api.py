@@ -8,6 +8,7 @@ software versions, so :func:`rerun` reproduces it.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
-from fedcausal_flwr.scoring import read_truth, score_graph, truth_for
+from fedcausal_flwr.scoring import read_truth, score_graph, score_result, truth_for
 from fedcausal_flwr.settings import NETWORK_SETTINGS, resolve_settings
 
 __all__ = ["make_partition", "read_truth", "rerun", "run", "score_graph", "truth_for"]
@@ -35,7 +36,7 @@ __all__ = ["make_partition", "read_truth", "rerun", "run", "score_graph", "truth
 def run(
     method: str,
     *,
-    data: Sequence[pd.DataFrame] | Partition | None = None,
+    data: Sequence[pd.DataFrame] | Sequence[str | os.PathLike] | Partition | None = None,
     network: str | None = None,
     samples: int | None = None,
     clients: int | None = None,
@@ -46,6 +47,8 @@ def run(
     min_clients: int | None = None,
     secure: bool | None = None,
     ray_address: str | None = None,
+    sep: str | None = None,
+    keep_index: bool = False,
     **method_options: Any,
 ) -> Result:
     """Run ``method`` on client data and score it when a ground truth is known.
@@ -54,15 +57,20 @@ def run(
     ----------
     method : str
         A registered method (``fedcausal-flwr methods`` lists them with their options).
-    data : sequence of DataFrame or Partition, optional
-        One frame per client. Without it, ``samples`` rows of ``network`` are drawn with ``seed``
-        and split into ``clients`` by ``partition``.
+    data : sequence of DataFrame, sequence of CSV paths, or Partition, optional
+        One frame or one CSV file (``str`` or ``Path``) per client; files are read and checked as
+        ``fedcausal-flwr run --data`` reads them (``None`` is a level there, not a missing value).
+        Without it, ``samples`` rows of ``network`` are drawn with ``seed`` and split into
+        ``clients`` by ``partition``.
     network, samples, clients, partition, seed, backend, min_clients, secure, ray_address
         Run settings (:data:`fedcausal_flwr.settings.RUN_SETTINGS`); ``None`` takes the default.
         ``network`` and ``data`` are alternatives, and the network settings do not apply with
         ``data``.
     truth : Graph or path, optional
         A DAG or a ``cause,effect`` CSV for the metrics; with a network, its DAG by default.
+    sep, keep_index
+        How CSV files in ``data`` are read, as ``--sep`` and ``--keep-index``: the delimiter
+        (sniffed if ``None``) and whether an index-like first column is kept as a variable.
     **method_options
         The method's own options (``alpha``, ``max_depth``, ...), validated before the first
         round: an unknown name, a wrong type or an out-of-range value is an :class:`OptionError`.
@@ -78,7 +86,43 @@ def run(
         "secure": secure,
         "ray_address": ray_address,
     }
-    return execute(method, settings_raw, method_options, data=data, truth=truth, door="python")
+    frames, files = _frames_or_files(data)
+    return execute(
+        method,
+        settings_raw,
+        method_options,
+        data=frames,
+        files=files,
+        sep=sep,
+        keep_index=keep_index,
+        truth=truth,
+        door="python",
+    )
+
+
+def _frames_or_files(
+    data: Sequence[Any] | Partition | None,
+) -> tuple[Sequence[pd.DataFrame] | Partition | None, list[str | os.PathLike] | None]:
+    """``data=`` as ``(frames, None)`` or ``(None, CSV paths)``: paths are read by the same
+    reader as ``run --data``, since ``pd.read_csv`` turns a level named ``None`` into a gap."""
+    if isinstance(data, (str, os.PathLike)):
+        raise OptionError(
+            f"data={str(data)!r}: give a list with one CSV file per client, e.g. "
+            f"data=[{str(data)!r}, ...]"
+        )
+    if data is None or isinstance(data, Partition):
+        return data, None
+    items = list(data)
+    is_path = [isinstance(item, (str, os.PathLike)) for item in items]
+    if items and all(is_path):
+        return None, items
+    if any(is_path):
+        first = next(k for k, flag in enumerate(is_path) if not flag)
+        raise OptionError(
+            f"data= mixes CSV paths and {type(items[first]).__name__} (client {first}): give "
+            "one kind, one per client"
+        )
+    return items, None
 
 
 def execute(
@@ -87,7 +131,7 @@ def execute(
     options_raw: Mapping[str, Any],
     *,
     data: Sequence[pd.DataFrame] | Partition | None = None,
-    files: Sequence[str | Path] | None = None,
+    files: Sequence[str | os.PathLike] | None = None,
     sep: str | None = None,
     keep_index: bool = False,
     truth: Graph | str | Path | None = None,
@@ -196,7 +240,7 @@ def execute(
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label
     if dag is not None and (result.graph is not None or spec.score is not None):
-        result.metrics.update(score_graph(result, dag))  # a score hook needs no single graph
+        score_result(result, dag)  # a score hook needs no single graph
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     if with_truth is not None:
         with_truth(result, dag)

@@ -1,5 +1,5 @@
-"""Command line: ``fedcausal-flwr run | networks | methods | compare | experiment | citest |
-federation``; a thin wrapper over the Python API."""
+"""Command line: ``fedcausal-flwr COMMAND``, a thin wrapper over the Python API. ``--help``
+lists every subcommand from its parser, so this docstring need not."""
 
 from __future__ import annotations
 
@@ -18,7 +18,13 @@ from fedcausal_flwr.options import (
     show_value,
     spell,
 )
-from fedcausal_flwr.settings import NETWORK_SETTINGS
+from fedcausal_flwr.settings import NETWORK_SETTINGS, RUN_SETTINGS, resolve_settings
+
+#: ``fedcausal-flwr --help``'s description: plain text, argparse prints it as it is
+DESCRIPTION = (
+    "Federated causal discovery on Flower: run a method on benchmark networks or one CSV per "
+    "site, compare methods, export learned graphs and report results."
+)
 
 RUN_USAGE = (
     "fedcausal-flwr run --method NAME (--network NET | --data CSV [CSV ...]) [run settings] "
@@ -98,10 +104,13 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-edges", action="store_true", help="do not print the learned edges")
     parser.add_argument(
-        "--quiet",
+        "--progress",
         action="store_true",
-        help="no progress lines on stderr (shown only when stderr is a terminal, once a run has "
-        "taken 2 s)",
+        help="progress lines on stderr even when it is not a terminal (by default they go to a "
+        "terminal only, once a run has taken 2 s)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress lines at all (wins over --progress)"
     )
     settings = parser.add_argument_group("run settings")
     for option in RUN_SETTINGS:
@@ -240,7 +249,7 @@ def _run_command(argv: list[str]) -> int:
         door="cli",
         expect_fingerprint=fingerprint,
         announce=lambda line: print(f"running {line}", flush=True),
-        progress=None if args.quiet else ProgressLines(),
+        progress=None if args.quiet else ProgressLines(enabled=args.progress or None),
         with_truth=None if args.draw is None else _drawer(args.draw),
     )
     print(result.summary())
@@ -427,7 +436,13 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--graph-run", default=None, help="run key whose graph is drawn vs the truth")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--retry-failed", action="store_true", help="re-run runs recorded as failed")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="progress on stderr even when it is not a terminal, a line per run (by default it "
+        "goes to a terminal only)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress at all (wins over --progress)")
 
 
 def _split(text: str) -> list[str]:
@@ -458,7 +473,7 @@ def _compare(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         graph_run=args.graph_run,
         retry_failed=args.retry_failed,
-        progress=not args.quiet,
+        progress=False if args.quiet else args.progress or None,
         warn=lambda line: print(f"fedcausal-flwr: warning: {line}", file=sys.stderr),
     )
     print(study.summary_text(metrics))
@@ -615,12 +630,15 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("result", metavar="RESULT.json", help="a result written by `run --out`")
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, dest="fmt")
     p.add_argument(
-        "--out", default=None, metavar="FILE", help="default: RESULT with the format's suffix"
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="'-' for stdout; default: stdout for edges, else RESULT with the format's suffix",
     )
 
 
 def _export(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.graphs.export import SUFFIXES, write_graph
+    from fedcausal_flwr.graphs.export import SUFFIXES, graph_text, write_graph
     from fedcausal_flwr.result import Result
 
     source = Path(args.result)
@@ -632,9 +650,12 @@ def _export(args: argparse.Namespace) -> int:
         raise OptionError(f"export {args.result}: not a result JSON ({err})") from None
     if result.graph is None:
         raise OptionError(f"export {args.result}: the {result.method} result holds no graph")
-    out = Path(args.out) if args.out else source.with_suffix(SUFFIXES[args.fmt])
-    write_graph(result.graph, out, args.fmt)
     graph = result.graph
+    if args.out == "-" or (args.out is None and args.fmt == "edges"):
+        sys.stdout.write(graph_text(graph, args.fmt))  # only the graph: stdout may be piped on
+        return 0
+    out = Path(args.out) if args.out else source.with_suffix(SUFFIXES[args.fmt])
+    write_graph(graph, out, args.fmt)
     print(f"{result.method}'s {graph.kind} ({graph.n_edges()} edges) written to {out}")
     return 0
 
@@ -685,6 +706,27 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_sample(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sample", help="write the rows `run --network` draws as one CSV per site "
+                       "and truth.csv, read back by `run --data ... --truth ...`")  # fmt: skip
+    for name in (*NETWORK_SETTINGS, "seed"):  # run's own flags, defaults and checks
+        _add_option_flag(p, RUN_SETTINGS[name])
+    p.add_argument("--out", required=True, metavar="DIR", help="folder of site0.csv, ... truth.csv")
+    p.add_argument("--force", action="store_true", help="replace the files of an earlier sample")
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.data.specs import write_sample
+
+    if args.network is None:
+        raise OptionError("give --network NET (see `fedcausal-flwr networks`) or er:d=<nodes>")
+    raw = {name: getattr(args, name) for name in (*NETWORK_SETTINGS, "seed")}
+    settings = resolve_settings(raw, with_data=False, door="cli")
+    chosen = {name: settings[name] for name in raw}
+    print(*write_sample(**chosen, out=args.out, force=args.force, door="cli"), sep="\n")
+    return 0
+
+
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
     from fedcausal_flwr.federation.localhost import federation_command
@@ -694,11 +736,16 @@ def _federation(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="fedcausal-flwr", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="fedcausal-flwr",
+        description=DESCRIPTION,
+        epilog="fedcausal-flwr COMMAND --help shows a command's options "
+        "(run's depend on --method: fedcausal-flwr run --method NAME --help).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     sub.add_parser(
         "run",
-        help="run one federated method and print a summary (`run --method NAME --help`)",
+        help="run one federated method and print a summary (see run --method NAME --help)",
         add_help=False,
     )
     nets = sub.add_parser("networks", help="list the embedded benchmark networks")
@@ -716,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_export(sub)
     _add_report(sub)
     _add_audit(sub)
+    _add_sample(sub)
     from fedcausal_flwr.federation.localhost import add_federation_parser
 
     add_federation_parser(sub)
@@ -728,6 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export": _export,
         "report": _report,
         "audit": _audit,
+        "sample": _sample,
         "federation": _federation,
     }
     try:

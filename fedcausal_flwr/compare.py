@@ -45,7 +45,7 @@ from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
 from fedcausal_flwr.federation.registry import get_method
 from fedcausal_flwr.options import parse_spec
-from fedcausal_flwr.scoring import summary_rows
+from fedcausal_flwr.scoring import scoring_view, summary_rows
 from fedcausal_flwr.settings import RUN_SETTINGS
 from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
@@ -211,6 +211,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
             source=source,
         )
         record["derived"] = summary_rows(result, dag)
+        record["view"] = scoring_view(result)  # what the common metric columns mean
         record.update(
             status="ok",
             metrics=result.metrics,
@@ -228,14 +229,24 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
 
 # ============================================================================ progress
 class Progress:
-    """Plain-text progress with counts and ETA on stderr (one line per update off a terminal)."""
+    """Plain-text progress with counts and ETA on stderr (one line per update off a terminal).
 
-    def __init__(self, total: int, skipped: int, stream: TextIO | None = None, enabled=True):
+    ``enabled``: ``None`` shows it only when the stream is a terminal, so a log file or a pipe
+    gets only what the caller prints; ``True`` shows it anywhere (a line per update).
+    """
+
+    def __init__(
+        self,
+        total: int,
+        skipped: int,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+    ) -> None:
         self.total, self.skipped, self.done, self.failed = total, skipped, 0, 0
         self.stream = stream or sys.stderr
-        self.enabled = enabled
         self.started = time.perf_counter()
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = self.tty if enabled is None else enabled
 
     def update(self, record: dict[str, Any]) -> None:
         self.done += 1
@@ -282,11 +293,13 @@ def run_sweep(
     out: str | Path,
     jobs: int = 1,
     retry_failed: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
     on_run_done: Callable[[dict[str, Any]], None] | None = None,
     start_method: str = "spawn",
 ) -> tuple[int, int, int]:
     """Run every spec without a stored record; returns (run, skipped, failed).
+
+    ``progress``: a line per finished run on stderr; ``None`` only when stderr is a terminal.
 
     ``jobs > 1`` uses a process pool (``start_method`` spawn, fork or forkserver); each record is
     written as soon as its run ends, then ``on_run_done(record)`` is called.
@@ -397,7 +410,7 @@ def compare(
     graph_run: str | None = None,
     retry_failed: bool = False,
     report: bool = True,
-    progress: bool = True,
+    progress: bool | None = None,
     on_run_done: Callable[[dict[str, Any]], None] | None = None,
     start_method: str = "spawn",
     warn: Callable[[str], None] | None = None,
@@ -411,7 +424,8 @@ def compare(
     against the truth (default: the first method's run on the first network at the largest K and
     first seed). ``report``: write ``out/report.html`` (:mod:`fedcausal_flwr.report`; its learned
     graphs are drawn even with ``plots=False``), and ``out/study.json``, from which
-    ``fedcausal-flwr report`` rebuilds it.
+    ``fedcausal-flwr report`` rebuilds it. ``progress``: a line per finished run on stderr
+    (``None``: only when stderr is a terminal, so a redirected stderr stays clean).
     """
     clients = parse_int_list(clients, "clients")
     seeds = parse_int_list(seeds, "seeds")

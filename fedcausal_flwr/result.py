@@ -299,12 +299,19 @@ class Result:
         if self.dropped_clients:
             dropped = ", ".join(f"{d['client']}@round{d['round']}" for d in self.dropped_clients)
             lines.append(f"dropped clients: {dropped}")
-        if self.metrics:
+        # the common view's columns, then a DAG output's DAG-view ones (fedcausal_flwr.scoring)
+        common = {k: v for k, v in self.metrics.items() if not k.startswith("dag_")}
+        dag_view = {k[4:]: v for k, v in self.metrics.items() if k.startswith("dag_")}
+        view = self.config.get("view")
+        for label, values in (
+            (f"metrics ({view} view)" if view else "metrics", common),
+            ("DAG view (the DAG against the true DAG)", dag_view),
+        ):
             shown = ", ".join(
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                for k, v in sorted(self.metrics.items())
+                for k, v in sorted(values.items())
                 if isinstance(v, (int, float, str))
             )
             if shown:
-                lines.append(f"metrics: {shown}")
+                lines.append(f"{label}: {shown}")
         return "\n".join(lines)

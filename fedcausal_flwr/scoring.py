@@ -1,9 +1,17 @@
 """Scoring a result against a ground truth, the same way on every door (Flower-free).
 
-A result is scored as a whole graph against the truth of its kind (CPDAG, PAG, or the DAG
-itself), unless its method registered another way (``score``; FedLCS scores the local structure
-of its target); a comparison adds the rows a method's ``summaries`` hook gives (``local``'s
-per-client average and best-oracle rows). No method is named here: the registry says.
+One view per column. A result is scored as a whole graph in the common view of what it claims:
+a DAG or CPDAG output as a CPDAG against the true CPDAG (a DAG output is first reduced to its
+Markov equivalence class), a MAG or PAG output as a PAG against the true PAG. The common columns
+(``shd``, ``adj_f1``, ``arrow_f1``, ...) always mean that view. A DAG output also gets DAG-view
+columns (``dag_shd``, ``dag_arrow_f1``, ...: the DAG against the true DAG), never mixed into the
+common ones. A DAG output that left edges undirected (a tied vote) is scored by the equivalence
+class of its Dor-Tarsi extension; one with a directed cycle, or no consistent extension, has no
+common view (no common numbers, a note).
+A method whose registration scores it another way (``score``, with its ``score_view``: FedLCS
+scores the local structure of its target) keeps its own numbers, in the view it declares. A
+comparison adds the rows a method's ``summaries`` hook gives (``local``'s per-client average and
+best-oracle rows). No method is named here: the registry says.
 """
 
 from __future__ import annotations
@@ -15,7 +23,8 @@ import pandas as pd
 
 from fedcausal_flwr.federation.registry import MethodSpec, UnknownMethodError, get_method
 from fedcausal_flwr.graphs import Graph
-from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
+from fedcausal_flwr.graphs.extension import pdag_to_dag
+from fedcausal_flwr.graphs.truth import check_dag, dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.result import Result
 
@@ -53,6 +62,18 @@ def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True
         raise ValueError(f"{path}: its edges do not form a graph over the data columns") from None
 
 
+#: the common views, by the kind of the learned graph
+COMMON_VIEW = {"DAG": "CPDAG", "CPDAG": "CPDAG", "MAG": "PAG", "PAG": "PAG"}
+#: each view in words, for tables, plots and reports
+VIEW_TEXT = {
+    "CPDAG": "CPDAG against the true CPDAG (a DAG output as its equivalence class)",
+    "PAG": "PAG against the true PAG",
+}
+#: the prefix of the DAG-view columns of a DAG output
+DAG_VIEW_PREFIX = "dag_"
+NO_COMMON_VIEW = "none (a DAG output with a directed cycle has no equivalence class)"
+
+
 def truth_for(result_graph: Graph, dag: Graph, latent: Sequence[str] = ()) -> Graph:
     """The ground truth of the learned graph's kind: CPDAG, PAG or the DAG itself."""
     observed = [v for v in dag.names if v not in set(latent)]
@@ -73,13 +94,63 @@ def method_of(result: Result) -> MethodSpec | None:
 
 
 def score_graph(result: Result, dag: Graph) -> dict[str, float]:
-    """Metrics of a result against the true DAG (see the module docstring)."""
+    """Metrics of a result against the true DAG (see the module docstring): the common view's
+    columns, and a DAG output's ``dag_*`` columns."""
     spec = method_of(result)
     if spec is not None and spec.score is not None:
         return spec.score(result, dag)
-    if result.graph is None:
+    learned = result.graph
+    if learned is None:
         raise ValueError(f"the {result.method} result has no graph to score")
-    return graph_metrics(result.graph, truth_for(result.graph, dag))
+    if learned.kind != "DAG":
+        return graph_metrics(learned, truth_for(learned, dag))
+    truth = truth_for(learned, dag)  # the true DAG over the learned graph's variables
+    metrics = {DAG_VIEW_PREFIX + k: v for k, v in graph_metrics(learned, truth).items()}
+    cpdag = equivalence_class(learned)
+    if cpdag is None:
+        return metrics
+    return {**graph_metrics(cpdag, dag_to_cpdag(truth)), **metrics}
+
+
+def score_result(result: Result, dag: Graph) -> None:
+    """Score ``result`` against the true DAG in place: its metrics, and the view its common
+    columns are in (``config["view"]``, which its summary and every table print)."""
+    result.metrics.update(score_graph(result, dag))
+    result.config["view"] = scoring_view(result)
+
+
+def scoring_view(result: Result) -> str:
+    """The view the common columns of ``result``'s metrics are in, in words (a key of
+    :data:`VIEW_TEXT`, a method's own ``score_view``, or :data:`NO_COMMON_VIEW`)."""
+    spec = method_of(result)
+    if spec is not None and spec.score is not None:
+        return spec.score_view
+    learned = result.graph
+    if learned is None or learned.kind not in COMMON_VIEW:
+        return NO_COMMON_VIEW
+    if learned.kind == "DAG" and equivalence_class(learned) is None:
+        return NO_COMMON_VIEW
+    return COMMON_VIEW[learned.kind]
+
+
+def equivalence_class(learned: Graph) -> Graph | None:
+    """The CPDAG a DAG output is scored as: its own, or, for a DAG output that left some edges
+    undirected (a vote tied), that of its Dor-Tarsi extension; None if it has a directed cycle
+    or no consistent extension."""
+    try:
+        check_dag(learned)
+    except ValueError:
+        try:
+            extension, consistent = pdag_to_dag(learned)
+        except ValueError:  # circle marks: not a partially directed graph
+            return None
+        if not consistent:
+            return None
+        learned = extension
+    try:
+        return dag_to_cpdag(learned)
+    except ValueError:  # a directed cycle
+        return None
 
 
 def summary_rows(result: Result, dag: Graph) -> dict[str, dict]:

@@ -17,7 +17,7 @@ from fedcausal_flwr.scoring import truth_for
 
 DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
 ROW_COLUMNS = (
-    "method", "network", "n", "K", "partition", "seed", "options", "status", "error",
+    "method", "view", "network", "n", "K", "partition", "seed", "options", "status", "error",
     "rounds", "bytes_up", "bytes_down", "wall_s", "data_hash", "key",
 )  # fmt: skip
 
@@ -97,7 +97,7 @@ def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     if frame.empty:
         return frame
     metric_cols = sorted(c for c in frame.columns if c not in ROW_COLUMNS)
-    ordered = ["method", "network", "n", "K", "partition", "seed", *metric_cols]
+    ordered = ["method", "view", "network", "n", "K", "partition", "seed", *metric_cols]
     ordered += ["rounds", "bytes_up", "bytes_down", "wall_s", "status", "error"]
     ordered += ["options", "data_hash", "key"]
     frame = frame[ordered].sort_values(["network", "n", "partition", "K", "seed", "method", "key"])
@@ -114,16 +114,62 @@ def write_results(out: str | Path) -> tuple[Path, pd.DataFrame]:
 
 
 def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:
-    """Mean, sd and count of each metric per network x method x K over successful runs."""
+    """Mean, sd and count of each metric per network x method x K over successful runs, with
+    the view the method's numbers are in (``view``)."""
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     present = [m for m in metrics if m in ok.columns]
     if ok.empty or not present:
-        return pd.DataFrame(columns=["network", "method", "K", "runs"])
-    groups = ok.groupby(["network", "method", "K"], sort=False)[present]
+        return pd.DataFrame(columns=["network", "method", "view", "K", "runs"])
+    keys = ["network", "method", "K"]
+    groups = ok.groupby(keys, sort=False)[present]
     table = groups.agg(["mean", "std"])
     table.columns = [f"{m}_{stat}" for m, stat in table.columns]
     table["runs"] = groups.size()
+    if "view" in ok.columns:
+        table["view"] = ok.groupby(keys, sort=False)["view"].first()
     return table.reset_index()
+
+
+def method_views(table: pd.DataFrame) -> dict[str, str]:
+    """Each method's scoring view (from results.csv's or a summary's ``view`` column)."""
+    if "view" not in table.columns or table.empty:
+        return {}
+    views = table.dropna(subset=["view"]).groupby("method", sort=False)["view"].first()
+    return {str(m): str(v) for m, v in views.items() if str(v)}
+
+
+def view_text(view: str) -> str:
+    """A view in words (the common views spelled out; a method's own view as it declared it)."""
+    from fedcausal_flwr.scoring import VIEW_TEXT
+
+    return VIEW_TEXT.get(view, view)
+
+
+def view_statement(views: dict[str, str], methods: Sequence[str] | None = None) -> str:
+    """The sentence beside a table or plot saying which view its numbers are in: one view for
+    every method, or each method's."""
+    shown = {m: v for m, v in views.items() if methods is None or m in methods}
+    distinct = list(dict.fromkeys(shown.values()))
+    if not distinct:
+        return "view: as each method scores itself"
+    if len(distinct) == 1:
+        return f"view: {view_text(distinct[0])}"
+    groups = [(v, [m for m, w in shown.items() if w == v]) for v in distinct]
+    return "views: " + "; ".join(f"[{v}] {view_text(v)}: {', '.join(ms)}" for v, ms in groups)
+
+
+def method_label(method: str, views: dict[str, str]) -> str:
+    """A method's row or legend label, with its view in brackets when a table mixes views."""
+    if len(set(views.values())) <= 1 or method not in views:
+        return method
+    return f"{method} [{views[method]}]"
+
+
+def cell_text(mean: float, sd: float, runs: int) -> str:
+    """A table cell: ``mean ± sd`` over seeds, or the value and "(1 seed)" for a single run."""
+    if runs == 1:
+        return f"{mean:.3g} (1 seed)"
+    return f"{mean:.3g} ± {sd:.2g}"
 
 
 def summary_blocks(
@@ -154,13 +200,20 @@ def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRI
     """Mean ± sd per method (rows) x K (columns), one block per network and metric."""
     if summary.empty:
         return "no successful runs to summarise"
+    views = method_views(summary)
     blocks = []
     for network, metric, ks, rows in summary_blocks(summary, metrics):
-        header = f"{'method':<24}" + "".join(f"{f'K={k}':>16}" for k in ks)
-        lines = [f"{network}: {metric} (mean ± sd over seeds)", header, "-" * len(header)]
+        header = f"{'method':<28}" + "".join(f"{f'K={k}':>18}" for k in ks)
+        methods = [m for m, _ in rows]
+        lines = [
+            f"{network}: {metric} (mean ± sd over seeds); {view_statement(views, methods)}",
+            header,
+            "-" * len(header),
+        ]
         for method, cells in rows:
-            text = ["-" if c is None else f"{c[0]:.3g} ± {c[1]:.2g}" for c in cells]
-            lines.append(f"{method:<24}" + "".join(f"{t:>16}" for t in text))
+            text = ["-" if c is None else cell_text(*c) for c in cells]
+            label = method_label(method, views)
+            lines.append(f"{label:<28}" + "".join(f"{t:>18}" for t in text))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

@@ -260,6 +260,10 @@ def result_pags(result: Result) -> list[Graph]:
     return [Graph.from_json(g) for g in result.extra.get("pags", [])]
 
 
+#: what score_pag_list's numbers are
+SCORE_VIEW = "the list of PAGs against the true PAG"
+
+
 def score_pag_list(result: Result, dag: Graph) -> dict[str, float]:
     """The list's metrics (:func:`~fedcausal_flwr.discovery.iod_metrics.pag_list_metrics`)
     against the PAG of ``dag`` over the result's variables (the others are latent)."""
@@ -412,6 +416,7 @@ register_method(
     disclosures=DISCLOSURES_OF_EVIDENCE["fedci"],
     secure=fedci.secure_support,
     score=score_pag_list,
+    score_view=SCORE_VIEW,
     paper="fedCI-IOD (Hahn et al.)",
     description="IOD over sites with different, overlapping variable sets (latent confounding) "
     "on federated fedCI likelihood-ratio tests; returns every consistent PAG",
@@ -426,6 +431,7 @@ register_method(
         "Fisher's combination collects each client's p-values, which cannot be summed"
     ),
     score=score_pag_list,
+    score_view=SCORE_VIEW,
     paper="baseline (Hahn et al.: IOD with meta-analysis)",
     description="IOD over sites with different variable sets on Fisher-combined local "
     "likelihood-ratio tests (the fedCI paper's baseline)",
@@ -440,6 +446,7 @@ register_method(
         "the pooled upper bound collects every site's rows, which cannot be summed"
     ),
     score=score_pag_list,
+    score_view=SCORE_VIEW,
     paper="upper bound (Hahn et al.: IOD on the pooled data)",
     description="IOD on the sites' rows pooled at the server (the site as a covariate): the "
     "upper bound for fedci-iod; NOT private, every site sends its rows",

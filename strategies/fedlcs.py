@@ -325,6 +325,10 @@ def make_strategy(options: Mapping[str, Any]) -> FedLCSStrategy:
     )  # fmt: skip
 
 
+#: what score_local_structure's numbers are
+SCORE_VIEW = "the local structure of the target against the true DAG"
+
+
 def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:
     """A ``LOCAL`` result scored as FedLCS does: the target's local structure (parents,
     children, undirected neighbours) against the true DAG."""
@@ -347,6 +351,7 @@ register_method(
     disclosures=DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
+    score_view=SCORE_VIEW,
     paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
     description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
     min_sites=2,

@@ -33,7 +33,12 @@ from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL
 from fedcausal_flwr.protocols.voting import RAW_DATA
 from fedcausal_flwr.result import Result
-from fedcausal_flwr.strategies.fedlcs import BASELINE_OPTIONS, lcs_options, score_local_structure
+from fedcausal_flwr.strategies.fedlcs import (
+    BASELINE_OPTIONS,
+    SCORE_VIEW,
+    lcs_options,
+    score_local_structure,
+)
 from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, common_values, pooled_oracle
 
 
@@ -248,6 +253,7 @@ register_method(
     disclosures=LOCAL_DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
+    score_view=SCORE_VIEW,
     summaries=lcs_local_rows,
     paper="baseline (FedLCS)",
     description="each client alone runs the FedLCS search; see lcs_local_summary for avg/best",
@@ -260,6 +266,7 @@ register_method(
     disclosures=POOLED_DISCLOSURES,
     bootstrap=True,
     score=score_local_structure,
+    score_view=SCORE_VIEW,
     paper="baseline (FedLCS: LCS-All)",
     description="LCS-All, centralised reference (NOT private): raw data, the search on the union",
 )

@@ -207,6 +207,57 @@ def test_no_progress_when_stderr_is_not_a_terminal(capsys, monkeypatch):
     assert round_lines(err) == [] and err.strip() == ""
 
 
+def test_progress_flag_shows_progress_off_a_terminal_and_quiet_wins(capsys, monkeypatch):
+    progress_at_once(monkeypatch, terminal=False)
+    code, _, err = run_cli(capsys, *FEDPC_ASIA, "--progress")
+    assert code == 0 and round_lines(err)[0].startswith("round 1: hello")
+    code, _, err = run_cli(capsys, *FEDPC_ASIA, "--progress", "--quiet")
+    assert code == 0 and err.strip() == ""
+
+
+COMPARE = ("compare", "--methods", "fedpc", "--networks", "asia", "--clients", "2", "--samples",
+           "500", "--no-plots")  # fmt: skip
+
+
+def test_compare_shows_progress_off_a_terminal_only_with_progress(capsys, tmp_path):
+    """A redirected stderr (here: captured, not a terminal) gets one line per run only when
+    asked; --quiet wins."""
+    assert main([*COMPARE, "--out", str(tmp_path / "plain")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*COMPARE, "--out", str(tmp_path / "asked"), "--progress"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "1/1 runs" in lines[0] and "fedpc asia K=2 seed=0: ok" in lines[0]
+    assert main([*COMPARE, "--out", str(tmp_path / "q"), "--progress", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_help_is_plain_text_and_lists_every_subcommand(capsys, monkeypatch):
+    """Every subcommand the parser knows appears in ``--help`` with its help line; no
+    reStructuredText markup."""
+    import argparse
+
+    helps: dict[str, str | None] = {}
+    add_parser = argparse._SubParsersAction.add_parser
+
+    def record(self, name, **kwargs):
+        if self.dest == "command":
+            helps[name] = kwargs.get("help")
+        return add_parser(self, name, **kwargs)
+
+    monkeypatch.setattr(argparse._SubParsersAction, "add_parser", record)
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and "Federated causal discovery" in out
+    assert {"run", "export", "report", "audit", "compare"} <= set(helps)
+    for name, text in helps.items():
+        assert text, f"subcommand {name} has no help line"
+        first_words = " ".join(text.split()[:3])
+        assert f"    {name} " in out or f"    {name}\n" in out
+        assert first_words in " ".join(out.split()), name
+
+
 def test_quiet_is_no_method_option():
     from fedcausal_flwr.cli import run_parser
 

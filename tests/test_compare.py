@@ -557,3 +557,47 @@ def test_separate_labels_opens_dense_clusters_and_leaves_spread_nodes():
     spread = {v: np.array([v * 1.0, 0.0]) for v in range(5)}
     kept = separate_labels(spread, np.full(5, 0.5), 0.1)
     assert all(np.array_equal(kept[v], spread[v]) for v in range(5))
+
+
+# ----------------------------------------------------------------------------- scoring views
+def test_a_comparison_scores_every_method_in_one_view_per_column(tmp_path):
+    """fedpc (a CPDAG) beside three DAG-output methods on child: every common-view number in
+    results.csv is the run's graph, reduced to its equivalence class by causal-learn's dag2cpdag
+    (after a Dor-Tarsi extension where a vote left edges undirected), against the true CPDAG;
+    DAG-view columns only for the DAG outputs; the summary and the report state the view."""
+    from fedcausal_flwr.data.specs import network_for
+    from fedcausal_flwr.graphs.extension import pdag_to_dag
+    from fedcausal_flwr.graphs.truth import dag_to_cpdag
+    from fedcausal_flwr.metrics import graph_metrics
+    from fedcausal_flwr.study_files import DEFAULT_METRICS
+
+    methods = ["fedpc", "fedecd", "notears-admm:max_iter=4", "fedcsl"]
+    result = compare(methods, ["child"], [2], 2000, seeds=[0], out=tmp_path)
+    frame = pd.read_csv(tmp_path / "results.csv")
+    assert (frame["status"] == "ok").all() and set(frame["view"]) == {"CPDAG"}
+    true_dag = network_for("child", 0).dag
+    true_cpdag = _causallearn_cpdag(true_dag)
+    assert true_cpdag == dag_to_cpdag(true_dag)
+    for _, row in frame.iterrows():
+        stored = json.loads((tmp_path / "runs" / f"{row['key']}.json").read_text())
+        learned = Graph.from_json(stored["result"]["graph"])
+        if learned.kind == "DAG":
+            extension, consistent = pdag_to_dag(learned)
+            assert consistent, row["method"]
+            common = graph_metrics(_causallearn_cpdag(extension), true_cpdag)
+            dag_view = graph_metrics(learned, true_dag)
+            for metric, value in dag_view.items():
+                assert row[f"dag_{metric}"] == pytest.approx(value), (row["method"], metric)
+        else:
+            common = graph_metrics(learned, true_cpdag)
+            assert all(pd.isna(row[c]) for c in frame.columns if c.startswith("dag_"))
+        for metric, value in common.items():
+            assert row[metric] == pytest.approx(value), (row["method"], metric)
+    dag_methods = set(frame[frame["dag_shd"].notna()]["method"])
+    assert dag_methods == {"fedecd", "notears-admm:max_iter=4", "fedcsl"}
+    summary = (tmp_path / "summary.txt").read_text()
+    assert summary.count("view: CPDAG against the true CPDAG") == len(DEFAULT_METRICS)
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("view: CPDAG against the true CPDAG") == len(DEFAULT_METRICS)
+    assert "One view per column" in html and "(1 seed)" in html
+    assert result.frame["view"].tolist() == frame["view"].tolist()

@@ -1,12 +1,15 @@
 """The wheel alone runs a paper experiment: built from the sources, installed in a fresh virtual
 environment and started from a folder that is not the repository.
 
-The environment sees the already-installed dependencies through ``--system-site-packages``, so
-nothing is downloaded for them. That site also holds this project's editable install, whose
+The environment sees the dependencies of the interpreter running the tests (a ``.pth`` file adds
+that interpreter's site directories after its own), so nothing is downloaded for them, whether
+they sit in a virtual environment or in the base installation (``--system-site-packages`` would
+see only the base's). Those site directories also hold this project's editable install, whose
 import hook (setuptools' ``_EditableFinder``, appended to ``sys.meta_path``) loses to the wheel
 for any module the wheel has, but would silently serve from the source tree any module the wheel
 lacks. A ``sitecustomize`` in the environment removes that hook, so a module missing from the
 wheel fails to import, and the test checks that every module it loads lies inside the environment.
+A step that fails shows what the child printed.
 """
 
 import hashlib
@@ -15,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 import zipfile
@@ -76,6 +80,22 @@ def expected_modules() -> set[str]:
     return modules
 
 
+def checked(command: list, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run`` that fails the test with the child's output when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, command))} exited {done.returncode}\n"
+        f"--- stdout ---\n{done.stdout[-3000:]}\n--- stderr ---\n{done.stderr[-3000:]}"
+    )
+    return done
+
+
+def caller_site_dirs() -> list[str]:
+    """The site directories of the interpreter running the tests (where the dependencies are)."""
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
 def quiet_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(
@@ -98,9 +118,8 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
         shutil.copy2(REPO_ROOT / name, source / name)
     # pip's isolated build: the environment need not hold the build-system requirements
     # (setuptools >= 69 and wheel), which .ci/run's `pip install -e` fetches the same way
-    subprocess.run(
+    checked(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", source],
-        check=True,
         env=quiet_env(),
     )
     (wheel,) = (tmp_path / "dist").glob("fedcausal_flwr-*.whl")
@@ -122,36 +141,26 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
     assert not missing, f"modules of the source tree missing from the wheel: {sorted(missing)}"
 
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True
-    )
+    checked([sys.executable, "-m", "venv", "--without-pip", venv])
     python = venv / "bin" / "python"
-    subprocess.run(
+    checked(
         [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps"]
         + ["--no-index", wheel],
-        check=True,
         env=quiet_env(),
     )
     site_packages = Path(
-        subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            check=True,
-            capture_output=True,
-            text=True,
+        checked(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
         ).stdout.strip()
     )
     (site_packages / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    # the dependencies: the test interpreter's site directories, after the environment's own
+    added = "".join(f"site.addsitedir({d!r}); " for d in caller_site_dirs())
+    (site_packages / "zz_test_dependencies.pth").write_text(f"import site; {added}\n")
 
     elsewhere = tmp_path / "elsewhere"  # not the repository, and nothing in it
     elsewhere.mkdir()
-    where = subprocess.run(
-        [python, "-c", WHERE],
-        cwd=elsewhere,
-        env=quiet_env(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    where = checked([python, "-c", WHERE], cwd=elsewhere, env=quiet_env())
     report = json.loads(where.stdout.strip().splitlines()[-1])
     assert report["editable_hooks"] == []
     assert Path(report["prefix"]).resolve() == venv.resolve()

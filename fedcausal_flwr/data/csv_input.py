@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.data.inputs import Fix, InputError, shown_values
+from fedcausal_flwr.options import OptionError, spell
 
 WHITESPACE = "whitespace"
 #: Candidate delimiters in order of preference (a tie goes to the earlier one).
@@ -352,3 +353,123 @@ def read_client_files(
         )
         for k, path in enumerate(paths)
     ]
+
+
+def site_file_names(clients: int) -> list[str]:
+    """``site0.csv`` ... one per client, zero-padded from 11 clients on, so that a shell's sorted
+    ``site*.csv`` lists them in client order (``site10`` would come before ``site2``)."""
+    width = len(str(max(clients - 1, 0)))
+    return [f"site{k:0{width}d}.csv" for k in range(clients)]
+
+
+def write_site_files(
+    frames: Sequence[pd.DataFrame],
+    edges: Sequence[tuple[str, str]],
+    folder: str | Path,
+    *,
+    force: bool = False,
+    door: str = "python",
+    source: str = "the data",
+) -> tuple[list[Path], Path, list[Path]]:
+    """Client ``k``'s frame as ``folder/site<k>.csv`` and ``edges`` as ``folder/truth.csv``
+    (``cause,effect``), checked to read back as the same rows with :func:`read_client_csv`;
+    returns the site files, the truth file and the files removed.
+
+    Existing files are refused unless ``force``, which also removes ``site<N>.csv`` files of an
+    earlier, larger sample (a ``site*.csv`` glob would read them). Nothing is replaced until every
+    file has been written and read back. ``source`` names the data in errors (``network 'x'``)."""
+    out = Path(folder)
+    flag, force_flag = spell("out", door), spell("force", door)
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"{flag} {folder}: is a file, not a folder")
+    names = site_file_names(len(frames))
+    stale = sorted(
+        p for p in out.glob("site*.csv") if _is_site_file(p.name) and p.name not in names
+    )
+    existing = [out / n for n in [*names, "truth.csv"] if (out / n).exists()]
+    if (existing or stale) and not force:
+        clash = (existing or stale)[0]
+        why = "" if existing else " (left from an earlier sample: a site*.csv glob would read it)"
+        raise OptionError(
+            f"{flag} {folder}: {clash} exists{why}; give {force_flag} to replace the files of "
+            "an earlier sample, or another folder"
+        )
+    for frame in frames:
+        _check_writable(frame, source)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    try:
+        for k, (name, frame) in enumerate(zip(names, frames, strict=True)):
+            temp = out / f".{name}.tmp"
+            written.append(temp)
+            frame.to_csv(temp, index=False, lineterminator="\n", encoding="utf-8")
+            try:
+                back = read_client_csv(temp, k, door=door)
+            except InputError as err:
+                column = "" if err.column is None else f" column {err.column!r}"
+                raise OptionError(
+                    f"{source}: {name}{column} would not read back as written: it {err.problem}"
+                ) from None
+            _check_same_rows(f"{source}: {name}", frame, back)
+        truth = out / ".truth.csv.tmp"
+        written.append(truth)
+        pd.DataFrame(list(edges), columns=["cause", "effect"]).to_csv(
+            truth, index=False, lineterminator="\n", encoding="utf-8"
+        )
+        for temp in written:
+            temp.replace(out / temp.name[1:-4])
+    finally:
+        for temp in written:
+            temp.unlink(missing_ok=True)
+    for path in stale:
+        path.unlink()
+    return [out / n for n in names], out / "truth.csv", stale
+
+
+def _is_site_file(name: str) -> bool:
+    return name.startswith("site") and name.endswith(".csv") and name[4:-4].isdigit()
+
+
+def _check_writable(frame: pd.DataFrame, source: str) -> None:
+    """Refuse a variable name or level the reader would not give back (a level named ``NA``)."""
+    if all(_is_number(str(name)) for name in frame.columns):
+        raise OptionError(
+            f"{source}: the variables are named by numbers only "
+            f"({shown_values(list(frame.columns))}): a CSV file with this header reads as a file "
+            "without one"
+        )
+    for name in frame.columns:
+        values = frame[name]
+        if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+            continue
+        levels = values.cat.categories if isinstance(values.dtype, pd.CategoricalDtype) else values
+        for level in pd.unique(np.asarray(levels, dtype=object)):
+            text = str(level)
+            if text.strip() in ("", *MISSING_MARKERS) or text != text.strip():
+                raise OptionError(
+                    f"{source}: variable {name!r} has the level {text!r}, which a CSV file "
+                    "cannot hold as a value (it reads back as missing or changed)"
+                )
+
+
+def _check_same_rows(name: str, frame: pd.DataFrame, back: pd.DataFrame) -> None:
+    """``back`` holds ``frame``'s rows: the same names, numbers equal, each level read back as
+    one value of its own (``TRUE`` may come back as ``True``; two levels never merge)."""
+    if [str(c) for c in frame.columns] != list(back.columns) or len(frame) != len(back):
+        raise OptionError(f"{name} would not read back as written: its header or rows changed")
+    for column in frame.columns:
+        values, read = frame[column], back[str(column)]
+        if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(
+            values.dtype
+        ):
+            same = np.array_equal(values.to_numpy(), read.to_numpy())
+        else:
+            pairs = pd.DataFrame(
+                {"w": values.astype(str).to_numpy(), "r": read.astype(str).to_numpy()}
+            ).drop_duplicates()
+            same = bool(pairs["w"].is_unique and pairs["r"].is_unique)
+        if not same:
+            raise OptionError(
+                f"{name} would not read back as written: column {str(column)!r} reads back "
+                "with other values"
+            )

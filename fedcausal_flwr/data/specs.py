@@ -5,12 +5,15 @@ or a random FedC2SL-style discrete Erdos-Renyi network ``er:d=20[:degree=2][:car
 graph, CPTs and sample are all drawn with the run's seed. A partition is ``iid``,
 ``dirichlet[:alpha=1.0][:min_rows=10]`` (unequal client sizes) or ``heterogeneous`` (FedC2SL's
 biased sub-populations). The Python API, ``fedcausal-flwr run``, ``compare`` and the simulated
-sites of ``flwr run`` all read specs here.
+sites of ``flwr run`` all read specs here, and ``fedcausal-flwr sample`` writes the same rows to
+one CSV per site (:func:`write_sample`).
 """
 
 from __future__ import annotations
 
+import shlex
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -159,3 +162,41 @@ def sample_partition(
     net = network_for(network, seed)
     pooled = net.sample(samples, seed=seed)
     return make_partition(pooled, clients, partition, seed), net
+
+
+def write_sample(
+    network: str,
+    samples: int,
+    clients: int,
+    partition: str,
+    seed: int,
+    out: str | Path,
+    *,
+    force: bool = False,
+    door: str = "python",
+) -> list[str]:
+    """Write the rows a run with these settings draws (:func:`sample_partition`) as one CSV per
+    site and the network's DAG as ``truth.csv``, so ``run --data ... --truth ...`` sees what
+    ``run --network`` sees; returns the lines that say what was written."""
+    from fedcausal_flwr.data.csv_input import write_site_files
+
+    part, net = sample_partition(network, samples, clients, partition, seed)
+    sites, truth, removed = write_site_files(
+        part.clients, net.edges, out, force=force, door=door, source=f"network {network!r}"
+    )
+    folder = shlex.quote(str(out).rstrip("/") or "/")
+    lines = [
+        f"{network}: {samples} rows split {partition} into {clients} sites (seed {seed}) in {out}",
+        *(
+            f"  {path.name}: {len(frame)} rows"
+            for path, frame in zip(sites, part.clients, strict=True)
+        ),
+        f"  {truth.name}: the network's {len(net.edges)} edges (cause,effect)",
+        *(f"  removed {path.name} (left from an earlier sample)" for path in removed),
+    ]
+    if door == "cli":
+        lines.append(
+            f"run a method on them: fedcausal-flwr run --method NAME --data {folder}/site*.csv "
+            f"--truth {folder}/truth.csv"
+        )
+    return lines

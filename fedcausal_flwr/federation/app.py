@@ -309,14 +309,14 @@ def score(result, truth: str, network: str, seed: int = 0, truth_file=None) -> N
     if not truth or result.graph is None:
         return
     from fedcausal_flwr.data.specs import network_for
-    from fedcausal_flwr.scoring import read_truth, score_graph
+    from fedcausal_flwr.scoring import read_truth, score_result
 
     if truth == "network":
         dag = network_for(network, seed).dag
     else:
         dag = read_truth(truth_file or truth, result.variables, quote=False)
     result.config["truth"] = truth
-    result.metrics.update(score_graph(result, dag))
+    score_result(result, dag)
 
 
 def _client_fn(context: Context):

@@ -82,6 +82,9 @@ class MethodSpec:
     bootstrap_keys: tuple[str, ...] = ()
     #: what each action of the method's clients discloses (action -> class)
     disclosures: Mapping[str, str] = field(default_factory=dict)
+    #: the view a ``score`` hook's numbers are in (e.g. "local structure of the target against
+    #: the true DAG"); a method scored as a whole graph is in the common view of its graph's kind
+    score_view: str = ""
 
     @property
     def owner(self) -> str:
@@ -179,6 +182,7 @@ def register_method(
     secure: SecureSupport | None = None,
     paper: str = "",
     score: Score | None = None,
+    score_view: str = "",
     summaries: Summaries | None = None,
     min_sites: int = 1,
     bootstrap: bool = False,
@@ -190,7 +194,8 @@ def register_method(
     ``options``: the method's declared options (none if omitted: then any option is an error).
     ``secure``: given if the method can route its summed statistics through SecAgg+.
     ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and for the
-    extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`).
+    extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`); ``score_view`` says
+    what a ``score`` hook's numbers are (required with it: every table states its view).
     ``min_sites``: how many clients the method needs at least (2 for methods that combine the
     clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
     ``bootstrap``: the method takes the option ``bootstrap`` (the federated bootstrap of
@@ -204,6 +209,8 @@ def register_method(
         raise TypeError(f"options of method {name!r} must be an OptionSet")
     if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
         raise ValueError(f"min_sites of method {name!r} must be an integer >= 1, got {min_sites!r}")
+    if score is not None and not score_view:
+        raise ValueError(f"method {name!r}: a score hook needs score_view (what its numbers are)")
     declared = options or OptionSet()
     offered = with_bootstrap(declared) if bootstrap else declared
     added = tuple(o.name for o in offered.options if o.name not in declared)
@@ -221,6 +228,7 @@ def register_method(
         min_sites,
         added,
         declare(f"method {name!r}", disclosures),
+        score_view,
     )
     builtin = _builtin_module(name)
     if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):

@@ -2,11 +2,14 @@
 
 * ``edges``: one line per edge, ``A --> B``, ``A o-> B``, ``A <-> B``, ``A --- B``, ``A o-o B``
   (a directed edge is always written tail first);
-* ``dot``: Graphviz, every edge ``"u" -> "v" [dir=both, arrowtail=..., arrowhead=...]`` with
-  ``none`` (tail), ``normal`` (arrow) and ``odot`` (circle), the graph's kind as a graph attribute;
-* ``gml`` / ``graphml``: written and read by networkx, one edge per adjacent pair with its marks
-  as the string attributes ``mark_at_source`` / ``mark_at_target`` and the kind as a graph
-  attribute (:func:`to_marked_networkx`);
+* ``dot``: Graphviz, written here (no pydot), every edge ``"u" -> "v" [dir=both,
+  arrowtail=..., arrowhead=...]`` with ``none`` (tail), ``normal`` (arrow) and ``odot`` (circle),
+  the graph's kind as a graph attribute;
+* ``gml`` / ``graphml``: a networkx DiGraph (:func:`to_marked_networkx`) written by networkx: a
+  ``-->`` edge is one networkx edge, every other edge (``---``, ``<->``, ``o->``, ``o-o``) both
+  directions, so a tool reading the file never mistakes a CPDAG or PAG for a DAG; each networkx
+  edge carries the marks at its own ends as ``mark_at_source`` / ``mark_at_target``, the graph
+  its kind;
 * ``amat``: pcalg's adjacency matrix as CSV with the names as header and first column.
   ``amat.cpdag`` for DAGs and CPDAGs (``a --> b`` is ``[a, b] = 0, [b, a] = 1``; ``a --- b`` is
   1 both ways) and ``amat.pag`` for the rest (entry ``[a, b]`` is the mark at ``b``: 1 circle,
@@ -173,32 +176,40 @@ def from_dot(text: str) -> Graph:
 
 # --------------------------------------------------------------------------- networkx
 def to_marked_networkx(graph: Graph) -> nx.DiGraph:
-    """One networkx edge per adjacent pair (a directed edge tail first) with string attributes
-    ``mark_at_source`` and ``mark_at_target`` (``tail|arrow|circle``): what GML and GraphML can
-    store. (:meth:`Graph.to_networkx` instead keeps only directed edges as single edges.)"""
+    """A networkx DiGraph that no networkx algorithm mistakes for more than the graph says: a
+    ``-->`` edge is one networkx edge, every other edge both directions (GraphML and networkx
+    have no mixed graphs, so an undirected edge written once would read as directed). Each edge
+    has the string attributes ``mark_at_source`` / ``mark_at_target`` (``tail|arrow|circle``),
+    the marks at its own ends, which GML and GraphML store; the graph has ``kind``."""
     import networkx as nx
 
     m = graph.marks
     dg = nx.DiGraph(kind=graph.kind)
     dg.add_nodes_from(graph.names)
     for i, j in _pairs(graph):
-        dg.add_edge(
-            graph.names[i],
-            graph.names[j],
-            mark_at_source=MARK_NAMES[int(m[j, i])],
-            mark_at_target=MARK_NAMES[int(m[i, j])],
-        )
+        at_i, at_j = MARK_NAMES[int(m[j, i])], MARK_NAMES[int(m[i, j])]
+        u, v = graph.names[i], graph.names[j]
+        dg.add_edge(u, v, mark_at_source=at_i, mark_at_target=at_j)
+        if (at_i, at_j) != ("tail", "arrow"):
+            dg.add_edge(v, u, mark_at_source=at_j, mark_at_target=at_i)
     return dg
 
 
 def from_marked_networkx(dg: nx.DiGraph, kind: str | None = None) -> Graph:
-    """Inverse of :func:`to_marked_networkx`; an edge without marks reads as ``-->``."""
-    rows = [
-        (u, v, data.get("mark_at_source", "tail"), data.get("mark_at_target", "arrow"))
-        for u, v, data in dg.edges(data=True)
-    ]
+    """Inverse of :func:`to_marked_networkx`. An edge without marks reads as ``-->``, or as
+    ``---`` when the reverse edge is there too (a CPDAG as other tools put it in a DiGraph)."""
+    if not dg.is_directed():
+        raise ValueError("expected a directed networkx graph (the marks are per direction)")
+    marks: dict[frozenset, tuple[str, str, str, str]] = {}
+    for u, v, data in dg.edges(data=True):
+        default = "tail" if dg.has_edge(v, u) else "arrow"
+        row = (u, v, data.get("mark_at_source", "tail"), data.get("mark_at_target", default))
+        pair = frozenset((u, v))
+        seen = marks.setdefault(pair, row)
+        if seen != row and seen != (v, u, row[3], row[2]):
+            raise ValueError(f"the edges {u} -> {v} and {v} -> {u} disagree on their marks")
     return Graph.from_edges(
-        [str(n) for n in dg.nodes], rows, kind=kind or dg.graph.get("kind", "CPDAG")
+        [str(n) for n in dg.nodes], list(marks.values()), kind=kind or dg.graph.get("kind", "CPDAG")
     )
 
 
