@@ -9,6 +9,7 @@ refusal with its policy key.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -85,3 +86,27 @@ def summarize(records: list[dict[str, Any]], source: str = "audit log") -> str:
                 "sums outside SecAgg+)"
             )
     return "\n".join(lines)
+
+
+def add_audit_parser(sub: Any) -> None:
+    """The ``audit`` command."""
+    p = sub.add_parser(
+        "audit",
+        help="what left a site, per run, from its audit log (raw rows, its own statistics and "
+        "sums outside SecAgg+ marked with !)",
+    )
+    p.add_argument("log", metavar="LOG", help="a site's audit log (JSON lines)")
+    p.add_argument("--run", default=None, help="only this run id")
+
+
+def audit_command(args: argparse.Namespace) -> int:
+    """Print the summary of ``args.log`` (one run with ``--run``)."""
+    from fedcausal_flwr.options import OptionError
+
+    records = read_audit(args.log)
+    if args.run is not None:
+        records = [r for r in records if str(r["run"]) == args.run]
+        if not records:
+            raise OptionError(f"--run {args.run}: no record of that run in {args.log}")
+    print(summarize(records, args.log))
+    return 0

@@ -53,7 +53,6 @@ def _add_option_flag(group: argparse._ActionsContainer, option: Option) -> None:
 def run_parser(method: str | None) -> argparse.ArgumentParser:
     """The ``run`` parser: run settings, data, output, and ``method``'s declared options."""
     from fedcausal_flwr.federation.registry import get_method
-    from fedcausal_flwr.settings import RUN_SETTINGS
 
     parser = argparse.ArgumentParser(
         prog="fedcausal-flwr run",
@@ -130,7 +129,6 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
 def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method: str) -> str:
     """The error for flags the parser did not take: the closest valid flag and the lists."""
     from fedcausal_flwr.federation.registry import get_method, known_methods
-    from fedcausal_flwr.settings import RUN_SETTINGS
 
     spec = get_method(method)
     flag = next((a for a in leftover if a.startswith("-")), leftover[0]).split("=")[0]
@@ -207,7 +205,6 @@ def _run_command(argv: list[str]) -> int:
     args, leftover = parser.parse_known_args(argv)
     if leftover:
         raise OptionError(_unknown_flags(leftover, parser, method))
-    from fedcausal_flwr.settings import RUN_SETTINGS
 
     settings = {o.name: getattr(args, o.name) for o in RUN_SETTINGS}
     spec_options = {o.name for o in get_method(method).options if o.name not in RUN_SETTINGS}
@@ -403,7 +400,6 @@ def defaults_vs_papers() -> str:
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
-    from fedcausal_flwr.settings import RUN_SETTINGS
 
     p = sub.add_parser(
         "compare",
@@ -684,28 +680,6 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_audit(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "audit",
-        help="what left a site, per run, from its audit log (raw rows, its own statistics and "
-        "sums outside SecAgg+ marked with !)",
-    )
-    p.add_argument("log", metavar="LOG", help="a site's audit log (JSON lines)")
-    p.add_argument("--run", default=None, help="only this run id")
-
-
-def _audit(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.audit import read_audit, summarize
-
-    records = read_audit(args.log)
-    if args.run is not None:
-        records = [r for r in records if str(r["run"]) == args.run]
-        if not records:
-            raise OptionError(f"--run {args.run}: no record of that run in {args.log}")
-    print(summarize(records, args.log))
-    return 0
-
-
 def _add_sample(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="write the rows `run --network` draws as one CSV per site "
                        "and truth.csv, read back by `run --data ... --truth ...`")  # fmt: skip
@@ -762,7 +736,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_citest(sub)
     _add_export(sub)
     _add_report(sub)
-    _add_audit(sub)
+    from fedcausal_flwr.audit import add_audit_parser, audit_command
+
+    add_audit_parser(sub)
     _add_sample(sub)
     from fedcausal_flwr.federation.localhost import add_federation_parser
 
@@ -775,7 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "citest": _citest,
         "export": _export,
         "report": _report,
-        "audit": _audit,
+        "audit": audit_command,
         "sample": _sample,
         "federation": _federation,
     }
