@@ -102,7 +102,7 @@ def run(
 
 def _frames_or_files(
     data: Sequence[Any] | Partition | None,
-) -> tuple[Sequence[pd.DataFrame] | Partition | None, list[str | os.PathLike] | None]:
+) -> tuple[Sequence[pd.DataFrame] | Partition | None, list[str | Path] | None]:
     """``data=`` as ``(frames, None)`` or ``(None, CSV paths)``: paths are read by the same
     reader as ``run --data``, since ``pd.read_csv`` turns a level named ``None`` into a gap."""
     if isinstance(data, (str, os.PathLike)):
@@ -115,7 +115,7 @@ def _frames_or_files(
     items = list(data)
     is_path = [isinstance(item, (str, os.PathLike)) for item in items]
     if items and all(is_path):
-        return None, items
+        return None, [item if isinstance(item, str) else Path(item) for item in items]
     if any(is_path):
         first = next(k for k, flag in enumerate(is_path) if not flag)
         raise OptionError(
@@ -131,7 +131,7 @@ def execute(
     options_raw: Mapping[str, Any],
     *,
     data: Sequence[pd.DataFrame] | Partition | None = None,
-    files: Sequence[str | os.PathLike] | None = None,
+    files: Sequence[str | Path] | None = None,
     sep: str | None = None,
     keep_index: bool = False,
     truth: Graph | str | Path | None = None,

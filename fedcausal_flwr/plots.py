@@ -12,12 +12,13 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.study_files import method_label, method_views, view_statement
 
 DERIVED_METHODS = ("local-avg", "local-best-oracle")
 EDGE_STYLES: dict[str, dict[str, Any]] = {
@@ -111,15 +112,22 @@ def plot_metric_vs_clients(
     fig, axes = plt.subplots(
         1, max(len(networks), 1), figsize=(7 * max(len(networks), 1), 3.8), squeeze=False
     )
+    views = method_views(ok)
     for ax, network in zip(axes[0], networks, strict=False):
         per_net = ok[ok["network"] == network]
-        _method_lines(ax, per_net, metric)
+        _method_lines(ax, per_net, metric, views)
         _k_axis(ax, per_net["K"])
         ax.set_title(setting_title(per_net, network), fontsize=10)
         ax.set_ylabel(ylabel or metric_label(metric))
         ax.margins(y=0.08)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    # every plot of a metric says which view its numbers are in and what the error bars are
+    notes = [title] if title else []
+    notes.append(view_statement(views, list(dict.fromkeys(ok["method"]))))
+    seeds = int(ok["seed"].nunique()) if "seed" in ok.columns else 0
+    notes.append(f"error bars: sd over {seeds} seeds" if seeds > 1 else "one seed: no error bars")
+    title = "\n".join(notes)
     if title:  # wrapped to the figure's width (about 11 characters an inch at 11 pt)
         width = int(fig.get_figwidth() * 11)
         lines = [textwrap.fill(line, width) for line in title.splitlines()]
@@ -131,7 +139,7 @@ def plot_metric_vs_clients(
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def _method_lines(ax, per_net: pd.DataFrame, column: str) -> None:
+def _method_lines(ax, per_net: pd.DataFrame, column: str, views: dict | None = None) -> None:
     """One error-bar line per method: mean +- sd of ``column`` over seeds, against K (derived
     rows such as local-avg dashed). A line equal to one drawn before it (pooled and exact FedPC,
     say) would hide under it: its legend entry says so and it is drawn thinner, on top, with
@@ -155,7 +163,7 @@ def _method_lines(ax, per_net: pd.DataFrame, column: str) -> None:
             yerr=stats["std"].fillna(0.0),
             marker=_MARKERS[index % len(_MARKERS)],
             capsize=3,
-            label=str(method) if same is None else f"{method} (= {same})",
+            label=method_label(str(method), views or {}) + ("" if same is None else f" (= {same})"),
             linestyle="--" if method in DERIVED_METHODS or same is not None else "-",
             mfc="none" if same is not None else None,
             lw=1.0 if same is not None else 1.5,
@@ -235,6 +243,24 @@ _ARROWSTYLE = {
     (ARROW, ARROW): "<|-|>",
 }
 
+#: what each class of pair means, for the legend
+EDGE_MEANINGS = {
+    "correct": "adjacent in both, the truth's endpoint marks",
+    "reversed": "the truth's arrow, pointing the other way",
+    "other mark": "adjacent in both, other endpoint marks than the truth's (not simply reversed)",
+    "extra": "learned, not adjacent in the truth",
+    "missing": "adjacent in the truth, not learned (drawn with the truth's marks)",
+    "edges": "learned edge",
+}
+#: A graph drawing is as many pixels wide as the report's content column, so the report shows it
+#: at its own size: at 100% zoom a node label's capitals are about 10 px tall.
+GRAPH_WIDTH_PX = 1200
+GRAPH_DPI = 100
+NODE_FONT = 10.0  # points
+EDGE_FONT = 8.5
+_NODE_PAD, _EDGE_PAD = 0.35, 0.2  # label box padding, in font sizes
+_TITLE_PX, _GAP_PX = 44, 10  # the title's band above the graph, the space around boxes
+
 
 def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
     """Node positions: Kamada-Kawai on the nodes with edges (it spreads dense clusters more
@@ -262,19 +288,21 @@ def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
 def separate_labels(
     pos: dict[int, np.ndarray],
     widths: np.ndarray,
-    height: float,
+    height: float | np.ndarray,
     iterations: int = 400,
 ) -> dict[int, np.ndarray]:
     """Move nodes apart until no two label boxes (``widths[v]`` x ``height``, layout units,
     centred on the node) overlap: each overlapping pair is pushed apart by its overlap along the
-    axis where it is smaller, half each way, so a dense cluster opens up and the rest stays put."""
+    axis where it is smaller, half each way, so a dense cluster opens up and the rest stays put.
+    ``height`` is one number or one per node."""
     nodes = sorted(pos)
     if len(nodes) < 2:
         return pos
     xy = np.array([pos[v] for v in nodes], dtype=float)
     w = np.asarray(widths, dtype=float)[nodes]
+    h = np.broadcast_to(np.asarray(height, dtype=float), (max(nodes) + 1,))[nodes]
     i, j = np.triu_indices(len(nodes), k=1)
-    gap_x, gap_y = (w[i] + w[j]) / 2 * 1.08, height * 1.25
+    gap_x, gap_y = (w[i] + w[j]) / 2 * 1.08, (h[i] + h[j]) / 2 * 1.25
     for _ in range(iterations):
         d = xy[j] - xy[i]
         over_x, over_y = gap_x - np.abs(d[:, 0]), gap_y - np.abs(d[:, 1])
@@ -295,24 +323,175 @@ def separate_labels(
     return {v: xy[k] for k, v in enumerate(nodes)}
 
 
-def plot_graph_vs_truth(
+def _text_sizes(texts: Sequence[str], fontsize: float, pad: float) -> np.ndarray:
+    """(width, height) in drawing pixels of each text's label box (text plus ``pad`` font sizes
+    each side), measured by matplotlib's Agg renderer, as the drawing renders them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(dpi=GRAPH_DPI)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    margin = 2 * pad * fontsize * GRAPH_DPI / 72
+    sizes = np.zeros((len(texts), 2))
+    for k, text in enumerate(texts):
+        extent = fig.text(0, 0, text, fontsize=fontsize).get_window_extent(renderer)
+        sizes[k] = extent.width + margin, extent.height + margin
+    return sizes
+
+
+def _fit_to_frame(pos: Mapping[int, np.ndarray], boxes: np.ndarray) -> dict[int, np.ndarray]:
+    """Positions in drawing pixels: the layout scaled (same scale both ways) to a width that
+    grows with the number of nodes up to the drawing's, then node labels separated (with room
+    for edges between them). Positions that already fit (inside the drawing, labels apart, as
+    this function leaves them) are kept as they are."""
+    nodes = sorted(pos)
+    xy = np.array([pos[v] for v in nodes], dtype=float)
+    half = boxes[nodes] / 2 + _GAP_PX
+    widths, heights = boxes[nodes, 0] + 3 * _GAP_PX, boxes[nodes, 1] + 2 * _GAP_PX
+    inside = (xy - half >= -1e-6).all() and (xy[:, 0] + half[:, 0] <= GRAPH_WIDTH_PX + 1e-6).all()
+    if inside:
+        apart = separate_labels(dict(enumerate(xy)), widths, heights, iterations=1)
+        if all(np.array_equal(apart[k], xy[k]) for k in range(len(nodes))):
+            return {v: xy[k] for k, v in enumerate(nodes)}
+    room = GRAPH_WIDTH_PX - 2 * half[:, 0].max()
+    span = min(room, 140 * np.sqrt(len(nodes)) + 200)
+    for _ in range(5):
+        low, high = xy.min(axis=0), xy.max(axis=0)
+        scale = span / (high[0] - low[0]) if high[0] > low[0] else 1.0
+        scale = min(scale, 1.2 * GRAPH_WIDTH_PX / (high[1] - low[1])) if high[1] > low[1] else scale
+        xy = (xy - low) * scale
+        moved = separate_labels(dict(enumerate(xy)), widths, heights)
+        xy = np.array([moved[k] for k in range(len(nodes))])
+        if np.ptp(xy[:, 0]) <= span + 1e-6:
+            break
+    xy -= xy.min(axis=0) - [(GRAPH_WIDTH_PX - np.ptp(xy[:, 0])) / 2, half[:, 1].max()]
+    return {v: xy[k] for k, v in enumerate(nodes)}
+
+
+def truth_layout(graph: Graph, seed: int = 0) -> dict[int, np.ndarray]:
+    """Node positions (drawing pixels) from ``graph``'s skeleton, labels separated. Pass them
+    as ``pos`` to every :func:`plot_graph_vs_truth` of a study: each node then sits in the same
+    place in every method's drawing, so drawings compare at a glance."""
+    import networkx as nx
+
+    skeleton = nx.Graph()
+    skeleton.add_nodes_from(range(graph.n_nodes))
+    rows, cols = np.nonzero(np.triu(graph.marks != NONE, k=1))
+    skeleton.add_edges_from(zip(rows.tolist(), cols.tolist(), strict=True))
+    boxes = _text_sizes(graph.names, NODE_FONT, _NODE_PAD)
+    return _fit_to_frame(graph_layout(skeleton, seed), boxes)
+
+
+def _boxes_at(centres: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Axis-aligned boxes (x0, y0, x1, y1) of ``size`` (width, height) around ``centres``."""
+    return np.concatenate([centres - size / 2, centres + size / 2], axis=-1)
+
+
+def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Whether each of ``boxes`` (m, 4) intersects any of ``others`` (k, 4)."""
+    if len(others) == 0:
+        return np.zeros(len(boxes), dtype=bool)
+    a, b = boxes[:, None, :], others[None, :, :]
+    hit = (a[..., 0] < b[..., 2]) & (a[..., 2] > b[..., 0])
+    return np.asarray((hit & (a[..., 1] < b[..., 3]) & (a[..., 3] > b[..., 1])).any(axis=1))
+
+
+def _crossings(boxes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many of the segments ``starts``-``ends`` (e, 2) pass through each box (m, 4)
+    (Liang-Barsky clipping)."""
+    if len(starts) == 0:
+        return np.zeros(len(boxes), dtype=int)
+    d = (ends - starts)[None, :, :]
+    p = np.stack([-d[..., 0], d[..., 0], -d[..., 1], d[..., 1]], axis=-1)
+    s = starts[None, :, :]
+    b = boxes[:, None, :]
+    q = np.stack([s[..., 0] - b[..., 0], b[..., 2] - s[..., 0],
+                  s[..., 1] - b[..., 1], b[..., 3] - s[..., 1]], axis=-1)  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = q / p
+    enter = np.where(p < 0, ratio, -np.inf).max(axis=-1).clip(min=0.0)
+    leave = np.where(p > 0, ratio, np.inf).min(axis=-1).clip(max=1.0)
+    parallel_out = ((p == 0) & (q < 0)).any(axis=-1)
+    return ((enter <= leave) & ~parallel_out).sum(axis=1)
+
+
+#: where along the visible part of an edge its label may sit, the middle first
+_ALONG = 0.5 + np.array([0.0, *(s * k for k in range(1, 9) for s in (-0.05, 0.05))])
+
+
+def _edge_ends(xy: np.ndarray, nodes: np.ndarray, i: int, j: int) -> tuple[np.ndarray, ...]:
+    """Where the edge i-j leaves node i's label box and enters node j's."""
+    step = xy[j] - xy[i]
+    unit = step / (float(np.hypot(*step)) or 1.0)
+    with np.errstate(divide="ignore"):
+        out_i = np.min(nodes[i] / 2 / np.abs(unit))
+        out_j = np.min(nodes[j] / 2 / np.abs(unit))
+    return xy[i] + out_i * unit, xy[j] - out_j * unit
+
+
+def place_edge_labels(
+    xy: np.ndarray,
+    node_sizes: np.ndarray,
+    edges: Sequence[tuple[int, int]],
+    labelled: Sequence[int],
+    labels: Sequence[str],
+    frame: tuple[float, float],
+) -> list[tuple[np.ndarray | None, bool]]:
+    """Where the label of each ``edges[labelled[k]]`` goes (drawing pixels): on its own edge,
+    where its box overlaps no node box and no label placed before it, and no other edge runs
+    under it; the middle if free, else the free spot nearest it. With no such spot the label is
+    numbered, the number's small box placed the same way, and the label goes to the notes under
+    the drawing. Per label: (centre, or None when not even the number fits; whether the full
+    label is drawn there)."""
+    ends = np.array([[xy[i], xy[j]] for i, j in edges]).reshape(-1, 2, 2)
+    obstacles = [_boxes_at(xy, node_sizes + 4)]
+    full = _text_sizes(labels, EDGE_FONT, _EDGE_PAD)
+    numbers = _text_sizes([str(k + 1) for k in range(len(labels))], EDGE_FONT, _EDGE_PAD)
+    length = np.hypot(*(ends[labelled, 1] - ends[labelled, 0]).T) if len(labelled) else []
+    placed: list[tuple[np.ndarray | None, bool]] = [(None, False)] * len(labels)
+    for k in np.argsort(length, kind="stable"):  # short edges have the fewest spots: first
+        edge = labelled[k]
+        a, b = _edge_ends(xy, node_sizes, *edges[edge])
+        centres = a + _ALONG[:, None] * (b - a)
+        others = np.arange(len(edges)) != edge
+        taken = np.concatenate(obstacles)
+        for size, whole in ((full[k], True), (numbers[k], False)):
+            boxes = _boxes_at(centres, size + 2)
+            free = (boxes[:, :2] >= 0).all(axis=1) & (boxes[:, 2:] <= frame).all(axis=1)
+            free &= ~_overlaps(boxes, taken)
+            free &= _crossings(boxes, ends[others, 0], ends[others, 1]) == 0
+            if free.any():
+                spot = int(np.argmax(free))
+                placed[k] = (centres[spot], whole)
+                obstacles.append(boxes[spot][None, :])
+                break
+    return placed
+
+
+class GraphDrawing(NamedTuple):
+    """A drawn graph and its text artists (to measure them: ``figure.canvas.draw()``, then
+    ``text.get_window_extent(figure.canvas.get_renderer())``)."""
+
+    figure: Any
+    node_labels: list[Any]
+    edge_labels: list[Any]  # labels and numbers drawn on edges
+    notes: list[Any]  # the labels with no room on their edge, under the drawing
+
+
+def draw_graph_vs_truth(
     learned: Graph,
     truth: Graph | None,
-    path: str | Path,
     title: str = "",
     seed: int = 0,
     edge_labels: Mapping[frozenset[str], str] | None = None,
-) -> Path:
-    """Draw the learned graph's edges (the truth's for missing ones) styled by category; with
-    no ``truth``, the learned graph alone.
+    pos: Mapping[int, np.ndarray] | None = None,
+) -> GraphDrawing:
+    """The drawing :func:`plot_graph_vs_truth` saves, as a figure (see there)."""
+    _pyplot()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
-    Arrowheads show the drawn graph's marks; a circle mark is a small hollow circle near its node.
-    ``edge_labels`` (by the pair of names) are written at the middle of learned edges: each edge's
-    confidence, such as its deciding p-value.
-    """
-    import networkx as nx
-
-    plt = _pyplot()
     from fedcausal_flwr.metrics import align
 
     if truth is None:
@@ -322,77 +501,148 @@ def plot_graph_vs_truth(
     else:
         learned = align(learned, truth)
         groups = classify_pairs(learned, truth)
-    skeleton = nx.Graph()
-    skeleton.add_nodes_from(range(truth.n_nodes))
-    skeleton.add_edges_from(pair for pairs in groups.values() for pair in pairs)
-    pos = graph_layout(skeleton, seed)
-    size = max(5.0, 0.35 * truth.n_nodes + 3.0)
-    # label boxes in layout units: the drawing area is about 0.8 * size inches across the span
-    per_inch = float(np.ptp(np.array(list(pos.values())), axis=0).max() or 1.0) / (0.8 * size)
-    widths = np.array([0.075 * len(name) + 0.12 for name in truth.names]) * per_inch
-    pos = separate_labels(pos, widths, 0.24 * per_inch)
-    fig, ax = plt.subplots(figsize=(size + 2, size))
+    node_sizes = _text_sizes(truth.names, NODE_FONT, _NODE_PAD)
+    pos = _fit_to_frame(truth_layout(truth, seed) if pos is None else pos, node_sizes)
     xy = np.array([pos[v] for v in range(truth.n_nodes)])
-    ax.scatter(xy[:, 0], xy[:, 1], s=0)  # the axes' limits (text does not set them)
-    span = float(np.ptp(xy, axis=0).max()) or 1.0
-    boxes = {
-        v: ax.text(*pos[v], name, ha="center", va="center", fontsize=8, zorder=3,
-                   bbox={"boxstyle": "round,pad=0.35", "fc": "#e8eef7", "ec": "0.3"})
-        for v, name in enumerate(truth.names)
-    }  # fmt: skip
-    for category, pairs in groups.items():
-        style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
-        drawn = truth if category == "missing" else learned
-        for i, j in pairs:
-            at_i, at_j = int(drawn.marks[j, i]), int(drawn.marks[i, j])
-            ax.annotate(
-                "",
-                xy=pos[j],
-                xytext=pos[i],
-                arrowprops={
-                    "arrowstyle": _ARROWSTYLE.get((at_i, at_j), "-"),
-                    "color": style["color"],
-                    "linestyle": style["linestyle"],
-                    "lw": style["lw"],
-                    "patchA": boxes[i].get_bbox_patch(),  # edges end at the label's box
-                    "patchB": boxes[j].get_bbox_patch(),
-                    "shrinkA": 3,
-                    "shrinkB": 3,
-                    "mutation_scale": 14,
-                },
-            )
-            label = (
-                None
-                if edge_labels is None or category == "missing"
-                else edge_labels.get(frozenset((truth.names[i], truth.names[j])))
-            )
-            if label:
-                middle = (np.asarray(pos[i]) + np.asarray(pos[j])) / 2
-                box = {"fc": "white", "ec": "none", "pad": 0.3}
-                ax.text(*middle, label, fontsize=7, ha="center", va="center", zorder=2,
-                        color=style["color"], bbox=box)  # fmt: skip
-            for node, other, mark in ((i, j, at_i), (j, i, at_j)):
-                if mark == CIRCLE:  # a fixed distance from the node, past its label's box
-                    step = np.asarray(pos[other]) - np.asarray(pos[node])
-                    length = float(np.hypot(*step)) or 1.0
-                    spot = np.asarray(pos[node]) + min(0.4 * length, 0.05 * span) * step / length
-                    ax.plot(*spot, marker="o", mfc="white", mec=style["color"], ms=6)
-        ax.plot([], [], color=style["color"], linestyle=style["linestyle"], lw=style["lw"],
-                label=f"{category} ({len(pairs)})")  # fmt: skip
-    if edge_labels:
-        note = (
-            "on an edge: its confidence (deciding\np-value, share of clients keeping it,\n"
-            "share of bootstrap resamples with it)"
-        )
-        ax.plot([], [], " ", label=note)
-    ax.margins(0.06)
-    against = "" if truth is learned else f" against the true {truth.kind}"
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9,
-              title=f"{learned.kind}{against}")  # fmt: skip
-    ax.set_title(title or f"learned {learned.kind}{against}")
+    frame = (float(GRAPH_WIDTH_PX), float(xy[:, 1].max() + node_sizes[:, 1].max() / 2 + _GAP_PX))
+    drawn_pairs = [(c, i, j) for c, pairs in groups.items() for i, j in pairs]
+    wanted = [
+        (k, text)
+        for k, (category, i, j) in enumerate(drawn_pairs)
+        if category != "missing"
+        and (text := (edge_labels or {}).get(frozenset((truth.names[i], truth.names[j]))))
+    ]
+    edges = [(i, j) for _, i, j in drawn_pairs]
+    spots = place_edge_labels(
+        xy, node_sizes, edges, [k for k, _ in wanted], [t for _, t in wanted], frame
+    )
+
+    fig = Figure(figsize=(GRAPH_WIDTH_PX / GRAPH_DPI, 10), dpi=GRAPH_DPI)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
-    fig.tight_layout()
-    return _save(fig, path)
+    ax.set_xlim(0, frame[0])
+    ax.set_ylim(0, frame[1])
+    nodes = [
+        ax.text(float(xy[v][0]), float(xy[v][1]), name, ha="center", va="center",
+                fontsize=NODE_FONT, zorder=4,
+                bbox={"boxstyle": f"round,pad={_NODE_PAD}", "fc": "#e8eef7", "ec": "0.3"})
+        for v, name in enumerate(truth.names)
+    ]  # fmt: skip
+    circles = False
+    for category, i, j in drawn_pairs:
+        style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
+        graph = truth if category == "missing" else learned
+        at_i, at_j = int(graph.marks[j, i]), int(graph.marks[i, j])
+        ax.annotate(
+            "",
+            xy=xy[j],
+            xytext=xy[i],
+            zorder=1,
+            arrowprops={
+                "arrowstyle": _ARROWSTYLE.get((at_i, at_j), "-"),
+                "color": style["color"],
+                "linestyle": style["linestyle"],
+                "lw": style["lw"],
+                "patchA": nodes[i].get_bbox_patch(),  # edges end at the label's box
+                "patchB": nodes[j].get_bbox_patch(),
+                "shrinkA": 2,
+                "shrinkB": 2,
+                "mutation_scale": 15,
+            },
+        )
+        for node, other, mark in ((i, j, at_i), (j, i, at_j)):
+            if mark == CIRCLE:  # just past the node's label box, on the edge
+                end = _edge_ends(xy, node_sizes, node, other)[0]
+                unit = (xy[other] - xy[node]) / (float(np.hypot(*(xy[other] - xy[node]))) or 1)
+                ax.plot(*(end + 6 * unit), marker="o", mfc="white", mec=style["color"], ms=6,
+                        zorder=2)  # fmt: skip
+                circles = True
+    on_edges: list[Any] = []
+    notes_text: list[str] = []
+    for (k, text), (spot, whole) in zip(wanted, spots, strict=True):
+        category, i, j = drawn_pairs[k]
+        colour = EDGE_STYLES.get(category, EDGE_STYLES["correct"])["color"]
+        if not whole:
+            number = len(notes_text) + 1
+            pair_text = f"{truth.names[i]} – {truth.names[j]}: {text}"
+            notes_text.append(f"{number}  {pair_text}" if spot is not None else pair_text)
+            text = str(number)
+        if spot is not None:
+            box = {"boxstyle": f"round,pad={_EDGE_PAD}", "fc": "white", "ec": colour, "lw": 0.6}
+            on_edges.append(ax.text(float(spot[0]), float(spot[1]), text, fontsize=EDGE_FONT,
+                                    ha="center", va="center", zorder=3, color=colour,
+                                    bbox=box))  # fmt: skip
+
+    handles = [
+        Line2D([], [], color=s["color"], linestyle=s["linestyle"], lw=s["lw"])
+        for s in (EDGE_STYLES.get(c, EDGE_STYLES["correct"]) for c in groups)
+    ]
+    names = [f"{c} ({len(p)}): {EDGE_MEANINGS.get(c, c)}" for c, p in groups.items()]
+    if circles:
+        handles.append(Line2D([], [], marker="o", mfc="white", mec="black", ls="none"))
+        names.append("circle mark: tail or arrowhead, undecided")
+    if wanted:
+        handles.append(Line2D([], [], ls="none"))
+        names.append("on an edge: its confidence (deciding p-value, share of clients keeping it, "
+                     "share of bootstrap resamples with it)")  # fmt: skip
+    if notes_text:
+        handles.append(Line2D([], [], ls="none"))
+        names.append("a number on an edge: its label had no room there; see the notes below")
+    against = "" if truth is learned else f" against the true {truth.kind}"
+    legend = fig.legend(handles, names, loc="upper left", fontsize=9.5, handlelength=3,
+                        title=f"{learned.kind}{against}", title_fontsize=10, frameon=False,
+                        alignment="left")  # fmt: skip
+    notes = [fig.text(0, 0, line, fontsize=9, va="top") for line in notes_text]
+    heading = fig.text(0.5, 1, title or f"learned {learned.kind}{against}", fontsize=12,
+                       ha="center", va="top")  # fmt: skip
+
+    # stack title, graph, legend and notes from the top, in pixels, then size the figure to fit
+    renderer = canvas.get_renderer()
+    legend_h = legend.get_window_extent(renderer).height
+    note_w = max((t.get_window_extent(renderer).width for t in notes), default=0.0) + 24
+    per_row = max(1, int((GRAPH_WIDTH_PX - 40) // note_w))
+    line_h = NODE_FONT * 1.5 * GRAPH_DPI / 72
+    notes_h = (line_h * (1 + -(-len(notes) // per_row)) + _GAP_PX) if notes else 0.0
+    height = _TITLE_PX + frame[1] + legend_h + notes_h + 2 * _GAP_PX
+    fig.set_size_inches(GRAPH_WIDTH_PX / GRAPH_DPI, height / GRAPH_DPI)
+    ax.set_position((0, (height - _TITLE_PX - frame[1]) / height, 1, frame[1] / height))
+    heading.set_position((0.5, 1 - 12 / height))
+    top = height - _TITLE_PX - frame[1] - _GAP_PX
+    legend.set_bbox_to_anchor((14 / GRAPH_WIDTH_PX, top / height), transform=fig.transFigure)
+    top -= legend_h + _GAP_PX
+    if notes:
+        fig.text(20 / GRAPH_WIDTH_PX, top / height, "Edge labels with no room on their edge:",
+                 fontsize=9, va="top", weight="bold")  # fmt: skip
+    for k, note in enumerate(notes):
+        row, col = divmod(k, per_row)
+        x, y = 20 + col * note_w, top - line_h * (row + 1)
+        note.set_position((x / GRAPH_WIDTH_PX, y / height))
+    return GraphDrawing(fig, nodes, on_edges, notes)
+
+
+def plot_graph_vs_truth(
+    learned: Graph,
+    truth: Graph | None,
+    path: str | Path,
+    title: str = "",
+    seed: int = 0,
+    edge_labels: Mapping[frozenset[str], str] | None = None,
+    pos: Mapping[int, np.ndarray] | None = None,
+) -> Path:
+    """Draw the learned graph's edges (the truth's for missing ones) styled by category; with
+    no ``truth``, the learned graph alone. A PNG :data:`GRAPH_WIDTH_PX` wide.
+
+    Arrowheads show the drawn graph's marks; a circle mark is a small hollow circle next to its
+    node's box. ``edge_labels`` (by the pair of names) are written on learned edges: each edge's
+    confidence, such as its deciding p-value. ``pos``: node positions (:func:`truth_layout`;
+    default the truth's), shared by the drawings of one study so they compare at a glance.
+    """
+    drawing = draw_graph_vs_truth(learned, truth, title, seed, edge_labels, pos)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    drawing.figure.savefig(path, dpi=GRAPH_DPI)
+    return path
 
 
 def plot_study(

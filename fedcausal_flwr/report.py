@@ -26,17 +26,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.result import confidence_labels
 from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
     STUDY_FILE,
+    cell_text,
     learned_and_truth,
+    method_label,
+    method_views,
     read_records,
     results_frame,
     summarise,
     summary_blocks,
+    view_statement,
 )
 
 REPORT_NAME = "report.html"
@@ -160,49 +165,74 @@ def settings_section(study: dict[str, Any] | None, records: Sequence[dict[str, A
 
 
 def summary_section(frame: pd.DataFrame, metrics: Sequence[str]) -> str:
-    """Mean ± sd over seeds, one table per network and metric: methods x K."""
+    """Mean ± sd over seeds, one table per network and metric: methods x K, each table with the
+    view its numbers are in."""
     from fedcausal_flwr.plots import metric_label
 
     summary = summarise(frame, metrics)
     if summary.empty:
         return "<p class='bad'>No successful run to summarise.</p>"
-    parts = []
+    views = method_views(summary)
+    parts = [
+        "<p>One view per column: every method is scored in the common view of what it learns "
+        "(a DAG or CPDAG as a CPDAG against the true CPDAG, a DAG output first reduced to its "
+        "equivalence class; a PAG against the true PAG), or in the view its method declares. "
+        "Methods that learn a DAG also have DAG-view columns (<code>dag_shd</code>, "
+        "<code>dag_arrow_f1</code>, ...) in results.csv, never mixed into these.</p>"
+    ]
     for network, metric, ks, rows in summary_blocks(summary, metrics):
         body = [
-            [method]
+            [method_label(method, views)]
             + [
                 "–" if c is None
-                else f"{c[0]:.3g} ± {c[1]:.2g} <span class='muted'>({c[2]})</span>"
+                else _esc(cell_text(*c))
+                + (f" <span class='muted'>({c[2]} runs)</span>" if c[2] > 1 else "")
                 for c in cells
             ]
             for method, cells in rows
         ]  # fmt: skip
+        methods = [m for m, _ in rows]
         parts.append(f"<h3>{_esc(network)}: {_esc(metric_label(metric))}</h3>")
+        parts.append(f"<p class='muted'>{_esc(view_statement(views, methods))}</p>")
         parts.append(_table(["method", *[f"K = {k}" for k in ks]], body))
-    parts.append("<p class='muted'>mean ± sd over seeds (number of runs).</p>")
+    parts.append("<p class='muted'>mean ± sd over seeds (number of runs); one run shows its "
+                 "value and (1 seed).</p>")  # fmt: skip
     return "".join(parts)
 
 
 def costs_section(frame: pd.DataFrame) -> str:
-    """Rounds, bytes up/down and wall time per method and K (means over seeds)."""
+    """Rounds, bytes up/down and wall time per method and K. Rounds are counted, so they show as
+    whole numbers: the median over seeds and, when seeds differ, their range; the rest as means."""
     from fedcausal_flwr.plots import byte_text
 
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     if ok.empty:
         return ""
     ok = ok[ok["method"].isin(set(_run_methods(ok)))]
-    cols = ["rounds", "bytes_up", "bytes_down", "wall_s"]
-    table = ok.groupby(["network", "method", "K"], sort=False)[cols].mean().reset_index()
+    groups = ok.groupby(["network", "method", "K"], sort=False)
+    table = groups[["bytes_up", "bytes_down", "wall_s"]].mean()
+    rounds = groups["rounds"].agg(["median", "min", "max"])
+    table["rounds"] = _rounds_text(rounds["median"], rounds["min"], rounds["max"])
     rows = [
-        [r.network, r.method, _number(r.K), _number(r.rounds), byte_text(r.bytes_up, 3),
+        [r.network, r.method, _number(r.K), r.rounds, byte_text(r.bytes_up, 3),
          byte_text(r.bytes_down, 3), f"{r.wall_s:.2f}"]
-        for r in table.itertuples()
+        for r in table.reset_index().itertuples()
     ]  # fmt: skip
     header = ["network", "method", "K", "rounds", "bytes up", "bytes down", "wall s"]
     return _table(header, rows, names=2) + (
-        "<p class='muted'>means over seeds; bytes are the protocol's messages (a SecAgg+ "
-        "round's own traffic is in each run record's <code>secagg</code> fields).</p>"
+        "<p class='muted'>rounds: median over seeds, rounded (with the fewest and most in "
+        "brackets when seeds differ); bytes and seconds: means over seeds. Bytes are the "
+        "protocol's messages (a SecAgg+ round's own traffic is in each run record's "
+        "<code>secagg</code> fields).</p>"
     )
+
+
+def _rounds_text(median: pd.Series, low: pd.Series, high: pd.Series) -> pd.Series:
+    """Whole rounds: ``median`` rounded half up, then ``(low–high)`` when they differ."""
+    text = np.floor(median + 0.5).astype("Int64").astype(str)
+    spread = low != high
+    ranges = " (" + low.astype("Int64").astype(str) + "–" + high.astype("Int64").astype(str) + ")"
+    return text.where(~spread, text + ranges).where(median.notna(), "–")
 
 
 def _run_methods(frame: pd.DataFrame) -> list[str]:
@@ -305,12 +335,15 @@ MAX_LABELLED_EDGES = 80
 def graphs_section(
     out: Path, records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
 ) -> str:
-    """Each method's learned graph against the truth at one setting, drawn and as edges."""
+    """Each method's learned graph against the truth at one setting, drawn and as edges. Every
+    drawing uses the truth's layout (computed once), so a node sits in one place in all of them
+    and the methods compare node by node."""
     from fedcausal_flwr.graphs.export import edge_lines, edge_pairs
-    from fedcausal_flwr.plots import plot_graph_vs_truth
+    from fedcausal_flwr.plots import plot_graph_vs_truth, truth_layout
 
     chosen = _runs_like(records, key, order)
     parts = []
+    layouts: dict[tuple[str, ...], dict[int, Any]] = {}  # by the truth's nodes
     for record in chosen:
         try:
             learned, truth, _ = learned_and_truth(out, record["key"])
@@ -329,7 +362,10 @@ def graphs_section(
         pairs = {frozenset(pair) for pair in edge_pairs(learned)}
         short = {k: v for k, v in confidence_labels(extra, short=True).items() if k in pairs}
         drawn = short if len(short) <= MAX_LABELLED_EDGES else None
-        plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn)
+        nodes = tuple(truth.names)
+        if nodes not in layouts:
+            layouts[nodes] = truth_layout(truth)
+        plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn, pos=layouts[nodes])
         lines = [
             f"{line}   {confidence[frozenset(pair)]}" if frozenset(pair) in confidence else line
             for line, pair in zip(edge_lines(learned), edge_pairs(learned), strict=True)
@@ -342,7 +378,13 @@ def graphs_section(
             + f"<details><summary>{len(lines)} learned edges{note}</summary><pre>{edges}</pre>"
             "</details></div>"
         )
-    return "".join(parts)
+    if not parts:
+        return ""
+    where = (
+        "<p class='muted'>Every drawing puts each node where the true graph's layout puts it, so "
+        "the same node sits in the same place in each method's drawing.</p>"
+    )
+    return where + "".join(parts)
 
 
 def figures_section(out: Path, skip: set[Path]) -> str:

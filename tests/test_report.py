@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 
+import pandas as pd
 import pytest
 from helpers import assert_self_contained_html
 
@@ -146,3 +147,46 @@ def test_build_report_escapes_names(tmp_path):
     (tmp_path / "log.txt").write_text("x")
     page = build_report(tmp_path, title="<script>alert(1)</script>")
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_every_learned_graph_of_a_study_is_drawn_on_the_truths_layout(study, tmp_path, monkeypatch):
+    import fedcausal_flwr.plots as plots
+
+    out, _ = study
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    layouts, drawn = [], []
+    real_layout, real_plot = plots.truth_layout, plots.plot_graph_vs_truth
+
+    def layout(truth, *args, **kwargs):
+        layouts.append(real_layout(truth, *args, **kwargs))
+        return layouts[-1]
+
+    def plot(*args, pos=None, **kwargs):
+        drawn.append(pos)
+        return real_plot(*args, pos=pos, **kwargs)
+
+    monkeypatch.setattr(plots, "truth_layout", layout)
+    monkeypatch.setattr(plots, "plot_graph_vs_truth", plot)
+    page = build_report(copy)
+    assert len(layouts) == 1 and len(drawn) == 2  # fedpc and pooled, one layout for both
+    assert all(pos is layouts[0] for pos in drawn)
+    assert "same node sits in the same place" in page
+
+
+def test_rounds_show_as_whole_numbers_median_and_range():
+    from fedcausal_flwr.report import costs_section
+
+    rows = [
+        {"status": "ok", "network": "asia", "method": "fedpc", "K": 2, "seed": seed,
+         "rounds": rounds, "bytes_up": 1000.0, "bytes_down": 2000.0, "wall_s": 1.5}
+        for seed, rounds in enumerate([5, 6, 7])
+    ] + [
+        {"status": "ok", "network": "asia", "method": "pooled", "K": 2, "seed": seed,
+         "rounds": 1, "bytes_up": 10.0, "bytes_down": 0.0, "wall_s": 0.25}
+        for seed in range(2)
+    ]  # fmt: skip
+    table = costs_section(pd.DataFrame(rows))
+    assert "<td>6 (5–7)</td>" in table and "<td>1</td>" in table
+    assert "6.5" not in table and "<td>1 kB</td><td>2 kB</td><td>1.50</td>" in table
+    assert "median over seeds" in table
