@@ -7,8 +7,10 @@ they sit in a virtual environment or in the base installation (``--system-site-p
 see only the base's). Those site directories also hold this project's editable install, whose
 import hook (setuptools' ``_EditableFinder``, appended to ``sys.meta_path``) loses to the wheel
 for any module the wheel has, but would silently serve from the source tree any module the wheel
-lacks. A ``sitecustomize`` in the environment removes that hook, so a module missing from the
-wheel fails to import, and the test checks that every module it loads lies inside the environment.
+lacks. The ``.pth`` line after the one adding those directories removes that hook (a
+``sitecustomize`` would not do: Debian's Python ships its own in the standard library, which comes
+first), so a module missing from the wheel fails to import, and the test checks that every module
+it loads lies inside the environment.
 A step that fails shows what the child printed.
 """
 
@@ -30,16 +32,13 @@ from fedcausal_flwr.data.reference import SACHS_FILES, sachs_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# Installed into the environment: drops the editable install's import hook for this project.
-SITECUSTOMIZE = """\
-import sys
-
-sys.meta_path[:] = [
-    finder
-    for finder in sys.meta_path
-    if not getattr(finder, "__module__", "").startswith("__editable___fedcausal_flwr")
-]
-"""
+# The environment's .pth: the test interpreter's site directories (their .pth files run there and
+# then, the editable install's among them), then a line dropping the editable import hook.
+DEPENDENCIES_PTH = (
+    "import site; {add}\n"
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if not "
+    "getattr(f, '__module__', '').startswith('__editable___fedcausal_flwr')]\n"
+)
 
 # Run inside the environment: where the package, its mapped sub-packages and the data resolve.
 WHERE = """\
@@ -153,10 +152,9 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
             [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
         ).stdout.strip()
     )
-    (site_packages / "sitecustomize.py").write_text(SITECUSTOMIZE)
     # the dependencies: the test interpreter's site directories, after the environment's own
-    added = "".join(f"site.addsitedir({d!r}); " for d in caller_site_dirs())
-    (site_packages / "zz_test_dependencies.pth").write_text(f"import site; {added}\n")
+    added = "; ".join(f"site.addsitedir({d!r})" for d in caller_site_dirs())
+    (site_packages / "zz_test_dependencies.pth").write_text(DEPENDENCIES_PTH.format(add=added))
 
     elsewhere = tmp_path / "elsewhere"  # not the repository, and nothing in it
     elsewhere.mkdir()
