@@ -37,6 +37,7 @@ from fedcausal_flwr.study_files import (
     learned_and_truth,
     method_label,
     method_views,
+    read_record,
     read_records,
     results_frame,
     summarise,
@@ -242,12 +243,29 @@ def _run_methods(frame: pd.DataFrame) -> list[str]:
     return [m for m in dict.fromkeys(frame["method"]) if m not in DERIVED_METHODS]
 
 
-def failures_section(records: Sequence[dict[str, Any]]) -> str:
+def failures_section(records: Sequence[dict[str, Any]], unreadable: Sequence[str] = ()) -> str:
+    """Failed runs with their errors, and run records that could not be read (cut short, say:
+    those runs are left out of every table here; `compare` runs them again)."""
     failed = [r for r in records if r.get("status") != "ok"]
-    if not failed:
+    parts = []
+    if unreadable:
+        names = ", ".join(unreadable)
+        parts.append(
+            f"<p class='bad'>{len(unreadable)} run record(s) could not be read and are left out "
+            f"of this report (compare runs them again): {_esc(names)}</p>"
+        )
+    if failed:
+        rows = [[r["key"], r.get("error") or "(no message)"] for r in failed]
+        parts.append(f"<p class='bad'>{len(failed)} run(s) failed.</p>")
+        parts.append(_table(["run", "error"], rows, 2))
+    if not parts:
         return "<p>Every run succeeded.</p>"
-    rows = [[r["key"], r.get("error") or "(no message)"] for r in failed]
-    return f"<p class='bad'>{len(failed)} run(s) failed.</p>" + _table(["run", "error"], rows, 2)
+    return "".join(parts)
+
+
+def unreadable_records(out: Path) -> list[str]:
+    """The run records of ``out/runs`` that do not parse (their file names)."""
+    return [p.name for p in sorted((out / "runs").glob("*.json")) if read_record(p) is None]
 
 
 def ledger_summary(ledger: Sequence[dict[str, Any]]) -> list[list[Any]]:
@@ -447,7 +465,8 @@ def build_report(out: str | Path, title: str | None = None) -> str:
             intro = "<p>Each method's learned graph over the truth at one setting.</p>"
             sections.append(_section("graphs", "Learned graphs", intro + graphs))
         sections.append(_section("costs", "Rounds and bytes", costs_section(frame)))
-        sections.append(_section("failures", "Failures", failures_section(records)))
+        failures = failures_section(records, unreadable_records(out))
+        sections.append(_section("failures", "Failures", failures))
         ledger = ledger_section(records, graph_key, order)
         if ledger:
             sections.append(_section("privacy", "What the server received", ledger))

@@ -190,6 +190,11 @@ class Result:
 
     @classmethod
     def from_json(cls, obj: dict) -> Result:
+        if not isinstance(obj, dict) or not isinstance(obj.get("method"), str):
+            raise ValueError(
+                f"not a fedcausal-flwr result (a JSON object with 'method', 'graph', ...); got "
+                f"{type(obj).__name__ if not isinstance(obj, dict) else 'an object without method'}"
+            )
         version = obj.get("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise ValueError(
@@ -276,7 +281,17 @@ class Result:
 
     @classmethod
     def load(cls, path: str | Path) -> Result:
-        return cls.from_json(json.loads(Path(path).read_text()))
+        """The result a JSON file holds; a file that is not one is a ValueError naming it."""
+        path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder; give a result JSON file")
+        try:
+            return cls.from_json(json.loads(path.read_text()))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not a result JSON (cut short or not JSON: {err})") from None
+        except (ValueError, KeyError, TypeError) as err:
+            message = err.args[0] if isinstance(err, KeyError) and err.args else err
+            raise ValueError(f"{path}: {message}") from None
 
     def summary(self) -> str:
         """One short human-readable paragraph."""

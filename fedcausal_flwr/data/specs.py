@@ -11,6 +11,7 @@ one CSV per site (:func:`write_sample`).
 
 from __future__ import annotations
 
+import os
 import shlex
 from functools import cache
 from pathlib import Path
@@ -108,7 +109,25 @@ def network_for(spec: str, seed: int) -> Network:
     name, options = parse_network(spec)
     if name != "er":
         return load_network(name)
+    check_network_size(spec, options["d"])
     return _random_network(options["d"], options["degree"], tuple(options["cards"]), int(seed))
+
+
+def check_network_size(spec: str, d: int) -> None:
+    """A random network is drawn through dense d x d matrices (8 bytes a cell): refuse one that
+    would take more than half this machine's memory, saying how large it may be."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: no check
+        return
+    need = 8 * d * d
+    if need > memory / 2:
+        largest = int((memory / 2 / 8) ** 0.5)
+        raise OptionError(
+            f"network {spec!r}: {d:,} nodes need dense {d:,} x {d:,} matrices "
+            f"({need / 2**30:.1f} GiB) while the network is drawn; this machine has "
+            f"{memory / 2**30:.1f} GiB: use at most d={largest:,}"
+        )
 
 
 @cache

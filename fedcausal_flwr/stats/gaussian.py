@@ -156,8 +156,14 @@ class TooFewSamplesError(ValueError):
         )
 
 
-def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequence]) -> np.ndarray:
-    """Fisher-z p-values from a correlation matrix, vectorised over queries with equal |S|."""
+def fisher_z_from_correlation(
+    corr: np.ndarray,
+    n: int,
+    queries: Sequence[Sequence],
+    variables: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Fisher-z p-values from a correlation matrix, vectorised over queries with equal |S|
+    (``variables`` names the columns in errors)."""
 
     keys: list[Query] = [normalise_query(*q) for q in queries]
     p_vars = corr.shape[0]
@@ -179,9 +185,12 @@ def fisher_z_from_correlation(corr: np.ndarray, n: int, queries: Sequence[Sequen
         except np.linalg.LinAlgError:
             for i, m in zip(members, sub, strict=True):
                 if np.linalg.matrix_rank(m) < m.shape[0] or not np.all(np.isfinite(m)):
+                    x, y, s = keys[i]
+                    given = ", ".join(_name(variables, v) for v in s) or "nothing"
                     raise ValueError(
-                        f"the correlation sub-matrix of query {keys[i]} is singular "
-                        "(collinear variables); Fisher-z cannot test it"
+                        f"the correlation matrix of {_name(variables, x)} and "
+                        f"{_name(variables, y)} given {given} is singular (collinear "
+                        f"variables: query {keys[i]}); Fisher-z cannot test it"
                     ) from None
             raise
         pvals[members] = _fisher_z(inv, math.sqrt(dof))
@@ -208,7 +217,7 @@ def fisher_z_pvalues(
 ) -> np.ndarray:
     """Fisher-z p-values for a batch of queries from (summed) moments."""
     return fisher_z_from_correlation(
-        correlation_from_moments(moments, variables), moments.n, queries
+        correlation_from_moments(moments, variables), moments.n, queries, variables
     )
 
 

@@ -259,7 +259,7 @@ class GaussianOracle(CIOracle):
         self.correlation = correlation_from_moments(moments, self.variables)
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
-        return fisher_z_from_correlation(self.correlation, self.moments.n, queries)
+        return fisher_z_from_correlation(self.correlation, self.moments.n, queries, self.variables)
 
 
 class GaussianTestwiseOracle(CIOracle):
