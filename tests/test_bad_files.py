@@ -55,3 +55,13 @@ def test_a_random_network_too_large_for_this_machine_is_refused_with_its_limit(c
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "network 'er:d=1000000': 1,000,000 nodes need dense" in err and "use at most d=" in err
+
+
+def test_a_comment_line_before_the_header_is_named_as_such(tmp_path, capsys):
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text("# exported from the registry\nA,B\n0,1\n1,0\n1,1\n")
+    second.write_text("A,B\n0,1\n1,0\n1,1\n")
+    assert main(["run", "--method", "fedpc", "--data", str(first), str(second)]) == 2
+    err = capsys.readouterr().err
+    assert "client 0 (a.csv) starts with a comment line ('#'), not its header row" in err
+    assert "whitespace" not in err

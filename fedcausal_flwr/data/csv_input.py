@@ -172,6 +172,12 @@ def read_client_csv(
     source = _File(Path(path), client, door)
     text = source.text()
     lines = [line for line in text.splitlines() if line.strip()]
+    if lines and lines[0].lstrip().startswith("#"):  # a data value may start with '#'
+        raise source.error(
+            "starts with a comment line ('#'), not its header row; a client file holds its "
+            "header row, then data rows only",
+            "remove the comment lines",
+        )
     sep = _delimiter(source, lines, parse_sep(sep))
     header = split_line(lines[0], sep)
     _check_header(source, header)
