@@ -44,7 +44,7 @@ import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
-from fedcausal_flwr.data.inputs import frame_report
+from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.federation.clientside import secagg_participants
 from fedcausal_flwr.federation.messages import (
     BOOTSTRAP,
@@ -225,11 +225,18 @@ class ProtocolClient(NumPyClient):
 
     def hello(self, payload: dict) -> tuple[list[np.ndarray], dict]:
         """Built-in first round: who I am and what my columns look like
-        (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too)."""
+        (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too).
+        Data no method can use is a refusal, which stops the run, not a failure, which would drop
+        this site and let the run go on without it."""
         max_levels = int(payload.get("max_levels", 1000))
+        cap = max_levels if self.guard is None else self.guard.hello_cap(max_levels)
+        try:
+            report = frame_report(self.data, self.partition_id, cap)
+        except InputError as err:  # the server names the client: the rest of the message
+            detail = InputError(err.problem, column=err.column, fix=err.fix, door=err.door)
+            raise ProtocolError(self.partition_id, str(detail)) from None
         if self.guard is None:
-            return [], frame_report(self.data, self.partition_id, max_levels)
-        report = frame_report(self.data, self.partition_id, self.guard.hello_cap(max_levels))
+            return [], report
         self.guard.check_levels(self.data, report["levels"])
         return [], report
 

@@ -54,6 +54,20 @@ def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True
                 f"{path}: {col} names {unknown} are not data columns {list(variables)}"
             )
     pairs = edges[["cause", "effect"]].astype(str).values.tolist()
+    # both directions listed: the graph would keep one of them silently, so neither is a truth
+    listed = set(map(tuple, pairs))
+    both = sorted({tuple(sorted(p)) for p in listed if p[0] != p[1] and (p[1], p[0]) in listed})
+    if both:
+        if not quote:
+            raise ValueError(
+                f"{path}: {len(both)} pair(s) are listed in both directions (cause,effect and "
+                "effect,cause); a true DAG has one direction per pair"
+            )
+        shown = ", ".join(f"{a},{b} and {b},{a}" for a, b in both)
+        raise ValueError(
+            f"{path}: lists both {shown}; a true DAG has one direction per pair (keep the right "
+            "one)"
+        )
     if quote:
         return Graph.from_edges(list(variables), pairs)
     try:

@@ -8,8 +8,9 @@ different column sets, other delimiters and a wrong ``--sep``, a saved row index
 without ``--keep-index``), repeated or empty names, a single client, text at one site and
 integers at another, constant columns, one-row clients, empty, binary, absent or directory
 "files", reordered columns, missing values, many-level columns, decimals given to a discrete test,
-a file without a header. Every federation runs through ``fedcausal_flwr.cli.main`` as a user
-would type it; :func:`check_outcome` states the property.
+a file without a header, one site writing its own labels for a column's levels (``level_no``
+for ``no``), a record-number column, an infinite value. Every federation runs through
+``fedcausal_flwr.cli.main`` as a user would type it; :func:`check_outcome` states the property.
 
 CI runs a fixed, derandomised budget (``CI_EXAMPLES`` per method). To hunt for bugs with a larger
 one, set ``FEDCAUSAL_FUZZ_EXAMPLES`` (examples per method; the runs are then random, so vary
@@ -90,6 +91,9 @@ PERTURBATIONS = (
     "many_levels",
     "decimals",
     "no_header",
+    "recoded_levels",
+    "identifier",
+    "infinite",
 )
 #: Perturbations after which the input is still good data (the run must then succeed).
 BENIGN = {"delimiter", "reordered", "constant_at_one_site"}
@@ -322,6 +326,21 @@ def perturb(draw, fed: Federation, name: str, rng: np.random.Generator) -> None:
                 other.frame[column] = other.frame[column] + rng.random(len(other.frame)).round(3)
     elif name == "no_header":
         site.header = False
+    elif name == "recoded_levels" and column is not None and holds_once(frame, column):
+        if frame[column].dtype == object:
+            site.frame = frame.assign(**{str(column): "level_" + frame[column].astype(str)})
+    elif name == "identifier":
+        start = draw(st.integers(0, 5))
+        for other in fed.sites:
+            if "record" not in other.frame.columns:
+                other.frame["record"] = np.arange(start, start + len(other.frame))
+                start += len(other.frame)
+    elif name == "infinite" and column is not None and holds_once(frame, column):
+        row = draw(st.integers(0, n - 1))
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            site.frame = frame.assign(**{str(column): values.astype(float)})
+            site.frame.loc[site.frame.index[row], column] = draw(st.sampled_from((np.inf, -np.inf)))
     else:
         return
     fed.applied.append(f"{name}@{k}")

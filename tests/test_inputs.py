@@ -199,6 +199,82 @@ def test_every_method_declares_how_many_clients_it_needs():
     }
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_a_site_coding_the_levels_its_own_way_is_refused(capsys, sites, method):
+    """``level_LOW`` at one site and ``LOW`` at the others would pool into one variable with six
+    levels, each confounded with the site; a level absent at one site is data."""
+    frames, _, write = sites
+    words = np.array(["LOW", "AVG", "HIGH"])
+    coded = [f.assign(C=words[f["C"].to_numpy()]) for f in frames]
+    odd = coded[2].assign(C="level_" + coded[2]["C"])
+    files = [write("w0.csv", coded[0]), write("w1.csv", coded[1]), write("odd.csv", odd)]
+    err = refused(capsys, method, files)
+    assert (
+        "column 'C' has levels 'level_AVG', 'level_HIGH', 'level_LOW' at client 2 (odd.csv) but "
+        "'AVG', 'HIGH', 'LOW' at clients 0 (w0.csv), 1 (w1.csv): no level in common, so the sites "
+        "code it differently; code its levels the same way at every site"
+    ) in err
+    two = write("two.csv", coded[2][coded[2]["C"] != "HIGH"])
+    code, out, err = run_cli(capsys, method, [*files[:2], two])
+    assert code == 0 and "over 6 nodes" in out, out + err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_record_number_column_is_refused_as_an_identifier(capsys, sites, method):
+    frames, _, write = sites
+    numbered = [f.assign(record=np.arange(len(f)) + 1000 * k) for k, f in enumerate(frames)]
+    err = refused(capsys, method, [write(f"id{k}.csv", f) for k, f in enumerate(numbered)])
+    assert (
+        "column 'record' looks like an identifier: 400 distinct values in 400 rows at client 0 "
+        "(id0.csv)"
+    ) in err and "drop the column" in err
+
+
+def continuous_sites(tmp_path, n: int = 300) -> tuple[list[pd.DataFrame], list[str]]:
+    rng = np.random.default_rng(4)
+    frames = []
+    for _ in range(3):
+        a = rng.normal(size=n)
+        b = a + rng.normal(size=n)
+        frames.append(pd.DataFrame({"A": a, "B": b, "C": b + rng.normal(size=n)}))
+    frames[2].loc[7, "B"] = np.inf
+    paths = [str(tmp_path / f"g{k}.csv") for k in range(3)]
+    for frame, path in zip(frames, paths, strict=True):
+        frame.to_csv(path, index=False)
+    return frames, paths
+
+
+def test_an_infinite_value_stops_the_run_at_every_door(capsys, tmp_path):
+    """Not a 100-line traceback, and with ``--min-clients 1`` not a dropout the run survives
+    (a graph of the other sites' rows, exit 0)."""
+    from fedcausal_flwr.federation.messages import ClientProtocolError
+
+    frames, paths = continuous_sites(tmp_path)
+    err = refused(capsys, "fedpc", paths, "--test", "fisherz", "--min-clients", "1")
+    assert err.endswith(
+        "client 2 column 'B' has 1 infinite value (inf or -inf), which no test can use; replace "
+        "the infinite values with numbers or drop their rows"
+    )
+    # a deployment: each site reads its own file, the server sees only the hello refusal
+    with pytest.raises(ClientProtocolError, match=r"hello'?: client 2: column 'B' has 1 infin"):
+        run_method("fedpc", frames, {"test": "fisherz"}, min_clients=1)
+
+
+def test_a_truth_file_listing_both_directions_of_a_pair_is_refused(tmp_path):
+    from fedcausal_flwr.scoring import read_truth
+
+    path = tmp_path / "truth.csv"
+    path.write_text("cause,effect\nA,B\nB,C\nB,A\n")
+    with pytest.raises(ValueError, match=r"truth.csv: lists both A,B and B,A; a true DAG"):
+        read_truth(path, ["A", "B", "C"])
+    with pytest.raises(ValueError) as caught:
+        read_truth(path, ["A", "B", "C"], quote=False)
+    assert str(caught.value) == (
+        f"{path}: 1 pair(s) are listed in both directions (cause,effect and effect,cause); a "
+        "true DAG has one direction per pair"
+    )
+
+
 # =============================================================== crashes -> errors
 @pytest.mark.parametrize("method", METHODS)
 def test_a_column_coded_as_text_at_one_client_names_that_client(capsys, sites, method):
@@ -308,7 +384,8 @@ def test_too_few_rows_for_fisher_z_names_the_option_that_helps(capsys, tmp_path)
 
 def test_sep_and_keep_index_are_recorded_for_a_rerun(capsys, tmp_path, sites):
     frames, _, write = sites
-    files = [write(f"pipe{k}.csv", f.iloc[:100], sep="|", index=True) for k, f in enumerate(frames)]
+    # 50 rows: the kept index (a row number) is taken for an identifier above 50 rows
+    files = [write(f"pipe{k}.csv", f.iloc[:50], sep="|", index=True) for k, f in enumerate(frames)]
     out_file = str(tmp_path / "kept.json")
     code, out, err = run_cli(
         capsys, "fedpc", files, "--sep", "|", "--keep-index", "--out", out_file

@@ -46,12 +46,22 @@ def test_the_file_format_reads_every_statement():
         ("forbidden A -> B\nrequired A -> B", "line 2 .*: required edge A -> B is forbidden"),
         ("tier B\ntier A\nrequired A -> B", "line 3 .*: required edge A -> B is against the tier"),
         ("required A -> B\nrequired B -> A", "are both required"),
+        (
+            "required A -> B\nrequired B -> C\nrequired C -> A",
+            r"line 1 .*the directed cycle A -> B -> C -> A",
+        ),
         ('tier "A', "No closing quotation"),
     ],
 )
 def test_a_bad_statement_is_refused_with_its_line(text, words):
     with pytest.raises(ValueError, match=words):
         Knowledge.parse(text, source="knowledge file k.txt")
+
+
+def test_required_edges_in_a_directed_cycle_are_refused_from_python_too():
+    with pytest.raises(ValueError, match=r"directed cycle X -> Y -> Z -> W -> X; a DAG has none"):
+        Knowledge.from_edges(required=[("X", "Y"), ("Y", "Z"), ("Z", "W"), ("W", "X")])
+    Knowledge.from_edges(required=[("X", "Y"), ("Y", "Z"), ("X", "Z")])  # no cycle: fine
 
 
 def test_an_unknown_variable_is_refused_with_its_line(tmp_path):

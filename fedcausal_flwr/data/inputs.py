@@ -177,12 +177,43 @@ def constant_value(series: pd.Series) -> tuple[bool, Any]:
     return False, None
 
 
+def infinite_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Column -> how many ``inf`` / ``-inf`` values it holds (columns without any left out);
+    one vectorised pass over the decimal columns, by position."""
+    positions = [
+        i
+        for i, dtype in enumerate(frame.dtypes)
+        if pd.api.types.is_float_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype)
+    ]
+    if not positions:
+        return {}
+    values = frame.iloc[:, positions].to_numpy(dtype=float, na_value=np.nan)
+    counts = np.isinf(values).sum(axis=0)
+    return {str(frame.columns[i]): int(n) for i, n in zip(positions, counts, strict=True) if n}
+
+
+def refuse_infinite(frame: pd.DataFrame, partition_id: int) -> None:
+    """An :class:`InputError` for the first column holding ``inf``: no method can use it, and a
+    test that met it mid-run would fail at this site alone (a dropout the run survives)."""
+    found = infinite_counts(frame)
+    if found:
+        column, n = next(iter(found.items()))
+        raise InputError(
+            f"has {n} infinite value{'s' if n > 1 else ''} (inf or -inf), which no test can use",
+            client=partition_id,
+            column=column,
+            fix="replace the infinite values with numbers or drop their rows",
+        )
+
+
 def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
     """What a client reports in ``hello``: its partition id, rows, columns (as named, repeats
     included), dtypes, level sets, missing values (per column, and the rows without any),
     constant columns (with their value), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
-    names are reported, not merged."""
+    names are reported, not merged. Infinite values are refused here (:func:`refuse_infinite`),
+    so every door stops on them the same way."""
+    refuse_infinite(frame, partition_id)
     columns = [str(c) for c in frame.columns]
     dtypes: dict[str, str] = {}
     levels: dict[str, list | None] = {}

@@ -16,10 +16,13 @@ Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inpu
 3. the same set of columns everywhere, in any order (clients encode columns by the names the
    server sends), unless the method accepts non-identical variable sets;
 4. every column: no missing value; values a test can use (discrete tests: integers, text or
-   true/false; the Fisher-z test: numbers);
+   true/false; the Fisher-z test: numbers); for categorical data, not an identifier (more than
+   50 rows at a site and at least 90% of them distinct);
 5. the same kind of values for a column at every client (integers here and text there is an
    error naming the client that differs and what each holds);
-6. no column constant over all clients (one constant at some clients but varying overall is fine)
+6. for categorical data, level sets that meet: sites whose levels of a column (2 or more at each)
+   share none with the others' code it differently;
+7. no column constant over all clients (one constant at some clients but varying overall is fine)
    for every method (a protocol that runs no CI test may say it does not need this), except
    methods whose tests make such a column an isolated node (``isolates_constants``: every
    discrete test with it has 0 degrees of freedom, p = 1, as in causal-learn); those print a note.
@@ -73,6 +76,11 @@ MISSING_FIX = Fix(
     "its variables ({}) or each client drop its incomplete rows ({})",
     (("missing", "testwise"), ("missing", "listwise")),
 )
+
+#: A categorical column with more than this many rows at a site and at least this share of
+#: distinct values there is taken for an identifier (a record number), not a variable.
+IDENTIFIER_MIN_ROWS = 50
+IDENTIFIER_SHARE = 0.9
 
 #: What to do about a column constant over all clients, for a method that cannot keep it.
 CONSTANT_FIX = Fix(
@@ -277,6 +285,8 @@ class _Check:
                         column=col,
                         fix="code the column one way (numbers or text)",
                     )
+                if needs.values in ("discrete", "mixed") and kind in ("integer", "text"):
+                    self.identifier(pid, report, col)
                 if needs.values == "discrete":
                     self.discrete(pid, report, col, kind)
                 elif needs.values == "numeric" and kind not in NUMBERS:
@@ -314,6 +324,23 @@ class _Check:
                 column=col,
                 fix="drop the column (an identifier?) or discretise it",
             )
+
+    def identifier(self, pid: int, report: ClientInfo, col: str) -> None:
+        """A column with (nearly) one level per row is a record number, not a variable: every
+        test with it would have as many cells as rows."""
+        levels = report.levels.get(col)
+        n = report.n_rows
+        if levels is None or n <= IDENTIFIER_MIN_ROWS or len(levels) < IDENTIFIER_SHARE * n:
+            return
+        fix = Fix("drop the column, or discretise it into a few levels if it is a variable")
+        if self.needs.kind_fix is not None:  # e.g. declare it continuous
+            fix = Fix(fix.text + ", or " + self.needs.kind_fix.text, self.needs.kind_fix.settings)
+        raise self.error(
+            f"looks like an identifier: {len(levels)} distinct values in {n} rows at "
+            f"{self.label(pid)}, so {self._test()} cannot use it as a categorical variable",
+            column=col,
+            fix=fix,
+        )
 
     def _test(self) -> str:
         test = self.needs.test
@@ -361,7 +388,40 @@ class _Check:
         shown = f" ({shown_values(levels)})" if levels else ""
         return f"{VALUE_WORDS[kind]}{shown}"
 
-    # ------------------------------------------------------------------ 6: constant columns
+    # ------------------------------------------------------------------ 6: level sets meet
+    def level_sets(self) -> None:
+        """Sites that code a categorical column with level sets sharing no label (``LOW`` here,
+        ``level_LOW`` there) would be pooled as one variable with twice the levels, each
+        confounded with the site: refused. Sites with fewer than 2 levels take no part (a level
+        absent at one site is data)."""
+        if self.needs.values not in ("discrete", "mixed"):
+            return
+        by_column: dict[str, dict[int, set]] = {}
+        for pid, report in self.info.items():
+            for col in report.columns:
+                levels = report.levels.get(col)
+                kind = value_type(report.dtypes[col], levels)
+                if levels is not None and len(levels) >= 2 and kind != "float":
+                    by_column.setdefault(col, {})[pid] = set(levels)
+        for col, sets in by_column.items():
+            groups = _overlap_groups(sets)
+            if len(groups) < 2:
+                continue
+            usual = max(groups, key=lambda g: (len(g), -g[0]))
+            odd = min((g for g in groups if g is not usual), key=lambda g: g[0])
+            raise self.error(
+                f"has levels {self._levels(odd, sets)} at {self.labels(odd)} but "
+                f"{self._levels(usual, sets)} at {self.labels(usual)}: no level in common, "
+                "so the sites code it differently",
+                column=col,
+                fix="code its levels the same way at every site",
+            )
+
+    @staticmethod
+    def _levels(pids: list[int], sets: Mapping[int, set]) -> str:
+        return shown_values(sorted(set().union(*(sets[p] for p in pids)), key=str), limit=4)
+
+    # ------------------------------------------------------------------ 7: constant columns
     def constants(self) -> None:
         if not self.needs.varying:
             return
@@ -405,7 +465,28 @@ def check_client_inputs(
     check.column_sets()
     check.columns()
     check.kinds()
+    check.level_sets()
     check.constants()
+
+
+def _overlap_groups(sets: Mapping[int, set]) -> list[list[int]]:
+    """The clients joined by shared levels (each group sorted, groups by their first client)."""
+    owner = {pid: pid for pid in sets}
+
+    def root(pid: int) -> int:
+        while owner[pid] != pid:
+            owner[pid] = pid = owner[owner[pid]]
+        return pid
+
+    first: dict[Any, int] = {}
+    for pid, levels in sets.items():
+        for level in levels:
+            other = first.setdefault(level, pid)
+            owner[root(pid)] = root(other)
+    groups: dict[int, list[int]] = {}
+    for pid in sorted(sets):
+        groups.setdefault(root(pid), []).append(pid)
+    return sorted(groups.values())
 
 
 class ConstantColumnNote(UserWarning):

@@ -62,6 +62,13 @@ class Knowledge:
                 raise ValueError(
                     f"{self._where('required', a, b)}{a} -> {b} and {b} -> {a} are both required"
                 )
+        cycle = required_cycle(self.required)
+        if cycle:
+            shown = " -> ".join([*cycle, cycle[0]])
+            raise ValueError(
+                f"{self._where('required', cycle[0], cycle[1])}the required edges form the "
+                f"directed cycle {shown}; a DAG has none: drop one of them"
+            )
 
     def _where(self, kind: str, a: str, b: str) -> str:
         source = self.sources.get((kind, a, b))
@@ -202,6 +209,32 @@ class Knowledge:
             tuple(dict.fromkeys((str(a), str(b)) for a, b in required)),
             tuple(tuple(str(v) for v in tier) for tier in tiers),
         )
+
+
+def required_cycle(edges: Sequence[tuple[str, str]]) -> list[str]:
+    """A directed cycle of ``edges`` as its variables in order (``[]``: none), so knowledge no
+    DAG can satisfy is refused when it is read, not met as a wrong graph."""
+    children: dict[str, list[str]] = {}
+    for a, b in edges:
+        children.setdefault(a, []).append(b)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in children:
+        if state.get(root):
+            continue
+        path, stack = [root], [iter(children[root])]
+        state[root] = 1
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child) :]
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append(iter(children.get(child, ())))
+    return []
 
 
 @dataclass(frozen=True)
