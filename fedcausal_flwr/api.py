@@ -141,6 +141,7 @@ def execute(
     announce: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
     with_truth: Callable[[Result, Graph | None], None] | None = None,
+    on_result: Callable[[Result], None] | None = None,
 ) -> Result:
     """The body of every single-run door: settings and options as typed on ``door``.
 
@@ -155,6 +156,8 @@ def execute(
     ``progress``: called with one line per round (a slow run is told from a hung one).
     ``with_truth``: called with the result and the true DAG it was scored against (None without
     one) before the result is returned (the command line draws the graph with it).
+    ``on_result``: called with the finished result before it is scored, so a caller can save it
+    first: a scoring failure then loses no run.
     """
     started = time.perf_counter()
     spec = get_method(method)
@@ -239,9 +242,11 @@ def execute(
     )
     result.config["run"]["seed"] = settings["seed"]
     result.config["truth"] = truth_label
+    result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
+    if on_result is not None:
+        on_result(result)
     if dag is not None and (result.graph is not None or spec.score is not None):
         score_result(result, dag)  # a score hook needs no single graph
-    result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     if with_truth is not None:
         with_truth(result, dag)
     return result

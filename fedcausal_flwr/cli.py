@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from fedcausal_flwr import interrupts
 from fedcausal_flwr.options import (
     Option,
     OptionError,
@@ -235,20 +236,32 @@ def _run_command(argv: list[str]) -> int:
         if truth is None and recorded["truth"] not in (None, "network", "graph"):
             truth = recorded["truth"]
         fingerprint = recorded["fingerprint"]
-    result = execute(
-        method,
-        settings,
-        options,
-        files=files,
-        sep=reading["sep"],
-        keep_index=bool(reading["keep_index"]),
-        truth=truth,
-        door="cli",
-        expect_fingerprint=fingerprint,
-        announce=lambda line: print(f"running {line}", flush=True),
-        progress=None if args.quiet else ProgressLines(enabled=args.progress or None),
-        with_truth=None if args.draw is None else _drawer(args.draw),
-    )
+    show = None if args.quiet else ProgressLines(enabled=args.progress or None)
+    state = interrupts.RunState(show, out=args.out)
+    interrupts.on_interrupt(state.interrupted)
+    try:  # the result is saved before it is scored: a scoring failure loses no run
+        result = execute(
+            method,
+            settings,
+            options,
+            files=files,
+            sep=reading["sep"],
+            keep_index=bool(reading["keep_index"]),
+            truth=truth,
+            door="cli",
+            expect_fingerprint=fingerprint,
+            announce=state.announce,
+            progress=state,
+            with_truth=None if args.draw is None else _drawer(args.draw),
+            on_result=state.save_first,
+        )
+    except Exception as err:
+        if state.saved is None:
+            raise
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"fedcausal-flwr: error: {message} (the run finished: its result, unscored, is in "
+              f"{state.saved})", file=sys.stderr)  # fmt: skip
+        return 1
     print(result.summary())
     if result.graph is not None and not args.no_edges:
         lines = result.edge_lines(confidence=True)
@@ -260,7 +273,7 @@ def _run_command(argv: list[str]) -> int:
     for d in result.dropped_clients:
         print(f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}")
     if args.out:
-        path = result.save(args.out)
+        path = interrupts.save_result(result, args.out)
         print(f"  result written to {path}")
     return 0
 
@@ -454,6 +467,7 @@ def _compare(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None
     }
     metrics = _split(args.metrics)
+    interrupts.on_interrupt(lambda: interrupts.sweep_interrupted(args.out))
     study = compare(
         methods=_split(args.methods),
         networks=_split(args.networks),
@@ -504,6 +518,8 @@ def _experiment(args: argparse.Namespace) -> int:
         for exp in list_experiments():
             print(f"{exp.name:28s} v{exp.version}  {exp.description}")
         return 0
+    kept = "runs finished so far are kept in its output folder, run again to resume"
+    interrupts.on_interrupt(lambda: f"experiment {args.name}: interrupted; {kept}")
     return run_experiment(args.name, quick=args.quick, full=args.full, out=args.out,
                           jobs=args.jobs)  # fmt: skip
 
@@ -752,19 +768,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sample": _sample,
         "federation": _federation,
     }
-    try:
-        if argv and argv[0] == "run":  # its flags depend on the method: parsed in two steps
-            return _run_command(argv[1:])
-        args = parser.parse_args(argv)
-        return handlers[args.command](args)
-    except (ValueError, KeyError, FileNotFoundError) as err:
-        from fedcausal_flwr.data.inputs import InputError
+    # Ctrl-C / SIGTERM: one line, exit 130 / 143, no child process left (fedcausal_flwr.interrupts)
+    with interrupts.Interrupts() as guard:
+        try:
+            if argv and argv[0] == "run":  # its flags depend on the method: parsed in two steps
+                return _run_command(argv[1:])
+            args = parser.parse_args(argv)
+            return handlers[args.command](args)
+        except (ValueError, KeyError, FileNotFoundError) as err:
+            from fedcausal_flwr.data.inputs import InputError
 
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        if isinstance(err, InputError):  # options in the fix as typed here
-            message = err.render("cli")
-        print(f"fedcausal-flwr: error: {message}", file=sys.stderr)
-        return 2
+            message = err.args[0] if isinstance(err, KeyError) and err.args else err
+            if isinstance(err, InputError):  # options in the fix as typed here
+                message = err.render("cli")
+            print(f"fedcausal-flwr: error: {message}", file=sys.stderr)
+            return 2
+    return guard.exit_code
 
 
 if __name__ == "__main__":

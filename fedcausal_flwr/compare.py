@@ -30,6 +30,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +45,7 @@ from fedcausal_flwr.data.fingerprint import data_fingerprint
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
 from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.interrupts import children, end_children
 from fedcausal_flwr.options import parse_spec
 from fedcausal_flwr.scoring import scoring_view, summary_rows
 from fedcausal_flwr.settings import RUN_SETTINGS
@@ -190,6 +192,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     record = failed_record(spec, "")
     started = time.perf_counter()
+    finished: list[Any] = []  # the result, kept before scoring: a scoring failure loses no run
     try:
         from fedcausal_flwr.api import execute
 
@@ -209,6 +212,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
             truth=dag,
             door="spec",
             source=source,
+            on_result=finished.append,
         )
         record["derived"] = summary_rows(result, dag)
         record["view"] = scoring_view(result)  # what the common metric columns mean
@@ -224,6 +228,9 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
         record["error"] = f"{type(err).__name__}: {err}"
         record["wall_s"] = time.perf_counter() - started
+        if finished:  # the run ended, scoring it failed: the record keeps the result
+            record["error"] = f"scoring failed: {record['error']}"
+            record.update(result=finished[0].to_json(), rounds=finished[0].rounds)
     return json.loads(json.dumps(record, default=json_default))
 
 
@@ -343,7 +350,10 @@ def _run_pool(
     finish: Callable[[dict[str, Any]], None],
 ) -> None:
     """Run ``specs`` on ``jobs`` fresh worker processes, each record to ``finish`` as it ends."""
-    with ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=context) as pool:
+    before = children()
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(specs)), mp_context=context, initializer=_ignore_sigint
+    ) as pool:
         futures: dict[Future, RunSpec] = {pool.submit(execute_run, s): s for s in specs}
         remaining = set(futures)
         try:
@@ -356,9 +366,17 @@ def _run_pool(
                         record = execute_failed(futures[future], err)
                     finish(record)
         except BaseException:
-            for future in remaining:
-                future.cancel()
+            # interrupted: the runs under way are dropped (their records are never written, so
+            # a resume runs them), and the workers end now rather than after their runs
+            pool.shutdown(wait=False, cancel_futures=True)
+            end_children(spare=before)
             raise
+
+
+def _ignore_sigint() -> None:
+    """In a sweep's worker: Ctrl-C reaches the whole process group, and the main process alone
+    answers it (it ends the workers), so no worker prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:

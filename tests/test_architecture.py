@@ -55,7 +55,7 @@ LAYERS = (
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.app"),
     ("fedcausal_flwr.compare", "fedcausal_flwr.plots", "fedcausal_flwr.report",
      "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
-     "fedcausal_flwr.audit"),
+     "fedcausal_flwr.interrupts", "fedcausal_flwr.audit"),
     ("fedcausal_flwr", "fedcausal_flwr.experiments"),  # the facade (run, rerun, citest), scripts
 )  # fmt: skip
 

@@ -18,6 +18,7 @@ plain ones through.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import timeit
 from collections.abc import Callable
@@ -186,6 +187,7 @@ class ProtocolWorkflow:
         thread, f_stop, c_done = start_update_client_manager_thread(grid, context.client_manager)
         c_done.wait()
         session.progress = settings.progress  # the strategy's report() lines go there too
+        heartbeat = Heartbeat(settings.progress)
         try:
             nodes = wait_for_nodes(
                 grid, settings.num_clients, settings.connect_timeout, progress=settings.progress
@@ -209,6 +211,7 @@ class ProtocolWorkflow:
                     )
                 cfg[Key.CURRENT_ROUND] = server_round
                 started = time.monotonic()
+                heartbeat.begin(server_round, request.action)
                 if request.secure and session.secure_mode:
                     self._secure_round(grid, context, session, server_round)
                 else:
@@ -216,6 +219,7 @@ class ProtocolWorkflow:
                 if settings.progress is not None:
                     settings.progress(round_summary(session, server_round, started))
         finally:
+            heartbeat.stop()
             f_stop.set()
             thread.join()
 
@@ -298,6 +302,44 @@ class ProtocolWorkflow:
                 {node: Failure(None, text) for node in dead},
                 refusals or failures,
             )
+
+
+#: seconds a round runs before a progress line says it is still running (and again after as many)
+HEARTBEAT_S = 10.0
+
+
+class Heartbeat:
+    """A line every ``every`` seconds while one round runs long (clients computing, Ray starting):
+    a slow run is told from a hung one. A thread of its own, since in-process clients answer in
+    the thread that waits; nothing without ``progress``."""
+
+    def __init__(self, progress: Callable[[str], None] | None, every: float = HEARTBEAT_S):
+        self.progress, self.every = progress, every
+        self.round, self.action, self.since = 0, "", time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self, server_round: int, action: str) -> None:
+        """A round starts: count from now (the first beat comes ``every`` s later)."""
+        self.round, self.action, self.since = server_round, action, time.monotonic()
+        if self.progress is not None and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _beat(self) -> None:
+        last = (0, 0.0)  # (round, when) of the last beat
+        while not self._stop.wait(min(1.0, self.every)):
+            server_round, started, now = self.round, self.since, time.monotonic()
+            latest = last[1] if last[0] == server_round else started
+            if now - latest >= self.every and self.progress is not None:
+                self.progress(
+                    f"round {server_round} still running: {self.action}, "
+                    f"{now - started:.0f} s so far"
+                )
+                last = (server_round, now)
 
 
 #: Round-log annotations a progress line shows after the action (where a long run is), in order.

@@ -10,7 +10,11 @@ fails with a clear message on another Flower series: these names were checked ag
 
 from __future__ import annotations
 
+import signal
+import threading
 import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import flwr
@@ -125,6 +129,51 @@ def run_simulation_quietly(**kwargs: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         run_simulation(**kwargs)
+
+
+# -- Interrupting a Ray simulation. Missing public API: stopping `run_simulation` from outside.
+# Its engine waits in `ThreadPoolExecutor.__exit__` for worker threads that stop only on an event
+# set after that wait, so a KeyboardInterrupt in the main thread hangs it; and `ray.init` replaces
+# the process's SIGTERM handler (`ray._private.utils.set_sigterm_handler`, called by `ray.init`
+# and Ray's node start-up) with one that exits, and Ray's core worker prints a native stack dump on
+# SIGTERM unless `RAY_DISABLE_FAILURE_SIGNAL_HANDLER` (read into `ray_constants` at import). A
+# command that handles signals itself keeps its handler and asks, while this is running, to leave
+# at once instead of unwinding (fedcausal_flwr.interrupts).
+_RAY_SIMULATION = threading.Event()
+_RAY_LEFTOVERS: list[str] = []
+
+
+@contextmanager
+def ray_simulation(leftovers: Sequence[str] = ()) -> Iterator[None]:
+    """Mark a Ray simulation as running in this process; a SIGTERM handler installed before it
+    (the command's own) stays in place, without Ray's native dump before it. ``leftovers``:
+    folders the run removes when it ends, for a command that leaves at once to remove."""
+    import ray._private.ray_constants as ray_constants
+    import ray._private.utils as ray_utils
+
+    own = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+    original = ray_utils.set_sigterm_handler, ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER
+    if own:
+        ray_utils.set_sigterm_handler = lambda handler: None
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    _RAY_LEFTOVERS[:] = leftovers
+    _RAY_SIMULATION.set()
+    try:
+        yield
+    finally:
+        _RAY_SIMULATION.clear()
+        _RAY_LEFTOVERS.clear()
+        ray_utils.set_sigterm_handler, ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = original
+
+
+def ray_simulation_running() -> bool:
+    """True inside :func:`ray_simulation`: unwinding the main thread would hang Flower's engine."""
+    return _RAY_SIMULATION.is_set()
+
+
+def ray_simulation_leftovers() -> list[str]:
+    """The folders the running Ray simulation would remove when it ends (see above)."""
+    return list(_RAY_LEFTOVERS)
 
 
 # -- The SuperNode's ClientApp runtime in process isolation (`flower-supernode --isolation

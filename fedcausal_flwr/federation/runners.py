@@ -35,7 +35,7 @@ from fedcausal_flwr.federation.apps import (
     make_client_app,
     make_server_app,
 )
-from fedcausal_flwr.federation.flower_internals import run_simulation_quietly
+from fedcausal_flwr.federation.flower_internals import ray_simulation, run_simulation_quietly
 from fedcausal_flwr.federation.localgrid import run_local
 from fedcausal_flwr.federation.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.registry import check_secure, get_method
@@ -244,7 +244,9 @@ def _run_ray(
         if progress is not None:  # Ray takes seconds to start before the first round
             where = f"connecting to Ray at {cluster}" if cluster else "starting Ray"
             progress(f"{where} ...")
-        with quiet_flower(ray_tmpdir):
+        # ray_simulation: an interrupt must not unwind this thread (it would hang Flower's
+        # engine), and the command's SIGTERM handler stays (see flower_internals)
+        with quiet_flower(ray_tmpdir), ray_simulation([spill_dir]):
             # Flower's deprecated in-process entry point (why: federation/flower_internals.py);
             # the ServerApp runs in a thread of this process, so the strategy holds the result.
             run_simulation_quietly(
