@@ -35,15 +35,15 @@ from __future__ import annotations
 
 import copy
 import json
-import weakref
-from collections.abc import Callable, Hashable
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
+from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.federation.clientside import secagg_participants
 from fedcausal_flwr.federation.messages import (
@@ -64,7 +64,6 @@ from fedcausal_flwr.federation.messages import (
 from fedcausal_flwr.federation.site_policy import SiteGuard
 
 Handler = Callable[..., tuple[list[np.ndarray], dict]]
-T = TypeVar("T")
 _ACTION_ATTR = "_protocol_action"
 _COMPACT_ATTR = "_protocol_compact"
 
@@ -95,28 +94,6 @@ def compact_integers(array: np.ndarray) -> np.ndarray:
         return array
     low, high = int(array.min()), int(array.max())
     return array.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
-
-
-class FrameCache:
-    """One value derived from a client's data frame, per frame and key, released with the frame
-    (see the module docstring for what may be cached)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref, Hashable, Any]] = {}
-
-    def get(self, frame: pd.DataFrame, key: Hashable, compute: Callable[[], T]) -> T:
-        """The value cached for ``frame`` under ``key``, else ``compute()`` (which replaces it)."""
-        hit = self._entries.get(id(frame))
-        if hit is not None and hit[0]() is frame and hit[1] == key:
-            return hit[2]
-        value = compute()
-        frame_id = id(frame)
-        forget = self._entries.pop  # bound now: module globals may be gone when the frame dies
-        self._entries[frame_id] = (weakref.ref(frame, lambda _: forget(frame_id, None)), key, value)
-        return value
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 class ProtocolClient(NumPyClient):

@@ -658,3 +658,26 @@ def test_input_errors_render_for_each_door_and_survive_pickling():
         "file all.csv",
     ]
     assert Fix("give {}", (("sep", "\t"),)).render("cli") == "give --sep '\\t'"
+
+
+def test_an_in_process_run_describes_each_frame_once(monkeypatch):
+    """The API's check before the backend and each in-process client's hello describe the same
+    frame: the report is computed once per frame, and both see the same facts."""
+    import fedcausal_flwr
+    import fedcausal_flwr.data.inputs as inputs
+    from fedcausal_flwr.data.specs import sample_partition
+
+    part, _ = sample_partition("asia", 900, 3, "iid", 0)
+    calls = []
+    compute = inputs._frame_report
+
+    def counted(frame, partition_id, max_levels):
+        calls.append(partition_id)
+        return compute(frame, partition_id, max_levels)
+
+    monkeypatch.setattr(inputs, "_frame_report", counted)
+    result = fedcausal_flwr.run("fedpc", data=part.clients)
+    assert sorted(calls) == [0, 1, 2]
+    again = fedcausal_flwr.run("fedpc", data=[f.copy() for f in part.clients])
+    assert sorted(calls) == [0, 0, 1, 1, 2, 2]  # new frames: described anew
+    assert again.config["data"]["fingerprint"] == result.config["data"]["fingerprint"]

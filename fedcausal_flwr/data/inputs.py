@@ -16,6 +16,7 @@ the same facts.
 
 from __future__ import annotations
 
+import copy
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.data.fingerprint import frame_fingerprint
+from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.schema import DataError
 from fedcausal_flwr.environment import VERSION
 from fedcausal_flwr.options import show_value, spell
@@ -212,7 +214,20 @@ def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dic
     constant columns (with their value), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
     names are reported, not merged. Infinite values are refused here (:func:`refuse_infinite`),
-    so every door stops on them the same way."""
+    so every door stops on them the same way.
+
+    Computed once per frame object (a copy each call): the API's check before a backend starts
+    and an in-process client's ``hello`` describe the same frame, so the second is a lookup."""
+    key = (int(partition_id), int(max_levels))
+    report = _REPORTS.get(frame, key, lambda: _frame_report(frame, partition_id, max_levels))
+    return copy.deepcopy(report)
+
+
+#: each frame's last report (released with the frame)
+_REPORTS = FrameCache()
+
+
+def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
     refuse_infinite(frame, partition_id)
     columns = [str(c) for c in frame.columns]
     dtypes: dict[str, str] = {}
