@@ -136,8 +136,9 @@ class ProtocolClient(NumPyClient):
         round_ = int(config[KEY_ROUND]) if KEY_ROUND in config else None
         # what the site's own mod saw, never what the request claims
         participants = secagg_participants()
+        kind = None
         if self.guard is not None:  # logs and raises a refusal
-            self.guard.check(name, payload, round_, participants)
+            kind = self.guard.check(name, payload, round_, participants)
         arrays, meta = self.answer(name, payload, list(parameters))
         clip = int(config[KEY_CLIP]) if bool(config.get(KEY_SECURE, False)) else None
         through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
@@ -146,8 +147,7 @@ class ProtocolClient(NumPyClient):
             meta_json = to_json(meta)
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
-        if self.guard is not None:
-            kind = self.guard.kind_of(name, payload) or ""
+        if self.guard is not None and kind is not None:
             self.guard.sent(name, kind, arrays, meta, round_, participants is not None)
         metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
         return arrays, 1, metrics

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedcausal_flwr.federation.site_policy import plugin_names
+
 RESULTS_ENV = "FEDCAUSAL_RESULTS_DIR"
 TRUTH_ENV = "FEDCAUSAL_TRUTH_DIR"
 PLUGINS_ENV = "FEDCAUSAL_ALLOW_PLUGINS"
@@ -103,8 +105,8 @@ class CoordinatorFolders:
     # ------------------------------------------------------------------ plugins
     def check_plugins(self, plugins: str) -> None:
         """Every plugin module of a run config must be allowed by the operator."""
-        for name in (p.strip() for p in str(plugins).split(",")):
-            if name and name not in self.plugins:
+        for name in plugin_names(plugins):
+            if name not in self.plugins:
                 allowed = ", ".join(sorted(self.plugins)) or "none"
                 raise CoordinatorError(
                     f"plugins: the coordinator does not import module {name!r}; its operator "

@@ -22,6 +22,7 @@ one user) enforce the declarations only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -38,6 +39,7 @@ from fedcausal_flwr.federation.disclosure import (
     PER_CLIENT,
     RAW,
     SUM,
+    discloses_raw,
     most_revealing,
 )
 from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
@@ -205,29 +207,7 @@ class SitePolicy:
         return policy
 
     def with_audit_log(self, path: str) -> SitePolicy:
-        return SitePolicy(
-            self.allow_methods,
-            self.allow_raw_rows,
-            self.require_secure,
-            self.max_levels,
-            self.allow_plugins,
-            path,
-        )
-
-    def as_node_config(self) -> dict[str, Any]:
-        """The policy as node-config keys (what ``federation up`` passes to a SuperNode)."""
-        out: dict[str, Any] = {
-            ALLOW_RAW_ROWS: self.allow_raw_rows,
-            REQUIRE_SECURE: self.require_secure,
-            MAX_LEVELS: self.max_levels,
-        }
-        if self.allow_methods is not None:
-            out[ALLOW_METHODS] = ",".join(sorted(self.allow_methods))
-        if self.allow_plugins:
-            out[ALLOW_PLUGINS] = ",".join(sorted(self.allow_plugins))
-        if self.audit_log is not None:
-            out[AUDIT_LOG] = self.audit_log
-        return out
+        return dataclasses.replace(self, audit_log=path)
 
 
 def default_audit_log(data_path: str) -> str:
@@ -237,13 +217,17 @@ def default_audit_log(data_path: str) -> str:
     return str(path.with_name(path.stem + ".audit.jsonl"))
 
 
+def plugin_names(plugins: str) -> list[str]:
+    """The module names of a run config's comma-separated ``plugins``."""
+    return [name.strip() for name in str(plugins).split(",") if name.strip()]
+
+
 def plugin_problem(policy: SitePolicy | None, plugins: str, site: int) -> str | None:
     """Why a site does not import a run config's plugin modules (None: it may): its policy must
     name each one (a node without a policy, i.e. a simulated one, imports them)."""
     if policy is None:
         return None
-    wanted = [p.strip() for p in str(plugins).split(",") if p.strip()]
-    refused = [p for p in wanted if p not in policy.allow_plugins]
+    refused = [p for p in plugin_names(plugins) if p not in policy.allow_plugins]
     if not refused:
         return None
     allowed = ", ".join(sorted(policy.allow_plugins)) or "none"
@@ -374,7 +358,7 @@ class SiteGuard:
                 f"site {self.site} refuses method {self.method!r}: its policy {ALLOW_METHODS} "
                 f"allows {', '.join(sorted(policy.allow_methods)) or 'none'}",
             )
-        if RAW in self.disclosures.values() and not policy.allow_raw_rows:
+        if discloses_raw(self.disclosures) and not policy.allow_raw_rows:
             refuse(
                 ALLOW_RAW_ROWS,
                 f"site {self.site} refuses method {self.method!r}: it sends the site's rows and "
