@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
+from fedcausal_flwr.data.columns import frame_columns
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedc2sl import (
     MARGINS,
@@ -55,22 +56,35 @@ def encode_columns(
     """
     if missing == "listwise":
         data = complete_rows(data, variables, client)
+    by_name = {column.name: column for column in reversed(frame_columns(data))}
     codes = np.empty((len(data), len(variables)), dtype=np.int64)
     for j, name in enumerate(variables):
-        if name not in data.columns:
+        column = by_name.get(name)
+        if column is None:
             raise ProtocolError(client, f"column {name!r} is missing (the server asked for it)")
-        column = data[name]
         index = pd.Index(levels[name])
-        if isinstance(column.dtype, pd.CategoricalDtype):  # map categories, then take
-            lookup = np.append(index.get_indexer(column.cat.categories), -1)
-            col_codes = lookup[column.cat.codes.to_numpy()]
-        else:
-            col_codes = index.get_indexer(column)
+        if column.values is not None:  # numbers: matched value by value
+            col_codes = index.get_indexer(column.values)
+            present = ~np.isnan(column.values)
+        else:  # the column's own codes, mapped through its distinct values
+            assert column.codes is not None
+            lookup = np.append(index.get_indexer(column.uniques), -1)
+            col_codes = lookup[column.codes]
+            present = column.codes >= 0
         bad = col_codes < 0
         if missing == "testwise":
-            bad &= column.notna().to_numpy()
+            bad &= present
         if bad.any():
-            example = column[bad].iloc[0]
+            row = int(np.argmax(bad))
+            example = (
+                (
+                    column.values[row]
+                    if column.values is not None
+                    else column.uniques[column.codes[row]]  # type: ignore[index]
+                )
+                if present[row]
+                else None
+            )
             raise ProtocolError(
                 client,
                 f"column {name!r} has value {example!r} outside the global level set "

@@ -9,6 +9,14 @@ causal-learn 0.1.4.8's ``pc(pooled, alpha, "chisq", stable=True)`` on the same p
 the same N; the ratio FedPC / causal-learn (target <= 0.5); rounds, PC levels, bytes up/down; and
 whether FedPC's CPDAG equals our pooled PC's and causal-learn's (nodes named X000, X001, ...).
 
+(a2) Where an in-process run's time goes: the input check and fingerprint measured inside the
+timed runs (every call of the hello report, which reads the columns once, checks them and hashes
+them), as a share of the run (target <= 5%); then a profile of ``--repeats`` runs with each
+function's own time grouped by stage (check, encoding, counting, server tests and PC, Flower and
+messages, other); and the counting kernel's throughput in row visits per second (rows x tables,
+the level-1 queries of the pooled rows) beside one ``np.bincount`` over the same cell indices
+built in advance (the limit of counting on this machine).
+
 (b) Ray backend (``flwr.simulation``): the same run at 10 and 50 clients (``--quick``: 10 only),
 one run each. From ``Result.log``: ``pre-run`` = time around ``run`` minus ``wall_s`` (before the
 first round starts), ``hello`` = the first round's seconds (Ray actors start, clients load their
@@ -28,6 +36,9 @@ RAY_TMP = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 1
 os.environ["RAY_TMPDIR"] = RAY_TMP
 
 import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import itertools  # noqa: E402
+import pstats  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -38,10 +49,16 @@ import pandas as pd  # noqa: E402
 from causallearn.search.ConstraintBased.PC import pc as causallearn_pc  # noqa: E402
 
 import fedcausal_flwr  # noqa: E402
-from fedcausal_flwr.data import Schema, load_network, split_iid  # noqa: E402
+from fedcausal_flwr.data import (  # noqa: E402
+    Schema,
+    inputs,  # noqa: E402
+    load_network,
+    split_iid,
+)
 from fedcausal_flwr.discovery.pc import pc  # noqa: E402
 from fedcausal_flwr.graphs import Graph  # noqa: E402
 from fedcausal_flwr.result import Result  # noqa: E402
+from fedcausal_flwr.stats.contingency import count_tables, make_layout  # noqa: E402
 from fedcausal_flwr.stats.oracles import DiscreteOracle  # noqa: E402
 
 
@@ -49,6 +66,93 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     value = fn()
     return time.perf_counter() - start, value
+
+
+class CheckTimer:
+    """Seconds spent in the hello report (column read, checks, fingerprint) while installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+        self._report = inputs._frame_report
+
+    def __enter__(self) -> CheckTimer:
+        def timed_report(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return self._report(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+
+        inputs._frame_report = timed_report
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        inputs._frame_report = self._report
+
+
+#: stage of a profiled function, by where it is defined (first match)
+STAGES = (
+    ("input check + fingerprint", ("data/inputs.py", "data/columns.py", "data/dependence.py",
+                                   "data/fingerprint.py", "federation/inputs.py")),
+    ("encoding the columns", ("clients/fedc2sl.py",)),
+    ("counting the tables", ("stats/contingency.py",)),
+    ("server: tests and PC", ("discovery/", "stats/", "strategies/")),
+    ("Flower and messages", ("flwr/", "federation/", "clients/")),
+    ("numpy / pandas / Python", ("numpy/", "pandas/", "{", "<")),
+)  # fmt: skip
+
+
+def stage_of(filename: str) -> str:
+    path = filename.replace("\\", "/")
+    for stage, parts in STAGES:
+        if any(part in path if not part.startswith(("{", "<")) else path.startswith(part)
+               for part in parts):  # fmt: skip
+            return stage
+    return "other"
+
+
+def profile_table(pooled: pd.DataFrame, args: argparse.Namespace) -> list[tuple[str, float]]:
+    """Own seconds per stage over ``args.repeats`` profiled in-process runs."""
+    profile = cProfile.Profile()
+    for _ in range(args.repeats):
+        partition = split_iid(pooled, args.clients, seed=args.seed)
+        profile.enable()
+        fedcausal_flwr.run("fedpc", data=partition, seed=args.seed, ci="exact", test="chi2",
+                           alpha=args.alpha)  # fmt: skip
+        profile.disable()
+    totals: dict[str, float] = {}
+    for (filename, _, _), (_, _, own, _, _) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        stage = stage_of(filename)
+        totals[stage] = totals.get(stage, 0.0) + own
+    return sorted(totals.items(), key=lambda item: -item[1])
+
+
+def counting_throughput(codes: np.ndarray, cards: list[int], repeats: int) -> tuple[float, float]:
+    """Row visits per second of ``count_tables`` on the level-1 queries of ``codes``, and of one
+    ``np.bincount`` over the same cell indices built in advance."""
+    p = codes.shape[1]
+    queries = [(x, y, (z,)) for x, y in itertools.combinations(range(p), 2)
+               for z in range(p) if z not in (x, y)]  # fmt: skip
+    layout = make_layout(queries, cards)
+    codes_t = np.ascontiguousarray(codes.T)
+    visits = codes.shape[0] * len(queries)
+    counting = min(timed(lambda: count_tables(codes_t, layout))[0] for _ in range(repeats))
+    cards_arr = np.asarray(cards)
+    q = np.asarray([(x, y, z) for x, y, (z,) in queries])
+    sizes = cards_arr[q].prod(axis=1)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    cells = np.empty((len(queries), codes.shape[0]), dtype=np.int64)
+    for start in range(0, len(queries), 256):  # built once, outside the timing
+        sl = slice(start, start + 256)
+        x, y, z = codes_t[q[sl, 0]], codes_t[q[sl, 1]], codes_t[q[sl, 2]]
+        cells[sl] = (z * cards_arr[q[sl, 0], None] + x) * cards_arr[q[sl, 1], None] + y
+        cells[sl] += offsets[sl, None]
+    flat = cells.ravel()
+    total = int(sizes.sum())
+    binning = min(timed(lambda: np.bincount(flat, minlength=total))[0] for _ in range(repeats))
+    return visits / counting, visits / binning
 
 
 def run_fedpc(pooled: pd.DataFrame, clients: int, seed: int, alpha: float, backend: str):
@@ -100,10 +204,11 @@ def main() -> None:
 
     # ---------------------------------------------------------------- (a) in-process
     run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")  # warm-up
-    fed_runs = [
-        run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")
-        for _ in range(args.repeats)
-    ]
+    with CheckTimer() as checks:
+        fed_runs = [
+            run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")
+            for _ in range(args.repeats)
+        ]
     result = fed_runs[-1][1]
     fed_wall = min(r.wall_s for _, r in fed_runs)
     fed_total = min(t for t, _ in fed_runs)
@@ -138,6 +243,26 @@ def main() -> None:
     print(
         f"    CPDAG == our pooled PC: {'yes' if result.graph == ours_pooled else 'NO'}; "
         f"== causal-learn pooled PC: {'yes' if result.graph == cl_graph else 'NO'}"
+    )
+
+    # ---------------------------------------------------------------- (a2) where the time goes
+    runs_s = sum(t for t, _ in fed_runs)
+    print()
+    print(f"(a2) Where the time goes ({args.repeats} in-process runs, the same as above)")
+    print(
+        f"    input check + fingerprint          {checks.seconds / args.repeats * 1000:8.1f} ms "
+        f"per run ({checks.calls // args.repeats} reports), {checks.seconds / runs_s:.1%} of "
+        f"the run; target <= 5%"
+    )
+    print(f"    profile, own seconds per stage over {args.repeats} runs (cProfile slows all):")
+    table = profile_table(pooled, args)
+    whole = sum(seconds for _, seconds in table)
+    for stage, seconds in table:
+        print(f"      {stage:32s} {seconds:7.3f} s  {seconds / whole:6.1%}")
+    ours_rate, numpy_rate = counting_throughput(codes, list(net.cards), args.repeats)
+    print(
+        f"    counting kernel: {ours_rate / 1e6:8.1f} M row visits/s; np.bincount on the same "
+        f"cells built in advance {numpy_rate / 1e6:.1f} M/s (ratio {ours_rate / numpy_rate:.2f})"
     )
 
     # ---------------------------------------------------------------- (b) Ray

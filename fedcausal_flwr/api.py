@@ -17,8 +17,9 @@ from typing import Any
 import pandas as pd
 
 from fedcausal_flwr.data.csv_input import read_client_files
-from fedcausal_flwr.data.fingerprint import data_fingerprint
-from fedcausal_flwr.data.inputs import setting_text
+from fedcausal_flwr.data.fingerprint import data_fingerprint, matches_recorded
+from fedcausal_flwr.data.frame_cache import one_run
+from fedcausal_flwr.data.inputs import InputError, setting_text
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import make_partition, sample_partition
 from fedcausal_flwr.federation.inputs import check_client_inputs, client_info_of
@@ -125,6 +126,7 @@ def _frames_or_files(
     return items, None
 
 
+@one_run
 def execute(
     method: str,
     settings_raw: Mapping[str, Any],
@@ -206,7 +208,7 @@ def execute(
     if not frames:
         raise OptionError("no client data: give at least one frame or file")
     check_frames(spec, options, frames, files, door)
-    if expect_fingerprint is not None and data_fingerprint(frames) != expect_fingerprint:
+    if expect_fingerprint is not None and not matches_recorded(frames, expect_fingerprint):
         raise OptionError(
             f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
             f"vs {expect_fingerprint}): the files changed or other data was given"
@@ -265,13 +267,21 @@ def check_frames(
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"client {k}: expected a pandas DataFrame, got {type(frame).__name__}")
     strategy = spec.new_strategy(options, door)
-    info = {k: client_info_of(f, k, strategy.hello_max_levels) for k, f in enumerate(frames)}
+    names = None if files is None else {k: Path(f).name for k, f in enumerate(files)}
+    info = {}
+    for k, frame in enumerate(frames):
+        try:
+            info[k] = client_info_of(frame, k, strategy.hello_max_levels)
+        except InputError as error:  # a value no test can use: name the client's file
+            if names is not None and error.file is None:
+                error.file = names.get(k)
+            raise error.in_door(door) from None
     check_client_inputs(
         info,
         strategy.input_needs(),
         method=spec.name,
         min_sites=spec.min_sites,
-        files=None if files is None else {k: Path(f).name for k, f in enumerate(files)},
+        files=names,
         door=door,
     )
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from fedcausal_flwr import interrupts
+from fedcausal_flwr import interrupts, notes
 from fedcausal_flwr.options import (
     Option,
     OptionError,
@@ -769,7 +769,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "federation": _federation,
     }
     # Ctrl-C / SIGTERM: one line, exit 130 / 143, no child process left (fedcausal_flwr.interrupts)
-    with interrupts.Interrupts() as guard:
+    # notes and warnings about the data: one line each
+    with interrupts.Interrupts() as guard, notes.one_line_notes("fedcausal-flwr"):
         try:
             if argv and argv[0] == "run":  # its flags depend on the method: parsed in two steps
                 return _run_command(argv[1:])

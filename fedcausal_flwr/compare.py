@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -235,8 +236,15 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
 
 
 # ============================================================================ progress
+#: seconds without a finished run before the progress says the sweep is still going (and again
+#: after as many)
+HEARTBEAT_S = 10.0
+
+
 class Progress:
-    """Plain-text progress with counts and ETA on stderr (one line per update off a terminal).
+    """Plain-text progress with counts and ETA on stderr (one line per update off a terminal),
+    and a heartbeat line every :data:`HEARTBEAT_S` seconds while no run finishes (a slow run is
+    then told from a hung sweep); used as a context manager, which runs the heartbeat.
 
     ``enabled``: ``None`` shows it only when the stream is a terminal, so a log file or a pipe
     gets only what the caller prints; ``True`` shows it anywhere (a line per update).
@@ -251,13 +259,41 @@ class Progress:
     ) -> None:
         self.total, self.skipped, self.done, self.failed = total, skipped, 0, 0
         self.stream = stream or sys.stderr
-        self.started = time.perf_counter()
+        self.started = self.last = time.perf_counter()
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = self.tty if enabled is None else enabled
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled and self.total > self.skipped:
+            self._beat = threading.Thread(target=self._heartbeat, name="progress", daemon=True)
+            self._beat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S / 4):
+            now = time.perf_counter()
+            if now - self.last < HEARTBEAT_S:
+                continue
+            todo = self.total - self.skipped
+            self._write(
+                f"{self.done}/{todo} runs, {now - self.started:.0f}s elapsed: still running "
+                f"({now - self.last:.0f}s since the last run ended)",
+                final=False,
+            )
+            self.last = now
 
     def update(self, record: dict[str, Any]) -> None:
         self.done += 1
         self.failed += record.get("status") != "ok"
+        self.last = time.perf_counter()
         if not self.enabled:
             return
         todo = self.total - self.skipped
@@ -271,9 +307,13 @@ class Progress:
             f"ETA {eta:.0f}s | {record['method']} {record['network']} K={record['K']} "
             f"seed={record['seed']}: {record['status']}"
         )
-        end = "\n" if not self.tty or self.done == todo else ""
-        self.stream.write(("\r" if self.tty else "") + line + end)
-        self.stream.flush()
+        self._write(line, final=self.done == todo)
+
+    def _write(self, line: str, *, final: bool) -> None:
+        end = "\n" if not self.tty or final else ""
+        with self._lock:
+            self.stream.write(("\r\033[K" if self.tty else "") + line + end)
+            self.stream.flush()
 
 
 # ============================================================================ the sweep
@@ -320,27 +360,27 @@ def run_sweep(
         if stored is None or (retry_failed and stored.get("status") != "ok"):
             pending.append(spec)
     n_skipped = len(dict.fromkeys(specs)) - len(pending)
-    bar = Progress(n_skipped + len(pending), n_skipped, enabled=progress)
+    with Progress(n_skipped + len(pending), n_skipped, enabled=progress) as bar:
 
-    def finish(record: dict[str, Any]) -> None:
-        write_record(out, record)
-        bar.update(record)
-        if on_run_done is not None:
-            on_run_done(record)
+        def finish(record: dict[str, Any]) -> None:
+            write_record(out, record)
+            bar.update(record)
+            if on_run_done is not None:
+                on_run_done(record)
 
-    if jobs == 1 or len(pending) <= 1:
-        for spec in pending:
-            finish(execute_run(spec))
+        if jobs == 1 or len(pending) <= 1:
+            for spec in pending:
+                finish(execute_run(spec))
+            return len(pending), n_skipped, bar.failed
+        os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+        context = multiprocessing.get_context(start_method)
+        # fresh worker processes every RUNS_PER_WORKER runs each, so what runs leave behind in a
+        # process (caches, fragmentation) cannot add up over a long sweep (Python 3.11's
+        # max_tasks_per_child can hang the pool when it replaces a worker: not used)
+        chunk = RUNS_PER_WORKER * jobs
+        for start in range(0, len(pending), chunk):
+            _run_pool(pending[start : start + chunk], jobs, context, finish)
         return len(pending), n_skipped, bar.failed
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    context = multiprocessing.get_context(start_method)
-    # fresh worker processes every RUNS_PER_WORKER runs each, so what runs leave behind in a
-    # process (caches, fragmentation) cannot add up over a long sweep (Python 3.11's
-    # max_tasks_per_child can hang the pool when it replaces a worker: not used)
-    chunk = RUNS_PER_WORKER * jobs
-    for start in range(0, len(pending), chunk):
-        _run_pool(pending[start : start + chunk], jobs, context, finish)
-    return len(pending), n_skipped, bar.failed
 
 
 def _run_pool(

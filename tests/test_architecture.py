@@ -26,7 +26,8 @@ FLOWER_PUBLIC = (
     "flwr.simulation",
 )  # fmt: skip
 FLOWER_FREE = (
-    "fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.settings",
+    "fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes",
+    "fedcausal_flwr.settings",
     "fedcausal_flwr.result",
     "fedcausal_flwr.metrics", "fedcausal_flwr.scoring", "fedcausal_flwr.graphs",
     "fedcausal_flwr.data", "fedcausal_flwr.stats", "fedcausal_flwr.discovery",
@@ -39,7 +40,7 @@ FLOWER_FREE = (
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
-    ("fedcausal_flwr.environment", "fedcausal_flwr.options"),
+    ("fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes"),
     ("fedcausal_flwr.graphs", "fedcausal_flwr.data", "fedcausal_flwr.stats",
      "fedcausal_flwr.metrics", "fedcausal_flwr.result"),
     ("fedcausal_flwr.discovery",),

@@ -65,3 +65,62 @@ def test_a_comment_line_before_the_header_is_named_as_such(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "client 0 (a.csv) starts with a comment line ('#'), not its header row" in err
     assert "whitespace" not in err
+
+
+def binary_sites(tmp_path, extra: dict[str, list] | None = None, rows: int = 60) -> list[str]:
+    """Two sites' CSV files with binary A, B and the ``extra`` columns (per site: a value list)."""
+    import numpy as np
+    import pandas as pd
+
+    paths = []
+    for k in range(2):
+        rng = np.random.default_rng(k)
+        a = rng.integers(0, 2, rows)
+        frame = pd.DataFrame({"A": a, "B": (a + (rng.random(rows) < 0.2)) % 2})
+        for name, values in (extra or {}).items():
+            frame[name] = values[k]
+        path = tmp_path / f"site{k}.csv"
+        frame.to_csv(path, index=False)
+        paths.append(str(path))
+    return paths
+
+
+def one_error_line(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fedcausal-flwr: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_an_empty_column_is_called_empty_not_decimal_numbers(tmp_path, capsys):
+    paths = binary_sites(tmp_path, {"E": [[None] * 60, [None] * 60]})
+    run = ["run", "--method", "fedpc", "--data", *paths]
+    err = one_error_line(capsys, run)
+    assert "client 0 (site0.csv) column 'E' has no value (all 60 data rows are empty)" in err
+    for extra in (["--missing", "testwise"], ["--missing", "testwise", "--test", "fisherz"]):
+        err = one_error_line(capsys, run + extra)
+        assert "column 'E' has no value at any client (all 120 rows are missing)" in err
+        assert "decimal" not in err
+
+
+def test_a_column_empty_at_one_site_is_data_when_missing_values_are(tmp_path, capsys):
+    paths = binary_sites(tmp_path, {"E": [[None] * 60, [0, 1] * 30]})
+    assert main(["run", "--method", "fedpc", "--missing", "testwise", "--data", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "learned CPDAG" in out
+
+
+def test_values_too_large_to_square_are_refused_at_the_site_not_as_a_malformed_reply(
+    tmp_path, capsys
+):
+    import numpy as np
+
+    huge = [np.linspace(1, 2, 60) * 1e200, np.linspace(1, 2, 60)]
+    paths = binary_sites(tmp_path, {"C": huge})
+    for argv in (
+        ["run", "--method", "fedpc", "--test", "fisherz", "--data", *paths],
+        ["run", "--method", "fedci-pc", "--data", *paths],
+    ):
+        err = one_error_line(capsys, argv)
+        assert "client 0 (site0.csv) column 'C' has values too large for the tests" in err
+        assert "malformed" not in err and "rescale the column" in err

@@ -601,3 +601,27 @@ def test_a_comparison_scores_every_method_in_one_view_per_column(tmp_path):
     assert html.count("view: CPDAG against the true CPDAG") == len(DEFAULT_METRICS)
     assert "One view per column" in html and "(1 seed)" in html
     assert result.frame["view"].tolist() == frame["view"].tolist()
+
+
+def test_a_slow_run_in_a_sweep_gets_a_heartbeat_line(tmp_path, monkeypatch, capsys):
+    """Progress forced to a redirected stderr (``progress=True``): a run that takes longer than
+    the heartbeat's period is announced as still running, then the finished line follows."""
+    import time
+
+    from fedcausal_flwr import compare as compare_module
+
+    monkeypatch.setattr(compare_module, "HEARTBEAT_S", 0.2)
+
+    def slow_run(spec):
+        time.sleep(0.7)
+        return {"key": spec.key, "method": spec.method, "network": spec.network, "K": 2,
+                "seed": spec.seed, "status": "ok"}  # fmt: skip
+
+    monkeypatch.setattr(compare_module, "execute_run", slow_run)
+    monkeypatch.setattr(compare_module, "write_record", lambda out, record: None)
+    spec = compare_module.RunSpec("fedpc", "asia", 100, 2, "iid", 0)
+    assert compare_module.run_sweep([spec], tmp_path, progress=True) == (1, 0, 0)
+    lines = capsys.readouterr().err.splitlines()
+    beats = [line for line in lines if "still running" in line]
+    assert beats and beats[0].startswith("0/1 runs, ") and "since the last run ended" in beats[0]
+    assert lines[-1].startswith("[") and "1/1 runs" in lines[-1] and lines[-1].endswith(": ok")

@@ -9,7 +9,9 @@ without ``--keep-index``), repeated or empty names, a single client, text at one
 integers at another, constant columns, one-row clients, empty, binary, absent or directory
 "files", reordered columns, missing values, many-level columns, decimals given to a discrete test,
 a file without a header, one site writing its own labels for a column's levels (``level_no``
-for ``no``), a record-number column, an infinite value. Every federation runs through
+for ``no``), a record-number column, an infinite value, a column copied or recoded at every site
+(a warning naming both when the run goes on), a column without a value at one site, values too
+large to square. Every federation runs through
 ``fedcausal_flwr.cli.main`` as a user would type it; :func:`check_outcome` states the property.
 
 CI runs a fixed, derandomised budget (``CI_EXAMPLES`` per method). To hunt for bugs with a larger
@@ -94,6 +96,10 @@ PERTURBATIONS = (
     "recoded_levels",
     "identifier",
     "infinite",
+    "duplicate_column",
+    "recoded_copy",
+    "empty_column",
+    "huge_values",
 )
 #: Perturbations after which the input is still good data (the run must then succeed).
 BENIGN = {"delimiter", "reordered", "constant_at_one_site"}
@@ -147,6 +153,7 @@ class Federation:
     target: str | None = None
     options: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
+    twins: list[tuple[str, str]] = field(default_factory=list)  # (column, its copy)
 
     def describe(self) -> str:
         lines = [
@@ -341,6 +348,23 @@ def perturb(draw, fed: Federation, name: str, rng: np.random.Generator) -> None:
         if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
             site.frame = frame.assign(**{str(column): values.astype(float)})
             site.frame.loc[site.frame.index[row], column] = draw(st.sampled_from((np.inf, -np.inf)))
+    elif name in ("duplicate_column", "recoded_copy") and column is not None:
+        twin = f"{column}_{'copy' if name == 'duplicate_column' else 'code'}"
+        for other in fed.sites:
+            if holds_once(other.frame, column) and twin not in other.frame.columns:
+                values = other.frame[column]
+                if name == "recoded_copy":
+                    values = values.map(lambda v: f"c{v}")
+                other.frame[twin] = values.to_numpy()
+        if name == "duplicate_column":
+            fed.twins.append((str(column), twin))
+    elif name == "empty_column" and column is not None and holds_once(frame, column):
+        site.frame = frame.astype(object)
+        site.frame[column] = None
+    elif name == "huge_values" and column is not None and holds_once(frame, column):
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            site.frame = frame.assign(**{str(column): (values.astype(float) + 1.5) * 1e200})
     else:
         return
     fed.applied.append(f"{name}@{k}")
@@ -440,11 +464,20 @@ def check_outcome(fed: Federation, code: int, out: str, err: str, out_file: Path
             assert learned <= expected, story
         else:
             assert learned == expected, f"learned over {sorted(learned)}\n{story}"
+        for column, twin in fed.twins:  # equal at every site as written: the user is told
+            if fed.method != "fedcdnv" and all(
+                holds_once(site.frame, column)
+                and holds_once(site.frame, twin)
+                and site.frame[column].astype(str).equals(site.frame[twin].astype(str))
+                for site in fed.sites
+            ):
+                assert f"columns {column!r} and {twin!r} are equal at every site" in err, story
         return
     assert not must_succeed(fed), f"good data was refused\n{story}"
     lines = err.strip().splitlines()
     assert lines and lines[-1].startswith("fedcausal-flwr: error: "), story
-    assert all(line.startswith("  ") for line in lines[:-1]), story  # progress lines only
+    notes = ("  ", "fedcausal-flwr: warning: ", "fedcausal-flwr: note: ")  # progress and notes
+    assert all(line.startswith(notes) for line in lines[:-1]), story
     message = lines[-1].removeprefix("fedcausal-flwr: error: ")
     named = (
         re.search(r"\bclients? \d", message)

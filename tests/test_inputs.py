@@ -10,6 +10,7 @@ the five methods fedpc, fedpc-vote, fedci-pc, fedcdnv and fedecd; then the file 
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -25,10 +26,12 @@ from fedcausal_flwr.data.csv_input import (
 from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
 from fedcausal_flwr.federation.inputs import (
     ConstantColumnNote,
+    DependenceWarning,
     InputNeeds,
     check_client_inputs,
     client_info_of,
     value_type,
+    warn_dependence,
 )
 from fedcausal_flwr.federation.registry import builtin_methods, get_method
 from fedcausal_flwr.federation.runners import run_method
@@ -252,8 +255,8 @@ def test_an_infinite_value_stops_the_run_at_every_door(capsys, tmp_path):
     frames, paths = continuous_sites(tmp_path)
     err = refused(capsys, "fedpc", paths, "--test", "fisherz", "--min-clients", "1")
     assert err.endswith(
-        "client 2 column 'B' has 1 infinite value (inf or -inf), which no test can use; replace "
-        "the infinite values with numbers or drop their rows"
+        "client 2 (g2.csv) column 'B' has 1 infinite value (inf or -inf), which no test can use; "
+        "replace the infinite values with numbers or drop their rows"
     )
     # a deployment: each site reads its own file, the server sees only the hello refusal
     with pytest.raises(ClientProtocolError, match=r"hello'?: client 2: column 'B' has 1 infin"):
@@ -296,9 +299,12 @@ def test_a_column_constant_at_one_site_is_data(capsys, sites, method):
     assert code == 0 and "over 6 nodes" in out, out + err
     everywhere = [write(f"flat{k}.csv", f.assign(E=1)) for k, f in enumerate(frames)]
     if method == "fedpc":  # exact summed tables: every test with E has p = 1, E stays isolated
-        with pytest.warns(ConstantColumnNote, match="column 'E' has a single level"):
-            code, out, err = run_cli(capsys, method, everywhere)
+        code, out, err = run_cli(capsys, method, everywhere)
         assert code == 0 and "over 6 nodes" in out, out + err
+        notes = [line for line in err.splitlines() if "single level" in line]
+        assert len(notes) == 1 and notes[0].startswith("fedcausal-flwr: note: column 'E' has a")
+        with pytest.warns(ConstantColumnNote, match="column 'E' has a single level"):
+            run_method(method, [pd.read_csv(path) for path in everywhere])
         return
     err = refused(capsys, method, everywhere)
     assert "column 'E' is constant (1) over all clients' rows" in err and "drop the column" in err
@@ -681,3 +687,159 @@ def test_an_in_process_run_describes_each_frame_once(monkeypatch):
     again = fedcausal_flwr.run("fedpc", data=[f.copy() for f in part.clients])
     assert sorted(calls) == [0, 0, 1, 1, 2, 2]  # new frames: described anew
     assert again.config["data"]["fingerprint"] == result.config["data"]["fingerprint"]
+
+
+# --------------------------------------------------------------------------- dependence warnings
+def dependence_warnings(recorder) -> list[str]:
+    return [str(w.message) for w in recorder if issubclass(w.category, DependenceWarning)]
+
+
+def checked_warnings(frames: list[pd.DataFrame], values: str) -> list[str]:
+    with warnings.catch_warnings(record=True) as recorder:
+        warnings.simplefilter("always")
+        check_client_inputs(reports(*frames), InputNeeds(values=values), method="fedpc")
+    return dependence_warnings(recorder)
+
+
+DUPLICATE_LINE = (
+    "columns 'B' and 'B2' are equal at every site (duplicates): a CI test given one finds the "
+    "other independent of everything, so true edges are removed; drop one"
+)
+
+
+def test_duplicate_columns_at_every_site_are_warned_once_in_one_line(capsys, sites):
+    _, _, write = sites
+    paths = [write(f"dup{k}.csv", site_frame(400, k).assign(B2=lambda f: f["B"])) for k in range(3)]
+    assert checked_warnings([pd.read_csv(p) for p in paths], "discrete") == [DUPLICATE_LINE]
+    code, _, err = run_cli(capsys, "fedpc", paths)
+    assert code == 0
+    assert [line for line in err.splitlines() if "duplicates" in line] == [
+        "fedcausal-flwr: warning: " + DUPLICATE_LINE
+    ]
+    assert "Traceback" not in err and "warnings.warn" not in err
+
+
+@pytest.mark.parametrize("method", ["fedpc-vote", "fedci-pc", "fedecd", "pc-vote"])
+def test_every_method_warns_about_duplicates(capsys, sites, method):
+    _, _, write = sites
+    paths = [write(f"dup{k}.csv", site_frame(400, k).assign(B2=lambda f: f["B"])) for k in range(3)]
+    code, _, err = run_cli(capsys, method, paths)
+    assert "fedcausal-flwr: warning: " + DUPLICATE_LINE in err.splitlines(), err
+
+
+def test_a_column_determined_by_another_is_warned_for_discrete_tests_only():
+    frames = [site_frame(400, k) for k in range(3)]
+    for frame in frames:
+        frame["G"] = np.where(frame["C"] == 2, "high", "low")  # a function of C
+    assert checked_warnings(frames, "discrete") == [
+        "column 'C' determines column 'G' at every site (one value of 'G' per value of 'C'): "
+        "a discrete test given 'C' finds 'G' independent of everything, so true edges of 'G' "
+        "are removed"
+    ]
+    assert checked_warnings(frames, "any") == []
+
+
+def test_a_recoded_column_is_one_warning_for_both_directions():
+    frames = [site_frame(400, k) for k in range(3)]
+    for frame in frames:
+        frame["Cx"] = frame["C"].map({0: "zero", 1: "one", 2: "two"})
+    assert checked_warnings(frames, "discrete") == [
+        "columns 'C' and 'Cx' determine each other at every site (one is a recoding of the "
+        "other): a discrete test given one finds the other independent of everything, so true "
+        "edges are removed; drop one"
+    ]
+
+
+def test_a_relationship_at_some_sites_only_is_data():
+    frames = [site_frame(400, k) for k in range(3)]
+    frames[0]["B2"] = frames[0]["B"]
+    frames[0]["G"] = frames[0]["C"] % 2
+    for frame in frames[1:]:
+        frame["B2"] = frame["B"].sample(frac=1, random_state=0).to_numpy()
+        frame["G"] = (frame["C"] + frame["D"]) % 2
+    assert checked_warnings(frames, "discrete") == []
+    assert reports(*frames)[0].dependence["duplicates"] == [["B", "B2"]]
+    assert reports(*frames)[0].dependence["determines"] == [["C", "G"]]
+
+
+def test_a_function_is_found_whatever_the_row_order_and_missing_rows():
+    """The screen takes every k-th row of a long frame: a function over all rows is one over
+    those; rows missing either column do not count."""
+    rng = np.random.default_rng(3)
+    n = 20_000  # over the screen's rows
+    a = np.sort(rng.integers(0, 4, n))  # sorted: the first rows hold one value
+    b = np.where(a % 2 == 1, "odd", "even").astype(object)
+    b[::7] = None
+    frame = pd.DataFrame({"A": a, "B": b, "N": rng.integers(0, 3, n)})
+    assert frame_report(frame, 0, 100)["dependence"]["determines"] == [["A", "B"]]
+    broken = frame.copy()
+    broken.loc[n - 1, "B"] = "even"  # one row breaks it (A is 3 there)
+    assert frame_report(broken, 0, 100)["dependence"]["determines"] == []
+
+
+def test_near_collinear_columns_are_warned_for_tests_on_numbers():
+    rng = np.random.default_rng(2)
+    frames = []
+    for _ in range(3):
+        x, y, w = rng.normal(size=(3, 300))
+        frames.append(
+            pd.DataFrame({"X": x, "Y": y, "W": w, "S": x + y + 1e-7 * rng.normal(size=300)})
+        )
+    found = checked_warnings(frames, "numeric")
+    assert len(found) == 1, found
+    assert found[0].startswith(
+        "columns 'X', 'Y' and 'S' are near-collinear at every site (condition number of their "
+        "correlation matrix at least "
+    )
+    condition = frame_report(frames[0], 0, 100)["dependence"]["collinear"][0]["condition"]
+    assert 1e10 < condition < 1e16
+    frames[0] = frames[0].assign(S=rng.normal(size=300))  # one site without it: data
+    assert checked_warnings(frames, "numeric") == []
+
+
+def test_exactly_collinear_columns_are_called_singular():
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(2, 200))
+    frame = pd.DataFrame({"X": x, "Y": y, "S": x + y})
+    (found,) = frame_report(frame, 0, 10)["dependence"]["collinear"]
+    assert found["columns"] == ["X", "Y", "S"]
+    assert found["condition"] is None or found["condition"] > 1e15
+    singular = {"columns": ["X", "Y", "S"], "condition": None}  # a smallest eigenvalue <= 0
+    info = reports(frame, frame.copy())
+    for report in info.values():
+        report.dependence["collinear"] = [singular]
+    with pytest.warns(DependenceWarning, match="their correlation matrix is singular"):
+        warn_dependence(info, discrete=False, numeric=True)
+
+
+def test_benchmark_data_raises_no_dependence_warning():
+    from fedcausal_flwr.data.specs import sample_partition
+
+    partition, _ = sample_partition("alarm", 10000, 10, "iid", 0)
+    assert checked_warnings(list(partition.clients), "discrete") == []
+
+
+def test_a_benchmark_network_with_deterministic_nodes_is_warned():
+    """win95pts holds nodes that copy or recode a parent (0/1 conditional tables)."""
+    from fedcausal_flwr.data.specs import sample_partition
+
+    partition, _ = sample_partition("win95pts", 3000, 3, "iid", 0)
+    found = checked_warnings(list(partition.clients), "discrete")
+    assert any("'GrbldPS' and 'Problem6' are equal" in line for line in found), found
+
+
+def test_a_frame_changed_in_place_between_runs_is_read_afresh():
+    """Reports and codes are kept per frame for one run only: a column replaced in place
+    between two runs is the second run's data (its graph and fingerprint)."""
+    rng = np.random.default_rng(0)
+    frames = []
+    for _ in range(2):
+        a = rng.integers(0, 2, 500)
+        b = (a + (rng.random(500) < 0.1)) % 2
+        frames.append(pd.DataFrame({"A": a, "B": b, "C": rng.integers(0, 2, 500)}))
+    first = run_method("fedpc", frames)
+    for frame in frames:
+        frame["C"] = frame["A"] ^ (rng.random(500) < 0.1)  # now C follows A
+    second = run_method("fedpc", frames)
+    assert not first.graph.adjacent(0, 2) and second.graph.adjacent(0, 2)
+    assert first.config["data"]["fingerprint"] != second.config["data"]["fingerprint"]

@@ -325,6 +325,13 @@ def _check_missing(source: _File, frame: pd.DataFrame) -> None:
     missing = frame.isna().to_numpy()
     if not missing.any():
         return
+    empty = missing.all(axis=0)
+    if empty.any():
+        raise source.error(
+            f"has no value (all {len(frame)} data rows are empty)",
+            "drop the column",
+            column=str(frame.columns[int(np.argmax(empty))]),
+        )
     rows, cols = np.nonzero(missing)
     row, col = int(rows[0]), int(cols[0])
     raise source.error(

@@ -8,7 +8,9 @@ may name an option or a run setting; it is written in the spelling of the door t
 config), so the message says what to type where the user is.
 
 :func:`frame_report` is what a client says about its data in the built-in ``hello`` round (row
-count, columns, dtypes, level sets, missing values, constant columns, a fingerprint). The server
+count, columns, dtypes, level sets, missing values, constant columns, columns a test cannot
+separate, a fingerprint), from the columns read once as codes
+(:func:`~fedcausal_flwr.data.columns.frame_columns`). The server
 checks the reports before a method's first step, and :mod:`fedcausal_flwr.api` builds the same
 reports from in-memory frames to check them before a backend starts: one function, so both judge
 the same facts.
@@ -25,7 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedcausal_flwr.data.fingerprint import frame_fingerprint
+from fedcausal_flwr.data.columns import Column, frame_columns
+from fedcausal_flwr.data.dependence import dependence_report
+from fedcausal_flwr.data.fingerprint import column_digests, frame_fingerprint
 from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.schema import DataError
 from fedcausal_flwr.environment import VERSION
@@ -140,78 +144,51 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def describe_column(series: pd.Series, max_levels: int) -> tuple[str, list | None, int]:
-    """``(dtype, sorted levels or None, n_missing)`` of one column, for the hello report.
+#: A decimal value above this in size is refused: the tests sum squares and products of values
+#: over rows and sites, which must stay finite (1e100 squared, times any row count, does).
+LARGEST_VALUE = 1e100
 
-    Float columns report no levels (their values stay private); other columns report their
-    distinct values if there are at most ``max_levels``.
-    """
-    n_missing = int(series.isna().sum())
-    dtype = str(series.dtype)
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        levels = [_json_value(v) for v in series.cat.categories]
-        return dtype, levels if len(levels) <= max_levels else None, n_missing
-    if pd.api.types.is_float_dtype(series.dtype):
-        return dtype, None, n_missing
-    uniques = pd.unique(series.dropna())
-    if len(uniques) > max_levels:
-        return dtype, None, n_missing
+
+def refuse_infinite(columns: Sequence[Column], partition_id: int) -> None:
+    """An :class:`InputError` for the first decimal column holding ``inf`` or a value too large
+    to square and sum (:data:`LARGEST_VALUE`): no method can use it, and a test that met it
+    mid-run would fail at this site alone (a reply the server cannot use)."""
+    for column in columns:
+        if column.values is None:
+            continue
+        n = int(np.isinf(column.values).sum())
+        if n:
+            raise InputError(
+                f"has {n} infinite value{'s' if n > 1 else ''} (inf or -inf), which no test "
+                "can use",
+                client=partition_id,
+                column=column.name,
+                fix="replace the infinite values with numbers or drop their rows",
+            )
+        size = np.abs(column.values)
+        largest = float(np.nanmax(size)) if len(size) and not np.isnan(size).all() else 0.0
+        if largest > LARGEST_VALUE:
+            raise InputError(
+                f"has values too large for the tests (up to {largest:.3g} in size, above "
+                f"{LARGEST_VALUE:.0e}: their sums of squares overflow)",
+                client=partition_id,
+                column=column.name,
+                fix="rescale the column (divide it by a power of ten)",
+            )
+
+
+def _sorted_levels(values: list[Any]) -> list[Any]:
     try:
-        levels = sorted(_json_value(v) for v in uniques)
+        return sorted(values)
     except TypeError:  # mixed types: sort by text so the report stays deterministic
-        levels = sorted((_json_value(v) for v in uniques), key=str)
-    return dtype, levels, n_missing
-
-
-def constant_value(series: pd.Series) -> tuple[bool, Any]:
-    """``(True, value)`` if the column's non-missing values are all one value, else ``(False,
-    None)``; a column without values is not constant (it is missing)."""
-    values = series.dropna()
-    if values.empty:
-        return False, None
-    if pd.api.types.is_float_dtype(values.dtype) and not isinstance(
-        values.dtype, pd.CategoricalDtype
-    ):
-        low, high = values.min(), values.max()
-        return bool(low == high), _json_value(low) if low == high else None
-    if values.nunique() == 1:
-        return True, _json_value(values.iloc[0])
-    return False, None
-
-
-def infinite_counts(frame: pd.DataFrame) -> dict[str, int]:
-    """Column -> how many ``inf`` / ``-inf`` values it holds (columns without any left out);
-    one vectorised pass over the decimal columns, by position."""
-    positions = [
-        i
-        for i, dtype in enumerate(frame.dtypes)
-        if pd.api.types.is_float_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype)
-    ]
-    if not positions:
-        return {}
-    values = frame.iloc[:, positions].to_numpy(dtype=float, na_value=np.nan)
-    counts = np.isinf(values).sum(axis=0)
-    return {str(frame.columns[i]): int(n) for i, n in zip(positions, counts, strict=True) if n}
-
-
-def refuse_infinite(frame: pd.DataFrame, partition_id: int) -> None:
-    """An :class:`InputError` for the first column holding ``inf``: no method can use it, and a
-    test that met it mid-run would fail at this site alone (a dropout the run survives)."""
-    found = infinite_counts(frame)
-    if found:
-        column, n = next(iter(found.items()))
-        raise InputError(
-            f"has {n} infinite value{'s' if n > 1 else ''} (inf or -inf), which no test can use",
-            client=partition_id,
-            column=column,
-            fix="replace the infinite values with numbers or drop their rows",
-        )
+        return sorted(values, key=str)
 
 
 def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
     """What a client reports in ``hello``: its partition id, rows, columns (as named, repeats
     included), dtypes, level sets, missing values (per column, and the rows without any),
-    constant columns (with their value), the
+    constant columns (with their value), columns a CI test cannot separate (names only, and a
+    near-collinear set's condition number: :mod:`~fedcausal_flwr.data.dependence`), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
     names are reported, not merged. Infinite values are refused here (:func:`refuse_infinite`),
     so every door stops on them the same way.
@@ -228,27 +205,42 @@ _REPORTS = FrameCache()
 
 
 def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
-    refuse_infinite(frame, partition_id)
-    columns = [str(c) for c in frame.columns]
+    columns = frame_columns(frame)
+    refuse_infinite(columns, partition_id)
+    names = [c.name for c in columns]
     dtypes: dict[str, str] = {}
     levels: dict[str, list | None] = {}
     n_missing: dict[str, int] = {}
     constant: dict[str, Any] = {}
-    for position, name in enumerate(columns):
-        series = frame.iloc[:, position]
-        dtypes[name], levels[name], n_missing[name] = describe_column(series, max_levels)
-        is_constant, value = constant_value(series)
-        if is_constant:
-            constant[name] = value
+    complete = np.ones(len(frame), dtype=bool)
+    for column in columns:
+        missing = column.missing
+        complete &= ~missing
+        name = column.name
+        dtypes[name], n_missing[name], levels[name] = column.dtype, int(missing.sum()), None
+        if column.values is not None:  # decimal: no levels (its values stay private)
+            if n_missing[name] < len(frame):
+                low, high = np.nanmin(column.values), np.nanmax(column.values)
+                if low == high:
+                    constant[name] = float(low)
+            continue
+        if len(column.uniques) <= max_levels:
+            values = [_json_value(v) for v in column.uniques]
+            levels[name] = values if column.categorical else _sorted_levels(values)
+        counts = column.present()
+        if np.count_nonzero(counts) == 1:
+            constant[name] = _json_value(column.uniques[int(np.argmax(counts))])
+    discrete = [levels[c.name] is not None for c in columns]
     return {
         "partition_id": int(partition_id),
         "n_rows": int(len(frame)),
-        "columns": columns,
+        "columns": names,
         "dtypes": dtypes,
         "levels": levels,
         "n_missing": n_missing,
-        "n_complete": int(frame.notna().all(axis=1).sum()),
+        "n_complete": int(complete.sum()),
         "constant": constant,
+        "dependence": dependence_report(columns, column_digests(frame), discrete),
         "version": VERSION,
         "fingerprint": frame_fingerprint(frame),
     }

@@ -8,7 +8,8 @@ clients answer (``register_method(..., disclosures={TABLES: SUM, ...})``):
   GLM blocks of a plain run, p-values, local graphs, votes);
 * ``summed``: only the sum over the sites is needed; in a secure run it goes through SecAgg+, so
   the server sees the sum only (in a plain run it still sees each site's values);
-* ``metadata``: the built-in ``hello`` (columns, dtypes, level sets, row counts, a fingerprint).
+* ``metadata``: the built-in ``hello`` (columns, dtypes, level sets, row counts, a fingerprint,
+  and the names of columns a test cannot separate: :mod:`fedcausal_flwr.data.dependence`).
 
 A client answers only the actions its method declares (:class:`~.site_policy.SiteGuard`); a site's
 policy says which classes it lets leave (:class:`~.site_policy.SitePolicy`). Flower-free.
@@ -31,7 +32,10 @@ MEANING = {
     RAW: "the site's rows",
     PER_CLIENT: "this site's own statistics, seen by the server as such",
     SUM: "summed over the sites (through SecAgg+ in a secure run; per site otherwise)",
-    METADATA: "columns, dtypes, level sets, row counts and a data fingerprint",
+    METADATA: (
+        "columns, dtypes, level sets, row counts, a data fingerprint and the names of columns a "
+        "test cannot separate"
+    ),
 }
 
 

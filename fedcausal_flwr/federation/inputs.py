@@ -26,6 +26,10 @@ Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inpu
    for every method (a protocol that runs no CI test may say it does not need this), except
    methods whose tests make such a column an isolated node (``isolates_constants``: every
    discrete test with it has 0 degrees of freedom, p = 1, as in causal-learn); those print a note.
+
+Then warnings, not errors (:class:`DependenceWarning`, one line each, :func:`warn_dependence`):
+columns a CI test cannot separate at every site: duplicates, for discrete or mixed data a column
+that is a function of another, for numbers a near-collinear set. At some sites only, it is data.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from fedcausal_flwr.data.inputs import (
     shown_values,
 )
 from fedcausal_flwr.federation.messages import ClientInfo
+from fedcausal_flwr.notes import InputNote
 
 #: What a method needs of the values: ``any`` (consistent across clients), ``discrete``
 #: (integers, text or true/false: G2/chi2 tests), ``numeric`` (numbers: Fisher-z), ``mixed``
@@ -267,6 +272,15 @@ class _Check:
                 )
             for col in report.columns:
                 missing = report.n_missing.get(col, 0)
+                if missing == report.n_rows:  # no value here: nothing of its kind to check
+                    if needs.missing in (None, "error"):
+                        raise self.error(
+                            f"has no value (all {missing} rows are missing)",
+                            client=pid,
+                            column=col,
+                            fix="drop the column",
+                        )
+                    continue
                 if missing and needs.missing in (None, "error"):
                     raise self.error(
                         f"has {missing} missing value{'s' if missing > 1 else ''}; "
@@ -306,6 +320,18 @@ class _Check:
                         column=col,
                         fix=needs.kind_fix or "drop the column (an identifier?)",
                     )
+
+    def empty_columns(self) -> None:
+        """A column without a value at any client (missing values allowed) is no variable."""
+        reports = list(self.info.values())
+        for col in reports[0].columns if reports else []:
+            if all(r.n_missing.get(col, 0) == r.n_rows for r in reports if col in r.columns):
+                raise self.error(
+                    f"has no value at any client (all {sum(r.n_rows for r in reports)} rows "
+                    "are missing)",
+                    column=col,
+                    fix="drop the column",
+                )
 
     def discrete(self, pid: int, report: ClientInfo, col: str, kind: str) -> None:
         if kind == "float":
@@ -351,6 +377,8 @@ class _Check:
         by_column: dict[str, dict[int, str]] = {}
         for pid, report in self.info.items():
             for col in report.columns:
+                if report.n_missing.get(col, 0) == report.n_rows:
+                    continue  # no value at this client: any kind elsewhere is fine
                 by_column.setdefault(col, {})[pid] = value_type(
                     report.dtypes[col], report.levels.get(col)
                 )
@@ -464,9 +492,83 @@ def check_client_inputs(
     check.clients(min_sites)
     check.column_sets()
     check.columns()
+    check.empty_columns()
     check.kinds()
     check.level_sets()
     check.constants()
+    warn_dependence(
+        info,
+        discrete=needs.values in ("discrete", "mixed"),
+        numeric=needs.values in ("numeric", "mixed", "any"),
+    )
+
+
+class DependenceWarning(InputNote):
+    """Columns a CI test cannot separate at every site (duplicates, a function of another,
+    near-collinear): their tests remove true edges silently, so the user is told."""
+
+
+def warn_dependence(info: Mapping[int, ClientInfo], *, discrete: bool, numeric: bool) -> list[str]:
+    """Warn once per column pair or set every site's hello report flags (module docstring):
+    duplicates always, ``a`` determines ``b`` when the tests are discrete (``discrete``), a
+    near-collinear set when they take numbers (``numeric``). Returns the warnings' texts."""
+    if not info:
+        return []
+    reports = [report.dependence for report in info.values()]
+
+    def everywhere(kind: str) -> list[tuple[str, ...]]:
+        sets = [{tuple(pair) for pair in found.get(kind, [])} for found in reports]
+        return sorted(set.intersection(*sets))
+
+    lines = [
+        f"columns {a!r} and {b!r} are equal at every site (duplicates): a CI test given one "
+        "finds the other independent of everything, so true edges are removed; drop one"
+        for a, b in everywhere("duplicates")
+    ]
+    if discrete:
+        determines = set(everywhere("determines"))
+        for a, b in sorted(determines):
+            if (b, a) in determines:
+                if a < b:
+                    lines.append(
+                        f"columns {a!r} and {b!r} determine each other at every site (one is a "
+                        "recoding of the other): a discrete test given one finds the other "
+                        "independent of everything, so true edges are removed; drop one"
+                    )
+                continue
+            lines.append(
+                f"column {a!r} determines column {b!r} at every site (one value of {b!r} per "
+                f"value of {a!r}): a discrete test given {a!r} finds {b!r} independent of "
+                f"everything, so true edges of {b!r} are removed"
+            )
+    if numeric:
+        groups: dict[tuple[str, ...], list] = {}
+        for found in reports:
+            for entry in found.get("collinear", []):
+                groups.setdefault(tuple(entry["columns"]), []).append(entry["condition"])
+        for columns, conditions in sorted(groups.items()):
+            if len(conditions) < len(reports):
+                continue
+            finite = [c for c in conditions if c is not None]
+            how = (
+                f"condition number of their correlation matrix at least {min(finite):.2g}"
+                if len(finite) == len(conditions)
+                else "their correlation matrix is singular"
+                + (
+                    f" at some sites, condition number {min(finite):.2g} at others"
+                    if finite
+                    else ""
+                )
+            )
+            names = ", ".join(repr(c) for c in columns[:-1]) + f" and {columns[-1]!r}"
+            lines.append(
+                f"columns {names} are near-collinear at every site ({how}): a test given some "
+                "of them finds the others independent of everything, so true edges are removed; "
+                "drop one"
+            )
+    for line in lines:
+        warnings.warn(line, DependenceWarning, stacklevel=2)
+    return lines
 
 
 def _overlap_groups(sets: Mapping[int, set]) -> list[list[int]]:
@@ -489,7 +591,7 @@ def _overlap_groups(sets: Mapping[int, set]) -> list[list[int]]:
     return sorted(groups.values())
 
 
-class ConstantColumnNote(UserWarning):
+class ConstantColumnNote(InputNote):
     """A single-level column was kept as an isolated node (printed, not an error)."""
 
 

@@ -108,6 +108,9 @@ class ClientInfo:
     fingerprint: str = ""
     constant: dict[str, Any] = field(default_factory=dict)  # column -> its one value, if constant
     n_complete: int | None = None  # rows without a missing value (None: not reported)
+    # columns a test cannot separate, by name (fedcausal_flwr.data.dependence): "duplicates" and
+    # "determines" ([a, b] pairs), "collinear" ({"columns": [...], "condition": c})
+    dependence: dict[str, list] = field(default_factory=dict)
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
@@ -122,6 +125,7 @@ class ClientInfo:
             fingerprint=str(meta.get("fingerprint", "")),
             constant=dict(meta.get("constant", {})),
             n_complete=None if meta.get("n_complete") is None else int(meta["n_complete"]),
+            dependence={str(k): list(v) for k, v in dict(meta.get("dependence") or {}).items()},
         )
 
 

@@ -148,11 +148,16 @@ class ProtocolStrategy:
         return self.protocol_run.recorder
 
     def global_levels(self) -> dict[str, list | None]:
-        """Union of the clients' level sets per column (``None`` if any client reported none)."""
+        """Union of the clients' level sets per column (``None`` if any client reported none;
+        a client without a value in the column adds nothing)."""
         merged: dict[str, list | None] = {}
         for pid in sorted(self.client_info):
-            for col, levels in self.client_info[pid].levels.items():
+            info = self.client_info[pid]
+            for col, levels in info.levels.items():
                 if col in merged and merged[col] is None:
+                    continue
+                if info.n_rows and info.n_missing.get(col, 0) == info.n_rows:
+                    merged.setdefault(col, [])
                     continue
                 if levels is None:
                     merged[col] = None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from flwr.app import Context
 
+from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.environment import NO_PHONING_OUT
 from fedcausal_flwr.federation.apps import (
     RunSettings,
@@ -279,6 +280,7 @@ class BoundClientMaker:
         return client
 
 
+@one_run
 def run_method(
     name: str,
     partitions: Sequence[pd.DataFrame],

@@ -25,24 +25,63 @@ class CausalLearnAncestry:
     """
 
     def __init__(self, n_nodes: int):
-        self.dpath = np.eye(n_nodes, dtype=bool)
+        self._dpath = np.eye(n_nodes, dtype=bool)
+        # a rebuild asked for and not yet done: the graph it reads, the edits made to that graph
+        # since (to undo them), and the edges added since (to replay them)
+        self._pending: np.ndarray | None = None
+        self._edits: list[tuple[int, int, int, int]] = []
+        self._added: list[tuple[int, int]] = []
 
     @classmethod
     def from_marks(cls, marks: np.ndarray) -> CausalLearnAncestry:
         anc = cls(marks.shape[0])
-        anc.reconstitute(marks)
+        anc._rebuild(marks)
         return anc
+
+    @property
+    def dpath(self) -> np.ndarray:
+        """The matrix (``dpath[j, i]``: i is an ancestor of j), brought up to date."""
+        self._settle()
+        return self._dpath
 
     def adjust(self, i: int, j: int) -> None:
         """Record the new edge ``i --> j`` exactly as ``GeneralGraph.adjust_dpath`` does."""
-        d = self.dpath
+        if self._pending is not None:
+            self._added.append((i, j))
+            return
+        d = self._dpath
         d[j, i] = True
         d[j, :] |= d[i, :]
         d[:, i] |= d[:, j]
 
+    def edit(self, marks: np.ndarray, a: int, b: int, mark_ab: int, mark_ba: int) -> None:
+        """Set the edge ``a - b`` of ``marks`` to ``(mark_ab, mark_ba)``. Every change to the graph
+        between a :meth:`reconstitute` and the next read goes through here, so the rebuild can
+        see the graph as it was when asked."""
+        if self._pending is marks:
+            self._edits.append((a, b, int(marks[a, b]), int(marks[b, a])))
+        marks[a, b], marks[b, a] = mark_ab, mark_ba
+
     def reconstitute(self, marks: np.ndarray) -> None:
-        """Rebuild from the directed edges of ``marks`` (``reconstitute_dpath``)."""
-        self.dpath = np.eye(marks.shape[0], dtype=bool)
+        """Rebuild from the directed edges of ``marks`` (``reconstitute_dpath``), when next read:
+        a later rebuild replaces this one, so a run of removals costs one rebuild, not one per
+        removed edge."""
+        self._pending, self._edits, self._added = marks, [], []
+
+    def _settle(self) -> None:
+        if self._pending is None:
+            return
+        marks = self._pending.copy()
+        for a, b, mark_ab, mark_ba in reversed(self._edits):  # the graph when the rebuild was asked
+            marks[a, b], marks[b, a] = mark_ab, mark_ba
+        added = self._added
+        self._pending, self._edits, self._added = None, [], []
+        self._rebuild(marks)
+        for i, j in added:
+            self.adjust(i, j)
+
+    def _rebuild(self, marks: np.ndarray) -> None:
+        self._dpath = np.eye(marks.shape[0], dtype=bool)
         rows, cols = np.nonzero(np.triu(marks != NONE, k=1))
         for i, j in zip(rows[::-1].tolist(), cols[::-1].tolist(), strict=True):
             if is_directed(marks, i, j):

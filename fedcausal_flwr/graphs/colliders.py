@@ -57,14 +57,24 @@ def check_pc_graph(graph: Graph) -> None:
 
 
 # ============================================================================ PC
+def _set(
+    m: np.ndarray, a: int, b: int, mark_ab: int, mark_ba: int, ancestry: CausalLearnAncestry | None
+) -> None:
+    """Set the edge ``a - b``; through ``ancestry`` when one is kept (it may need the old marks)."""
+    if ancestry is None:
+        m[a, b], m[b, a] = mark_ab, mark_ba
+    else:
+        ancestry.edit(m, a, b, mark_ab, mark_ba)
+
+
 def _replace_with_directed(
     m: np.ndarray, a: int, y: int, ancestry: CausalLearnAncestry | None
 ) -> None:
     """causal-learn's "remove edge a-y, add a --> y" with its dpath side effects."""
     if ancestry is not None and (is_directed(m, a, y) or is_directed(m, y, a)):
-        m[a, y] = m[y, a] = NONE
+        _set(m, a, y, NONE, NONE, ancestry)
         ancestry.reconstitute(m)
-    m[a, y], m[y, a] = ARROW, TAIL
+    _set(m, a, y, ARROW, TAIL, ancestry)
     if ancestry is not None:
         ancestry.adjust(a, y)
 
@@ -75,11 +85,11 @@ def _direct_or_bidirect(
     """causal-learn's ``uc_priority=1``: ``a - y`` becomes ``a --> y``, ``y --> a`` becomes
     ``a <-> y``, anything else is left."""
     if is_undirected(m, a, y):
-        m[a, y], m[y, a] = ARROW, TAIL
+        _set(m, a, y, ARROW, TAIL, ancestry)
         if ancestry is not None:
             ancestry.adjust(a, y)
     elif is_directed(m, y, a):
-        m[a, y] = m[y, a] = ARROW
+        _set(m, a, y, ARROW, ARROW, ancestry)
         if ancestry is not None:
             ancestry.reconstitute(m)
 

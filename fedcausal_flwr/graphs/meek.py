@@ -116,7 +116,7 @@ def _meek_causallearn(
     def orient(a: int, b: int) -> bool:
         if (vetoed is not None and vetoed[a, b]) or anc.is_ancestor(b, a):
             return False
-        m[a, b], m[b, a] = ARROW, TAIL
+        anc.edit(m, a, b, ARROW, TAIL)
         anc.adjust(a, b)
         return True
 
@@ -186,7 +186,7 @@ def definite_meek(
     def orient(a: int, b: int) -> bool:
         if ancestry.is_ancestor(b, a):
             return False
-        m[a, b], m[b, a] = ARROW, TAIL
+        ancestry.edit(m, a, b, ARROW, TAIL)
         ancestry.adjust(a, b)
         return True
 

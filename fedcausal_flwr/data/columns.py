@@ -1,0 +1,84 @@
+"""A frame's columns read once as integer codes or numbers (Flower-free).
+
+Everything a client derives from its frame (the hello report, the fingerprint, the dependence
+checks, the tables' codes over the global level sets) starts from the same per-column arrays:
+a categorical column's own codes, a factorised code for any other non-decimal column, the
+values of a decimal one. :func:`frame_columns` reads them once per frame object and keeps them
+with the frame (:class:`~fedcausal_flwr.data.frame_cache.FrameCache`), so the rest is numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedcausal_flwr.data.frame_cache import FrameCache
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One column of a frame, by position.
+
+    A decimal column (``codes is None``) keeps its ``values`` (float64, NaN where missing). Any
+    other column keeps ``codes`` (-1 where missing) into ``uniques``: a categorical column's
+    categories in their order (unused ones included), otherwise the distinct values in order
+    of appearance.
+    """
+
+    name: str
+    dtype: str
+    categorical: bool
+    codes: np.ndarray | None
+    uniques: pd.Index
+    values: np.ndarray | None = None
+
+    @property
+    def decimal(self) -> bool:
+        return self.codes is None
+
+    @property
+    def missing(self) -> np.ndarray:
+        """True where the row has no value."""
+        if self.codes is None:
+            assert self.values is not None
+            return np.isnan(self.values)
+        return self.codes < 0
+
+    def present(self) -> np.ndarray:
+        """How many rows hold each of ``uniques`` (coded columns only)."""
+        assert self.codes is not None
+        return np.bincount(self.codes + 1, minlength=len(self.uniques) + 1)[1:]
+
+
+def is_decimal(dtype: Any) -> bool:
+    """A float dtype that is not categorical (its values stay numbers, never levels)."""
+    return pd.api.types.is_float_dtype(dtype) and not isinstance(dtype, pd.CategoricalDtype)
+
+
+def _read(name: str, series: pd.Series) -> Column:
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        array = series.array
+        return Column(name, str(dtype), True, np.asarray(array.codes), array.categories)
+    if is_decimal(dtype):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        return Column(name, str(dtype), False, None, pd.Index([]), values)
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    return Column(name, str(dtype), False, codes, pd.Index(uniques))
+
+
+def frame_columns(frame: pd.DataFrame) -> list[Column]:
+    """The frame's columns by position, read once per frame object (see the module docstring).
+    The list is shared: do not change it."""
+    return _COLUMNS.get(frame, "columns", lambda: _read_all(frame))
+
+
+def _read_all(frame: pd.DataFrame) -> list[Column]:
+    return [_read(str(name), series) for name, series in frame.items()]
+
+
+#: each frame's columns (released with the frame)
+_COLUMNS = FrameCache()

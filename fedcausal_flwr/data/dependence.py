@@ -1,0 +1,170 @@
+"""Columns a CI test cannot separate, found at one site from its coded columns (Flower-free).
+
+Given a column that duplicates, determines or (for numbers) is a linear combination of others,
+a CI test finds the rest independent of everything, so PC removes true edges without a word
+(causal-learn does the same). A client reports such columns in ``hello`` by name only (and, for
+a near-collinear set, the condition number of its correlation matrix); the server warns about
+what every site reports (:func:`fedcausal_flwr.federation.inputs.warn_dependence`).
+
+* ``duplicates``: two columns equal row for row (equal :func:`~.fingerprint.column_digest`).
+* ``determines``: ``[a, b]``, each value of discrete ``a`` occurs with one value of ``b`` (rows
+  holding both), ``b`` varies and ``a`` has at most half as many values as such rows (with more,
+  a function is chance). Candidates come from one product of indicator matrices over at most
+  :data:`SCREEN_ROWS` rows (a function over all rows is one over any of them); each is
+  confirmed over all rows.
+* ``collinear``: decimal columns whose correlation matrix (complete rows, duplicates left out)
+  has a condition number above :data:`COLLINEAR_CONDITION`; the set is the columns carrying the
+  near-null directions. Only with more complete rows than columns (otherwise the matrix is
+  singular whatever the data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.data.columns import Column
+
+#: A correlation matrix with a condition number above this is near-singular: some columns are
+#: (nearly) a linear combination of others (``S = X + Y``).
+COLLINEAR_CONDITION = 1e10
+#: Rows of the indicator product that screens for functions (candidates are confirmed on all).
+SCREEN_ROWS = 4096
+#: Levels per block of the indicator product (bounds its memory: block x levels floats).
+LEVEL_BLOCK = 2048
+
+
+def dependence_report(
+    columns: Sequence[Column], hashes: Sequence[bytes], discrete: Sequence[bool]
+) -> dict[str, list]:
+    """``{"duplicates": [[a, b]], "determines": [[a, b]], "collinear": [{"columns": [...],
+    "condition": c}]}`` for one site's columns (see the module docstring); ``hashes`` are the
+    columns' hashes, ``discrete[j]``: column ``j`` is reported with levels (a test can treat it
+    as discrete). ``condition`` is rounded to two digits, ``None`` for a singular matrix."""
+    names = [c.name for c in columns]
+    first: dict[bytes, int] = {}
+    duplicates, twin_of = [], {}
+    for j, key in enumerate(hashes):
+        if key in first and columns[j].dtype == columns[first[key]].dtype:
+            duplicates.append([names[first[key]], names[j]])
+            twin_of[j] = first[key]
+        else:
+            first.setdefault(key, j)
+    coded = [  # a column with one level neither determines nor is determined (it is constant)
+        j
+        for j, c in enumerate(columns)
+        if discrete[j] and c.codes is not None and len(c.uniques) > 1
+    ]
+    twins = {frozenset(pair) for pair in duplicates}
+    determines = []
+    for a, b in _functions([columns[j] for j in coded]):
+        pair = [names[coded[a]], names[coded[b]]]
+        if frozenset(pair) not in twins:
+            determines.append(pair)
+    decimal = [j for j, c in enumerate(columns) if c.codes is None and j not in twin_of]
+    collinear = _collinear([columns[j] for j in decimal])
+    return {
+        "duplicates": duplicates,
+        "determines": determines,
+        "collinear": [
+            {"columns": [names[decimal[k]] for k in group], "condition": condition}
+            for group, condition in collinear
+        ],
+    }
+
+
+def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
+    """``(a, b)`` positions in ``columns`` where ``a`` determines ``b`` (module docstring)."""
+    p = len(columns)
+    if p < 2:
+        return []
+    n = len(columns[0].codes)  # type: ignore[arg-type]
+    screen = slice(None, None, max(1, math.ceil(n / SCREEN_ROWS)))  # spread over the rows
+    cards = np.array([len(c.uniques) for c in columns])
+    starts = np.concatenate([[0], np.cumsum(cards)[:-1]])
+    codes = [c.codes[screen] for c in columns]  # type: ignore[index]
+    indicator = np.zeros((len(codes[0]), int(cards.sum())), dtype=np.float32)
+    for j, column_codes in enumerate(codes):
+        present = column_codes >= 0
+        indicator[np.flatnonzero(present), starts[j] + column_codes[present]] = 1.0
+    whole = screen.step == 1  # the screen is every row: its answer is final but for "few"
+    found = np.zeros((p, p), dtype=bool)
+    for first, last in _blocks(cards):
+        levels = slice(starts[first], starts[last - 1] + cards[last - 1])
+        seen = (indicator[:, levels].T @ indicator) > 0  # level of a x level of b: rows with both
+        met = np.add.reduceat(seen, starts, axis=1, dtype=np.int64)  # levels of b each meets
+        local = starts[first:last] - starts[first]
+        many = np.maximum.reduceat(met, local, axis=0) > 1
+        meets = np.add.reduceat(met > 0, local, axis=0, dtype=np.int64) > 0
+        candidate = ~many & meets
+        if whole:
+            met_any = np.logical_or.reduceat(seen, local, axis=0)  # a x level of b
+            candidate &= np.add.reduceat(met_any, starts, axis=1, dtype=np.int64) >= 2
+        found[first:last] = candidate
+    np.fill_diagonal(found, False)
+    return [
+        (int(a), int(b))
+        for a, b in zip(*np.nonzero(found), strict=True)
+        if _determines(columns[a], columns[b])
+    ]
+
+
+def _blocks(cards: np.ndarray) -> list[tuple[int, int]]:
+    """Runs of columns ``[first, last)`` with at most :data:`LEVEL_BLOCK` levels together (a
+    column with more alone)."""
+    blocks, first, total = [], 0, 0
+    for j, card in enumerate(cards):
+        if total and total + card > LEVEL_BLOCK:
+            blocks.append((first, j))
+            first, total = j, 0
+        total += int(card)
+    blocks.append((first, len(cards)))
+    return blocks
+
+
+def _determines(a: Column, b: Column) -> bool:
+    """Over all rows holding both: each value of ``a`` with one value of ``b``, ``b`` varying,
+    ``a`` with at most half as many values as rows."""
+    both = (a.codes >= 0) & (b.codes >= 0)  # type: ignore[operator]
+    codes_a, codes_b = a.codes[both], b.codes[both]  # type: ignore[index]
+    n = len(codes_a)
+    if n < 2:
+        return False
+    pairs = np.unique(codes_a.astype(np.int64) * len(b.uniques) + codes_b)
+    values_a = np.unique(pairs // len(b.uniques))
+    values_b = np.unique(pairs % len(b.uniques))
+    return len(pairs) == len(values_a) and len(values_b) >= 2 and 2 * len(values_a) <= n
+
+
+def _collinear(columns: Sequence[Column]) -> list[tuple[list[int], Any]]:
+    """``[(positions, condition)]``: the near-collinear set of ``columns``, if any."""
+    q = len(columns)
+    if q < 2:
+        return []
+    values = np.column_stack([c.values for c in columns if c.values is not None])
+    values = values[~np.isnan(values).any(axis=1)]
+    n = len(values)
+    if n <= q + 1:
+        return []
+    centred = values - values.mean(axis=0)
+    scale = np.sqrt((centred**2).sum(axis=0))
+    varying = scale > 0  # a constant column is the constant check's business
+    if varying.sum() < 2:
+        return []
+    kept = np.flatnonzero(varying)
+    standard = centred[:, kept] / scale[kept]
+    eigenvalues, vectors = np.linalg.eigh(standard.T @ standard)
+    largest = eigenvalues[-1]
+    near = eigenvalues * COLLINEAR_CONDITION < largest
+    if not near.any():
+        return []
+    smallest = eigenvalues[0]
+    condition = None if smallest <= 0 else float(f"{largest / smallest:.2g}")
+    if condition is not None and not math.isfinite(condition):
+        condition = None
+    weight = np.sqrt((vectors[:, near] ** 2).sum(axis=1))
+    group = [int(kept[k]) for k in np.flatnonzero(weight >= 0.1 * weight.max())]
+    return [(group, condition)]
