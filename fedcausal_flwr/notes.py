@@ -38,8 +38,8 @@ def one_line_notes(prog: str) -> Iterator[None]:
                 text = "warning: " + text
             print(f"{prog}: {text}", file=file or sys.stderr)
 
-    warnings.showwarning = show
-    try:
+    with warnings.catch_warnings():
+        # every command says its own notes (Python would show a text once per process)
+        warnings.simplefilter("always", InputNote)
+        warnings.showwarning = show
         yield
-    finally:
-        warnings.showwarning = shown

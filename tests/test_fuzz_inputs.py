@@ -42,7 +42,7 @@ from fedcausal_flwr.data.csv_input import INDEX_NAMES
 from fedcausal_flwr.federation.registry import get_method
 from fedcausal_flwr.result import Result
 
-#: Examples per method in CI (six methods: a few hundred in all).
+#: Examples per method in CI (seven methods: a few hundred in all).
 CI_EXAMPLES = 50
 HUNT_EXAMPLES = os.environ.get("FEDCAUSAL_FUZZ_EXAMPLES")
 FUZZ_SETTINGS = settings(
@@ -63,11 +63,12 @@ METHODS = {
     "fedcdnv": [],
     "fedecd": ["--bootstraps", "2"],
     "fedlcs": [],
+    "pc-vote": [],
 }
 #: Methods that read continuous columns (fedpc with --test fisherz).
 CONTINUOUS = ("fedpc", "fedci-pc")
 #: Methods whose clients test on their own rows (a one-row client is refused).
-LOCAL_TESTS = ("fedpc-vote", "fedcdnv", "fedecd", "fedlcs")
+LOCAL_TESTS = ("fedpc-vote", "fedcdnv", "fedecd", "fedlcs", "pc-vote")
 NAME_POOL = ("A", "B", "C", "D", "E", "F", "smoker", "x1", "Age group", "β", "a.b", "index")
 WORDS = {2: [("no", "yes"), ("low", "high"), ("False", "True")], 3: [("low", "mid", "high")]}
 #: Text levels pandas reads as missing values (a trap: the column then "has missing values").
@@ -432,6 +433,8 @@ def must_succeed(fed: Federation) -> bool:
         return False
     if any(site.frame.columns[0] in INDEX_NAMES for site in fed.sites):
         return False  # a data column named like an index may count the rows
+    if any(site.sep in str(name) for site in fed.sites for name in site.frame.columns):
+        return False  # a name holding its file's separator splits the header
     pooled = pd.concat([site.frame for site in fed.sites], ignore_index=True)
     if "--test" in fed.options and len(pooled) <= len(fed.intended) + 1:
         return False  # Fisher-z given p - 2 variables needs more than p + 1 rows

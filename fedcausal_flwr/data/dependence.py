@@ -45,14 +45,16 @@ def dependence_report(
     columns' hashes, ``discrete[j]``: column ``j`` is reported with levels (a test can treat it
     as discrete). ``condition`` is rounded to two digits, ``None`` for a singular matrix."""
     names = [c.name for c in columns]
-    first: dict[bytes, int] = {}
-    duplicates, twin_of = [], {}
+    groups: dict[tuple[bytes, str], list[int]] = {}
     for j, key in enumerate(hashes):
-        if key in first and columns[j].dtype == columns[first[key]].dtype:
-            duplicates.append([names[first[key]], names[j]])
-            twin_of[j] = first[key]
-        else:
-            first.setdefault(key, j)
+        groups.setdefault((key, columns[j].dtype), []).append(j)
+    duplicates = [  # every pair of a group of equal columns
+        [names[a], names[b]]
+        for group in groups.values()
+        for position, a in enumerate(group)
+        for b in group[position + 1 :]
+    ]
+    twin_of = {j: group[0] for group in groups.values() for j in group[1:]}
     coded = [  # a column with one level neither determines nor is determined (it is constant)
         j
         for j, c in enumerate(columns)

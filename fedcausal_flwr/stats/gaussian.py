@@ -34,6 +34,21 @@ def _name(variables: Sequence[str] | None, v: int) -> str:
     return f"{variables[v]!r} (column {v})" if variables is not None else f"column {v}"
 
 
+def _singular(matrices: np.ndarray, queries: Sequence[Query], variables) -> ValueError:
+    """The error for the first singular correlation matrix of a batch: the columns of its test,
+    by name (collinear columns, which Fisher-z cannot test)."""
+    for (x, y, s), m in zip(queries, matrices, strict=True):
+        if not np.all(np.isfinite(m)) or np.linalg.matrix_rank(m) < m.shape[0]:
+            names = [variables[v] if variables is not None else f"#{v}" for v in (x, y, *s)]
+            given = ", ".join(repr(n) for n in names[2:]) or "nothing"
+            return ValueError(
+                f"columns {', '.join(repr(n) for n in names)} are collinear: the correlation "
+                f"matrix of {names[0]!r} and {names[1]!r} given {given} is singular, so Fisher-z "
+                "cannot test them; drop one of them"
+            )
+    return ValueError("a correlation matrix of the batch is singular; Fisher-z cannot test it")
+
+
 @dataclass(frozen=True, eq=False)
 class GaussianMoments:
     """``n``, ``sum_x = sum (x - shift)`` and ``cross = sum (x - shift)(x - shift)^T`` (float64)."""
@@ -183,16 +198,7 @@ def fisher_z_from_correlation(
         try:
             inv = np.linalg.inv(sub)
         except np.linalg.LinAlgError:
-            for i, m in zip(members, sub, strict=True):
-                if np.linalg.matrix_rank(m) < m.shape[0] or not np.all(np.isfinite(m)):
-                    x, y, s = keys[i]
-                    given = ", ".join(_name(variables, v) for v in s) or "nothing"
-                    raise ValueError(
-                        f"the correlation matrix of {_name(variables, x)} and "
-                        f"{_name(variables, y)} given {given} is singular (collinear "
-                        f"variables: query {keys[i]}); Fisher-z cannot test it"
-                    ) from None
-            raise
+            raise _singular(sub, [keys[i] for i in members], variables) from None
         pvals[members] = _fisher_z(inv, math.sqrt(dof))
     return pvals
 
@@ -313,9 +319,7 @@ def fisher_z_from_query_moments(
         try:
             inv = np.linalg.inv(corr)
         except np.linalg.LinAlgError:
-            raise ValueError(
-                f"a correlation matrix of the tests with |S| = {k} is singular (collinear "
-                "variables on the complete rows); Fisher-z cannot test it"
-            ) from None
+            found = _singular(corr, [queries[i] for i in members], variables)
+            raise ValueError(f"{found} (on the rows complete for the test)") from None
         pvals[members] = _fisher_z(inv, np.sqrt(n - k - 3))
     return pvals, rows
