@@ -131,6 +131,9 @@ ALGORITHMS = ("pc", "fci")
 
 #: The server's default budget for one round's replies: 2**27 cells (1 GiB of int64).
 DEFAULT_MAX_SERVER_CELLS = 2**27
+#: Budget cells per test a level may hold before it is asked in batches (a test is a few hundred
+#: bytes on the server): max_server_cells 2**27 gives 2**21 tests at a time.
+LEVEL_BATCH_CELLS = 64
 
 
 @dataclass
@@ -238,10 +241,12 @@ class FedC2SLStrategy(ProtocolStrategy):
             self.levels = {v: levels[v] or [] for v in variables}
             self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
             self.constant = note_constant_columns(self.name, self.levels, self.ci == "exact")
-        if self.algorithm == "pc":
-            steps = pc_steps(variables, self.alpha, self.max_depth, **self.engine_options)
-        else:
-            steps = fci_steps(variables, self.alpha, self.max_depth, **self.engine_options)
+        # a level's tests held at once: bounded by the server's budget like its tables
+        level_batch = max(1, self.max_server_cells // LEVEL_BATCH_CELLS)
+        engine = pc_steps if self.algorithm == "pc" else fci_steps
+        steps = engine(
+            variables, self.alpha, self.max_depth, level_batch=level_batch, **self.engine_options
+        )
         self.runner = StepRunner(with_cache(steps, self.cache))
         return self.runner
 
@@ -528,7 +533,10 @@ class FedC2SLStrategy(ProtocolStrategy):
             "constant_columns": list(self.constant),
             **self.missing_report(self.missing),
             **search_evidence(result),
-            "tests": len(self.cache) if self.test != "fisherz" else result.n_tests,
+            # distinct tests asked (a streamed level's are not cached)
+            "tests": sum(b["tests"] for b in self.batches)
+            if self.test != "fisherz"
+            else result.n_tests,
             "batches": self.batches,
             "sepsets": {
                 f"{result.graph.names[a]}|{result.graph.names[b]}": [

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
 
 R = TypeVar("R")
@@ -34,11 +35,16 @@ def drive(steps: Steps[R], oracle: CIOracle) -> R:
 def with_cache(steps: Steps[R], cache: dict[Query, float]) -> Steps[R]:
     """Wrap ``steps`` so only queries missing from ``cache`` are yielded (distinct, normalised).
 
-    A batch answered entirely from the cache costs no round. ``cache`` is filled as answers arrive.
+    A batch answered entirely from the cache costs no round. ``cache`` is filled as answers arrive,
+    except for a :class:`~.skeleton.FreshQueries` batch (a streamed level), which passes through.
     """
     try:
         batch = next(steps)
         while True:
+            if isinstance(batch, FreshQueries):  # distinct, never asked: nothing to look up
+                answers = yield batch
+                batch = steps.send(np.asarray(answers, dtype=float))
+                continue
             keys = [normalise_query(*q) for q in batch]
             missing = list(dict.fromkeys(k for k in keys if k not in cache))
             if missing:

@@ -64,8 +64,11 @@ def fci_steps(
     rules: Literal["causallearn", "zhang"] = "zhang",
     initial: np.ndarray | None = None,
     knowledge: Knowledge | KnowledgeMatrix | None = None,
+    level_batch: int | None = None,
 ):
-    """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches.
+    """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches. A
+    skeleton level of more than ``level_batch`` tests is asked in batches
+    (:func:`~.skeleton.skeleton_steps`; a later phase asks such a level's tests again).
 
     ``knowledge`` (Zhang's rules only): pairs forbidden both ways are never tested, required
     edges never tested nor removed (Possible-D-Sep included), and its marks
@@ -88,7 +91,9 @@ def fci_steps(
         start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
     sepset_rule = "causallearn" if rules == "causallearn" else "standard"
-    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, keep=keep)
+    skeleton = yield from skeleton_steps(
+        len(variables), alpha, max_depth, initial, keep=keep, level_batch=level_batch
+    )
     sepsets: dict = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
     applied: dict[str, list] = {}
     if knowledge is not None:

@@ -118,9 +118,11 @@ def pc_steps(
     uc_priority: int = 2,
     stable: bool = True,
     knowledge: Knowledge | KnowledgeMatrix | None = None,
+    level_batch: int | None = None,
 ):
     """Generator: the skeleton's level batches, then one batch for the collider rules that read
-    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2).
+    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2). A level of more
+    than ``level_batch`` tests is asked in batches (:func:`~.skeleton.skeleton_steps`).
 
     ``knowledge`` (:mod:`~fedcausal_flwr.graphs.knowledge`): pairs forbidden both ways are never
     tested, required edges never tested nor removed, the edges it orients are oriented before the
@@ -148,7 +150,9 @@ def pc_steps(
     if knowledge is not None:
         start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
-    skeleton = yield from skeleton_steps(len(variables), alpha, max_depth, initial, stable, keep)
+    skeleton = yield from skeleton_steps(
+        len(variables), alpha, max_depth, initial, stable, keep, level_batch
+    )
     sepsets = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
     extra = 0
     if collider_rule in ("conservative", "majority"):

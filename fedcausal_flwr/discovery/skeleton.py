@@ -12,6 +12,12 @@ the
 collider rules need: the standard rule reads the first set, causal-learn's rule reads all of them
 (``y`` is a collider iff it is in none), the majority/conservative rules count them.
 
+A level with more tests than ``level_batch`` (PC-stable) is asked in batches of that many distinct
+tests, generated as they are sent (:func:`streamed_level`): its tests are never all in memory,
+nor their p-values, only each pair's largest p-value and the separating sets found. Such a batch
+is :class:`FreshQueries`: distinct, normalised and never asked before, so a p-value cache passes
+it through without keeping its answers (a later phase that reads one of them asks again).
+
 ``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_level_
 sequential`): nodes in index order, each with its neighbours fixed when its turn comes, an edge
 removed at the first independence with that set recorded. The outcome depends on the column order.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from math import comb
 
 import numpy as np
 
@@ -79,6 +86,23 @@ def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tup
     return out
 
 
+#: Tests of one level above which PC-stable asks the level in batches of this many distinct
+#: tests (:func:`streamed_level`).
+LEVEL_BATCH = 2**21
+
+
+class FreshQueries(list):
+    """A batch of distinct, normalised tests never asked before (a cache keeps no answer)."""
+
+
+def level_size(adjacency: np.ndarray, level: int, keep: np.ndarray | None = None) -> int:
+    """How many ``(x, y, S)`` :func:`level_queries` would list (pairs of ``keep`` left out),
+    counted without listing them."""
+    degree = adjacency.sum(axis=1)
+    asked = degree if keep is None else (adjacency & ~keep).sum(axis=1)
+    return sum(int(a) * comb(int(d) - 1, level) for a, d in zip(asked, degree, strict=True) if d)
+
+
 def skeleton_steps(
     n_vars: int,
     alpha: float,
@@ -86,13 +110,19 @@ def skeleton_steps(
     initial: np.ndarray | None = None,
     stable: bool = True,
     keep: np.ndarray | None = None,
+    level_batch: int | None = None,
 ):
     """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
 
     ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps
     the conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's
-    PC); the pairs of ``keep`` (bool p x p, symmetric: required edges) are never tested.
+    PC); the pairs of ``keep`` (bool p x p, symmetric: required edges) are never tested. A
+    PC-stable level of more than ``level_batch`` tests (default :data:`LEVEL_BATCH`) is asked
+    in batches of at most that many (:func:`streamed_level`).
     """
+    batch = LEVEL_BATCH if level_batch is None else int(level_batch)
+    if batch < 1:
+        raise ValueError(f"level_batch must be at least 1, got {level_batch}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if initial is None:
@@ -108,6 +138,11 @@ def skeleton_steps(
         level += 1
         if max_depth is not None and level > max_depth:
             break
+        if stable and level_size(adjacency, level, keep) > batch:
+            removed = yield from streamed_level(result, adjacency, level, alpha, keep, batch)
+            for x, y in removed:
+                adjacency[x, y] = adjacency[y, x] = False
+            continue
         queries = level_queries(adjacency, level)
         if keep is not None and queries:
             queries = [q for q in queries if not keep[q[0], q[1]]]
@@ -144,6 +179,72 @@ def apply_level(
         sets = result.sepsets[key]
         result.sepsets[key] = list(dict.fromkeys(sets))
     return list(removed)
+
+
+def streamed_level(
+    result: Skeleton,
+    adjacency: np.ndarray,
+    level: int,
+    alpha: float,
+    keep: np.ndarray | None,
+    batch: int,
+):
+    """Generator: one PC-stable level asked in :class:`FreshQueries` batches of at most ``batch``
+    tests; returns the pairs to remove and records what :func:`apply_level` records.
+
+    The tests are those of :func:`level_queries`, each once, in the order a cache would first
+    meet them: ``x`` ascending, then ``y``, then ``S``; ``(x, y, S)`` with ``y < x`` was asked
+    from ``y``'s side unless ``S`` is not in ``adj(y)``. Kept per level: each pair's largest
+    p-value and the sets with ``p > alpha``; a removed pair's separating sets are then listed as
+    :func:`apply_level` lists them (``x``'s side first, then ``y``'s, each once)."""
+    neighbours = [np.flatnonzero(row).tolist() for row in adjacency]
+    sets = [set(n) for n in neighbours]
+    largest: dict[Pair, float] = {}
+    independent: dict[Pair, set[tuple[int, ...]]] = {}
+    tests = 0
+    pending: FreshQueries = FreshQueries()
+
+    def answer():
+        pvalues = np.asarray((yield pending), dtype=float)
+        for (x, y, s), p in zip(pending, pvalues.tolist(), strict=True):
+            if p > largest.get((x, y), -1.0):
+                largest[(x, y)] = p
+            if p > alpha:
+                independent.setdefault((x, y), set()).add(s)
+        pending.clear()
+
+    for x, nx in enumerate(neighbours):
+        if len(nx) - 1 < level:
+            continue
+        for i, y in enumerate(nx):
+            if keep is not None and keep[x, y]:
+                continue
+            others = nx[:i] + nx[i + 1 :]
+            for s in combinations(others, level):
+                tests += 1
+                if x < y:
+                    pending.append((x, y, s))
+                elif not sets[y].issuperset(s):  # not asked from y's side
+                    pending.append((y, x, s))
+                else:
+                    continue
+                if len(pending) >= batch:
+                    yield from answer()
+    if pending:
+        yield from answer()
+    for key, p in largest.items():
+        keep_largest(result.max_pvalue, key, p)
+    removed = sorted(independent)
+    for x, y in removed:
+        found = independent[(x, y)]
+        listed: dict[tuple[int, ...], None] = {}
+        for side, other in ((x, y), (y, x)):
+            pool = [v for v in neighbours[side] if v != other]
+            listed.update((s, None) for s in combinations(pool, level) if s in found)
+        result.sepsets[(x, y)] = list(listed)
+        result.removed_at[(x, y)] = level
+    result.levels.append({"level": level, "tests": tests, "removed": len(removed)})
+    return removed
 
 
 def apply_level_sequential(

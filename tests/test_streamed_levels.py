@@ -1,0 +1,93 @@
+"""A level with more tests than ``level_batch`` is asked in batches generated as they are sent:
+the same skeleton, separating sets, p-values, graph and test counts as the level asked at once,
+in-process and federated; its batches are fresh (a cache keeps none of their answers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedcausal_flwr.data import Schema, load_network
+from fedcausal_flwr.discovery.driver import with_cache
+from fedcausal_flwr.discovery.fci import fci
+from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.discovery.skeleton import FreshQueries, level_queries, level_size
+from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.graphs.knowledge import Knowledge
+from fedcausal_flwr.stats.oracles import DiscreteOracle
+
+
+def oracle_of(network: str, rows: int, seed: int = 1) -> DiscreteOracle:
+    net = load_network(network)
+    frame = net.sample(rows, seed=seed)
+    codes = Schema.infer([frame]).encode(frame).astype(np.int64)
+    return DiscreteOracle(codes, net.cards, list(frame.columns), test="chi2")
+
+
+def skeleton_record(found) -> tuple:
+    s = found.skeleton
+    return (s.adjacency.tolist(), s.sepsets, s.max_pvalue, s.removed_at, s.levels)
+
+
+@pytest.mark.parametrize("network", ["alarm", "insurance"])
+@pytest.mark.parametrize("batch", [1, 9, 400])
+def test_a_streamed_level_equals_the_level_asked_at_once(network, batch):
+    oracle = oracle_of(network, 2000)
+    whole = pc(oracle, 0.05)
+    streamed = pc(oracle, 0.05, level_batch=batch)
+    assert streamed.graph == whole.graph
+    assert skeleton_record(streamed) == skeleton_record(whole)
+    assert whole.skeleton.n_tests > 400  # the largest batch streams some levels, not all
+
+
+def test_streaming_keeps_required_edges_and_fci_graphs():
+    oracle = oracle_of("alarm", 2000)
+    names = oracle.variables
+    knowledge = Knowledge(required=[(names[0], names[5])], forbidden=[(names[1], names[2])])
+    assert skeleton_record(pc(oracle, 0.05, knowledge=knowledge, level_batch=5)) == skeleton_record(
+        pc(oracle, 0.05, knowledge=knowledge)
+    )
+    assert fci(oracle, 0.05, level_batch=11).graph == fci(oracle, 0.05).graph
+
+
+def test_level_size_counts_what_level_queries_lists():
+    rng = np.random.default_rng(0)
+    adjacency = rng.random((12, 12)) < 0.5
+    adjacency = np.triu(adjacency, 1)
+    adjacency |= adjacency.T
+    keep = np.zeros_like(adjacency)
+    keep[0, 3] = keep[3, 0] = True
+    for level in range(4):
+        listed = level_queries(adjacency, level)
+        assert level_size(adjacency, level) == len(listed)
+        kept = [q for q in listed if not keep[q[0], q[1]]]
+        assert level_size(adjacency, level, keep) == len(kept)
+
+
+def test_a_cache_passes_fresh_batches_through_and_keeps_the_others():
+    def steps():
+        first = yield FreshQueries([(0, 1, ())])
+        second = yield [(1, 0, ()), (0, 2, ())]
+        return list(first), list(second)
+
+    cache: dict = {}
+    wrapped = with_cache(steps(), cache)
+    assert isinstance(next(wrapped), FreshQueries)
+    assert wrapped.send([0.5]) == [(0, 1, ()), (0, 2, ())]  # not answered from the cache
+    with pytest.raises(StopIteration) as stop:
+        wrapped.send([0.5, 0.25])
+    assert stop.value.value == ([0.5], [0.5, 0.25])
+    assert cache == {(0, 1, ()): 0.5, (0, 2, ()): 0.25}
+
+
+def test_fedpc_streams_a_level_over_its_server_budget_and_learns_the_pooled_graph():
+    from fedcausal_flwr.data.specs import sample_partition
+
+    partition, _ = sample_partition("asia", 3000, 3, "iid", 0)
+    frames = list(partition.clients)
+    whole = run_method("fedpc", frames, {"ci": "exact"})
+    # 64 budget cells per test: a budget of 64 * 6 cells asks 6 tests at a time
+    tight = run_method("fedpc", frames, {"ci": "exact", "max_server_cells": 64 * 6})
+    assert tight.graph == whole.graph
+    assert tight.extra["tests"] == whole.extra["tests"]
+    assert tight.rounds > whole.rounds
