@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -62,6 +63,18 @@ def run_row(name: str) -> None:
     net = load_network(network)
     pooled = net.sample(rows, seed=0)
     parts = split_iid(pooled, clients, seed=0).clients
+    # level 1's distinct tests, from the pooled level-0 skeleton: per adjacent pair x < y, the
+    # sets {s} of adj(x) - y and adj(y) - x, each once
+    codes = net.sample_codes(rows, seed=0).astype(np.int64)
+    oracle = DiscreteOracle(codes, net.cards, net.variables, test="chi2")
+    adjacency = pc(oracle, alpha=0.05, max_depth=0).skeleton.adjacency
+    degree = adjacency.sum(axis=1)
+    common = adjacency.astype(np.int64) @ adjacency.astype(np.int64)
+    upper = np.triu(adjacency, 1)
+    first, second = np.nonzero(upper)
+    distinct = (degree[first] - 1) + (degree[second] - 1) - common[first, second]
+    emit("plan", level1_tests=int(distinct.sum()))
+    del codes, oracle
     started = time.perf_counter()
     result = run_method(
         "fedpc", parts, {"test": "chi2"}, backend=backend,
@@ -127,6 +140,17 @@ def measure(name: str, limit: float) -> dict:
             phase = record.pop("phase")
             if phase == "round":
                 figures["rounds_done"] += 1
+                found = re.search(r", ([\d,]+) CI tests", record.get("line", ""))
+                if found and "level1_tests" in figures:
+                    figures["tests_done"] = figures.get("tests_done", 0) + int(
+                        found.group(1).replace(",", "")
+                    )
+                    figures["tests_s"] = time.monotonic() - figures["tests_since"]
+                continue
+            if phase == "plan":
+                figures.update(record)
+                figures["tests_since"] = time.monotonic()
+                phase_started = time.monotonic()
                 continue
             figures.update(record)
             figures[f"{phase}_peak"] = peak  # the tree's peak up to the end of this phase
@@ -153,6 +177,14 @@ def show(figures: dict) -> None:
                else f"failed (exit code {figures.get('failed')})")  # fmt: skip
         print(f"{name:<14} {why} after {figures['rounds_done']} rounds "
               f"(peak {figures['peak'] / 1e9:.2f} GB)", flush=True)  # fmt: skip
+        if figures.get("tests_done"):
+            rate = figures["tests_done"] / figures["tests_s"]
+            print(
+                f"{'':14} {figures['tests_done']:,} tests answered in {figures['tests_s']:.0f} s "
+                f"({rate:,.0f} tests/s); level 1 holds {figures['level1_tests']:,} distinct "
+                f"tests: about {figures['level1_tests'] / rate / 3600:.1f} h at this rate",
+                flush=True,
+            )
         return
     print(f"{name:<14} {figures['nodes']:>5} {figures['clients']:>5} {figures['wall_s']:8.1f} "
           f"{figures['rounds']:>6} {figures['bytes_up'] / 1e9:9.3f} "

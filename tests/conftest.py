@@ -15,14 +15,6 @@ for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests that start Ray or a Flower deployment (marked slow) share one xdist group, so they
-    run one after another on one worker while the other worker takes the rest."""
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(pytest.mark.xdist_group("processes"))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _ray_tmpdir(tmp_path_factory):
     """Ray's session files go under pytest's temp dir, on a short path: Ray refuses a temp dir

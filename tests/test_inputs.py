@@ -355,6 +355,8 @@ def test_every_client_encodes_columns_by_name(method):
     (each client reads the columns the server names, in the server's order)."""
     frames = [site_frame(300, seed) for seed in range(3)]
     options = {"target": "E"} if "lcs" in method else {}
+    if method == "notears-admm":
+        options = {"max_iter": 20}  # its rounds, not its convergence, read the columns
     reference = run_method(method, frames, options)
     permuted = [*frames[:2], frames[2][["F", "D", "A", "E", "C", "B"]]]
     assert run_method(method, permuted, options).graph == reference.graph

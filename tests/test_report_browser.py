@@ -50,6 +50,7 @@ def _chromium(browser: str, tmp_path, *args: str) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path):
     browser = _browser()
     out = tmp_path / "study"
