@@ -99,15 +99,15 @@ STAGES = (
     ("encoding the columns", ("clients/fedc2sl.py",)),
     ("counting the tables", ("stats/contingency.py",)),
     ("server: tests and PC", ("discovery/", "stats/", "strategies/")),
-    ("Flower and messages", ("flwr/", "federation/", "clients/")),
-    ("numpy / pandas / Python", ("numpy/", "pandas/", "{", "<")),
+    ("Flower and messages", ("flwr/", "federation/", "clients/", "google/protobuf", "grpc")),
+    ("numpy / pandas / Python built-ins", ("numpy/", "pandas/", "{", "<", "~")),
 )  # fmt: skip
 
 
 def stage_of(filename: str) -> str:
     path = filename.replace("\\", "/")
     for stage, parts in STAGES:
-        if any(part in path if not part.startswith(("{", "<")) else path.startswith(part)
+        if any(part in path if not part.startswith(("{", "<", "~")) else path.startswith(part)
                for part in parts):  # fmt: skip
             return stage
     return "other"
@@ -258,7 +258,7 @@ def main() -> None:
     table = profile_table(pooled, args)
     whole = sum(seconds for _, seconds in table)
     for stage, seconds in table:
-        print(f"      {stage:32s} {seconds:7.3f} s  {seconds / whole:6.1%}")
+        print(f"      {stage:34s} {seconds:7.3f} s  {seconds / whole:6.1%}")
     ours_rate, numpy_rate = counting_throughput(codes, list(net.cards), args.repeats)
     print(
         f"    counting kernel: {ours_rate / 1e6:8.1f} M row visits/s; np.bincount on the same "

@@ -35,23 +35,6 @@ class Column:
     uniques: pd.Index
     values: np.ndarray | None = None
 
-    @property
-    def decimal(self) -> bool:
-        return self.codes is None
-
-    @property
-    def missing(self) -> np.ndarray:
-        """True where the row has no value."""
-        if self.codes is None:
-            assert self.values is not None
-            return np.isnan(self.values)
-        return self.codes < 0
-
-    def present(self) -> np.ndarray:
-        """How many rows hold each of ``uniques`` (coded columns only)."""
-        assert self.codes is not None
-        return np.bincount(self.codes + 1, minlength=len(self.uniques) + 1)[1:]
-
 
 def is_decimal(dtype: Any) -> bool:
     """A float dtype that is not categorical (its values stay numbers, never levels)."""

@@ -87,11 +87,10 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
     screen = slice(None, None, max(1, math.ceil(n / SCREEN_ROWS)))  # spread over the rows
     cards = np.array([len(c.uniques) for c in columns])
     starts = np.concatenate([[0], np.cumsum(cards)[:-1]])
-    codes = [c.codes[screen] for c in columns]  # type: ignore[index]
-    indicator = np.zeros((len(codes[0]), int(cards.sum())), dtype=np.float32)
-    for j, column_codes in enumerate(codes):
-        present = column_codes >= 0
-        indicator[np.flatnonzero(present), starts[j] + column_codes[present]] = 1.0
+    codes = np.column_stack([c.codes[screen] for c in columns])  # type: ignore[index]
+    indicator = np.zeros((len(codes), int(cards.sum())), dtype=np.float32)
+    rows, positions = np.nonzero(codes >= 0)  # one assignment for every present value
+    indicator[rows, starts[positions] + codes[rows, positions]] = 1.0
     whole = screen.step == 1  # the screen is every row: its answer is final but for "few"
     found = np.zeros((p, p), dtype=bool)
     for first, last in _blocks(cards):

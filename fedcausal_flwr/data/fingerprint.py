@@ -44,8 +44,9 @@ def column_digest(column: Column) -> bytes:
         values = np.where(np.isnan(column.values), np.nan, column.values)  # one NaN pattern
         digest.update(b"f" + values.tobytes())
     else:
-        digest.update(json.dumps([_plain(v) for v in column.uniques]).encode())
-        digest.update(column.codes.astype(np.int64, copy=False).tobytes())
+        levels = json.dumps([_plain(v) for v in column.uniques.tolist()])
+        digest.update(f"{column.codes.dtype.str}{levels}".encode())
+        digest.update(column.codes.tobytes())
     return digest.digest()
 
 

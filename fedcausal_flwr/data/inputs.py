@@ -18,7 +18,6 @@ the same facts.
 
 from __future__ import annotations
 
-import copy
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -197,7 +196,16 @@ def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dic
     and an in-process client's ``hello`` describe the same frame, so the second is a lookup."""
     key = (int(partition_id), int(max_levels))
     report = _REPORTS.get(frame, key, lambda: _frame_report(frame, partition_id, max_levels))
-    return copy.deepcopy(report)
+    return _copied(report)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of the report's dicts and lists (its leaves are immutable: no deepcopy memo)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
 
 
 #: each frame's last report (released with the frame)
@@ -208,28 +216,36 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
     columns = frame_columns(frame)
     refuse_infinite(columns, partition_id)
     names = [c.name for c in columns]
-    dtypes: dict[str, str] = {}
-    levels: dict[str, list | None] = {}
-    n_missing: dict[str, int] = {}
+    n = len(frame)
+    dtypes = {c.name: c.dtype for c in columns}
+    levels: dict[str, list | None] = dict.fromkeys(names)
     constant: dict[str, Any] = {}
-    complete = np.ones(len(frame), dtype=bool)
-    for column in columns:
-        missing = column.missing
-        complete &= ~missing
-        name = column.name
-        dtypes[name], n_missing[name], levels[name] = column.dtype, int(missing.sum()), None
-        if column.values is not None:  # decimal: no levels (its values stay private)
-            if n_missing[name] < len(frame):
-                low, high = np.nanmin(column.values), np.nanmax(column.values)
-                if low == high:
-                    constant[name] = float(low)
-            continue
+    coded = [c for c in columns if c.codes is not None]
+    decimal = [c for c in columns if c.values is not None]
+    # the coded columns' value counts in one bincount (code -1, missing, first)
+    codes = np.column_stack([c.codes for c in coded]) if coded else np.empty((n, 0), np.int64)
+    cards = np.array([len(c.uniques) + 1 for c in coded], dtype=np.int64)
+    starts = np.cumsum(cards) - cards
+    counts = np.bincount((codes + 1 + starts).ravel(), minlength=int(cards.sum()))
+    values = np.column_stack([c.values for c in decimal]) if decimal else np.empty((n, 0))
+    missing = dict(zip([c.name for c in coded], (codes < 0).sum(axis=0).tolist(), strict=True))
+    missing.update(
+        zip([c.name for c in decimal], np.isnan(values).sum(axis=0).tolist(), strict=True)
+    )
+    n_missing = {name: int(missing[name]) for name in names}
+    complete = ~(codes < 0).any(axis=1) & ~np.isnan(values).any(axis=1)
+    for column, start, card in zip(coded, starts.tolist(), cards.tolist(), strict=True):
         if len(column.uniques) <= max_levels:
-            values = [_json_value(v) for v in column.uniques]
-            levels[name] = values if column.categorical else _sorted_levels(values)
-        counts = column.present()
-        if np.count_nonzero(counts) == 1:
-            constant[name] = _json_value(column.uniques[int(np.argmax(counts))])
+            shown = [_json_value(v) for v in column.uniques.tolist()]
+            levels[column.name] = shown if column.categorical else _sorted_levels(shown)
+        present = np.flatnonzero(counts[start + 1 : start + card])
+        if len(present) == 1:
+            constant[column.name] = _json_value(column.uniques[int(present[0])])
+    for column in decimal:
+        if n_missing[column.name] < n:
+            low, high = np.nanmin(column.values), np.nanmax(column.values)
+            if low == high:
+                constant[column.name] = float(low)
     discrete = [levels[c.name] is not None for c in columns]
     return {
         "partition_id": int(partition_id),
