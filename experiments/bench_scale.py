@@ -147,9 +147,10 @@ def measure(name: str, limit: float) -> dict:
                     )
                     figures["tests_s"] = time.monotonic() - figures["tests_since"]
                 continue
-            if phase == "plan":
+            if phase == "plan":  # the level-0 skeleton that sizes level 1: not the run's memory
                 figures.update(record)
                 figures["tests_since"] = time.monotonic()
+                figures["plan_peak"], peak = peak, 0
                 phase_started = time.monotonic()
                 continue
             figures.update(record)
@@ -164,7 +165,8 @@ def measure(name: str, limit: float) -> dict:
             figures["limit"] = limit
             break
         time.sleep(0.5)
-    figures["peak"] = peak
+    figures["peak"] = max(peak, figures.get("plan_peak", 0))
+    figures["run_peak"] = peak  # from the federated run on
     if child.returncode not in (0, None) and "limit" not in figures:
         figures["failed"] = child.returncode
     return figures
@@ -176,7 +178,9 @@ def show(figures: dict) -> None:
         why = (f"not finished within {figures['limit']:.0f} s" if "limit" in figures
                else f"failed (exit code {figures.get('failed')})")  # fmt: skip
         print(f"{name:<14} {why} after {figures['rounds_done']} rounds "
-              f"(peak {figures['peak'] / 1e9:.2f} GB)", flush=True)  # fmt: skip
+              f"(peak {figures['run_peak'] / 1e9:.2f} GB from the federated run on; "
+              f"{figures.get('plan_peak', 0) / 1e9:.2f} GB sizing level 1 before it)",
+              flush=True)  # fmt: skip
         if figures.get("tests_done"):
             rate = figures["tests_done"] / figures["tests_s"]
             print(

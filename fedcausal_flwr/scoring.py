@@ -37,6 +37,11 @@ def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True
     with open(path, encoding="utf-8", newline="") as handle:  # never a URL
         try:
             edges = pd.read_csv(handle)
+        except pd.errors.EmptyDataError:
+            raise ValueError(
+                f"{path}: an empty file; a truth file is a CSV with a header cause,effect and "
+                "one edge per line"
+            ) from None
         except (ValueError, UnicodeDecodeError) as err:
             detail = f": {err}" if quote else ""
             raise ValueError(f"{path}: not a cause,effect CSV{detail}") from None

@@ -124,3 +124,13 @@ def test_values_too_large_to_square_are_refused_at_the_site_not_as_a_malformed_r
         err = one_error_line(capsys, argv)
         assert "client 0 (site0.csv) column 'C' has values too large for the tests" in err
         assert "malformed" not in err and "rescale the column" in err
+
+
+def test_an_empty_truth_file_is_called_empty(tmp_path, capsys):
+    paths = binary_sites(tmp_path)
+    empty = tmp_path / "truth.csv"
+    empty.write_text("")
+    err = one_error_line(
+        capsys, ["run", "--method", "fedpc", "--data", *paths, "--truth", str(empty)]
+    )
+    assert f"{empty}: an empty file; a truth file is a CSV with a header cause,effect" in err
