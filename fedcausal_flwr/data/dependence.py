@@ -6,7 +6,8 @@ a CI test finds the rest independent of everything, so PC removes true edges wit
 a near-collinear set, the condition number of its correlation matrix); the server warns about
 what every site reports (:func:`fedcausal_flwr.federation.inputs.warn_dependence`).
 
-* ``duplicates``: two columns equal row for row (equal :func:`~.fingerprint.column_digest`).
+* ``duplicates``: two varying columns equal row for row (equal
+  :func:`~.fingerprint.column_digest`).
 * ``determines``: ``[a, b]``, each value of discrete ``a`` occurs with one value of ``b`` (rows
   holding both), ``b`` varies and ``a`` has at most half as many values as such rows (with more,
   a function is chance). Candidates come from one product of indicator matrices over at most
@@ -47,7 +48,8 @@ def dependence_report(
     names = [c.name for c in columns]
     groups: dict[tuple[bytes, str], list[int]] = {}
     for j, key in enumerate(hashes):
-        groups.setdefault((key, columns[j].dtype), []).append(j)
+        if _varies(columns[j]):  # equal constant columns are the constant check's business
+            groups.setdefault((key, columns[j].dtype), []).append(j)
     duplicates = [  # every pair of a group of equal columns
         [names[a], names[b]]
         for group in groups.values()
@@ -76,6 +78,16 @@ def dependence_report(
             for group, condition in collinear
         ],
     }
+
+
+def _varies(column: Column) -> bool:
+    """The column holds two different values (missing values aside)."""
+    if column.values is not None:
+        present = column.values[~np.isnan(column.values)]
+    else:
+        assert column.codes is not None
+        present = column.codes[column.codes >= 0]
+    return bool(present.size) and bool(present.min() != present.max())
 
 
 def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
