@@ -222,12 +222,14 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
     constant: dict[str, Any] = {}
     coded = [c for c in columns if c.codes is not None]
     decimal = [c for c in columns if c.values is not None]
+    code_arrays = [c.codes for c in columns if c.codes is not None]
+    value_arrays = [c.values for c in columns if c.values is not None]
     # the coded columns' value counts in one bincount (code -1, missing, first)
-    codes = np.column_stack([c.codes for c in coded]) if coded else np.empty((n, 0), np.int64)
+    codes = np.column_stack(code_arrays) if code_arrays else np.empty((n, 0), np.int64)
     cards = np.array([len(c.uniques) + 1 for c in coded], dtype=np.int64)
     starts = np.cumsum(cards) - cards
     counts = np.bincount((codes + 1 + starts).ravel(), minlength=int(cards.sum()))
-    values = np.column_stack([c.values for c in decimal]) if decimal else np.empty((n, 0))
+    values = np.column_stack(value_arrays) if value_arrays else np.empty((n, 0))
     missing = dict(zip([c.name for c in coded], (codes < 0).sum(axis=0).tolist(), strict=True))
     missing.update(
         zip([c.name for c in decimal], np.isnan(values).sum(axis=0).tolist(), strict=True)
@@ -241,9 +243,9 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
         present = np.flatnonzero(counts[start + 1 : start + card])
         if len(present) == 1:
             constant[column.name] = _json_value(column.uniques[int(present[0])])
-    for column in decimal:
+    for column, column_values in zip(decimal, value_arrays, strict=True):
         if n_missing[column.name] < n:
-            low, high = np.nanmin(column.values), np.nanmax(column.values)
+            low, high = np.nanmin(column_values), np.nanmax(column_values)
             if low == high:
                 constant[column.name] = float(low)
     discrete = [levels[c.name] is not None for c in columns]
