@@ -55,7 +55,9 @@ def run_row(name: str) -> None:
 
     from fedcausal_flwr.data.networks import load_network
     from fedcausal_flwr.data.partition import split_iid
+    from fedcausal_flwr.discovery.driver import drive
     from fedcausal_flwr.discovery.pc import pc
+    from fedcausal_flwr.discovery.skeleton import skeleton_steps
     from fedcausal_flwr.federation.runners import run_method
     from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -67,7 +69,8 @@ def run_row(name: str) -> None:
     # sets {s} of adj(x) - y and adj(y) - x, each once
     codes = net.sample_codes(rows, seed=0).astype(np.int64)
     oracle = DiscreteOracle(codes, net.cards, net.variables, test="chi2")
-    adjacency = pc(oracle, alpha=0.05, max_depth=0).skeleton.adjacency
+    level0 = skeleton_steps(len(net.variables), 0.05, max_depth=0)  # no orientation
+    adjacency = drive(level0, oracle).adjacency
     degree = adjacency.sum(axis=1)
     common = adjacency.astype(np.int64) @ adjacency.astype(np.int64)
     upper = np.triu(adjacency, 1)
