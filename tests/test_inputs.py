@@ -845,3 +845,13 @@ def test_a_frame_changed_in_place_between_runs_is_read_afresh():
     second = run_method("fedpc", frames)
     assert not first.graph.adjacent(0, 2) and second.graph.adjacent(0, 2)
     assert first.config["data"]["fingerprint"] != second.config["data"]["fingerprint"]
+
+
+def test_many_dependence_warnings_end_in_a_count():
+    frames = [site_frame(400, k) for k in range(2)]
+    for frame in frames:
+        for j in range(12):
+            frame[f"B{j}"] = frame["B"]
+    found = checked_warnings(frames, "discrete")
+    assert len(found) == 10
+    assert found[-1].startswith(f"{78 - 9} more pairs or sets of columns a test cannot separate")

@@ -566,9 +566,19 @@ def warn_dependence(info: Mapping[int, ClientInfo], *, discrete: bool, numeric: 
                 "of them finds the others independent of everything, so true edges are removed; "
                 "drop one"
             )
+    if len(lines) > MAX_DEPENDENCE_WARNINGS:  # a network of copies (munin) would fill the screen
+        rest = len(lines) - MAX_DEPENDENCE_WARNINGS + 1
+        lines = lines[: MAX_DEPENDENCE_WARNINGS - 1] + [
+            f"{rest} more pairs or sets of columns a test cannot separate at every site (each "
+            "site's hello report lists them, by name)"
+        ]
     for line in lines:
         warnings.warn(line, DependenceWarning, stacklevel=2)
     return lines
+
+
+#: At most this many dependence warnings per run (the last one counts the rest).
+MAX_DEPENDENCE_WARNINGS = 10
 
 
 def _overlap_groups(sets: Mapping[int, set]) -> list[list[int]]:
