@@ -39,16 +39,21 @@ LEVEL_BLOCK = 2048
 
 
 def dependence_report(
-    columns: Sequence[Column], hashes: Sequence[bytes], discrete: Sequence[bool]
+    columns: Sequence[Column],
+    hashes: Sequence[bytes],
+    discrete: Sequence[bool],
+    varies: Sequence[bool],
 ) -> dict[str, list]:
     """``{"duplicates": [[a, b]], "determines": [[a, b]], "collinear": [{"columns": [...],
     "condition": c}]}`` for one site's columns (see the module docstring); ``hashes`` are the
     columns' hashes, ``discrete[j]``: column ``j`` is reported with levels (a test can treat it
-    as discrete). ``condition`` is rounded to two digits, ``None`` for a singular matrix."""
+    as discrete), ``varies[j]``: it holds two different values (a constant column is the
+    constant check's business, here it takes no part). ``condition`` is rounded to two digits,
+    ``None`` for a singular matrix."""
     names = [c.name for c in columns]
     groups: dict[tuple[bytes, str], list[int]] = {}
     for j, key in enumerate(hashes):
-        if _varies(columns[j]):  # equal constant columns are the constant check's business
+        if varies[j]:
             groups.setdefault((key, columns[j].dtype), []).append(j)
     duplicates = [  # every pair of a group of equal columns
         [names[a], names[b]]
@@ -57,11 +62,7 @@ def dependence_report(
         for b in group[position + 1 :]
     ]
     twin_of = {j: group[0] for group in groups.values() for j in group[1:]}
-    coded = [  # a column with one level neither determines nor is determined (it is constant)
-        j
-        for j, c in enumerate(columns)
-        if discrete[j] and c.codes is not None and len(c.uniques) > 1
-    ]
+    coded = [j for j, c in enumerate(columns) if discrete[j] and varies[j] and c.codes is not None]
     twins = {frozenset(pair) for pair in duplicates}
     determines = []
     for a, b in _functions([columns[j] for j in coded]):
@@ -78,16 +79,6 @@ def dependence_report(
             for group, condition in collinear
         ],
     }
-
-
-def _varies(column: Column) -> bool:
-    """The column holds two different values (missing values aside)."""
-    if column.values is not None:
-        present = column.values[~np.isnan(column.values)]
-    else:
-        assert column.codes is not None
-        present = column.codes[column.codes >= 0]
-    return bool(present.size) and bool(present.min() != present.max())
 
 
 def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:

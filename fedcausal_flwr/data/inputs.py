@@ -236,19 +236,24 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
     )
     n_missing = {name: int(missing[name]) for name in names}
     complete = ~(codes < 0).any(axis=1) & ~np.isnan(values).any(axis=1)
+    varies: dict[str, bool] = {}  # two different values present
     for column, start, card in zip(coded, starts.tolist(), cards.tolist(), strict=True):
         if len(column.uniques) <= max_levels:
             shown = [_json_value(v) for v in column.uniques.tolist()]
             levels[column.name] = shown if column.categorical else _sorted_levels(shown)
         present = np.flatnonzero(counts[start + 1 : start + card])
+        varies[column.name] = len(present) > 1
         if len(present) == 1:
             constant[column.name] = _json_value(column.uniques[int(present[0])])
     for column, column_values in zip(decimal, value_arrays, strict=True):
+        varies[column.name] = False
         if n_missing[column.name] < n:
             low, high = np.nanmin(column_values), np.nanmax(column_values)
+            varies[column.name] = bool(low != high)
             if low == high:
                 constant[column.name] = float(low)
     discrete = [levels[c.name] is not None for c in columns]
+    varying = [varies[c.name] for c in columns]
     return {
         "partition_id": int(partition_id),
         "n_rows": int(len(frame)),
@@ -258,7 +263,7 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
         "n_missing": n_missing,
         "n_complete": int(complete.sum()),
         "constant": constant,
-        "dependence": dependence_report(columns, column_digests(frame), discrete),
+        "dependence": dependence_report(columns, column_digests(frame), discrete, varying),
         "version": VERSION,
         "fingerprint": frame_fingerprint(frame),
     }

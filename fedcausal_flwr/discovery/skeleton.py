@@ -138,26 +138,25 @@ def skeleton_steps(
         level += 1
         if max_depth is not None and level > max_depth:
             break
-        if stable and level_size(adjacency, level, keep) > batch:
+        tests = level_size(adjacency, level, keep)
+        if not tests:
+            continue
+        if stable and tests > batch:
             removed = yield from streamed_level(result, adjacency, level, alpha, keep, batch)
-            for x, y in removed:
-                adjacency[x, y] = adjacency[y, x] = False
-            continue
-        queries = level_queries(adjacency, level)
-        if keep is not None and queries:
-            queries = [q for q in queries if not keep[q[0], q[1]]]
-        if not queries:
-            continue
-        pvalues = np.asarray((yield queries), dtype=float)
-        if stable:
-            removed = apply_level(result, queries, pvalues, alpha, level)
         else:
-            removed = apply_level_sequential(
-                result, adjacency, queries, pvalues, alpha, level, keep
-            )
+            queries = level_queries(adjacency, level)
+            if keep is not None:
+                queries = [q for q in queries if not keep[q[0], q[1]]]
+            pvalues = np.asarray((yield queries), dtype=float)
+            if stable:
+                removed = apply_level(result, queries, pvalues, alpha, level)
+            else:
+                removed = apply_level_sequential(
+                    result, adjacency, queries, pvalues, alpha, level, keep
+                )
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
-        result.levels.append({"level": level, "tests": len(queries), "removed": len(removed)})
+        result.levels.append({"level": level, "tests": tests, "removed": len(removed)})
     result.adjacency = adjacency
     return result
 
@@ -201,7 +200,6 @@ def streamed_level(
     sets = [set(n) for n in neighbours]
     largest: dict[Pair, float] = {}
     independent: dict[Pair, set[tuple[int, ...]]] = {}
-    tests = 0
     pending: FreshQueries = FreshQueries()
 
     def answer():
@@ -221,7 +219,6 @@ def streamed_level(
                 continue
             others = nx[:i] + nx[i + 1 :]
             for s in combinations(others, level):
-                tests += 1
                 if x < y:
                     pending.append((x, y, s))
                 elif not sets[y].issuperset(s):  # not asked from y's side
@@ -243,7 +240,6 @@ def streamed_level(
             listed.update((s, None) for s in combinations(pool, level) if s in found)
         result.sepsets[(x, y)] = list(listed)
         result.removed_at[(x, y)] = level
-    result.levels.append({"level": level, "tests": tests, "removed": len(removed)})
     return removed
 
 

@@ -392,12 +392,14 @@ class SiteGuard:
         policy = self.policy
         if policy is None:
             return
+        from fedcausal_flwr.data.columns import is_decimal  # pandas only where a frame is
+
         for position, name in enumerate(frame.columns):
             name = str(name)
             if levels.get(name) is not None and len(levels[name] or []) <= policy.max_levels:
                 continue
             series = frame.iloc[:, position]
-            if levels.get(name) is None and _is_float(series):
+            if levels.get(name) is None and is_decimal(series.dtype):
                 continue  # float columns disclose no values
             count = int(series.nunique(dropna=True))
             if count > policy.max_levels:
@@ -484,14 +486,6 @@ class SiteGuard:
                 AUDIT_LOG,
                 f"site {self.site} cannot write its audit log ({err.strerror}); nothing is sent",
             ) from None
-
-
-def _is_float(series: Any) -> bool:
-    import pandas as pd
-
-    return bool(pd.api.types.is_float_dtype(series.dtype)) and not isinstance(
-        series.dtype, pd.CategoricalDtype
-    )
 
 
 def describe_policy(policy: SitePolicy) -> list[str]:
