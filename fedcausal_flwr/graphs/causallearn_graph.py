@@ -68,6 +68,15 @@ class CausalLearnAncestry:
         removed edge."""
         self._pending, self._edits, self._added = marks, [], []
 
+    def rebuild_from(self, marks: np.ndarray, added: list[tuple[int, int]]) -> None:
+        """Stand where :meth:`reconstitute` on ``marks`` followed by :meth:`adjust` of each edge
+        of ``added`` would leave the matrix (``marks`` is kept, not copied), rebuilt when read."""
+        self._pending, self._edits, self._added = marks, [], list(added)
+
+    def pending_on(self, marks: np.ndarray) -> bool:
+        """Whether a rebuild waits on ``marks`` (edits to it must go through :meth:`edit`)."""
+        return self._pending is marks
+
     def _settle(self) -> None:
         if self._pending is None:
             return
@@ -94,28 +103,47 @@ class CausalLearnAncestry:
         return bool(self.dpath[b, a])
 
 
-def _causallearn_adjacency_list(marks: np.ndarray) -> list[tuple[int, int]]:
-    """``CausalGraph.find_adj()``: (c, r) for every tail at r, then for every arrow at r."""
-    out: list[tuple[int, int]] = []
+def _causallearn_adjacency_list(marks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``CausalGraph.find_adj()`` as two arrays (first, second): (c, r) for every tail at r, then
+    for every arrow at r."""
+    firsts, seconds = [], []
     for code in (TAIL, ARROW):
         rows, cols = np.nonzero(marks.T == code)  # marks.T[r, c] is the mark at r on edge r-c
-        out.extend(zip(cols.tolist(), rows.tolist(), strict=True))
-    return out
+        firsts.append(cols)
+        seconds.append(rows)
+    return np.concatenate(firsts), np.concatenate(seconds)
 
 
-def _causallearn_paths(marks: np.ndarray) -> list[Triple]:
-    """Every path a0 - a1 - b1 (a0 != b1) over causal-learn's adjacency list, in its order."""
-    adj = _causallearn_adjacency_list(marks)
-    by_first: dict[int, list[int]] = {}
-    for q, (a0, _) in enumerate(adj):
-        by_first.setdefault(a0, []).append(q)
-    out = []
-    for a0, a1 in adj:
-        for q in by_first.get(a1, ()):
-            b1 = adj[q][1]
-            if a0 != b1:
-                out.append((a0, a1, b1))
-    return out
+def causallearn_paths(
+    marks: np.ndarray, second: np.ndarray | None = None, ends: np.ndarray | None = None
+) -> np.ndarray:
+    """Every path a0 - a1 - b1 (a0 != b1) over causal-learn's adjacency list, in its order, as
+    an (n, 3) array; only those whose edge a1 - b1 has ``second[a1, b1]`` and whose ends have
+    ``ends[a0, b1]`` when given (filters that keep the order of what is left)."""
+    first, last = _causallearn_adjacency_list(marks)
+    if second is None:
+        onward = np.arange(first.size)
+    else:
+        onward = np.flatnonzero(second[first, last])
+    # the continuations of a1: the adjacency entries (a1, b1), in adjacency-list order
+    onward = onward[np.argsort(first[onward], kind="stable")]
+    n = marks.shape[0]
+    count = np.bincount(first[onward], minlength=n)
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    per_entry = count[last]
+    entry = np.repeat(np.arange(first.size), per_entry)
+    within = np.arange(entry.size) - np.repeat(np.cumsum(per_entry) - per_entry, per_entry)
+    b1 = last[onward[start[last[entry]] + within]]
+    a0, a1 = first[entry], last[entry]
+    keep = a0 != b1
+    if ends is not None:
+        keep &= ends[a0, b1]
+    return np.stack((a0[keep], a1[keep], b1[keep]), axis=1)
+
+
+def as_triples(paths: np.ndarray) -> list[Triple]:
+    """Rows of an (n, 3) array as tuples."""
+    return [tuple(t) for t in paths.tolist()]  # type: ignore[misc]
 
 
 def causallearn_unshielded_triples(marks: np.ndarray) -> list[Triple]:
@@ -123,13 +151,13 @@ def causallearn_unshielded_triples(marks: np.ndarray) -> list[Triple]:
 
     On an undirected skeleton this is the order "y ascending, then x, then z".
     """
-    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] == NONE]
+    return as_triples(causallearn_paths(marks, ends=marks == NONE))
 
 
 def causallearn_triangles(marks: np.ndarray) -> list[Triple]:
     """``CausalGraph.find_triangles()`` in causal-learn's order."""
     # "(a0, b1) in Adj": a tail or an arrow at b1 on the edge a0-b1
-    return [(a, b, c) for a, b, c in _causallearn_paths(marks) if marks[a, c] in (TAIL, ARROW)]
+    return as_triples(causallearn_paths(marks, ends=(marks == TAIL) | (marks == ARROW)))
 
 
 def causallearn_kites(

@@ -4,13 +4,14 @@ FCI's R0."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
 from fedcausal_flwr.graphs.causallearn_graph import (
     CausalLearnAncestry,
+    as_triples,
     causallearn_unshielded_triples,
 )
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
@@ -23,19 +24,58 @@ from fedcausal_flwr.graphs.marks import (
     is_undirected,
     neighbours,
 )
-from fedcausal_flwr.graphs.sepsets import Sepsets, sepsets_or_raise, triple_status
+from fedcausal_flwr.graphs.sepsets import (
+    AMBIGUOUS,
+    COLLIDER,
+    NONCOLLIDER,
+    SepsetIndex,
+    Sepsets,
+    sepsets_or_raise,
+    triple_status,
+)
 
 CONFLICT_POLICIES = ("existing", "overwrite", "bidirected")
 
 
-@dataclass
 class ColliderOrientation:
-    """What collider orientation did with every unshielded triple ``(x, y, z)`` (x < z)."""
+    """What collider orientation did with every unshielded triple ``(x, y, z)`` (x < z): lists of
+    ``colliders``, ``noncolliders``, ``ambiguous`` triples and ``conflicts`` (colliders that met
+    an edge already oriented out of y). The fast path adds them as arrays, listed when read (a
+    wide graph has millions)."""
 
-    colliders: list[Triple] = field(default_factory=list)
-    noncolliders: list[Triple] = field(default_factory=list)
-    ambiguous: list[Triple] = field(default_factory=list)
-    conflicts: list[Triple] = field(default_factory=list)
+    FIELDS = ("colliders", "noncolliders", "ambiguous", "conflicts")
+
+    def __init__(
+        self,
+        colliders: list[Triple] | None = None,
+        noncolliders: list[Triple] | None = None,
+        ambiguous: list[Triple] | None = None,
+        conflicts: list[Triple] | None = None,
+    ):
+        given = (colliders, noncolliders, ambiguous, conflicts)
+        self._lists = {f: list(v or []) for f, v in zip(self.FIELDS, given, strict=True)}
+        self._blocks: dict[str, list[np.ndarray]] = {name: [] for name in self.FIELDS}
+
+    def _listed(self, name: str) -> list[Triple]:
+        blocks = self._blocks[name]
+        if blocks:
+            self._lists[name].extend(as_triples(np.concatenate(blocks)))
+            blocks.clear()
+        return self._lists[name]
+
+    colliders = property(lambda self: self._listed("colliders"))
+    noncolliders = property(lambda self: self._listed("noncolliders"))
+    ambiguous = property(lambda self: self._listed("ambiguous"))
+    conflicts = property(lambda self: self._listed("conflicts"))
+
+    def add_block(self, name: str, triples: np.ndarray) -> None:
+        """Append the rows of an (n, 3) array to the list ``name`` (after what it holds)."""
+        if triples.size:
+            self._blocks[name].append(triples)
+
+    def count(self, name: str) -> int:
+        """The length of a list without listing it."""
+        return len(self._lists[name]) + sum(len(b) for b in self._blocks[name])
 
     def record(self, triple: Triple, status: str) -> None:
         """List ``triple`` under its :func:`~.sepsets.triple_status`."""
@@ -45,6 +85,15 @@ class ColliderOrientation:
             "ambiguous": self.ambiguous,
         }
         by_status[status].append(triple)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ColliderOrientation):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{f}={self.count(f)}" for f in self.FIELDS)
+        return f"ColliderOrientation({counts})"
 
 
 def check_pc_graph(graph: Graph) -> None:
@@ -145,6 +194,14 @@ def orient_colliders(
     check_conflict_policy(conflict)
     check_pc_graph(graph)
     m = graph.marks
+    if (
+        conflict != "bidirected"
+        and sepsets is not None
+        and (ancestry is None or not ancestry.pending_on(m))
+        and bool(np.all((m == NONE) | ((m == TAIL) & (m.T == TAIL))))
+    ):
+        index = SepsetIndex(sepsets, m.shape[0])
+        return _orient_by_middle(m, index, rule, conflict, ancestry, knowledge)
     result = ColliderOrientation()
     for x, y, z in pc_unshielded_triples(m):
         if knowledge is not None and knowledge.no_edge[x, z]:
@@ -158,6 +215,115 @@ def orient_colliders(
             continue
         orient_collider(m, (x, y, z), conflict, ancestry, result)
     return result
+
+
+def _orient_by_middle(
+    m: np.ndarray,
+    index: SepsetIndex,
+    rule: str,
+    conflict: str,
+    ancestry: CausalLearnAncestry | None,
+    knowledge: KnowledgeMatrix | None,
+) -> ColliderOrientation:
+    """:func:`orient_colliders` on an undirected skeleton, one middle node at a time.
+
+    On an undirected skeleton causal-learn's triples come y ascending, and a collider at y only
+    orients edges into y, so whether a triple at y meets an edge out of y is settled before y's
+    turn: each y's triples are decided together. The ancestor matrix then stands where the
+    triple-by-triple run leaves it: rebuilt from the graph as it was at the last re-oriented edge
+    (the last rebuild causal-learn does), with every edge oriented after it added in order.
+    """
+    result = ColliderOrientation()
+    overwrite = conflict == "overwrite"
+    adjacent = m != NONE
+    # per middle that oriented edges: (y, its edges' far ends in orientation order, the far ends
+    # once each in first-touch order, their marks before)
+    history: list[tuple[int, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = []
+    last_rebuild: tuple[int, int] | None = None  # (history entry, position of its edge)
+    for y in range(m.shape[0]):
+        near = np.flatnonzero(adjacent[y])
+        if near.size < 2:
+            continue
+        first, second = np.triu_indices(near.size, 1)
+        xs, zs = near[first], near[second]
+        shielded = adjacent[xs, zs]
+        xs, zs = xs[~shielded], zs[~shielded]
+        if not xs.size:
+            continue
+        if knowledge is None:
+            status = index.classify(xs, zs, y, rule)
+        else:  # ends knowledge made non-adjacent were never tested: ambiguous
+            untested = knowledge.no_edge[xs, zs]
+            status = np.full(xs.size, AMBIGUOUS, dtype=np.int8)
+            status[~untested] = index.classify(xs[~untested], zs[~untested], y, rule)
+        triples = np.stack((xs, np.full_like(xs, y), zs), axis=1)
+        for name, code in (("colliders", COLLIDER), ("noncolliders", NONCOLLIDER)):
+            result.add_block(name, triples[status == code])
+        result.add_block("ambiguous", triples[status == AMBIGUOUS])
+        collider = status == COLLIDER
+        if knowledge is not None:
+            collider &= ~(knowledge.vetoed[xs, y] | knowledge.vetoed[zs, y])
+        xs, zs, triples = xs[collider], zs[collider], triples[collider]
+        out_of_y = (m[y] == ARROW) & (m[:, y] == TAIL)  # y --> a, oriented at an earlier middle
+        meets = out_of_y[xs] | out_of_y[zs]
+        if overwrite and meets.any():  # y --> a meets only the first collider at y touching a
+            ends = np.stack((xs, zs), axis=1).ravel()
+            nodes, first_end = np.unique(ends, return_index=True)
+            first_collider = np.zeros(m.shape[0], dtype=np.int64)
+            first_collider[nodes] = first_end // 2
+            order = np.arange(xs.size)
+            meets = (out_of_y[xs] & (first_collider[xs] == order)) | (
+                out_of_y[zs] & (first_collider[zs] == order)
+            )
+        result.add_block("conflicts", triples[meets])
+        if not overwrite:
+            xs, zs = xs[~meets], zs[~meets]
+        if not xs.size:
+            continue
+        ends = np.stack((xs, zs), axis=1).ravel()  # x then z of each collider, in order
+        _, first_touch = np.unique(ends, return_index=True)
+        first_touch.sort()
+        touched = ends[first_touch]
+        # causal-learn removes and re-adds an edge already directed (either way): a rebuild
+        rebuilds = np.ones(ends.size, dtype=bool)
+        rebuilds[first_touch] = out_of_y[touched] | (
+            (m[touched, y] == ARROW) & (m[y, touched] == TAIL)
+        )
+        before = (m[touched, y].copy(), m[y, touched].copy())
+        m[touched, y], m[y, touched] = ARROW, TAIL
+        history.append((y, ends, touched, before))
+        if rebuilds.any():
+            last_rebuild = (len(history) - 1, int(np.flatnonzero(rebuilds)[-1]))
+    if ancestry is not None and history:
+        _settle_ancestry(m, ancestry, history, last_rebuild)
+    return result
+
+
+def _settle_ancestry(
+    m: np.ndarray,
+    ancestry: CausalLearnAncestry,
+    history: list[tuple[int, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]],
+    last_rebuild: tuple[int, int] | None,
+) -> None:
+    """Leave ``ancestry`` as the triple-by-triple run of :func:`_orient_by_middle` would."""
+    if last_rebuild is None:
+        for y, ends, _, _ in history:
+            for a in ends.tolist():
+                ancestry.adjust(a, y)
+        return
+    entry, position = last_rebuild
+    graph = m.copy()  # the graph when the last rebuild was asked: undo what came after
+    for y, _, touched, (mark_at_y, mark_at_a) in reversed(history[entry:]):
+        graph[touched, y], graph[y, touched] = mark_at_y, mark_at_a
+    y, ends, _, _ = history[entry]
+    done = np.unique(ends[:position])
+    graph[done, y], graph[y, done] = ARROW, TAIL
+    a = int(ends[position])
+    graph[a, y] = graph[y, a] = NONE
+    added = [(a, y) for a in ends[position:].tolist()]
+    for later_y, later_ends, _, _ in history[entry + 1 :]:
+        added.extend((a, later_y) for a in later_ends.tolist())
+    ancestry.rebuild_from(graph, added)
 
 
 def check_conflict_policy(conflict: str) -> None:

@@ -9,9 +9,10 @@ import numpy as np
 
 from fedcausal_flwr.graphs.causallearn_graph import (
     CausalLearnAncestry,
+    as_triples,
     causallearn_kites,
+    causallearn_paths,
     causallearn_triangles,
-    causallearn_unshielded_triples,
 )
 from fedcausal_flwr.graphs.colliders import ColliderOrientation, check_pc_graph, orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
@@ -108,9 +109,15 @@ def _meek_causallearn(
     m: np.ndarray, ancestry: CausalLearnAncestry | None, vetoed: np.ndarray | None = None
 ) -> int:
     anc = ancestry if ancestry is not None else CausalLearnAncestry.from_marks(m)
-    triples = causallearn_unshielded_triples(m)
-    triangles = causallearn_triangles(m)
-    kites = causallearn_kites(m, triangles)
+    # Each rule orients an edge that is undirected now (nothing makes an edge undirected again),
+    # so only the matches whose oriented edge is undirected on entry are listed, in causal-learn's
+    # order: the sweeps see the same candidates in the same order, at the cost of the graph's
+    # undirected part rather than of all its triples.
+    undirected = (m == TAIL) & (m.T == TAIL)
+    triples = as_triples(causallearn_paths(m, second=undirected, ends=m == NONE))
+    triangles = as_triples(causallearn_paths(m, ends=undirected))  # R2 orients i - k
+    # R3 orients i - l of a kite (i, j, k, l) whose i - j and i - k stay undirected
+    kites = causallearn_kites(m, [t for t in triangles if undirected[t[0], t[1]]])
     total = 0
 
     def orient(a: int, b: int) -> bool:

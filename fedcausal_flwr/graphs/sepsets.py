@@ -91,3 +91,60 @@ def sepsets_or_raise(sepsets: Sepsets | None, x: int, y: int) -> list[frozenset[
             "removed from the skeleton must have an entry"
         )
     return sets
+
+
+COLLIDER, NONCOLLIDER, AMBIGUOUS = 0, 1, 2
+STATUS_NAMES = ("collider", "noncollider", "ambiguous")
+
+
+class SepsetIndex:
+    """Separating sets for classifying many triples at once (:meth:`classify`).
+
+    Most recorded pairs have only empty sets (removed at level 0), and every rule calls their
+    triples colliders; those are held as sorted pair codes. The few others keep their sets and
+    are read by :func:`triple_status`. Reading a pair raises what :func:`sepsets_or_raise` would.
+    """
+
+    def __init__(self, sepsets: Sepsets, n_vars: int):
+        self._source, self._n = sepsets, n_vars
+        chosen: dict[int, tuple[bool, object]] = {}  # code -> (key was normalised, value)
+        for key, value in sepsets.items():
+            a, b = int(key[0]), int(key[1])
+            normalised = a < b
+            code = a * n_vars + b if normalised else b * n_vars + a
+            if code in chosen and not normalised:
+                continue  # recorded_sepsets reads the normalised key first
+            chosen[code] = (normalised, value)
+        self._sets: dict[int, list[frozenset[int]] | None] = {}  # None: reading it raises
+        for code, (_, value) in chosen.items():
+            if type(value) is list and value and all(s == () for s in value):
+                continue  # only empty sets: a collider by every rule
+            try:
+                self._sets[code] = recorded_sepsets(sepsets, code // n_vars, code % n_vars)
+            except (TypeError, ValueError):
+                self._sets[code] = None
+        self._codes = np.fromiter(chosen, dtype=np.int64, count=len(chosen))
+        self._codes.sort()
+        self._special = np.fromiter(self._sets, dtype=np.int64, count=len(self._sets))
+
+    def classify(self, xs: np.ndarray, zs: np.ndarray, y: int, rule: str) -> np.ndarray:
+        """The :func:`triple_status` of each triple ``xs[i] - y - zs[i]`` as
+        :data:`COLLIDER`, :data:`NONCOLLIDER` or :data:`AMBIGUOUS`; the first triple (in the
+        given order) whose pair cannot be read raises."""
+        if rule not in SEPSET_RULES:
+            raise ValueError(
+                f"unknown separating-set rule {rule!r}; expected one of {SEPSET_RULES}"
+            )
+        lo, hi = np.minimum(xs, zs), np.maximum(xs, zs)
+        codes = lo.astype(np.int64) * self._n + hi
+        status = np.zeros(codes.size, dtype=np.int8)
+        pos = np.searchsorted(self._codes, codes)
+        found = pos < self._codes.size
+        found[found] = self._codes[pos[found]] == codes[found]
+        special = np.isin(codes, self._special) if self._special.size else found & False
+        for i in np.flatnonzero(~found | special).tolist():
+            sets = self._sets.get(int(codes[i])) if found[i] else None
+            if sets is None:  # not recorded, or not readable: raise as the rules do
+                sets = sepsets_or_raise(self._source, int(xs[i]), int(zs[i]))
+            status[i] = STATUS_NAMES.index(triple_status(sets, y, rule))
+        return status
