@@ -233,12 +233,11 @@ def streamed_level(
         keep_largest(result.max_pvalue, key, p)
     removed = sorted(independent)
     for x, y in removed:
-        found = independent[(x, y)]
-        listed: dict[tuple[int, ...], None] = {}
-        for side, other in ((x, y), (y, x)):
-            pool = [v for v in neighbours[side] if v != other]
-            listed.update((s, None) for s in combinations(pool, level) if s in found)
-        result.sepsets[(x, y)] = list(listed)
+        # x's side first, then y's, each in combinations order (sorted tuples: lexicographic)
+        found = sorted(independent[(x, y)])
+        from_x = [s for s in found if sets[x].issuperset(s)]
+        from_y = [s for s in found if not sets[x].issuperset(s)]
+        result.sepsets[(x, y)] = from_x + from_y
         result.removed_at[(x, y)] = level
     return removed
 
