@@ -155,8 +155,7 @@ class FedC2SLClient(ProtocolClient):
         key = (queries_hash, batch.shape, batch.dtype.str, *cards, max_cells)
         layout = _LAYOUTS.get(key)
         if layout is None:  # decoded and laid out once per batch in this process
-            queries = decode_queries(arrays[0])
-            layout = self._refusing(make_layout, queries, cards, max_cells, normalised=True)
+            layout = self._refusing(make_layout, batch, cards, max_cells, normalised=True)
             _LAYOUTS.clear()
             _LAYOUTS[key] = layout
         return codes, cards, layout

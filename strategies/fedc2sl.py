@@ -76,8 +76,7 @@ then restarts from its margins so every sum in one test comes from the same clie
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +86,7 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
+from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
@@ -111,6 +111,7 @@ from fedcausal_flwr.stats.contingency import (
     make_layout,
     merge_sparse_tables,
     sparse_tests,
+    table_cells,
 )
 from fedcausal_flwr.stats.gaussian import (
     GaussianMoments,
@@ -142,7 +143,7 @@ class BatchPlan:
     each), and the p-values of the parts answered so far."""
 
     sparse: bool
-    parts: list[list[int]]
+    parts: list[np.ndarray]  # query positions
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     answered: list[np.ndarray] = field(default_factory=list)
 
@@ -272,7 +273,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         if self.ci == "exact":
             plan = self._plan or self._plan_batch(queries)
             self._plan = plan
-            part = encode_queries([queries[i] for i in plan.parts[len(plan.answered)]])
+            part = encode_queries(_select(queries, plan.parts[len(plan.answered)]))
             if plan.sparse:
                 return Request(SPARSE_TABLES, base, arrays=[part])
             return Request(TABLES, base, arrays=[part], secure=True)
@@ -290,43 +291,52 @@ class FedC2SLStrategy(ProtocolStrategy):
         }
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
 
-    def _plan_batch(self, queries: list[Query]) -> BatchPlan:
+    def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
         """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
         the dense tables are over the budget or twice the data a client holds, sparsely (nonzero
         cells with their index, merged on the server: never a dense table). Each round holds at
         most ``max_cells`` cells (a sparse entry counts as two); a batch over it is split into
         several rounds, and one query over it alone is an error naming it."""
-        cells = [math.prod(int(self.cards[v]) for v in (x, y, *s)) for x, y, s in queries]
-        rows = [self.client_info[pid].n_rows for pid in self.alive_clients] or [0]
-        most_rows, k = max(rows), len(rows)
-        dense_bytes = 8 * sum(cells)
-        sparse_bytes = 16 * sum(min(c, most_rows) for c in cells)
+        cells = table_cells(queries, self.cards)
+        rows = np.array([self.client_info[pid].n_rows for pid in self.alive_clients] or [0])
+        most_rows, k = int(rows.max()), len(rows)
+        total = float(cells.sum())
+        everything = [np.arange(len(queries))]
+        dense_bytes = 8 * total
+        sparse_bytes = 16 * float(np.minimum(cells, most_rows).sum())
         # one round when a client's tables fit max_cells and all clients' max_server_cells
-        if sum(cells) <= self.max_cells and k * sum(cells) <= self.max_server_cells:
+        if total <= self.max_cells and k * total <= self.max_server_cells:
             sparse = not self.secure_mode and sparse_bytes < dense_bytes
-            return BatchPlan(sparse, [list(range(len(queries)))], sum(cells))
-        sparse_cost = [2 * sum(min(c, n) for n in rows) for c in cells]  # entries the server holds
+            return BatchPlan(sparse, everything, int(total))
+        # entries the server holds
+        sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
         sparse = not self.secure_mode and (
-            max(cells) > self.max_cells or sum(sparse_cost) < sum(cells)
+            float(cells.max()) > self.max_cells or float(sparse_cost.sum()) < total
         )
         # (a client's cells, the server's cells) of each query in a round
-        costs = [(c, c) for c in sparse_cost] if sparse else [(c, k * c) for c in cells]
-        parts: list[list[int]] = [[]]
-        client_held = server_held = 0
-        for i, (client_cost, server_cost) in enumerate(costs):
-            if client_cost > self.max_cells or server_cost > self.max_server_cells:
-                raise self._over_budget(queries[i], cells[i], client_cost, server_cost, sparse)
-            over = (
-                client_held + client_cost > self.max_cells
-                or server_held + server_cost > self.max_server_cells
+        client_cost, server_cost = (sparse_cost, sparse_cost) if sparse else (cells, k * cells)
+        over = np.flatnonzero(
+            (client_cost > self.max_cells) | (server_cost > self.max_server_cells)
+        )
+        if over.size:
+            i = int(over[0])
+            raise self._over_budget(
+                queries[i], int(cells[i]), int(client_cost[i]), int(server_cost[i]), sparse
             )
-            if over and parts[-1]:
-                parts.append([])
-                client_held = server_held = 0
-            parts[-1].append(i)
-            client_held += client_cost
-            server_held += server_cost
-        return BatchPlan(sparse, parts, sum(cells))
+        # parts as the greedy fill makes them: each as long as both budgets allow
+        client_sum = np.concatenate(([0.0], np.cumsum(client_cost)))
+        server_sum = np.concatenate(([0.0], np.cumsum(server_cost)))
+        parts: list[np.ndarray] = []
+        start = 0
+        while start < len(queries):
+            end = min(
+                np.searchsorted(client_sum, client_sum[start] + self.max_cells, "right"),
+                np.searchsorted(server_sum, server_sum[start] + self.max_server_cells, "right"),
+            )
+            end = max(int(end) - 1, start + 1)
+            parts.append(np.arange(start, end))
+            start = end
+        return BatchPlan(sparse, parts, int(total))
 
     def _over_budget(
         self, query: Query, cells: int, cost: int, server_cost: int, sparse: bool
@@ -415,7 +425,7 @@ class FedC2SLStrategy(ProtocolStrategy):
         assert self._plan is not None  # planned by next_request
         plan, queries = self._plan, self.runner.pending
         part = plan.parts[len(plan.answered)]
-        layout = make_layout([queries[i] for i in part], self.cards, max_cells=None)
+        layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
             (summed,) = replies
             pvalues = discrete_pvalues(
@@ -545,6 +555,13 @@ class FedC2SLStrategy(ProtocolStrategy):
                 for (a, b), sets in sorted(skeleton.sepsets.items())
             },
         }
+
+
+def _select(queries: Sequence[Query], positions: np.ndarray) -> Sequence[Query]:
+    """The queries at ``positions`` (fresh queries stay rows)."""
+    if isinstance(queries, FreshQueries):
+        return FreshQueries(queries.rows[positions])
+    return [queries[i] for i in positions.tolist()]
 
 
 def _options(algorithm: str) -> OptionSet:

@@ -129,7 +129,7 @@ class StepRunner:
         one answer per item of the request."""
         if self.pending is None:
             raise RuntimeError("the search has finished; there is no pending batch to answer")
-        if isinstance(self.pending, list):
+        if isinstance(self.pending, list | FreshQueries):
             answers = np.asarray(answers, dtype=float)
             shape = answers.shape
         else:

@@ -25,12 +25,15 @@ removed at the first independence with that set recorded. The outcome depends on
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from functools import lru_cache
+from itertools import combinations, islice
 from math import comb
 
 import numpy as np
 
+from fedcausal_flwr.discovery.pair_record import PairRecord
 from fedcausal_flwr.stats.oracle import Query
 
 Pair = tuple[int, int]
@@ -41,9 +44,10 @@ class Skeleton:
     """Outcome of an adjacency search."""
 
     adjacency: np.ndarray  # bool (p, p), symmetric
-    sepsets: dict[Pair, list[tuple[int, ...]]] = field(default_factory=dict)
-    removed_at: dict[Pair, int] = field(default_factory=dict)
-    max_pvalue: dict[Pair, float] = field(default_factory=dict)
+    # dicts, or PairRecords when a streamed level 0 recorded its pairs as arrays
+    sepsets: MutableMapping[Pair, list[tuple[int, ...]]] = field(default_factory=dict)
+    removed_at: MutableMapping[Pair, int] = field(default_factory=dict)
+    max_pvalue: MutableMapping[Pair, float] = field(default_factory=dict)
     levels: list[dict] = field(default_factory=list)  # {"level", "tests", "removed"} per batch
 
     @property
@@ -64,7 +68,7 @@ def pair_key(x: int, y: int) -> Pair:
     return (x, y) if x < y else (y, x)
 
 
-def keep_largest(largest: dict[Pair, float], key: Pair, p: float) -> None:
+def keep_largest(largest: MutableMapping[Pair, float], key: Pair, p: float) -> None:
     """Record ``p`` for the pair ``key`` if it is the largest seen (a pair's deciding p-value)."""
     if p > largest.get(key, -1.0):
         largest[key] = float(p)
@@ -91,8 +95,35 @@ def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tup
 LEVEL_BATCH = 2**21
 
 
-class FreshQueries(list):
-    """A batch of distinct, normalised tests never asked before (a cache keeps no answer)."""
+class FreshQueries(Sequence[Query]):
+    """A batch of distinct, normalised tests never asked before (a cache keeps no answer), held
+    as one int64 matrix ``rows`` of ``[x, y, S...]`` (one conditioning-set size); it reads as a
+    sequence of ``(x, y, S)``."""
+
+    def __init__(self, rows: np.ndarray | Sequence[Query]):
+        if not isinstance(rows, np.ndarray):
+            queries = list(rows)
+            width = 2 + (len(queries[0][2]) if queries else 0)
+            if any(len(s) != width - 2 for _, _, s in queries):
+                raise ValueError("fresh queries hold one conditioning-set size")
+            rows = np.array([(x, y, *s) for x, y, s in queries], dtype=np.int64)
+            rows = rows.reshape(len(queries), width)
+        self.rows = rows
+
+    @staticmethod
+    def _query(row: list[int]) -> Query:
+        return (row[0], row[1], tuple(row[2:]))
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._query(r) for r in self.rows[i].tolist()]
+        return self._query(self.rows[i].tolist())
+
+    def __iter__(self) -> Iterator[Query]:
+        return (self._query(r) for r in self.rows.tolist())
 
 
 def level_size(adjacency: np.ndarray, level: int, keep: np.ndarray | None = None) -> int:
@@ -154,8 +185,12 @@ def skeleton_steps(
                 removed = apply_level_sequential(
                     result, adjacency, queries, pvalues, alpha, level, keep
                 )
-        for x, y in removed:
-            adjacency[x, y] = adjacency[y, x] = False
+        if isinstance(removed, np.ndarray):
+            adjacency[removed[:, 0], removed[:, 1]] = False
+            adjacency[removed[:, 1], removed[:, 0]] = False
+        else:
+            for x, y in removed:
+                adjacency[x, y] = adjacency[y, x] = False
         result.levels.append({"level": level, "tests": tests, "removed": len(removed)})
     result.adjacency = adjacency
     return result
@@ -188,58 +223,151 @@ def streamed_level(
     keep: np.ndarray | None,
     batch: int,
 ):
-    """Generator: one PC-stable level asked in :class:`FreshQueries` batches of at most ``batch``
-    tests; returns the pairs to remove and records what :func:`apply_level` records.
+    """Generator: one PC-stable level asked in :class:`FreshQueries` batches of ``batch`` tests
+    (the last may hold fewer); returns the pairs to remove as a (k, 2) array and records what
+    :func:`apply_level` records.
 
     The tests are those of :func:`level_queries`, each once, in the order a cache would first
-    meet them: ``x`` ascending, then ``y``, then ``S``; ``(x, y, S)`` with ``y < x`` was asked
-    from ``y``'s side unless ``S`` is not in ``adj(y)``. Kept per level: each pair's largest
-    p-value and the sets with ``p > alpha``; a removed pair's separating sets are then listed as
-    :func:`apply_level` lists them (``x``'s side first, then ``y``'s, each once)."""
-    neighbours = [np.flatnonzero(row).tolist() for row in adjacency]
-    sets = [set(n) for n in neighbours]
-    largest: dict[Pair, float] = {}
-    independent: dict[Pair, set[tuple[int, ...]]] = {}
-    pending: FreshQueries = FreshQueries()
-
-    def answer():
-        pvalues = np.asarray((yield pending), dtype=float)
-        for (x, y, s), p in zip(pending, pvalues.tolist(), strict=True):
-            if p > largest.get((x, y), -1.0):
-                largest[(x, y)] = p
-            if p > alpha:
-                independent.setdefault((x, y), set()).add(s)
-        pending.clear()
-
-    for x, nx in enumerate(neighbours):
-        if len(nx) - 1 < level:
-            continue
-        for i, y in enumerate(nx):
-            if keep is not None and keep[x, y]:
-                continue
-            others = nx[:i] + nx[i + 1 :]
-            for s in combinations(others, level):
-                if x < y:
-                    pending.append((x, y, s))
-                elif not sets[y].issuperset(s):  # not asked from y's side
-                    pending.append((y, x, s))
-                else:
-                    continue
-                if len(pending) >= batch:
-                    yield from answer()
-    if pending:
-        yield from answer()
-    for key, p in largest.items():
-        keep_largest(result.max_pvalue, key, p)
-    removed = sorted(independent)
-    for x, y in removed:
+    meet them (:func:`level_rows`). Kept per level: each pair's largest p-value and the sets with
+    ``p > alpha``; a removed pair's separating sets are then listed as :func:`apply_level` lists
+    them (``x``'s side first, then ``y``'s, each once). Level 0 on an empty record is recorded as
+    arrays (:class:`~.pair_record.PairRecord`): wide data removes millions of pairs there."""
+    n = adjacency.shape[0]
+    best_codes, best_p = np.zeros(0, dtype=np.int64), np.zeros(0)
+    found_codes: list[np.ndarray] = []
+    found_sets: list[np.ndarray] = []
+    for rows in _exact_batches(level_rows(adjacency, level, keep, batch), batch):
+        pvalues = np.asarray((yield FreshQueries(rows)), dtype=float)
+        codes = rows[:, 0] * n + rows[:, 1]
+        best_codes, best_p = _largest_per_pair(
+            np.concatenate((best_codes, codes)), np.concatenate((best_p, pvalues))
+        )
+        hit = pvalues > alpha
+        found_codes.append(codes[hit])
+        found_sets.append(rows[hit, 2:])
+    codes = np.concatenate(found_codes) if found_codes else np.zeros(0, dtype=np.int64)
+    sets = np.concatenate(found_sets) if found_sets else np.zeros((0, level), dtype=np.int64)
+    removed_codes = np.unique(codes)
+    removed = np.stack((removed_codes // n, removed_codes % n), axis=1)
+    fresh = not (result.max_pvalue or result.sepsets or result.removed_at)
+    if level == 0 and fresh:
+        result.max_pvalue = PairRecord(n)
+        result.max_pvalue.set_bulk(np.stack((best_codes // n, best_codes % n), axis=1), best_p)
+        result.sepsets = PairRecord(n)
+        result.sepsets.set_bulk(removed, shared=_no_set)
+        result.removed_at = PairRecord(n)
+        result.removed_at.set_bulk(removed, np.zeros(len(removed), dtype=np.int64))
+        return removed
+    for code, p in zip(best_codes.tolist(), best_p.tolist(), strict=True):
+        keep_largest(result.max_pvalue, (code // n, code % n), p)
+    order = np.argsort(codes, kind="stable")
+    codes, sets = codes[order], sets[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if codes.size else []
+    ends = np.r_[starts[1:], codes.size].astype(np.int64) if codes.size else []
+    for start, end in zip(list(starts), list(ends), strict=True):
+        x, y = divmod(int(codes[start]), n)
         # x's side first, then y's, each in combinations order (sorted tuples: lexicographic)
-        found = sorted(independent[(x, y)])
-        from_x = [s for s in found if sets[x].issuperset(s)]
-        from_y = [s for s in found if not sets[x].issuperset(s)]
+        found = sorted({tuple(row) for row in sets[start:end].tolist()})
+        from_x = [s for s in found if adjacency[x, list(s)].all()]
+        from_y = [s for s in found if not adjacency[x, list(s)].all()]
         result.sepsets[(x, y)] = from_x + from_y
         result.removed_at[(x, y)] = level
     return removed
+
+
+def _no_set() -> list[tuple[int, ...]]:
+    """The separating sets of a pair removed at level 0: the empty set."""
+    return [()]
+
+
+def _largest_per_pair(codes: np.ndarray, pvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair code once (ascending) with its largest p-value (NaN ignored, as
+    :func:`keep_largest` does; a pair with none is left out)."""
+    if not codes.size:
+        return codes, pvalues
+    order = np.argsort(codes, kind="stable")
+    codes, pvalues = codes[order], pvalues[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    largest = np.fmax.reduceat(pvalues, starts)
+    known = ~np.isnan(largest)
+    return codes[starts][known], largest[known]
+
+
+@lru_cache(maxsize=32)
+def _combinations(pool: int, size: int) -> np.ndarray:
+    """Every ``size``-subset of ``range(pool)`` as rows of positions, in combinations order."""
+    out = np.array(list(combinations(range(pool), size)), dtype=np.int64)
+    out.setflags(write=False)
+    return out.reshape(-1, size)
+
+
+def level_rows(
+    adjacency: np.ndarray, level: int, keep: np.ndarray | None, batch: int
+) -> Iterator[np.ndarray]:
+    """The distinct tests of a PC-stable level as int64 blocks of rows ``[x, y, S...]`` (each at
+    most about ``batch`` rows), in the order a cache would first meet them: ``x`` ascending,
+    then ``y``, then ``S``; ``(x, y, S)`` with ``y < x`` was asked from ``y``'s side unless ``S``
+    is not in ``adj(y)``, and is then written ``(y, x, S)``. Pairs of ``keep`` are left out."""
+    for x in range(adjacency.shape[0]):
+        near = np.flatnonzero(adjacency[x])
+        if near.size - 1 < level:
+            continue
+        asked = np.arange(near.size)
+        if keep is not None:
+            asked = asked[~keep[x, near]]
+        if level == 0:
+            ys = near[asked]
+            ys = ys[ys > x]  # the empty set is in every adj(y): y < x asked it first
+            if ys.size:
+                yield np.stack((np.full_like(ys, x), ys), axis=1)
+            continue
+        n_sets = comb(near.size - 1, level)
+        if n_sets > batch:  # one y's sets alone exceed a batch: listed in slices
+            for position in asked.tolist():
+                y = int(near[position])
+                pool = combinations(np.delete(near, position).tolist(), level)
+                while chunk := list(islice(pool, batch)):
+                    yield _oriented(adjacency, x, np.full(len(chunk), y), np.array(chunk))
+            continue
+        subsets = _combinations(near.size - 1, level)
+        span = np.arange(near.size - 1)
+        step = max(1, batch // n_sets)
+        for start in range(0, asked.size, step):
+            positions = asked[start : start + step]
+            others = span[None, :] + (span[None, :] >= positions[:, None])  # near without y
+            given = near[others[:, subsets]].reshape(-1, level)
+            ys = np.repeat(near[positions], n_sets)
+            yield _oriented(adjacency, x, ys, given)
+
+
+def _oriented(adjacency: np.ndarray, x: int, ys: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """Rows ``[x, y, S...]`` of x's tests, normalised, without those asked from y's side."""
+    lower = ys < x
+    if lower.any():
+        from_y = np.zeros(ys.size, dtype=bool)
+        from_y[lower] = adjacency[ys[lower][:, None], given[lower]].all(axis=1)
+        ys, given, lower = ys[~from_y], given[~from_y], lower[~from_y]
+    first = np.where(lower, ys, x)
+    second = np.where(lower, x, ys)
+    return np.column_stack((first, second, given)).astype(np.int64, copy=False)
+
+
+def _exact_batches(blocks: Iterator[np.ndarray], batch: int) -> Iterator[np.ndarray]:
+    """The rows of ``blocks`` regrouped in batches of exactly ``batch`` (the last may hold
+    fewer)."""
+    held: list[np.ndarray] = []
+    count = 0
+    for block in blocks:
+        while block.shape[0]:
+            take = min(batch - count, block.shape[0])
+            held.append(block[:take])
+            count += take
+            block = block[take:]
+            if count == batch:
+                yield np.concatenate(held)
+                held, count = [], 0
+    if count:
+        yield np.concatenate(held)
 
 
 def apply_level_sequential(

@@ -8,13 +8,19 @@ see the wire-protocol tables of :mod:`fedcausal_flwr.strategies.fedc2sl`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from fedcausal_flwr.stats.oracle import Query
 
 
-def encode_queries(queries: list[Query]) -> np.ndarray:
-    """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse)."""
+def encode_queries(queries: Sequence[Query]) -> np.ndarray:
+    """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse);
+    a batch held as such rows (fresh queries) is sent as it is."""
+    rows = getattr(queries, "rows", None)
+    if isinstance(rows, np.ndarray):
+        return rows
     width = 2 + max((len(q[2]) for q in queries), default=0)
     out = np.full((len(queries), width), -1, dtype=np.int64)
     for i, (x, y, s) in enumerate(queries):

@@ -26,11 +26,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal, TypedDict, cast
 
 import numpy as np
 
-from .oracle import Query, by_conditioning_size, normalise_query
+from .oracle import Query, normalise_query
 
 #: Largest table (cells) :func:`local_tables` will allocate for one query (128 MiB of int64).
 DEFAULT_MAX_CELLS = 2**24
@@ -139,17 +140,23 @@ def check_codes(
 class TableLayout:
     """Where each query's table sits in the concatenated vector; built from queries and cards only.
 
+    ``rows`` holds the (normalised) queries as int64 rows ``[x, y, S..., -1 padding]``;
     ``shapes[i] = (card_S, card_x, card_y)``; ``offsets`` has ``n_queries + 1`` entries.
     """
 
-    queries: tuple[Query, ...]
+    rows: np.ndarray
     cards: np.ndarray
     shapes: np.ndarray
     offsets: np.ndarray
 
+    @cached_property
+    def queries(self) -> tuple[Query, ...]:
+        """The queries as ``(x, y, S)`` tuples (listed when first read)."""
+        return tuple((r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in self.rows.tolist())
+
     @property
     def n_queries(self) -> int:
-        return len(self.queries)
+        return int(self.rows.shape[0])
 
     @property
     def total(self) -> int:
@@ -162,12 +169,43 @@ class TableLayout:
 
     def radices(self, i: int) -> tuple[int, ...]:
         """Level counts ``(cards of S..., card_x, card_y)`` of query ``i`` (table axis order)."""
-        x, y, s = self.queries[i]
+        x, y, *s = (v for v in self.rows[i].tolist() if v >= 0)
         return tuple(int(self.cards[v]) for v in (*s, x, y))
 
 
+def query_rows(queries: Sequence[Sequence] | np.ndarray, normalised: bool = False) -> np.ndarray:
+    """A batch as int64 rows ``[x, y, S..., -1 padding]``: a query matrix as it is (its padding
+    must trail), fresh queries' rows, or ``(x, y, S)`` tuples (normalised unless
+    ``normalised``)."""
+    held = getattr(queries, "rows", queries)
+    if isinstance(held, np.ndarray):
+        rows = held.astype(np.int64, copy=False)
+        if rows.ndim != 2 or rows.shape[1] < 2:
+            raise ValueError(f"a query matrix must be (n, >= 2), got shape {rows.shape}")
+        padding = rows[:, 2:] < 0
+        if padding.size and np.any(padding[:, :-1] & ~padding[:, 1:]):
+            raise ValueError("a query matrix must put its padding after the conditioning set")
+        if np.any(rows[:, :2] < 0):
+            raise ValueError("a query matrix names negative variables")
+        return rows
+    seq = cast("Sequence[Sequence]", queries)
+    keys = seq if normalised else [normalise_query(*q) for q in seq]
+    width = 2 + max((len(q[2]) for q in keys), default=0)
+    out = np.full((len(keys), width), -1, dtype=np.int64)
+    for i, (x, y, z) in enumerate(keys):
+        out[i, : 2 + len(z)] = (x, y, *z)
+    return out
+
+
+def _positions_by_size(rows: np.ndarray) -> dict[int, np.ndarray]:
+    """Row positions grouped by |S| (ascending positions): batches are vectorised one size at a
+    time."""
+    sizes = (rows[:, 2:] >= 0).sum(axis=1)
+    return {int(k): np.flatnonzero(sizes == k) for k in np.unique(sizes)}
+
+
 def make_layout(
-    queries: Sequence[Sequence],
+    queries: Sequence[Sequence] | np.ndarray,
     cards: Sequence[int] | np.ndarray,
     max_cells: int | None = DEFAULT_MAX_CELLS,
     *,
@@ -175,65 +213,60 @@ def make_layout(
 ) -> TableLayout:
     """The table layout of a batch; raises :class:`TableTooLargeError` naming an oversized query.
 
-    ``normalised=True`` takes ``(x, y, S)`` tuples as they are (a client laying out the server's
-    already-normalised batch), skipping the per-query normalisation. ``max_cells=None``: no
-    per-query limit (a sparse count, :func:`sparse_local_tables`, never allocates the dense
-    tables); the flat cell indices must still fit in int64.
+    ``queries``: ``(x, y, S)`` tuples, a query matrix (rows ``[x, y, S..., -1 padding]``, taken
+    as normalised) or fresh queries. ``normalised=True`` takes tuples as they are (a client
+    laying out the server's already-normalised batch), skipping the per-query normalisation.
+    ``max_cells=None``: no per-query limit (a sparse count, :func:`sparse_local_tables`, never
+    allocates the dense tables); the flat cell indices must still fit in int64.
     """
     limit = MAX_FLAT_CELLS if max_cells is None else min(int(max_cells), MAX_FLAT_CELLS)
     cards_arr = check_cards(cards)
-    keys: tuple[Query, ...]
-    if normalised:
-        keys = cast("tuple[Query, ...]", tuple(queries))  # the caller vouches they are normalised
-    else:
-        keys = tuple(normalise_query(*q) for q in queries)
-    shapes = np.empty((len(keys), 3), dtype=np.int64)
-    by_size = by_conditioning_size(keys)
-    for k, members in by_size.items():
-        rows = np.array([(keys[i][0], keys[i][1], *keys[i][2]) for i in members], dtype=np.int64)
-        rows = rows.reshape(len(members), k + 2)
-        bad = (rows < 0) | (rows >= cards_arr.size)
+    rows = query_rows(queries, normalised)
+    shapes = np.empty((rows.shape[0], 3), dtype=np.int64)
+    for k, members in _positions_by_size(rows).items():
+        block = rows[members, : k + 2]
+        bad = block >= cards_arr.size
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            x, y, s = keys[members[r]]
+            x, y, *z = block[r].tolist()
             raise KeyError(
-                f"query {(x, y, s)} uses variable {int(rows[r, c])} but only {cards_arr.size} "
-                "cards are known"
+                f"query {(x, y, tuple(z))} uses variable {int(block[r, c])} but only "
+                f"{cards_arr.size} cards are known"
             )
-        level_counts = cards_arr[rows]
+        level_counts = cards_arr[block]
         log_cells = np.log2(level_counts.astype(np.float64)).sum(axis=1)
         too_big = np.flatnonzero(log_cells > np.log2(limit) + 1e-9)
         if too_big.size:
-            x, y, s = keys[members[too_big[0]]]
-            cells = math.prod(int(cards_arr[v]) for v in (x, y, *s))
+            x, y, *z = block[too_big[0]].tolist()
+            cells = math.prod(int(cards_arr[v]) for v in (x, y, *z))
             if cells > limit:
                 raise TableTooLargeError(
-                    f"the table of query x={x}, y={y}, S={s} would have {cells} cells "
+                    f"the table of query x={x}, y={y}, S={tuple(z)} would have {cells} cells "
                     f"(limit {limit}); reduce the conditioning set size or the level counts"
                 )
         shapes[members, 0] = level_counts[:, 2:].prod(axis=1)
         shapes[members, 1] = level_counts[:, 0]
         shapes[members, 2] = level_counts[:, 1]
-    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    offsets = np.zeros(rows.shape[0] + 1, dtype=np.int64)
     sizes = shapes.prod(axis=1)
-    if len(keys) and sum(int(v) for v in sizes) > MAX_FLAT_CELLS:
+    near_limit = float(sizes.sum(dtype=np.float64)) > MAX_FLAT_CELLS / 2  # exact only then
+    if near_limit and sum(int(v) for v in sizes.tolist()) > MAX_FLAT_CELLS:
         raise TableTooLargeError(
-            f"the {len(keys)} tables of this batch have more than {MAX_FLAT_CELLS} cells in all, "
-            "too many to index; split the batch"
+            f"the {rows.shape[0]} tables of this batch have more than {MAX_FLAT_CELLS} cells in "
+            "all, too many to index; split the batch"
         )
     np.cumsum(sizes, out=offsets[1:])
-    return TableLayout(keys, cards_arr, shapes, offsets)
+    return TableLayout(rows, cards_arr, shapes, offsets)
 
 
-def table_cells(queries: Sequence[Query], cards: np.ndarray) -> np.ndarray:
+def table_cells(queries: Sequence[Query] | np.ndarray, cards: np.ndarray) -> np.ndarray:
     """Each query's dense table size ``prod(cards of x, y, S)`` as float64 (exact below 2**53;
     beyond that only its comparison with a cell limit matters), vectorised per |S|."""
-    cells = np.empty(len(queries))
-    by_size = by_conditioning_size(queries)
+    rows = query_rows(queries, normalised=True)
+    cells = np.empty(rows.shape[0])
     levels = np.asarray(cards, dtype=np.float64)
-    for k, members in by_size.items():
-        rows = np.array([(queries[i][0], queries[i][1], *queries[i][2]) for i in members])
-        cells[members] = levels[rows.reshape(len(members), k + 2)].prod(axis=1)
+    for k, members in _positions_by_size(rows).items():
+        cells[members] = levels[rows[members, : k + 2]].prod(axis=1)
     return cells
 
 
@@ -263,15 +296,12 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     cards = layout.cards
     if int(cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
-    by_size = by_conditioning_size(layout.queries)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
-    for k, members in by_size.items():
-        xs_all = np.array([layout.queries[i][0] for i in members], dtype=np.int64)
-        ys_all = np.array([layout.queries[i][1] for i in members], dtype=np.int64)
-        ss_all = np.array([layout.queries[i][2] for i in members], dtype=np.int64)
-        ss_all = ss_all.reshape(len(members), k)
-        idx_all = np.asarray(members, dtype=np.int64)
+    for k, members in _positions_by_size(layout.rows).items():
+        block = layout.rows[members]
+        xs_all, ys_all, ss_all = block[:, 0], block[:, 1], block[:, 2 : 2 + k]
+        idx_all = members
         for start in range(0, len(members), chunk):
             sl = slice(start, start + chunk)
             xs, ys, ss, qi = xs_all[sl], ys_all[sl], ss_all[sl], idx_all[sl]
@@ -357,17 +387,15 @@ def count_sparse_tables(codes_t: np.ndarray, layout: TableLayout) -> tuple[np.nd
     if n == 0 or layout.n_queries == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     cards = layout.cards.astype(np.int64)
-    by_size = by_conditioning_size(layout.queries)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
     indices: list[np.ndarray] = []
     counts: list[np.ndarray] = []
-    for k, members in by_size.items():
-        rows = np.array([(q[0], q[1], *q[2]) for q in (layout.queries[i] for i in members)])
-        rows = rows.astype(np.int64).reshape(len(members), k + 2)
+    for k, members in _positions_by_size(layout.rows).items():
+        rows = layout.rows[members, : k + 2]
         for start in range(0, len(members), chunk):
             part = rows[start : start + chunk]
-            qi = np.asarray(members[start : start + chunk], dtype=np.int64)
+            qi = members[start : start + chunk]
             cell = np.zeros((len(part), n), dtype=np.int64)
             for j in range(k):  # S[0] most significant, then x, then y (the dense order)
                 cell *= cards[part[:, 2 + j]][:, None]

@@ -181,7 +181,7 @@ class DiscreteOracle(CIOracle):
                 [count_tables(self.codes_t[:, rows], layout) for rows in samples]
             )
             stacked = TableLayout(
-                layout.queries * n_sets,
+                np.tile(layout.rows, (n_sets, 1)),
                 layout.cards,
                 np.tile(layout.shapes, (n_sets, 1)),
                 np.concatenate(

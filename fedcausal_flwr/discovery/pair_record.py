@@ -1,0 +1,172 @@
+"""A dict keyed by variable pairs whose bulk is two arrays.
+
+The skeleton search records, per tested pair, its largest p-value, the level that removed it and
+its separating sets. On wide data level 0 alone tests millions of pairs; held as a dict that is
+millions of tuples and objects, built and read one at a time. A :class:`PairRecord` keeps such a
+level as sorted pair codes with their values (or one shared value), and anything else in a dict:
+it reads, writes, iterates and compares like a dict, while vectorised readers take the arrays
+(:meth:`PairRecord.arrays`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+Pair = tuple[int, int]
+
+
+class PairRecord(MutableMapping[Pair, Any]):
+    """Values by pair ``(x, y)``; a bulk of pairs may be held as arrays (:meth:`set_bulk`).
+
+    Iteration runs over the bulk in pair order, then the other keys as inserted (the order a dict
+    filled level by level has). A bulk value is made when read (``shared`` builds it, e.g. a fresh
+    ``[()]``), so change a value by assigning it, not in place.
+    """
+
+    def __init__(self, n_vars: int):
+        self._n = int(n_vars)
+        self._codes = np.zeros(0, dtype=np.int64)  # sorted codes x * n + y of the bulk
+        self._values: np.ndarray | None = None
+        self._shared: Callable[[], Any] | None = None
+        self._gone = np.zeros(0, dtype=bool)  # bulk entries deleted
+        self._override: dict[Pair, Any] = {}  # bulk entries assigned since (they keep their place)
+        self._extra: dict[Pair, Any] = {}
+
+    # ------------------------------------------------------------------ bulk
+    def set_bulk(
+        self,
+        pairs: np.ndarray,
+        values: np.ndarray | None = None,
+        shared: Callable[[], Any] | None = None,
+    ) -> None:
+        """Hold the (k, 2) ``pairs`` (x < y, sorted, distinct, none recorded yet) with ``values``
+        (one per pair) or each with the value ``shared()``."""
+        if (values is None) == (shared is None):
+            raise ValueError("give the bulk either values or a shared value")
+        if len(self) or self._codes.size:
+            raise ValueError("a bulk goes into an empty record")
+        codes = pairs[:, 0].astype(np.int64) * self._n + pairs[:, 1]
+        if codes.size and (np.any(np.diff(codes) <= 0) or np.any(pairs[:, 0] >= pairs[:, 1])):
+            raise ValueError("bulk pairs must be distinct, sorted and have x < y")
+        self._codes, self._values, self._shared = codes, values, shared
+        self._gone = np.zeros(codes.size, dtype=bool)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray | None, dict[Pair, Any]]:
+        """``(pairs, values, others)``: the bulk pairs (k, 2) never assigned since and their
+        values (None when they share one value), and every other entry as a dict."""
+        live = ~self._gone
+        if self._override:
+            live[[self._position(key) for key in self._override]] = False
+        codes = self._codes[live]
+        pairs = np.stack((codes // self._n, codes % self._n), axis=1)
+        values = None if self._values is None else self._values[live]
+        return pairs, values, {**self._override, **self._extra}
+
+    def _position(self, key: Pair) -> int | None:
+        if not self._codes.size:
+            return None
+        x, y = int(key[0]), int(key[1])
+        if not (0 <= x < self._n and 0 <= y < self._n):
+            return None
+        code = x * self._n + y
+        pos = int(np.searchsorted(self._codes, code))
+        if pos < self._codes.size and self._codes[pos] == code and not self._gone[pos]:
+            return pos
+        return None
+
+    def _bulk_value(self, pos: int) -> Any:
+        if self._values is None:
+            assert self._shared is not None  # set together with the codes
+            return self._shared()
+        return self._values[pos].item()
+
+    # ------------------------------------------------------------------ mapping
+    def __getitem__(self, key: Pair) -> Any:
+        if key in self._extra:
+            return self._extra[key]
+        if key in self._override:
+            return self._override[key]
+        pos = self._position(key)
+        if pos is None:
+            raise KeyError(key)
+        return self._bulk_value(pos)
+
+    def __setitem__(self, key: Pair, value: Any) -> None:
+        if key not in self._extra and self._position(key) is not None:
+            self._override[_pair(key)] = value  # a bulk entry keeps its place, as in a dict
+        else:
+            self._extra[key] = value
+
+    def __delitem__(self, key: Pair) -> None:
+        if key in self._extra:
+            del self._extra[key]
+            return
+        pos = self._position(key)
+        if pos is None:
+            raise KeyError(key)
+        self._gone[pos] = True
+        self._override.pop(_pair(key), None)
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._extra:
+            return True
+        return isinstance(key, tuple) and len(key) == 2 and self._position(key) is not None
+
+    def __iter__(self) -> Iterator[Pair]:
+        n = self._n
+        for code in self._codes[~self._gone].tolist():
+            yield (code // n, code % n)
+        yield from self._extra
+
+    def __len__(self) -> int:
+        return int(self._codes.size - self._gone.sum()) + len(self._extra)
+
+    def items(self):  # type: ignore[override]
+        """The entries, in iteration order (bulk values made in one pass)."""
+        return list(self._items())
+
+    def _items(self) -> Iterator[tuple[Pair, Any]]:
+        live = ~self._gone
+        codes = self._codes[live].tolist()
+        n = self._n
+        override = self._override
+        if self._values is None:
+            shared = self._shared
+            assert shared is not None or not codes
+            values: Iterator[Any] = (shared() for _ in codes)  # type: ignore[misc]
+        else:
+            values = iter(self._values[live].tolist())
+        for code, value in zip(codes, values, strict=False):
+            key = (code // n, code % n)
+            yield key, override.get(key, value) if override else value
+        yield from self._extra.items()
+
+    def values(self):  # type: ignore[override]
+        return [value for _, value in self._items()]
+
+    def __repr__(self) -> str:
+        return f"PairRecord({len(self)} pairs, {int((~self._gone).sum())} in arrays)"
+
+    def copy(self, value: Callable[[Any], Any] = lambda v: v) -> PairRecord:
+        """A record with the same entries; ``value`` copies each dict-held value (the bulk's
+        arrays are shared: they are never written in place)."""
+        out = PairRecord(self._n)
+        out._codes, out._values, out._shared = self._codes, self._values, self._shared
+        out._gone = self._gone.copy()
+        out._override = {key: value(v) for key, v in self._override.items()}
+        out._extra = {key: value(v) for key, v in self._extra.items()}
+        return out
+
+
+def _pair(key: Pair) -> Pair:
+    return (int(key[0]), int(key[1]))
+
+
+def copy_sepsets(sepsets: MutableMapping[Pair, Any]) -> MutableMapping[Pair, Any]:
+    """A copy whose lists of separating sets can be extended without touching ``sepsets``."""
+    if isinstance(sepsets, PairRecord):
+        return sepsets.copy(list)
+    return {pair: list(sets) for pair, sets in sepsets.items()}
