@@ -85,7 +85,7 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
+from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
@@ -548,12 +548,7 @@ class FedC2SLStrategy(ProtocolStrategy):
             if self.test != "fisherz"
             else result.n_tests,
             "batches": self.batches,
-            "sepsets": {
-                f"{result.graph.names[a]}|{result.graph.names[b]}": [
-                    [result.graph.names[v] for v in s] for s in sets
-                ]
-                for (a, b), sets in sorted(skeleton.sepsets.items())
-            },
+            "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
         }
 
 

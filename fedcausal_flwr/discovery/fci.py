@@ -16,12 +16,14 @@ conditioning sets of the adjacency search (FedC2SL's FedFCI uses 4).
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import PValues, drive, replay
+from fedcausal_flwr.discovery.pair_record import copy_sepsets
 from fedcausal_flwr.discovery.pc import knowledge_applied
 from fedcausal_flwr.discovery.possible_dsep import remove_by_possible_dsep
 from fedcausal_flwr.discovery.skeleton import Skeleton, keep_largest, pair_key, skeleton_steps
@@ -94,7 +96,7 @@ def fci_steps(
     skeleton = yield from skeleton_steps(
         len(variables), alpha, max_depth, initial, keep=keep, level_batch=level_batch
     )
-    sepsets: dict = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
+    sepsets: MutableMapping = copy_sepsets(skeleton.sepsets)
     applied: dict[str, list] = {}
     if knowledge is not None:
         applied = knowledge_applied(knowledge, skeleton.adjacency)

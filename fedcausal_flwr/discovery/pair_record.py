@@ -10,7 +10,7 @@ it reads, writes, iterates and compares like a dict, while vectorised readers ta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,10 @@ class PairRecord(MutableMapping[Pair, Any]):
         pairs = np.stack((codes // self._n, codes % self._n), axis=1)
         values = None if self._values is None else self._values[live]
         return pairs, values, {**self._override, **self._extra}
+
+    def shared_value(self) -> Any:
+        """The value every bulk pair shares (None when they hold their own values)."""
+        return None if self._shared is None else self._shared()
 
     def _position(self, key: Pair) -> int | None:
         if not self._codes.size:
@@ -170,3 +174,30 @@ def copy_sepsets(sepsets: MutableMapping[Pair, Any]) -> MutableMapping[Pair, Any
     if isinstance(sepsets, PairRecord):
         return sepsets.copy(list)
     return {pair: list(sets) for pair, sets in sepsets.items()}
+
+
+def sorted_entries(mapping: Mapping[Pair, Any]) -> tuple[np.ndarray, list[Any], np.ndarray]:
+    """Every entry in pair order: the pairs (k, 2) int64, their values (a list), and whether
+    each value is a record's shared bulk value (made once here: read it, do not change it)."""
+    if isinstance(mapping, PairRecord):
+        bulk, values, others = mapping.arrays()
+        if values is None:
+            bulk_values: list[Any] = [mapping.shared_value()] * len(bulk)
+            shared = np.ones(len(bulk), dtype=bool)
+        else:
+            bulk_values = values.tolist()
+            shared = np.zeros(len(bulk), dtype=bool)
+    else:
+        bulk, bulk_values, others = np.zeros((0, 2), dtype=np.int64), [], mapping
+        shared = np.zeros(0, dtype=bool)
+    flat = np.fromiter(
+        (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
+    )
+    pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
+    values = bulk_values + list(others.values())
+    shared = np.concatenate((shared, np.zeros(len(others), dtype=bool)))
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    if np.any(order[1:] < order[:-1]):
+        pairs, shared = pairs[order], shared[order]
+        values = [values[i] for i in order.tolist()]
+    return pairs, values, shared

@@ -28,13 +28,15 @@ level is still one batch; the answers are then read in causal-learn's order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
+from fedcausal_flwr.discovery.pair_record import copy_sepsets, sorted_entries
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
 from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
 from fedcausal_flwr.graphs.colliders import (
@@ -153,7 +155,7 @@ def pc_steps(
     skeleton = yield from skeleton_steps(
         len(variables), alpha, max_depth, initial, stable, keep, level_batch
     )
-    sepsets = {pair: list(sets) for pair, sets in skeleton.sepsets.items()}
+    sepsets = copy_sepsets(skeleton.sepsets)
     extra = 0
     if collider_rule in ("conservative", "majority"):
         queries = triple_check_queries(skeleton.adjacency, max_depth)
@@ -162,7 +164,7 @@ def pc_steps(
             extra = len(queries)
             for (x, z, s), p in zip(queries, pvalues, strict=True):
                 if p > alpha and s not in sepsets[(x, z)]:
-                    sepsets[(x, z)].append(s)
+                    sepsets[(x, z)] = [*sepsets[(x, z)], s]
     graph = undirected_graph(variables, skeleton.adjacency)
     applied: dict[str, list] = {}
     if knowledge is not None:
@@ -242,20 +244,50 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
     (``"possible-dsep"`` for FCI's Possible-D-Sep phase); a ``kept`` edge ``[x, y, p]``: its
     weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
     tested (background knowledge) are in neither."""
-    skeleton, names = result.skeleton, result.graph.names
-    largest = dict(skeleton.max_pvalue)
-    for pair, p in getattr(result, "pds_max_pvalue", {}).items():
-        largest[pair] = max(largest.get(pair, -1.0), p)
-    adjacency = result.graph.adjacency()
-    kept: list[list] = []
-    removed: list[list] = []
-    for (a, b), p in sorted(largest.items()):
-        if adjacency[a, b]:
-            kept.append([names[a], names[b], p])
-        else:
-            level = skeleton.removed_at.get((a, b), "possible-dsep")
-            removed.append([names[a], names[b], p, level])
+    skeleton, names = result.skeleton, np.array(result.graph.names, dtype=object)
+    pds = getattr(result, "pds_max_pvalue", {})
+    largest: Any = skeleton.max_pvalue
+    if pds:
+        largest = dict(largest.items())
+        for pair, p in pds.items():
+            largest[pair] = max(largest.get(pair, -1.0), p)
+    pairs, pvalues, _ = sorted_entries(largest)
+    a, b = pairs[:, 0], pairs[:, 1]
+    adjacent = result.graph.adjacency()[a, b]
+    levels_at, levels, _ = sorted_entries(skeleton.removed_at)
+    n = len(names)
+    where = np.searchsorted(levels_at[:, 0] * n + levels_at[:, 1], a * n + b)
+    where = np.minimum(where, max(len(levels) - 1, 0))
+    found = (
+        (levels_at[where, 0] == a) & (levels_at[where, 1] == b)
+        if len(levels)
+        else np.zeros(len(a), dtype=bool)
+    )
+    kept_at, removed_at = np.flatnonzero(adjacent).tolist(), np.flatnonzero(~adjacent).tolist()
+    kept = [
+        [x, y, pvalues[i]]
+        for x, y, i in zip(names[a[kept_at]], names[b[kept_at]], kept_at, strict=True)
+    ]
+    removed = [
+        [x, y, pvalues[i], levels[where[i]] if found[i] else "possible-dsep"]
+        for x, y, i in zip(names[a[removed_at]], names[b[removed_at]], removed_at, strict=True)
+    ]
     return {"kept": kept, "removed": removed}
+
+
+def named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list[str]]]:
+    """The separating sets by name, ``"x|y": [[s, ...], ...]``, in pair order (a result's
+    ``sepsets``)."""
+    pairs, values, shared = sorted_entries(sepsets)
+    named = np.array(names, dtype=object)
+    keys = [f"{x}|{y}" for x, y in zip(named[pairs[:, 0]], named[pairs[:, 1]], strict=True)]
+    out = []
+    for sets, is_shared in zip(values, shared.tolist(), strict=True):
+        if is_shared and sets == [()]:
+            out.append([[]])
+        else:
+            out.append([[names[v] for v in s] for s in sets])
+    return dict(zip(keys, out, strict=True))
 
 
 def knowledge_applied(knowledge: KnowledgeMatrix, adjacency: np.ndarray) -> dict[str, list]:

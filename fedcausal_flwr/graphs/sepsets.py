@@ -108,7 +108,15 @@ class SepsetIndex:
     def __init__(self, sepsets: Sepsets, n_vars: int):
         self._source, self._n = sepsets, n_vars
         chosen: dict[int, tuple[bool, object]] = {}  # code -> (key was normalised, value)
-        for key, value in sepsets.items():
+        bulk = np.zeros(0, dtype=np.int64)
+        entries = sepsets.items()
+        arrays = getattr(sepsets, "arrays", None)
+        if arrays is not None:  # a PairRecord: its bulk of pairs removed at level 0 as arrays
+            pairs, values, others = arrays()
+            if values is None and sepsets.shared_value() == [()]:  # type: ignore[attr-defined]
+                bulk = pairs[:, 0] * n_vars + pairs[:, 1]
+                entries = others.items()
+        for key, value in entries:
             a, b = int(key[0]), int(key[1])
             normalised = a < b
             code = a * n_vars + b if normalised else b * n_vars + a
@@ -123,7 +131,7 @@ class SepsetIndex:
                 self._sets[code] = recorded_sepsets(sepsets, code // n_vars, code % n_vars)
             except (TypeError, ValueError):
                 self._sets[code] = None
-        self._codes = np.fromiter(chosen, dtype=np.int64, count=len(chosen))
+        self._codes = np.concatenate((bulk, np.fromiter(chosen, dtype=np.int64, count=len(chosen))))
         self._codes.sort()
         self._special = np.fromiter(self._sets, dtype=np.int64, count=len(self._sets))
 
