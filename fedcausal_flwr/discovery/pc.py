@@ -263,14 +263,26 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
         if len(levels)
         else np.zeros(len(a), dtype=bool)
     )
-    kept_at, removed_at = np.flatnonzero(adjacent).tolist(), np.flatnonzero(~adjacent).tolist()
+    kept_at, removed_at = np.flatnonzero(adjacent), np.flatnonzero(~adjacent)
     kept = [
         [x, y, pvalues[i]]
-        for x, y, i in zip(names[a[kept_at]], names[b[kept_at]], kept_at, strict=True)
+        for x, y, i in zip(
+            names[a[kept_at]].tolist(), names[b[kept_at]].tolist(), kept_at.tolist(), strict=True
+        )
+    ]
+    level_of = [
+        levels[w] if f else "possible-dsep"
+        for w, f in zip(where[removed_at].tolist(), found[removed_at].tolist(), strict=True)
     ]
     removed = [
-        [x, y, pvalues[i], levels[where[i]] if found[i] else "possible-dsep"]
-        for x, y, i in zip(names[a[removed_at]], names[b[removed_at]], removed_at, strict=True)
+        [x, y, pvalues[i], level]
+        for x, y, i, level in zip(
+            names[a[removed_at]].tolist(),
+            names[b[removed_at]].tolist(),
+            removed_at.tolist(),
+            level_of,
+            strict=True,
+        )
     ]
     return {"kept": kept, "removed": removed}
 
@@ -280,13 +292,12 @@ def named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list
     ``sepsets``)."""
     pairs, values, shared = sorted_entries(sepsets)
     named = np.array(names, dtype=object)
-    keys = [f"{x}|{y}" for x, y in zip(named[pairs[:, 0]], named[pairs[:, 1]], strict=True)]
-    out = []
-    for sets, is_shared in zip(values, shared.tolist(), strict=True):
-        if is_shared and sets == [()]:
-            out.append([[]])
-        else:
-            out.append([[names[v] for v in s] for s in sets])
+    firsts, seconds = named[pairs[:, 0]].tolist(), named[pairs[:, 1]].tolist()
+    keys = [f"{x}|{y}" for x, y in zip(firsts, seconds, strict=True)]
+    empty = shared.any() and values[int(np.argmax(shared))] == [()]  # level 0's shared value
+    out: list[list[list[str]]] = [[[]] for _ in range(len(values))]
+    for i in np.flatnonzero(~shared).tolist() if empty else range(len(values)):
+        out[i] = [[names[v] for v in s] for s in values[i]]
     return dict(zip(keys, out, strict=True))
 
 

@@ -247,7 +247,9 @@ def streamed_level(
         found_sets.append(rows[hit, 2:])
     codes = np.concatenate(found_codes) if found_codes else np.zeros(0, dtype=np.int64)
     sets = np.concatenate(found_sets) if found_sets else np.zeros((0, level), dtype=np.int64)
-    removed_codes = np.unique(codes)
+    removed_codes = np.sort(codes)  # distinct at level 0; a pair's sets repeat it above
+    if removed_codes.size:
+        removed_codes = removed_codes[np.r_[True, removed_codes[1:] != removed_codes[:-1]]]
     removed = np.stack((removed_codes // n, removed_codes % n), axis=1)
     fresh = not (result.max_pvalue or result.sepsets or result.removed_at)
     if level == 0 and fresh:

@@ -115,12 +115,17 @@ def _causallearn_adjacency_list(marks: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def causallearn_paths(
-    marks: np.ndarray, second: np.ndarray | None = None, ends: np.ndarray | None = None
+    marks: np.ndarray,
+    second: np.ndarray | None = None,
+    ends: np.ndarray | None = None,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Every path a0 - a1 - b1 (a0 != b1) over causal-learn's adjacency list, in its order, as
-    an (n, 3) array; only those whose edge a1 - b1 has ``second[a1, b1]`` and whose ends have
-    ``ends[a0, b1]`` when given (filters that keep the order of what is left)."""
+    an (n, 3) array; only those whose edge a1 - b1 has ``second[a1, b1]``, whose ends have
+    ``ends[a0, b1]`` and whose first node has ``start[a0]`` when given (filters that keep the
+    order of what is left)."""
     first, last = _causallearn_adjacency_list(marks)
+    opening = None if start is None else start[first]
     if second is None:
         onward = np.arange(first.size)
     else:
@@ -131,6 +136,8 @@ def causallearn_paths(
     count = np.bincount(first[onward], minlength=n)
     start = np.concatenate(([0], np.cumsum(count)[:-1]))
     per_entry = count[last]
+    if opening is not None:
+        per_entry = np.where(opening, per_entry, 0)
     entry = np.repeat(np.arange(first.size), per_entry)
     within = np.arange(entry.size) - np.repeat(np.cumsum(per_entry) - per_entry, per_entry)
     b1 = last[onward[start[last[entry]] + within]]

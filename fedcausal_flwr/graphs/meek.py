@@ -115,7 +115,11 @@ def _meek_causallearn(
     # undirected part rather than of all its triples.
     undirected = (m == TAIL) & (m.T == TAIL)
     triples = as_triples(causallearn_paths(m, second=undirected, ends=m == NONE))
-    triangles = as_triples(causallearn_paths(m, ends=undirected))  # R2 orients i - k
+    # R2 orients i - k: both ends have an undirected edge
+    loose = undirected.any(axis=1)
+    triangles = as_triples(
+        causallearn_paths(m, second=np.broadcast_to(loose, m.shape), ends=undirected, start=loose)
+    )
     # R3 orients i - l of a kite (i, j, k, l) whose i - j and i - k stay undirected
     kites = causallearn_kites(m, [t for t in triangles if undirected[t[0], t[1]]])
     total = 0

@@ -109,14 +109,14 @@ class SepsetIndex:
         self._source, self._n = sepsets, n_vars
         chosen: dict[int, tuple[bool, object]] = {}  # code -> (key was normalised, value)
         bulk = np.zeros(0, dtype=np.int64)
-        entries = sepsets.items()
+        entries: Mapping = sepsets
         arrays = getattr(sepsets, "arrays", None)
         if arrays is not None:  # a PairRecord: its bulk of pairs removed at level 0 as arrays
             pairs, values, others = arrays()
             if values is None and sepsets.shared_value() == [()]:  # type: ignore[attr-defined]
                 bulk = pairs[:, 0] * n_vars + pairs[:, 1]
-                entries = others.items()
-        for key, value in entries:
+                entries = others
+        for key, value in entries.items():
             a, b = int(key[0]), int(key[1])
             normalised = a < b
             code = a * n_vars + b if normalised else b * n_vars + a
