@@ -220,3 +220,20 @@ def test_stacked_statistics_are_bit_identical_to_the_cell_formula(shape, stack, 
         stacked_statistics(t, test), reference_statistics(t, test), strict=True
     ):
         np.testing.assert_array_equal(ours, expected)
+
+
+def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypatch):
+    """Over THREADED_PVALUES tests the chi2 tail is split over threads: the very same values."""
+    from scipy import stats
+
+    from fedcausal_flwr.stats import contingency
+
+    rng = np.random.default_rng(3)
+    stat = rng.chisquare(3, 5_000)
+    dof = rng.integers(0, 6, 5_000)
+    monkeypatch.setattr(contingency, "THREADED_PVALUES", 1_000)
+    monkeypatch.setattr(contingency.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    split = contingency._pvalues(stat, dof)
+    expected = np.ones_like(stat)
+    expected[dof > 0] = stats.chi2.sf(stat[dof > 0], dof[dof > 0])
+    assert np.array_equal(split, expected)

@@ -96,17 +96,19 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
     indicator[rows, starts[positions] + codes[rows, positions]] = 1.0
     whole = screen.step == 1  # the screen is every row: its answer is final but for "few"
     found = np.zeros((p, p), dtype=bool)
+    # one level count for all (binary data, say): segments are a reshape, not a reduceat
+    width = int(cards[0]) if np.all(cards == cards[0]) else None
     for first, last in _blocks(cards):
         levels = slice(starts[first], starts[last - 1] + cards[last - 1])
         seen = (indicator[:, levels].T @ indicator) > 0  # level of a x level of b: rows with both
-        met = np.add.reduceat(seen, starts, axis=1, dtype=np.int64)  # levels of b each meets
+        met = _segments(np.add, seen, starts, 1, width, np.int32)  # levels of b each meets
         local = starts[first:last] - starts[first]
-        many = np.maximum.reduceat(met, local, axis=0) > 1
-        meets = np.add.reduceat(met > 0, local, axis=0, dtype=np.int64) > 0
+        many = _segments(np.maximum, met, local, 0, width) > 1
+        meets = _segments(np.add, met > 0, local, 0, width, np.int32) > 0
         candidate = ~many & meets
         if whole:
-            met_any = np.logical_or.reduceat(seen, local, axis=0)  # a x level of b
-            candidate &= np.add.reduceat(met_any, starts, axis=1, dtype=np.int64) >= 2
+            met_any = _segments(np.logical_or, seen, local, 0, width)  # a x level of b
+            candidate &= _segments(np.add, met_any, starts, 1, width, np.int32) >= 2
         found[first:last] = candidate
     np.fill_diagonal(found, False)
     return [
@@ -114,6 +116,25 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
         for a, b in zip(*np.nonzero(found), strict=True)
         if _determines(columns[a], columns[b])
     ]
+
+
+def _segments(
+    ufunc: np.ufunc,
+    array: np.ndarray,
+    starts: np.ndarray,
+    axis: int,
+    width: int | None,
+    dtype: type | None = None,
+) -> np.ndarray:
+    """``ufunc.reduceat(array, starts, axis)``; segments all ``width`` long are reduced as a
+    reshaped axis (several times faster)."""
+    if width is None:
+        return ufunc.reduceat(array, starts, axis=axis, dtype=dtype)
+    if axis == 0:
+        shaped = array.reshape(-1, width, array.shape[1])
+    else:
+        shaped = array.reshape(array.shape[0], -1, width)
+    return ufunc.reduce(shaped, axis=axis + 1, dtype=dtype)
 
 
 def _blocks(cards: np.ndarray) -> list[tuple[int, int]]:

@@ -36,7 +36,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
-from fedcausal_flwr.discovery.pair_record import copy_sepsets, sorted_entries
+from fedcausal_flwr.discovery.pair_record import (
+    collector_paused,
+    copy_sepsets,
+    sorted_entries,
+)
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
 from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
 from fedcausal_flwr.graphs.colliders import (
@@ -226,7 +230,8 @@ def knowledge_supported(collider_rule: str, uc_rule: int, uc_priority: int) -> b
 def search_evidence(result: PCResult | FCIResult) -> dict[str, dict]:
     """The result fields every PC and FCI method reports: ``knowledge`` (what background
     knowledge did, :func:`knowledge_report`) and ``edge_pvalues`` (:func:`edge_pvalues`)."""
-    return {"knowledge": knowledge_report(result), "edge_pvalues": edge_pvalues(result)}
+    with collector_paused():
+        return {"knowledge": knowledge_report(result), "edge_pvalues": edge_pvalues(result)}
 
 
 def knowledge_report(result: PCResult | FCIResult) -> dict[str, list[list[str]]]:
@@ -290,6 +295,11 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
 def named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list[str]]]:
     """The separating sets by name, ``"x|y": [[s, ...], ...]``, in pair order (a result's
     ``sepsets``)."""
+    with collector_paused():
+        return _named_sepsets(sepsets, names)
+
+
+def _named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list[str]]]:
     pairs, values, shared = sorted_entries(sepsets)
     named = np.array(names, dtype=object)
     firsts, seconds = named[pairs[:, 0]].tolist(), named[pairs[:, 1]].tolist()

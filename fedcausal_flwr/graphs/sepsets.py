@@ -97,6 +97,10 @@ COLLIDER, NONCOLLIDER, AMBIGUOUS = 0, 1, 2
 STATUS_NAMES = ("collider", "noncollider", "ambiguous")
 
 
+#: Variables up to whose square a :class:`SepsetIndex` keeps one byte per pair (64 MB).
+_DENSE_INDEX_CELLS = 2**26
+
+
 class SepsetIndex:
     """Separating sets for classifying many triples at once (:meth:`classify`).
 
@@ -134,6 +138,11 @@ class SepsetIndex:
         self._codes = np.concatenate((bulk, np.fromiter(chosen, dtype=np.int64, count=len(chosen))))
         self._codes.sort()
         self._special = np.fromiter(self._sets, dtype=np.int64, count=len(self._sets))
+        self._kind: np.ndarray | None = None  # per pair: 0 unrecorded, 1 empty sets, 2 others
+        if n_vars * n_vars <= _DENSE_INDEX_CELLS:
+            self._kind = np.zeros(n_vars * n_vars, dtype=np.int8)
+            self._kind[self._codes] = 1
+            self._kind[self._special] = 2
 
     def classify(self, xs: np.ndarray, zs: np.ndarray, y: int, rule: str) -> np.ndarray:
         """The :func:`triple_status` of each triple ``xs[i] - y - zs[i]`` as
@@ -146,10 +155,14 @@ class SepsetIndex:
         lo, hi = np.minimum(xs, zs), np.maximum(xs, zs)
         codes = lo.astype(np.int64) * self._n + hi
         status = np.zeros(codes.size, dtype=np.int8)
-        pos = np.searchsorted(self._codes, codes)
-        found = pos < self._codes.size
-        found[found] = self._codes[pos[found]] == codes[found]
-        special = np.isin(codes, self._special) if self._special.size else found & False
+        if self._kind is not None:
+            kind = self._kind[codes]
+            found, special = kind > 0, kind == 2
+        else:
+            pos = np.searchsorted(self._codes, codes)
+            found = pos < self._codes.size
+            found[found] = self._codes[pos[found]] == codes[found]
+            special = np.isin(codes, self._special) if self._special.size else found & False
         for i in np.flatnonzero(~found | special).tolist():
             sets = self._sets.get(int(codes[i])) if found[i] else None
             if sets is None:  # not recorded, or not readable: raise as the rules do
