@@ -618,15 +618,23 @@ def _triple_by_triple(marks, sepsets, rule, conflict, ancestry, knowledge=None):
     return result
 
 
+@pytest.mark.parametrize("dense_index", [True, False])
 @pytest.mark.parametrize("conflict", ["existing", "overwrite"])
 @pytest.mark.parametrize("rule", ["standard", "causallearn", "conservative", "majority"])
-def test_colliders_by_middle_equal_the_triple_by_triple_run(rule, conflict):
+def test_colliders_by_middle_equal_the_triple_by_triple_run(
+    rule, conflict, dense_index, monkeypatch
+):
     """Marks, the four lists and causal-learn's ancestor matrix, on random skeletons whose
     separating sets sometimes hold the middle node (several sets for the counting rules), with
-    and without background knowledge vetoing arrows."""
+    and without background knowledge vetoing arrows; the separating-set index kept per pair
+    (small graphs) or searched (large ones)."""
+    from fedcausal_flwr.graphs import sepsets as sepsets_module
     from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
     from fedcausal_flwr.graphs.colliders import orient_colliders
     from fedcausal_flwr.graphs.knowledge import KnowledgeMatrix
+
+    if not dense_index:
+        monkeypatch.setattr(sepsets_module, "_DENSE_INDEX_CELLS", 0)
 
     rng = np.random.default_rng(7)
     for trial in range(60):
@@ -661,3 +669,14 @@ def test_colliders_by_middle_equal_the_triple_by_triple_run(rule, conflict):
         assert np.array_equal(fast_marks, slow_marks)
         assert fast == slow
         assert np.array_equal(fast_anc.dpath, slow_anc.dpath)
+
+
+def test_colliders_by_middle_raise_as_the_triple_by_triple_run():
+    """A pair with no entry, or with no set, raises the error the rules raise."""
+    g = undirected(["A", "B", "C"], [("A", "B"), ("B", "C")])
+    with pytest.raises(KeyError, match="no separating set recorded for the non-adjacent pair"):
+        orient_colliders(g, {})
+    with pytest.raises(ValueError, match="no separating set recorded for the triple"):
+        orient_colliders(g, {(0, 2): []})
+    with pytest.raises(TypeError, match="must be a list of separating sets"):
+        orient_colliders(g, {(0, 2): [1]})

@@ -91,3 +91,43 @@ def test_fedpc_streams_a_level_over_its_server_budget_and_learns_the_pooled_grap
     assert tight.graph == whole.graph
     assert tight.extra["tests"] == whole.extra["tests"]
     assert tight.rounds > whole.rounds
+
+
+def _reference_order(adjacency, level, keep):
+    """The tests of a level, each once, in the order a cache first meets them (the definition
+    level_rows vectorises)."""
+    from itertools import combinations
+
+    neighbours = [np.flatnonzero(row).tolist() for row in adjacency]
+    out = []
+    for x, near in enumerate(neighbours):
+        if len(near) - 1 < level:
+            continue
+        for i, y in enumerate(near):
+            if keep is not None and keep[x, y]:
+                continue
+            for s in combinations(near[:i] + near[i + 1 :], level):
+                if x < y:
+                    out.append((x, y, s))
+                elif not set(neighbours[y]).issuperset(s):
+                    out.append((y, x, s))
+    return out
+
+
+@pytest.mark.parametrize("batch", [1, 3, 50, 10_000])
+def test_level_rows_list_each_test_once_in_the_order_a_cache_meets_them(batch):
+    from fedcausal_flwr.discovery.skeleton import _exact_batches, level_rows
+
+    rng = np.random.default_rng(batch)
+    for _ in range(20):
+        n = int(rng.integers(3, 11))
+        adjacency = np.triu(rng.random((n, n)) < rng.uniform(0.3, 0.9), 1)
+        adjacency |= adjacency.T
+        keep = np.zeros_like(adjacency)
+        keep[0, n - 1] = keep[n - 1, 0] = True
+        for level in range(4):
+            for kept in (None, keep):
+                batches = list(_exact_batches(level_rows(adjacency, level, kept, batch), batch))
+                listed = [q for rows in batches for q in FreshQueries(rows)]
+                assert listed == _reference_order(adjacency, level, kept)
+                assert all(len(rows) == batch for rows in batches[:-1])

@@ -38,7 +38,7 @@ from fedcausal_flwr.stats.oracle import CIOracle
 class FCIResult:
     graph: Graph  # PAG
     skeleton: Skeleton
-    sepsets: dict
+    sepsets: MutableMapping
     pds_removed: list[tuple[int, int]]
     orientation_tests: int = 0
     #: the largest p of each pair's Possible-D-Sep tests (the skeleton's are in ``skeleton``)

@@ -61,7 +61,8 @@ class PairRecord(MutableMapping[Pair, Any]):
         values (None when they share one value), and every other entry as a dict."""
         live = ~self._gone
         if self._override:
-            live[[self._position(key) for key in self._override]] = False
+            moved = [self._position(key) for key in self._override]
+            live[[pos for pos in moved if pos is not None]] = False
         codes = self._codes[live]
         pairs = np.stack((codes // self._n, codes % self._n), axis=1)
         values = None if self._values is None else self._values[live]
@@ -130,7 +131,7 @@ class PairRecord(MutableMapping[Pair, Any]):
     def __len__(self) -> int:
         return int(self._codes.size - self._gone.sum()) + len(self._extra)
 
-    def items(self):  # type: ignore[override]
+    def items(self):
         """The entries, in iteration order (bulk values made in one pass)."""
         return list(self._items())
 
@@ -150,7 +151,7 @@ class PairRecord(MutableMapping[Pair, Any]):
             yield key, override.get(key, value) if override else value
         yield from self._extra.items()
 
-    def values(self):  # type: ignore[override]
+    def values(self):
         return [value for _, value in self._items()]
 
     def __repr__(self) -> str:
@@ -181,13 +182,14 @@ def copy_sepsets(sepsets: MutableMapping[Pair, Any]) -> MutableMapping[Pair, Any
 def sorted_entries(mapping: Mapping[Pair, Any]) -> tuple[np.ndarray, list[Any], np.ndarray]:
     """Every entry in pair order: the pairs (k, 2) int64, their values (a list), and whether
     each value is a record's shared bulk value (made once here: read it, do not change it)."""
+    others: Mapping[Pair, Any]
     if isinstance(mapping, PairRecord):
-        bulk, values, others = mapping.arrays()
-        if values is None:
+        bulk, held, others = mapping.arrays()
+        if held is None:
             bulk_values: list[Any] = [mapping.shared_value()] * len(bulk)
             shared = np.ones(len(bulk), dtype=bool)
         else:
-            bulk_values = values.tolist()
+            bulk_values = held.tolist()
             shared = np.zeros(len(bulk), dtype=bool)
     else:
         bulk, bulk_values, others = np.zeros((0, 2), dtype=np.int64), [], mapping

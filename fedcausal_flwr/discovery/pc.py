@@ -320,7 +320,7 @@ def knowledge_applied(knowledge: KnowledgeMatrix, adjacency: np.ndarray) -> dict
 
 def strength_queries(
     graph: Graph,
-    sepsets: dict,
+    sepsets: Mapping,
     collider_rule: str,
     uc_rule: int,
     priority: int,

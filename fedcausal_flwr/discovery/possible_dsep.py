@@ -22,7 +22,9 @@ Two schedules:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import MutableMapping
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -188,7 +190,7 @@ def _speculation(
 
 def remove_by_possible_dsep(
     graph: Graph,
-    sepsets: dict[tuple[int, int], set[int]],
+    sepsets: MutableMapping[tuple[int, int], Any],
     alpha: float,
     schedule: str = "sequential",
     max_size: int | None = None,

@@ -117,7 +117,7 @@ class FreshQueries(Sequence[Query]):
     def __len__(self) -> int:
         return int(self.rows.shape[0])
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._query(r) for r in self.rows[i].tolist()]
         return self._query(self.rows[i].tolist())
@@ -264,9 +264,12 @@ def streamed_level(
         keep_largest(result.max_pvalue, (code // n, code % n), p)
     order = np.argsort(codes, kind="stable")
     codes, sets = codes[order], sets[order]
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if codes.size else []
-    ends = np.r_[starts[1:], codes.size].astype(np.int64) if codes.size else []
-    for start, end in zip(list(starts), list(ends), strict=True):
+    starts: list[int] = []
+    ends: list[int] = []
+    if codes.size:
+        first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        starts, ends = first.tolist(), np.r_[first[1:], codes.size].tolist()
+    for start, end in zip(starts, ends, strict=True):
         x, y = divmod(int(codes[start]), n)
         # x's side first, then y's, each in combinations order (sorted tuples: lexicographic)
         found = sorted({tuple(row) for row in sets[start:end].tolist()})

@@ -150,7 +150,7 @@ def causallearn_paths(
 
 def as_triples(paths: np.ndarray) -> list[Triple]:
     """Rows of an (n, 3) array as tuples."""
-    return [tuple(t) for t in paths.tolist()]  # type: ignore[misc]
+    return [(a, b, c) for a, b, c in paths.tolist()]
 
 
 def causallearn_unshielded_triples(marks: np.ndarray) -> list[Triple]:
