@@ -283,6 +283,14 @@ def _incomplete(codes_t: np.ndarray, xs: np.ndarray, ys: np.ndarray, ss: np.ndar
     return missing
 
 
+def _pair_runs(xs: np.ndarray, ys: np.ndarray, n_vars: int) -> np.ndarray | None:
+    """Where each run of equal ``(x, y)`` starts, when runs are at least two queries long on
+    average (a PC level asks each pair given many sets, one after the other); else None."""
+    pair = xs * n_vars + ys
+    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    return starts if 2 * starts.size <= pair.size else None
+
+
 def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     """Fill the table vector: one bincount per chunk of queries with equal |S|.
 
@@ -318,11 +326,18 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
             for j in range(1, k):
                 cell *= radix[ss[:, j]][:, None]
                 cell += codes_t[ss[:, j]]
-            if k:
-                cell *= radix[xs][:, None]
-                cell += codes_t[xs]
-            cell *= radix[ys][:, None]
-            cell += codes_t[ys]
+            runs = _pair_runs(xs, ys, cards.size) if k else None
+            if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
+                xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
+                xy += codes_t[ys[runs]]
+                cell *= (radix[xs] * radix[ys])[:, None]
+                cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
+            else:
+                if k:
+                    cell *= radix[xs][:, None]
+                    cell += codes_t[xs]
+                cell *= radix[ys][:, None]
+                cell += codes_t[ys]
             cell += local_offsets.astype(dtype)[:, None]
             if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
                 cell[_incomplete(codes_t, xs, ys, ss)] = n_cells

@@ -18,6 +18,7 @@ from .contingency import (
     discrete_tests,
     finish_tests,
     make_layout,
+    query_rows,
     resolve_test_name,
     stacked_statistics,
     table_cells,
@@ -131,12 +132,12 @@ class DiscreteOracle(CIOracle):
         if not self.has_missing and options["reliability"] is not None:
             # every row is in every table: the rule above decided it as the tables would
             options = DiscreteTestOptions(**{**options, "reliability": None})
-        small = table_cells(queries, self.cards) <= self.max_cells
+        rows = query_rows(queries, normalised=True)  # once, for the sizes and the layout
+        small = table_cells(rows, self.cards) <= self.max_cells
         dense = np.flatnonzero(small).tolist()
         sparse = np.flatnonzero(~small).tolist()
         if dense:
-            chosen = queries if not sparse else [queries[i] for i in dense]
-            layout = make_layout(chosen, self.cards, self.max_cells, normalised=True)
+            layout = make_layout(rows if not sparse else rows[dense], self.cards, self.max_cells)
             tables = count_tables(self.codes_t, layout)
             pvals[dense] = discrete_tests(tables, layout, self.test_name, **options).pvalue
         for i in sparse:
