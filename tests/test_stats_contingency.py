@@ -237,3 +237,35 @@ def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypat
     expected = np.ones_like(stat)
     expected[dof > 0] = stats.chi2.sf(stat[dof > 0], dof[dof > 0])
     assert np.array_equal(split, expected)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_queries_over_one_variable_set_read_one_joint_table(missing):
+    """x _||_ y | z, x _||_ z | y and y _||_ z | x (and larger sets in any order) are counted
+    once as a joint table and read in each query's axis order: the same tables as counting
+    each query alone, with and without missing values."""
+    from itertools import permutations
+
+    from fedcausal_flwr.stats.contingency import MISSING_CODE, count_tables, make_layout
+
+    rng = np.random.default_rng(11)
+    cards = [2, 3, 4, 2, 5, 3]
+    codes = np.column_stack([rng.integers(0, c, 400) for c in cards])
+    if missing:
+        codes[rng.random(codes.shape) < 0.1] = MISSING_CODE
+    queries = []
+    for variables in ([0, 1, 2], [1, 3, 4], [0, 2, 4, 5], [2, 3, 4, 5]):
+        for order in permutations(variables):
+            x, y, *given = order
+            if x < y:
+                queries.append((x, y, tuple(sorted(given))))
+    queries = list(dict.fromkeys(queries))
+    layout = make_layout(queries, cards)
+    assert len({tuple(sorted((x, y, *s))) for x, y, s in queries}) * 4 <= 3 * len(queries)
+    tables = count_tables(np.ascontiguousarray(codes.T), layout)
+    for i, (x, y, given) in enumerate(queries):
+        axes = [*given, x, y]
+        complete = (codes[:, axes] >= 0).all(axis=1)
+        expected = np.zeros([cards[v] for v in axes], dtype=np.int64)
+        np.add.at(expected, tuple(codes[complete][:, axes].T), 1)
+        assert np.array_equal(layout.table(tables, i), expected.reshape(layout.shapes[i]))

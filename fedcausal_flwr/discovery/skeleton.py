@@ -201,9 +201,11 @@ def apply_level(
 ) -> list[Pair]:
     """Record p-values and separating sets of one level; return the pairs to remove."""
     removed: dict[Pair, None] = {}
-    for (x, y, s), p in zip(queries, pvalues, strict=True):
-        key = pair_key(x, y)
-        keep_largest(result.max_pvalue, key, p)
+    largest = result.max_pvalue
+    for (x, y, s), p in zip(queries, np.asarray(pvalues, dtype=float).tolist(), strict=True):
+        key = (x, y) if x < y else (y, x)
+        if p > largest.get(key, -1.0):  # keep_largest, inlined: a level has many tests
+            largest[key] = p
         if p > alpha:
             removed[key] = None
             result.sepsets.setdefault(key, []).append(tuple(sorted(s)))

@@ -299,59 +299,135 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     Each row's cell index is the mixed-radix code ``((s_0 * c_s1 + s_1) ... * c_x + x) * c_y + y``
     plus the query's offset inside the chunk.
     Chunks stay small (cache-friendly) and use int32 indices when they fit.
+
+    Queries over the same variables (``x _||_ y | z`` and ``x _||_ z | y``: a PC level asks many)
+    are one joint table read in different axis orders: when a group's queries share their
+    variable sets, each set's joint table is counted once and every query's table is read from
+    it (the same counts, over the rows complete on those variables).
     """
     out = np.zeros(layout.total, dtype=np.int64)
     n = codes_t.shape[1]
     if n == 0 or layout.n_queries == 0:
         return out
-    sizes = layout.shapes.prod(axis=1)
-    cards = layout.cards
-    if int(cards.max()) < 2**31:
+    if int(layout.cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
+    for k, members in _positions_by_size(layout.rows).items():
+        block = layout.rows[members, : k + 2]
+        joint = _shared_variable_sets(block) if k else None
+        if joint is None:
+            _count_rows(codes_t, block, layout.cards, layout.offsets[members], out)
+            continue
+        sets, inverse = joint
+        # a set's joint table: the query (second-to-last, last | the others) of its sorted vars
+        sizes = layout.cards[sets].prod(axis=1)
+        starts = np.concatenate(([0], np.cumsum(sizes)))
+        tables = np.zeros(int(starts[-1]), dtype=np.int64)
+        as_queries = np.concatenate((sets[:, k:], sets[:, :k]), axis=1)
+        _count_rows(codes_t, as_queries, layout.cards, starts[:-1], tables)
+        _read_joint(tables, starts, sets, inverse, block, layout, members, out)
+    return out
+
+
+def _shared_variable_sets(block: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct sorted variable sets of a group's rows ``[x, y, S...]`` and each row's set,
+    when there are at most three for every four rows (else counting them apart is as cheap)."""
+    variables = np.sort(block, axis=1)
+    sets, inverse = np.unique(variables, axis=0, return_inverse=True)
+    if 4 * len(sets) > 3 * len(block):
+        return None
+    return sets, inverse.ravel()
+
+
+def _read_joint(
+    tables: np.ndarray,
+    starts: np.ndarray,
+    sets: np.ndarray,
+    inverse: np.ndarray,
+    block: np.ndarray,
+    layout: TableLayout,
+    members: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Each query's table from its variable set's joint table: cell by cell, the query's axes
+    (S..., x, y) mapped to the joint's strides (sorted variables, row-major)."""
+    cards = layout.cards.astype(np.int64)
+    width = sets.shape[1]
+    # strides of each set's sorted variables in its joint table
+    set_cards = cards[sets]
+    strides = np.ones_like(set_cards)
+    for j in range(width - 2, -1, -1):
+        strides[:, j] = strides[:, j + 1] * set_cards[:, j + 1]
+    axes = np.concatenate((block[:, 2:], block[:, :2]), axis=1)  # the query's table axis order
+    mine = sets[inverse]
+    where = np.argmax(mine[:, None, :] == axes[:, :, None], axis=2)  # axis -> sorted position
+    axis_strides = np.take_along_axis(strides[inverse], where, axis=1)
+    axis_cards = cards[axes]
+    sizes = axis_cards.prod(axis=1)
+    query = np.repeat(np.arange(len(block)), sizes)
+    local = np.arange(query.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    index = starts[inverse][query]
+    for j in range(width - 1, -1, -1):  # the last axis varies fastest
+        digit = local % axis_cards[query, j]
+        local //= axis_cards[query, j]
+        index += digit * axis_strides[query, j]
+    first, last = int(members[0]), int(members[-1])
+    if last - first + 1 == members.size:
+        out[layout.offsets[first] : layout.offsets[last + 1]] = tables[index]
+    else:
+        target = np.repeat(layout.offsets[members], sizes)
+        target += np.arange(target.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        out[target] = tables[index]
+
+
+def _count_rows(
+    codes_t: np.ndarray, rows: np.ndarray, cards: np.ndarray, offsets: np.ndarray, out: np.ndarray
+) -> None:
+    """Count the tables of ``rows`` (queries ``[x, y, S...]`` of one size) into ``out`` at
+    ``offsets`` (ascending), a chunk of queries per bincount."""
+    n = codes_t.shape[1]
+    k = rows.shape[1] - 2
+    xs_all, ys_all, ss_all = rows[:, 0], rows[:, 1], rows[:, 2:]
+    sizes_all = cards[rows].prod(axis=1)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
-    for k, members in _positions_by_size(layout.rows).items():
-        block = layout.rows[members]
-        xs_all, ys_all, ss_all = block[:, 0], block[:, 1], block[:, 2 : 2 + k]
-        idx_all = members
-        for start in range(0, len(members), chunk):
-            sl = slice(start, start + chunk)
-            xs, ys, ss, qi = xs_all[sl], ys_all[sl], ss_all[sl], idx_all[sl]
-            local_sizes = sizes[qi]
-            local_offsets = np.concatenate(([0], np.cumsum(local_sizes)[:-1]))
-            n_cells = int(local_sizes.sum())
-            dtype = codes_t.dtype if n_cells < 2**31 else np.int64
-            radix = cards.astype(dtype)
-            cell = codes_t[ss[:, 0] if k else xs].astype(dtype, copy=False)
-            for j in range(1, k):
-                cell *= radix[ss[:, j]][:, None]
-                cell += codes_t[ss[:, j]]
-            runs = _pair_runs(xs, ys, cards.size) if k else None
-            if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
-                xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
-                xy += codes_t[ys[runs]]
-                cell *= (radix[xs] * radix[ys])[:, None]
-                cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
-            else:
-                if k:
-                    cell *= radix[xs][:, None]
-                    cell += codes_t[xs]
-                cell *= radix[ys][:, None]
-                cell += codes_t[ys]
-            cell += local_offsets.astype(dtype)[:, None]
-            if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
-                cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
-                counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
-            else:
-                counts = np.bincount(cell.ravel(), minlength=n_cells)
-            first, last = int(qi[0]), int(qi[-1])
-            if last - first + 1 == qi.size:  # contiguous queries: their tables are one slice
-                out[layout.offsets[first] : layout.offsets[last + 1]] = counts
-            else:
-                target = np.repeat(layout.offsets[qi] - local_offsets, local_sizes)
-                target += np.arange(target.size)
-                out[target] = counts
-    return out
+    for start in range(0, len(rows), chunk):
+        sl = slice(start, start + chunk)
+        xs, ys, ss = xs_all[sl], ys_all[sl], ss_all[sl]
+        local_sizes = sizes_all[sl]
+        local_offsets = np.concatenate(([0], np.cumsum(local_sizes)[:-1]))
+        n_cells = int(local_sizes.sum())
+        dtype = codes_t.dtype if n_cells < 2**31 else np.int64
+        radix = cards.astype(dtype)
+        cell = codes_t[ss[:, 0] if k else xs].astype(dtype, copy=False)
+        for j in range(1, k):
+            cell *= radix[ss[:, j]][:, None]
+            cell += codes_t[ss[:, j]]
+        runs = _pair_runs(xs, ys, cards.size) if k else None
+        if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
+            xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
+            xy += codes_t[ys[runs]]
+            cell *= (radix[xs] * radix[ys])[:, None]
+            cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
+        else:
+            if k:
+                cell *= radix[xs][:, None]
+                cell += codes_t[xs]
+            cell *= radix[ys][:, None]
+            cell += codes_t[ys]
+        cell += local_offsets.astype(dtype)[:, None]
+        if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
+            cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
+            counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
+        else:
+            counts = np.bincount(cell.ravel(), minlength=n_cells)
+        first = offsets[start]
+        target_sizes = offsets[sl] - first - local_offsets
+        if not target_sizes.any():  # contiguous tables: one slice
+            out[first : first + n_cells] = counts
+        else:
+            target = np.repeat(offsets[sl] - local_offsets, local_sizes)
+            target += np.arange(target.size)
+            out[target] = counts
 
 
 def local_tables(

@@ -22,10 +22,11 @@ def normalise_query(x: int, y: int, s: Sequence[int]) -> Query:
     s_sorted = tuple(sorted(map(int, s)))
     if x == y:
         raise ValueError(f"a CI test needs two different variables, got x = y = {x}")
-    if x in s_sorted or y in s_sorted:
-        raise ValueError(f"conditioning set {s_sorted} contains a tested variable ({x}, {y})")
-    if len(set(s_sorted)) != len(s_sorted):
-        raise ValueError(f"conditioning set {s_sorted} has repeated variables")
+    if s_sorted:
+        if x in s_sorted or y in s_sorted:
+            raise ValueError(f"conditioning set {s_sorted} contains a tested variable ({x}, {y})")
+        if len(s_sorted) > 1 and len(set(s_sorted)) != len(s_sorted):
+            raise ValueError(f"conditioning set {s_sorted} has repeated variables")
     return (x, y, s_sorted) if x < y else (y, x, s_sorted)
 
 
@@ -59,8 +60,9 @@ class CIOracle(ABC):
     def check_query(self, q: Sequence) -> Query:
         x, y, s = q
         key = normalise_query(x, y, s)
-        low = key[2][0] if key[2] and key[2][0] < key[0] else key[0]
-        high = key[2][-1] if key[2] and key[2][-1] > key[1] else key[1]
+        low, high, given = key
+        if given:
+            low, high = min(low, given[0]), max(high, given[-1])
         if low < 0 or high >= len(self.variables):
             bad = low if low < 0 else high
             raise KeyError(
