@@ -62,22 +62,11 @@ def wide_run(columns: int, rows: int, seed: int) -> tuple[float, object]:
 def triple_by_triple(graph, sepsets) -> None:
     """The reference: causal-learn's collider loop, one triple at a time in its order, with its
     ancestor matrix rebuilt at every re-oriented edge, then its Meek."""
-    from fedcausal_flwr.graphs.colliders import (
-        ColliderOrientation,
-        orient_collider,
-        pc_unshielded_triples,
-    )
+    from fedcausal_flwr.graphs.colliders import orient_triple_by_triple
     from fedcausal_flwr.graphs.meek import apply_meek
-    from fedcausal_flwr.graphs.sepsets import sepsets_or_raise, triple_status
 
-    marks = graph.marks
-    ancestry = EagerAncestry.from_marks(marks)
-    found = ColliderOrientation()
-    for x, y, z in pc_unshielded_triples(marks):
-        status = triple_status(sepsets_or_raise(sepsets, x, z), y, "standard")
-        found.record((x, y, z), status)
-        if status == "collider":
-            orient_collider(marks, (x, y, z), "existing", ancestry, found)
+    ancestry = EagerAncestry.from_marks(graph.marks)
+    orient_triple_by_triple(graph.marks, sepsets, "standard", "existing", ancestry)
     apply_meek(graph, "causallearn", ancestry)
 
 

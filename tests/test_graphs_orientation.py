@@ -593,31 +593,6 @@ def test_pdag_to_dag_reports_a_pdag_without_extension():
         pdag_to_dag(Graph.complete(names, kind="PAG"))
 
 
-def _triple_by_triple(marks, sepsets, rule, conflict, ancestry, knowledge=None):
-    """The definition the middle-at-a-time orientation must equal: causal-learn's triples one by
-    one, each decided and oriented on the graph as the earlier ones left it."""
-    from fedcausal_flwr.graphs.colliders import (
-        ColliderOrientation,
-        orient_collider,
-        pc_unshielded_triples,
-    )
-    from fedcausal_flwr.graphs.sepsets import sepsets_or_raise, triple_status
-
-    result = ColliderOrientation()
-    for x, y, z in pc_unshielded_triples(marks):
-        if knowledge is not None and knowledge.no_edge[x, z]:
-            result.record((x, y, z), "ambiguous")
-            continue
-        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
-        result.record((x, y, z), status)
-        if status != "collider":
-            continue
-        if knowledge is not None and (knowledge.vetoed[x, y] or knowledge.vetoed[z, y]):
-            continue
-        orient_collider(marks, (x, y, z), conflict, ancestry, result)
-    return result
-
-
 @pytest.mark.parametrize("dense_index", [True, False])
 @pytest.mark.parametrize("conflict", ["existing", "overwrite"])
 @pytest.mark.parametrize("rule", ["standard", "causallearn", "conservative", "majority"])
@@ -630,7 +605,7 @@ def test_colliders_by_middle_equal_the_triple_by_triple_run(
     (small graphs) or searched (large ones)."""
     from fedcausal_flwr.graphs import sepsets as sepsets_module
     from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
-    from fedcausal_flwr.graphs.colliders import orient_colliders
+    from fedcausal_flwr.graphs.colliders import orient_colliders, orient_triple_by_triple
     from fedcausal_flwr.graphs.knowledge import KnowledgeMatrix
 
     if not dense_index:
@@ -665,7 +640,7 @@ def test_colliders_by_middle_equal_the_triple_by_triple_run(
         fast_anc = CausalLearnAncestry.from_marks(fast_marks)
         slow_anc = CausalLearnAncestry.from_marks(slow_marks)
         fast = orient_colliders(graph, sepsets, rule, conflict, fast_anc, knowledge)
-        slow = _triple_by_triple(slow_marks, sepsets, rule, conflict, slow_anc, knowledge)
+        slow = orient_triple_by_triple(slow_marks, sepsets, rule, conflict, slow_anc, knowledge)
         assert np.array_equal(fast_marks, slow_marks)
         assert fast == slow
         assert np.array_equal(fast_anc.dpath, slow_anc.dpath)

@@ -202,6 +202,20 @@ def orient_colliders(
     ):
         index = SepsetIndex(sepsets, m.shape[0])
         return _orient_by_middle(m, index, rule, conflict, ancestry, knowledge)
+    return orient_triple_by_triple(m, sepsets, rule, conflict, ancestry, knowledge)
+
+
+def orient_triple_by_triple(
+    m: np.ndarray,
+    sepsets: Sepsets | None,
+    rule: str,
+    conflict: str,
+    ancestry: CausalLearnAncestry | None = None,
+    knowledge: KnowledgeMatrix | None = None,
+) -> ColliderOrientation:
+    """:func:`orient_colliders` as causal-learn runs it, and its definition: each triple in
+    causal-learn's order, decided and oriented on the marks ``m`` as the earlier ones left
+    them (any graph, any conflict policy; a skeleton's fast path must equal it)."""
     result = ColliderOrientation()
     for x, y, z in pc_unshielded_triples(m):
         if knowledge is not None and knowledge.no_edge[x, z]:

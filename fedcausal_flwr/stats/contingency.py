@@ -1,20 +1,8 @@
 """Contingency tables as summable sufficient statistics, and the G2 / Pearson chi2 tests on them
 (the tables' layout and counting live in :mod:`~fedcausal_flwr.stats.tables`, re-exported here).
 
-The federated discrete CI test is three calls::
-
-    vec_k, layout = local_tables(codes_k, cards, queries)   # on every client
-    total = sum_tables([vec_1, ..., vec_K])                  # secure aggregation
-    pvals = discrete_pvalues(total, layout, test="g2")       # on the server
-
-Codes index *global* level sets (``0 .. cards[v] - 1``, agreed before the run), so the tables of
-all clients have the same shape and add up exactly to the pooled table. The server builds the same
-:class:`TableLayout` from the queries and the cards alone (:func:`make_layout`), without data.
-
-Table order: query ``(x, y, S)`` (normalised: ``x < y``, ``S`` sorted) owns the cells
-``offsets[i] : offsets[i + 1]`` of the vector, a C-order array of shape ``(card_S, card_x,
-card_y)``; the stratum index is the mixed-radix number of the S codes with ``S[0]`` most significant
-(causal-learn's order).
+The tables add up over clients exactly to the pooled table (:mod:`~.tables`); the server tests
+the sum (:func:`discrete_pvalues`).
 
 The tests reproduce causal-learn 0.1.4.8 ``Chisq_or_Gsq``: empty strata are dropped, a stratum
 contributes ``(r_z - 1)(c_z - 1)`` degrees of freedom where ``r_z``, ``c_z`` count the x and y
