@@ -1,22 +1,24 @@
 """PC-stable adjacency search, one batch of CI tests per level.
 
-At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S`` of
-size
-``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole level (PC-stable, Colombo and
-Maathuis 2014). All those tests form one batch, so a federated run spends one round per level. An
-edge is removed at the end of the level if any of its tests says independent (``p > alpha``).
+At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S``
+of size ``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole level (PC-stable,
+Colombo and Maathuis 2014). All those tests form one batch, so a federated run spends one round
+per level. An edge is removed at the end of the level if any of its tests says independent
+(``p > alpha``).
 
-Because the whole level is tested anyway, *every* separating set of the removal level is recorded,
-from x's side first, then y's (x < y), each side in ``itertools.combinations`` order. This is what
-the
-collider rules need: the standard rule reads the first set, causal-learn's rule reads all of them
-(``y`` is a collider iff it is in none), the majority/conservative rules count them.
+Because the whole level is tested anyway, *every* separating set of the removal level is
+recorded, from x's side first, then y's (x < y), each side in ``itertools.combinations`` order.
+This is what the collider rules need: the standard rule reads the first set, causal-learn's rule
+reads all of them (``y`` is a collider iff it is in none), the majority/conservative rules count
+them.
 
 A level with more tests than ``level_batch`` (PC-stable) is asked in batches of that many distinct
 tests, generated as they are sent (:func:`streamed_level`): its tests are never all in memory,
 nor their p-values, only each pair's largest p-value and the separating sets found. Such a batch
-is :class:`FreshQueries`: distinct, normalised and never asked before, so a p-value cache passes
-it through without keeping its answers (a later phase that reads one of them asks again).
+is :class:`FreshQueries`: distinct, normalised and never asked before, held as int64 rows, so a
+p-value cache passes it through without keeping its answers (a later phase that reads one of them
+asks again). A streamed level 0 (wide data: millions of pairs) keeps its records as arrays
+(:class:`~.pair_record.PairRecord`), read by the orientation and the result without listing them.
 
 ``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_level_
 sequential`): nodes in index order, each with its neighbours fixed when its turn comes, an edge
