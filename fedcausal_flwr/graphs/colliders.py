@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -55,8 +56,34 @@ class ColliderOrientation:
         given = (colliders, noncolliders, ambiguous, conflicts)
         self._lists = {f: list(v or []) for f, v in zip(self.FIELDS, given, strict=True)}
         self._blocks: dict[str, list[np.ndarray]] = {name: [] for name in self.FIELDS}
+        # (middle, ends x, ends z, status codes): triples classified together, split when read
+        self._classified: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add_classified(self, y: int, xs: np.ndarray, zs: np.ndarray, status: np.ndarray) -> None:
+        """Append the triples ``xs[i] - y - zs[i]`` to the colliders, noncolliders and ambiguous
+        lists by their status codes (:data:`~.sepsets.COLLIDER` ...), split when read."""
+        if xs.size:
+            self._classified.append((y, xs, zs, status))
+
+    def _split_classified(self) -> None:
+        if not self._classified:
+            return
+        ys = np.concatenate([np.full(xs.size, y) for y, xs, _, _ in self._classified])
+        xs = np.concatenate([xs for _, xs, _, _ in self._classified])
+        zs = np.concatenate([zs for _, _, zs, _ in self._classified])
+        status = np.concatenate([s for _, _, _, s in self._classified])
+        self._classified.clear()
+        triples = np.stack((xs, ys, zs), axis=1)
+        for name, code in (
+            ("colliders", COLLIDER),
+            ("noncolliders", NONCOLLIDER),
+            ("ambiguous", AMBIGUOUS),
+        ):
+            self.add_block(name, triples[status == code])
 
     def _listed(self, name: str) -> list[Triple]:
+        if name != "conflicts":
+            self._split_classified()
         blocks = self._blocks[name]
         if blocks:
             self._lists[name].extend(as_triples(np.concatenate(blocks)))
@@ -75,6 +102,8 @@ class ColliderOrientation:
 
     def count(self, name: str) -> int:
         """The length of a list without listing it."""
+        if name != "conflicts":
+            self._split_classified()
         return len(self._lists[name]) + sum(len(b) for b in self._blocks[name])
 
     def record(self, triple: Triple, status: str) -> None:
@@ -258,7 +287,7 @@ def _orient_by_middle(
         near = np.flatnonzero(adjacent[y])
         if near.size < 2:
             continue
-        first, second = np.triu_indices(near.size, 1)
+        first, second = _pairs_of(near.size)
         xs, zs = near[first], near[second]
         shielded = adjacent[xs, zs]
         xs, zs = xs[~shielded], zs[~shielded]
@@ -270,14 +299,11 @@ def _orient_by_middle(
             untested = knowledge.no_edge[xs, zs]
             status = np.full(xs.size, AMBIGUOUS, dtype=np.int8)
             status[~untested] = index.classify(xs[~untested], zs[~untested], y, rule)
-        triples = np.stack((xs, np.full_like(xs, y), zs), axis=1)
-        for name, code in (("colliders", COLLIDER), ("noncolliders", NONCOLLIDER)):
-            result.add_block(name, triples[status == code])
-        result.add_block("ambiguous", triples[status == AMBIGUOUS])
+        result.add_classified(y, xs, zs, status)
         collider = status == COLLIDER
         if knowledge is not None:
             collider &= ~(knowledge.vetoed[xs, y] | knowledge.vetoed[zs, y])
-        xs, zs, triples = xs[collider], zs[collider], triples[collider]
+        xs, zs = xs[collider], zs[collider]
         out_of_y = (m[y] == ARROW) & (m[:, y] == TAIL)  # y --> a, oriented at an earlier middle
         meets = out_of_y[xs] | out_of_y[zs]
         if overwrite and meets.any():  # y --> a meets only the first collider at y touching a
@@ -289,7 +315,9 @@ def _orient_by_middle(
             meets = (out_of_y[xs] & (first_collider[xs] == order)) | (
                 out_of_y[zs] & (first_collider[zs] == order)
             )
-        result.add_block("conflicts", triples[meets])
+        if meets.any():
+            met = np.stack((xs[meets], np.full(int(meets.sum()), y), zs[meets]), axis=1)
+            result.add_block("conflicts", met)
         if not overwrite:
             xs, zs = xs[~meets], zs[~meets]
         if not xs.size:
@@ -311,6 +339,15 @@ def _orient_by_middle(
     if ancestry is not None and history:
         _settle_ancestry(m, ancestry, history, last_rebuild)
     return result
+
+
+@lru_cache(maxsize=256)
+def _pairs_of(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(size, 1)``: positions (i < j) of the pairs of ``size`` neighbours."""
+    first, second = np.triu_indices(size, 1)
+    first.setflags(write=False)
+    second.setflags(write=False)
+    return first, second
 
 
 def _settle_ancestry(
