@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -141,6 +141,12 @@ class TableLayout:
     def queries(self) -> tuple[Query, ...]:
         """The queries as ``(x, y, S)`` tuples (listed when first read)."""
         return tuple((r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in self.rows.tolist())
+
+    @cached_property
+    def joint_plans(self) -> dict[int, Any]:
+        """How counting reads each conditioning-set size's tables from shared joint tables,
+        worked out on first count (see :func:`count_tables`)."""
+        return {}
 
     @property
     def n_queries(self) -> int:
@@ -297,58 +303,57 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
         return out
     if int(layout.cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
+    plans = layout.joint_plans
     for k, members in _positions_by_size(layout.rows).items():
         block = layout.rows[members, : k + 2]
-        joint = _shared_variable_sets(block) if k else None
-        if joint is None:
+        if k not in plans:  # worked out once per layout: the clients of a process share it
+            plans[k] = _joint_plan(block, layout, members, codes_t.shape[1])
+        plan = plans[k]
+        if plan is None:
             _count_rows(codes_t, block, layout.cards, layout.offsets[members], out)
             continue
-        sets, inverse = joint
-        # a set's joint table: the query (second-to-last, last | the others) of its sorted vars
-        sizes = layout.cards[sets].prod(axis=1)
-        starts = np.concatenate(([0], np.cumsum(sizes)))
+        as_queries, starts, index, target = plan
         tables = np.zeros(int(starts[-1]), dtype=np.int64)
-        as_queries = np.concatenate((sets[:, k:], sets[:, :k]), axis=1)
         _count_rows(codes_t, as_queries, layout.cards, starts[:-1], tables)
-        _read_joint(tables, starts, sets, inverse, block, layout, members, out)
+        out[target] = tables[index]
     return out
 
 
-def _shared_variable_sets(block: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The distinct sorted variable sets of a group's rows ``[x, y, S...]`` and each row's set,
-    when there are at most three for every four rows (else counting them apart is as cheap)."""
+#: Row visits one cell read from a joint table is worth (the read costs a few gathers).
+_JOINT_READ_COST = 4
+
+
+def _joint_plan(
+    block: np.ndarray, layout: TableLayout, members: np.ndarray, n_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, slice | np.ndarray] | None:
+    """How a group's queries ``[x, y, S...]`` (S not empty) read their tables from their variable
+    sets' joint tables: ``(the sets as queries, their tables' starts, each query cell's index in
+    those tables, where the cells go in the layout's vector)``; None when the rows a shared set
+    saves do not pay for reading its cells.
+
+    A set's joint table is the query (second-to-last, last | the others) of its sorted variables
+    (axes in sorted order, row-major); a query's cell maps to it through the strides of its own
+    axes (S..., x, y)."""
+    if block.shape[1] < 3:
+        return None
     variables = np.sort(block, axis=1)
     sets, inverse = np.unique(variables, axis=0, return_inverse=True)
-    if 4 * len(sets) > 3 * len(block):
-        return None
-    return sets, inverse.ravel()
-
-
-def _read_joint(
-    tables: np.ndarray,
-    starts: np.ndarray,
-    sets: np.ndarray,
-    inverse: np.ndarray,
-    block: np.ndarray,
-    layout: TableLayout,
-    members: np.ndarray,
-    out: np.ndarray,
-) -> None:
-    """Each query's table from its variable set's joint table: cell by cell, the query's axes
-    (S..., x, y) mapped to the joint's strides (sorted variables, row-major)."""
+    inverse = inverse.ravel()
     cards = layout.cards.astype(np.int64)
+    axes = np.concatenate((block[:, 2:], block[:, :2]), axis=1)  # the query's table axis order
+    axis_cards = cards[axes]
+    sizes = axis_cards.prod(axis=1)
+    if n_rows * (len(block) - len(sets)) <= _JOINT_READ_COST * int(sizes.sum()):
+        return None
     width = sets.shape[1]
-    # strides of each set's sorted variables in its joint table
     set_cards = cards[sets]
     strides = np.ones_like(set_cards)
     for j in range(width - 2, -1, -1):
         strides[:, j] = strides[:, j + 1] * set_cards[:, j + 1]
-    axes = np.concatenate((block[:, 2:], block[:, :2]), axis=1)  # the query's table axis order
-    mine = sets[inverse]
-    where = np.argmax(mine[:, None, :] == axes[:, :, None], axis=2)  # axis -> sorted position
+    where = np.argmax(sets[inverse][:, None, :] == axes[:, :, None], axis=2)  # sorted position
     axis_strides = np.take_along_axis(strides[inverse], where, axis=1)
-    axis_cards = cards[axes]
-    sizes = axis_cards.prod(axis=1)
+    set_sizes = set_cards.prod(axis=1)
+    starts = np.concatenate(([0], np.cumsum(set_sizes)))
     query = np.repeat(np.arange(len(block)), sizes)
     local = np.arange(query.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     index = starts[inverse][query]
@@ -357,12 +362,14 @@ def _read_joint(
         local //= axis_cards[query, j]
         index += digit * axis_strides[query, j]
     first, last = int(members[0]), int(members[-1])
+    target: slice | np.ndarray
     if last - first + 1 == members.size:
-        out[layout.offsets[first] : layout.offsets[last + 1]] = tables[index]
+        target = slice(int(layout.offsets[first]), int(layout.offsets[last + 1]))
     else:
         target = np.repeat(layout.offsets[members], sizes)
         target += np.arange(target.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        out[target] = tables[index]
+    as_queries = np.concatenate((sets[:, width - 2 :], sets[:, : width - 2]), axis=1)
+    return as_queries, starts, index, target
 
 
 def _count_rows(
