@@ -91,9 +91,11 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
     cards = np.array([len(c.uniques) for c in columns])
     starts = np.concatenate([[0], np.cumsum(cards)[:-1]])
     codes = np.column_stack([c.codes[screen] for c in columns])  # type: ignore[index]
-    indicator = np.zeros((len(codes), int(cards.sum())), dtype=np.float32)
-    rows, positions = np.nonzero(codes >= 0)  # one assignment for every present value
-    indicator[rows, starts[positions] + codes[rows, positions]] = 1.0
+    total = int(cards.sum())
+    indicator = np.zeros((len(codes), total), dtype=np.float32)
+    # one flat assignment: row r's level of column j sits at r * total + starts[j] + code
+    flat = codes + starts[None, :] + (np.arange(len(codes)) * total)[:, None]
+    indicator.reshape(-1)[flat[codes >= 0]] = 1.0
     whole = screen.step == 1  # the screen is every row: its answer is final but for "few"
     found = np.zeros((p, p), dtype=bool)
     # one level count for all (binary data, say): segments are a reshape, not a reduceat

@@ -237,14 +237,19 @@ def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> di
     n_missing = {name: int(missing[name]) for name in names}
     complete = ~(codes < 0).any(axis=1) & ~np.isnan(values).any(axis=1)
     varies: dict[str, bool] = {}  # two different values present
-    for column, start, card in zip(coded, starts.tolist(), cards.tolist(), strict=True):
+    seen = counts > 0
+    # values present per column: its segment's nonzero counts but the missing slot's
+    n_present = (np.add.reduceat(seen, starts) - seen[starts]) if coded else starts
+    for column, start, card, k in zip(
+        coded, starts.tolist(), cards.tolist(), n_present.tolist(), strict=True
+    ):
         if len(column.uniques) <= max_levels:
             shown = [_json_value(v) for v in column.uniques.tolist()]
             levels[column.name] = shown if column.categorical else _sorted_levels(shown)
-        present = np.flatnonzero(counts[start + 1 : start + card])
-        varies[column.name] = len(present) > 1
-        if len(present) == 1:
-            constant[column.name] = _json_value(column.uniques[int(present[0])])
+        varies[column.name] = k > 1
+        if k == 1:
+            present = int(np.flatnonzero(counts[start + 1 : start + card])[0])
+            constant[column.name] = _json_value(column.uniques[present])
     for column, column_values in zip(decimal, value_arrays, strict=True):
         varies[column.name] = False
         if n_missing[column.name] < n:
