@@ -37,6 +37,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.pair_record import PairRecord
 from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.tables import query_rows, rows_to_queries
 
 Pair = tuple[int, int]
 
@@ -104,28 +105,21 @@ class FreshQueries(Sequence[Query]):
 
     def __init__(self, rows: np.ndarray | Sequence[Query]):
         if not isinstance(rows, np.ndarray):
-            queries = list(rows)
-            width = 2 + (len(queries[0][2]) if queries else 0)
-            if any(len(s) != width - 2 for _, _, s in queries):
+            rows = query_rows(rows, normalised=True)
+            if rows.size and rows.min() < 0:
                 raise ValueError("fresh queries hold one conditioning-set size")
-            rows = np.array([(x, y, *s) for x, y, s in queries], dtype=np.int64)
-            rows = rows.reshape(len(queries), width)
         self.rows = rows
-
-    @staticmethod
-    def _query(row: list[int]) -> Query:
-        return (row[0], row[1], tuple(row[2:]))
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self._query(r) for r in self.rows[i].tolist()]
-        return self._query(self.rows[i].tolist())
+            return rows_to_queries(self.rows[i])
+        return rows_to_queries(self.rows[[i]])[0]
 
     def __iter__(self) -> Iterator[Query]:
-        return (self._query(r) for r in self.rows.tolist())
+        return iter(rows_to_queries(self.rows))
 
 
 def level_size(adjacency: np.ndarray, level: int, keep: np.ndarray | None = None) -> int:
@@ -203,11 +197,9 @@ def apply_level(
 ) -> list[Pair]:
     """Record p-values and separating sets of one level; return the pairs to remove."""
     removed: dict[Pair, None] = {}
-    largest = result.max_pvalue
     for (x, y, s), p in zip(queries, np.asarray(pvalues, dtype=float).tolist(), strict=True):
-        key = (x, y) if x < y else (y, x)
-        if p > largest.get(key, -1.0):  # keep_largest, inlined: a level has many tests
-            largest[key] = p
+        key = pair_key(x, y)
+        keep_largest(result.max_pvalue, key, p)
         if p > alpha:
             removed[key] = None
             result.sepsets.setdefault(key, []).append(tuple(sorted(s)))

@@ -38,6 +38,10 @@ from fedcausal_flwr.graphs.sepsets import (
 CONFLICT_POLICIES = ("existing", "overwrite", "bidirected")
 
 
+#: The list of :class:`ColliderOrientation` each :func:`~.sepsets.triple_status` goes to.
+_LIST_OF_STATUS = {"collider": "colliders", "noncollider": "noncolliders", "ambiguous": "ambiguous"}
+
+
 class ColliderOrientation:
     """What collider orientation did with every unshielded triple ``(x, y, z)`` (x < z): lists of
     ``colliders``, ``noncolliders``, ``ambiguous`` triples and ``conflicts`` (colliders that met
@@ -108,12 +112,7 @@ class ColliderOrientation:
 
     def record(self, triple: Triple, status: str) -> None:
         """List ``triple`` under its :func:`~.sepsets.triple_status`."""
-        by_status = {
-            "collider": self.colliders,
-            "noncollider": self.noncolliders,
-            "ambiguous": self.ambiguous,
-        }
-        by_status[status].append(triple)
+        self._listed(_LIST_OF_STATUS[status]).append(triple)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ColliderOrientation):

@@ -13,19 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.tables import query_rows, rows_to_queries
 
 
 def encode_queries(queries: Sequence[Query]) -> np.ndarray:
     """A batch as one int64 matrix ``[x, y, S..., -1 padding]`` (cheap to send and to parse);
     a batch held as such rows (fresh queries) is sent as it is."""
-    rows = getattr(queries, "rows", None)
-    if isinstance(rows, np.ndarray):
-        return rows
-    width = 2 + max((len(q[2]) for q in queries), default=0)
-    out = np.full((len(queries), width), -1, dtype=np.int64)
-    for i, (x, y, s) in enumerate(queries):
-        out[i, : 2 + len(s)] = (x, y, *s)
-    return out
+    return query_rows(queries, normalised=True)
 
 
 def decode_queries(matrix: np.ndarray) -> list[Query]:
@@ -33,4 +27,4 @@ def decode_queries(matrix: np.ndarray) -> list[Query]:
     rows = np.asarray(matrix, dtype=np.int64)
     if rows.ndim != 2 or rows.shape[1] < 2:
         raise ValueError(f"a query matrix must be (n, >= 2), got shape {rows.shape}")
-    return [(r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in rows.tolist()]
+    return rows_to_queries(rows)

@@ -224,7 +224,7 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
     p = np.ones(stat.shape, dtype=np.float64)
     pos = np.flatnonzero(dof > 0)
     df, x = dof[pos].astype(np.float64), stat[pos]
-    workers = min(4, len(os.sched_getaffinity(0)), max(1, pos.size // THREADED_PVALUES))
+    workers = min(4, _cores(), max(1, pos.size // THREADED_PVALUES))
     if workers < 2:
         p[pos] = special.chdtrc(df, x)
         return p
@@ -233,6 +233,13 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
         tails = list(pool.map(lambda part: special.chdtrc(df[part], x[part]), parts))
     p[pos] = np.concatenate(tails)
     return p
+
+
+def _cores() -> int:
+    """Cores this process may run on (all of the machine's where the system cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class DiscreteTestOptions(TypedDict):

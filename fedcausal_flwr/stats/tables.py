@@ -140,7 +140,7 @@ class TableLayout:
     @cached_property
     def queries(self) -> tuple[Query, ...]:
         """The queries as ``(x, y, S)`` tuples (listed when first read)."""
-        return tuple((r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in self.rows.tolist())
+        return tuple(rows_to_queries(self.rows))
 
     @cached_property
     def joint_plans(self) -> dict[int, Any]:
@@ -189,6 +189,11 @@ def query_rows(queries: Sequence[Sequence] | np.ndarray, normalised: bool = Fals
     for i, (x, y, z) in enumerate(keys):
         out[i, : 2 + len(z)] = (x, y, *z)
     return out
+
+
+def rows_to_queries(rows: np.ndarray) -> list[Query]:
+    """The ``(x, y, S)`` tuples of rows ``[x, y, S..., -1 padding]`` (padding dropped)."""
+    return [(r[0], r[1], tuple(v for v in r[2:] if v >= 0)) for r in rows.tolist()]
 
 
 def _positions_by_size(rows: np.ndarray) -> dict[int, np.ndarray]:
