@@ -89,13 +89,10 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
     n = len(columns[0].codes)  # type: ignore[arg-type]
     screen = slice(None, None, max(1, math.ceil(n / SCREEN_ROWS)))  # spread over the rows
     cards = np.array([len(c.uniques) for c in columns])
-    starts = np.concatenate([[0], np.cumsum(cards)[:-1]])
-    codes = np.column_stack([c.codes[screen] for c in columns])  # type: ignore[index]
-    total = int(cards.sum())
-    indicator = np.zeros((len(codes), total), dtype=np.float32)
-    # one flat assignment: row r's level of column j sits at r * total + starts[j] + code
-    flat = codes + starts[None, :] + (np.arange(len(codes)) * total)[:, None]
-    indicator.reshape(-1)[flat[codes >= 0]] = 1.0
+    starts = np.cumsum(cards) - cards
+    owner = np.repeat(np.arange(p), cards)  # level -> its column
+    by_column = np.stack([c.codes[screen] for c in columns])  # type: ignore[index]
+    indicator = _indicator(by_column, owner, starts)
     whole = screen.step == 1  # the screen is every row: its answer is final but for "few"
     found = np.zeros((p, p), dtype=bool)
     # one level count for all (binary data, say): segments are a reshape, not a reduceat
@@ -118,6 +115,16 @@ def _functions(columns: Sequence[Column]) -> list[tuple[int, int]]:
         for a, b in zip(*np.nonzero(found), strict=True)
         if _determines(columns[a], columns[b])
     ]
+
+
+def _indicator(by_column: np.ndarray, owner: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Rows x levels, 1.0 where the row holds the level (a missing code, -1, holds none), from
+    the codes column by column (``by_column``: columns x rows); laid out level by level, as
+    the products below read it."""
+    level = np.arange(len(owner)) - starts[owner]  # each level's code in its column
+    by_level = np.empty((len(owner), by_column.shape[1]), dtype=np.float32)
+    np.equal(by_column[owner], level[:, None].astype(by_column.dtype), out=by_level)
+    return by_level.T
 
 
 def _segments(

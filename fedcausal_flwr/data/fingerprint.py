@@ -62,7 +62,8 @@ _DIGESTS = FrameCache()
 def frame_fingerprint(frame: pd.DataFrame) -> str:
     """Digest of one client's frame: column names, dtypes and every value in row order."""
     digest = hashlib.sha256()
-    columns = [[str(c), str(t)] for c, t in zip(frame.columns, frame.dtypes, strict=True)]
+    # names and dtypes as read (str of each), without building pandas' dtypes Series
+    columns = [[c.name, c.dtype] for c in frame_columns(frame)]
     digest.update(json.dumps(columns).encode())
     digest.update(len(frame).to_bytes(8, "little"))
     for part in column_digests(frame):
