@@ -43,6 +43,7 @@ import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
+from fedcausal_flwr.data.columns import frame_columns
 from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.federation.clientside import secagg_participants
@@ -62,6 +63,7 @@ from fedcausal_flwr.federation.messages import (
     to_json,
 )
 from fedcausal_flwr.federation.site_policy import SiteGuard
+from fedcausal_flwr.stats.contingency import MISSING_CODE
 
 Handler = Callable[..., tuple[list[np.ndarray], dict]]
 _ACTION_ATTR = "_protocol_action"
@@ -270,3 +272,79 @@ class ProtocolClient(NumPyClient):
 
 #: each client frame's bootstrap resamples (replicate -> frame), released with the frame
 _RESAMPLES = FrameCache()
+
+
+# ============================================================================ table codes
+# A site's columns as integer codes over the global level sets: every method on discrete data
+# encodes with these.
+def encode_columns(
+    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
+) -> np.ndarray:
+    """Integer codes of ``variables`` over the global ``levels``; unknown values are an error.
+
+    ``missing``: ``"testwise"`` codes a missing value as :data:`MISSING_CODE` (each table leaves
+    the row out); ``"listwise"`` drops the rows missing any of ``variables`` first; ``"error"``
+    (the input check already refused missing values) treats one as an unknown value.
+    """
+    if missing == "listwise":
+        data = complete_rows(data, variables, client)
+    by_name = {column.name: column for column in reversed(frame_columns(data))}
+    codes = np.empty((len(data), len(variables)), dtype=np.int64)
+    for j, name in enumerate(variables):
+        column = by_name.get(name)
+        if column is None:
+            raise ProtocolError(client, f"column {name!r} is missing (the server asked for it)")
+        index = pd.Index(levels[name])
+        if column.values is not None:  # numbers: matched value by value
+            col_codes = index.get_indexer(column.values)
+            present = ~np.isnan(column.values)
+        else:  # the column's own codes, mapped through its distinct values
+            assert column.codes is not None
+            lookup = np.append(index.get_indexer(column.uniques), -1)
+            col_codes = lookup[column.codes]
+            present = column.codes >= 0
+        bad = col_codes < 0
+        if missing == "testwise":
+            bad &= present
+        if bad.any():
+            row = int(np.argmax(bad))
+            example = (
+                (
+                    column.values[row]
+                    if column.values is not None
+                    else column.uniques[column.codes[row]]  # type: ignore[index]
+                )
+                if present[row]
+                else None
+            )
+            raise ProtocolError(
+                client,
+                f"column {name!r} has value {example!r} outside the global level set "
+                f"{levels[name]} ({int(bad.sum())} rows)",
+            )
+        codes[:, j] = np.where(col_codes < 0, MISSING_CODE, col_codes)
+    return codes
+
+
+def complete_rows(data: pd.DataFrame, variables: list[str], client: int) -> pd.DataFrame:
+    """List-wise deletion: the rows with a value in every one of ``variables``."""
+    kept = data.dropna(subset=[v for v in variables if v in data.columns])
+    if kept.empty:
+        raise ProtocolError(
+            client,
+            f"list-wise deletion leaves no rows: each of its {len(data)} rows misses a value "
+            "(use missing=testwise, or drop the emptiest columns)",
+        )
+    return kept
+
+
+_ENCODED = FrameCache()
+
+
+def cached_codes(
+    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
+) -> np.ndarray:
+    """:func:`encode_columns` of the exact variables, level sets and missing mode asked, kept per
+    frame (in a simulation each round would otherwise re-encode the same frame)."""
+    key = json.dumps([variables, [levels[v] for v in variables], missing], default=str)
+    return _ENCODED.get(data, key, lambda: encode_columns(data, variables, levels, client, missing))

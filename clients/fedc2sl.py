@@ -9,15 +9,17 @@ stratum margins, their projected residuals, or its data moments.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-import pandas as pd
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
-from fedcausal_flwr.data.columns import frame_columns
+from fedcausal_flwr.clients.base import (
+    ProtocolClient,
+    action,
+    cached_codes,
+    complete_rows,
+)
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedc2sl import (
     MARGINS,
@@ -31,7 +33,6 @@ from fedcausal_flwr.protocols.fedc2sl import (
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
-    MISSING_CODE,
     TableLayout,
     TableTooLargeError,
     local_tables,
@@ -45,80 +46,9 @@ from fedcausal_flwr.stats.sketch import client_sketch
 T = TypeVar("T")
 
 
-def encode_columns(
-    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
-) -> np.ndarray:
-    """Integer codes of ``variables`` over the global ``levels``; unknown values are an error.
-
-    ``missing``: ``"testwise"`` codes a missing value as :data:`MISSING_CODE` (each table leaves
-    the row out); ``"listwise"`` drops the rows missing any of ``variables`` first; ``"error"``
-    (the input check already refused missing values) treats one as an unknown value.
-    """
-    if missing == "listwise":
-        data = complete_rows(data, variables, client)
-    by_name = {column.name: column for column in reversed(frame_columns(data))}
-    codes = np.empty((len(data), len(variables)), dtype=np.int64)
-    for j, name in enumerate(variables):
-        column = by_name.get(name)
-        if column is None:
-            raise ProtocolError(client, f"column {name!r} is missing (the server asked for it)")
-        index = pd.Index(levels[name])
-        if column.values is not None:  # numbers: matched value by value
-            col_codes = index.get_indexer(column.values)
-            present = ~np.isnan(column.values)
-        else:  # the column's own codes, mapped through its distinct values
-            assert column.codes is not None
-            lookup = np.append(index.get_indexer(column.uniques), -1)
-            col_codes = lookup[column.codes]
-            present = column.codes >= 0
-        bad = col_codes < 0
-        if missing == "testwise":
-            bad &= present
-        if bad.any():
-            row = int(np.argmax(bad))
-            example = (
-                (
-                    column.values[row]
-                    if column.values is not None
-                    else column.uniques[column.codes[row]]  # type: ignore[index]
-                )
-                if present[row]
-                else None
-            )
-            raise ProtocolError(
-                client,
-                f"column {name!r} has value {example!r} outside the global level set "
-                f"{levels[name]} ({int(bad.sum())} rows)",
-            )
-        codes[:, j] = np.where(col_codes < 0, MISSING_CODE, col_codes)
-    return codes
-
-
-def complete_rows(data: pd.DataFrame, variables: list[str], client: int) -> pd.DataFrame:
-    """List-wise deletion: the rows with a value in every one of ``variables``."""
-    kept = data.dropna(subset=[v for v in variables if v in data.columns])
-    if kept.empty:
-        raise ProtocolError(
-            client,
-            f"list-wise deletion leaves no rows: each of its {len(data)} rows misses a value "
-            "(use missing=testwise, or drop the emptiest columns)",
-        )
-    return kept
-
-
-_ENCODED = FrameCache()
 #: The last batch's table layout, by its queries' bytes, cards and budget: the clients simulated in
 #: one process (1,000 in-process) share the server's batch, so it is decoded and laid out once.
 _LAYOUTS: dict[tuple, TableLayout] = {}
-
-
-def cached_codes(
-    data: pd.DataFrame, variables: list[str], levels: dict, client: int, missing: str = "error"
-) -> np.ndarray:
-    """:func:`encode_columns` of the exact variables, level sets and missing mode asked, kept per
-    frame (in a simulation each round would otherwise re-encode the same frame)."""
-    key = json.dumps([variables, [levels[v] for v in variables], missing], default=str)
-    return _ENCODED.get(data, key, lambda: encode_columns(data, variables, levels, client, missing))
 
 
 class FedC2SLClient(ProtocolClient):

@@ -1,102 +1,12 @@
-"""fedCI client: local GLM blocks (information, score, log-likelihood) at the server's coefficients.
-
-Mirror of :mod:`fedcausal_flwr.strategies.fedci`. A model whose variables the client does not hold,
-or whose site list excludes it, gets zeros; a model's blocks count only the rows observed on its
-``rows`` and its own variables (test-wise deletion), and ``missing="listwise"`` drops incomplete
-rows first. Encodings and private intercepts (``site_effect=
-"private"``, never sent) are cached per data frame for the life of the frame, because Flower
-rebuilds the client object for every message.
+"""fedCI client (mirror of :mod:`fedcausal_flwr.strategies.fedci`): the GLM tests' client as it
+is (:class:`~fedcausal_flwr.clients.glm_tests.GLMTestsClient`), answering ``glm`` and
+``local_lrt``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
-from fedcausal_flwr.data.schema import DataError, Schema
-from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
-from fedcausal_flwr.stats.glm import (
-    ClientTable,
-    ci_test_inprocess,
-    local_contribution,
-    n_global_params,
-)
-
-_TABLES = FrameCache()
+from fedcausal_flwr.clients.glm_tests import GLMTestsClient
 
 
-def cached_table(data, schema: Schema, partition_id: int, missing: str = "error") -> ClientTable:
-    """One :class:`ClientTable` per (frame, schema, missing mode), kept per frame; ``listwise``
-    drops the rows missing any schema variable first."""
-
-    def build() -> ClientTable:
-        frame = data
-        if missing == "listwise":
-            names = [n for n in schema.names if n in data.columns]
-            frame = data.dropna(subset=names).infer_objects()  # bools with gaps were objects
-            if frame.empty:
-                raise ProtocolError(
-                    partition_id, "missing='listwise' left no row: every row misses a value"
-                )
-        return ClientTable(frame, schema, f"client {partition_id}")
-
-    return _TABLES.get(data, (schema, missing), build)
-
-
-class FedCIClient(ProtocolClient):
-    """One site's data; see the strategy module for the ``glm`` action."""
-
-    @action(GLM)
-    def glm(self, payload: dict, arrays: list[np.ndarray]):
-        schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
-        betas = np.asarray(arrays[0], dtype=np.float64)
-        parts, offset = [], 0
-        for row in payload["models"]:
-            model = model_from_row(row)
-            size = n_global_params(model, schema)
-            try:
-                parts.append(
-                    local_contribution(
-                        table, self.partition_id, model, betas[offset : offset + size]
-                    )
-                )
-            except DataError as err:
-                raise ProtocolError(self.partition_id, str(err)) from err
-            offset += size
-        if offset != betas.size:
-            raise ProtocolError(
-                self.partition_id, f"got {betas.size} coefficients for models needing {offset}"
-            )
-        blocks = np.concatenate(parts + [np.zeros(0)])
-        if "fixed" not in payload:
-            return [blocks], {}
-        fraction_bits, bits, limbs = (int(v) for v in payload["fixed"])
-        try:
-            return [encode_fixed(blocks, fraction_bits, bits, limbs)], {}
-        except OverflowError as err:
-            models = [row[0] for row in payload["models"]]
-            raise ProtocolError(
-                self.partition_id, f"fixed-point encoding of the GLM blocks of {models}: {err}"
-            ) from err
-
-    @action(LOCAL_LRT)
-    def local_lrt(self, payload: dict, arrays: list[np.ndarray]):
-        """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
-        schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
-        options = {"tol": float(payload["tol"]), "max_iter": int(payload["max_iter"])}
-        testwise = payload["missing"] == "testwise"
-        pvalues = np.full(len(payload["tests"]), np.nan)
-        sizes = np.zeros(len(payload["tests"]), dtype=np.int64)
-        for i, (x, y, given) in enumerate(payload["tests"]):
-            if not table.observes([x, y, *given]):
-                continue
-            try:
-                res = ci_test_inprocess([table], x, y, given, "none", float(payload["ridge"]),
-                                        testwise, **options)  # fmt: skip
-            except DataError as err:
-                raise ProtocolError(self.partition_id, str(err)) from err
-            pvalues[i], sizes[i] = res.p_value, res.n
-        return [pvalues, sizes], {}
+class FedCIClient(GLMTestsClient):
+    """One site's data, for ``fedci-pc`` and ``fedci-fci``."""

@@ -1,4 +1,4 @@
-"""fedCI-IOD client: fedCI's client plus ``raw_rows`` (mirror of
+"""fedCI-IOD client: the GLM tests' client plus ``raw_rows`` (mirror of
 :mod:`fedcausal_flwr.strategies.fedci_iod`).
 
 A site holds only its own columns; the server asks it only for models over variables it observes
@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedcausal_flwr.clients.base import action
-from fedcausal_flwr.clients.fedci import FedCIClient, cached_table
+from fedcausal_flwr.clients.glm_tests import GLMTestsClient, cached_table
 from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.protocols.fedci import RAW_ROWS
 
 
-class FedCIIODClient(FedCIClient):
+class FedCIIODClient(GLMTestsClient):
     """One site's data, answering fedCI's actions for IOD's tests."""
 
     @action(RAW_ROWS)

@@ -12,14 +12,14 @@ import time
 import numpy as np
 
 from fedcausal_flwr.clients.base import action
-from fedcausal_flwr.clients.voting import VotingClient
+from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.fedcsl import client_weight, hiton_pc_all, marginal_strength
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedcsl import LOCAL_DAG, NEIGHBOURS
 
 
-class FedCSLClient(VotingClient):
+class FedCSLClient(DiscreteClient):
     """One site's data; see the strategy module for the actions."""
 
     @action(NEIGHBOURS)

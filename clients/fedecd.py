@@ -1,10 +1,11 @@
 """Client of FedECD: local layer pruning, bootstrap evidence, bootstrap BDeu searches.
 
 Mirror of :mod:`fedcausal_flwr.strategies.fedecd` (see its wire-protocol table). The ``prune``
-action is the voting client's (:class:`~fedcausal_flwr.clients.voting.VotingClient`), with the
-payload's reliability rule. Resamples come from
-:func:`~fedcausal_flwr.discovery.bootstrap.bootstrap_rows` seeded by ``(seed, partition id,
-replicate)``: the same replicate is the same resample in both phases and on every backend.
+action is the shared discrete client's
+(:class:`~fedcausal_flwr.clients.discrete.DiscreteClient`), with the payload's reliability rule.
+Resamples come from :func:`~fedcausal_flwr.discovery.bootstrap.bootstrap_rows` seeded by ``(seed,
+partition id, replicate)``: the same replicate is the same resample in both phases and on every
+backend.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import numpy as np
 
 from fedcausal_flwr.clients.base import action
-from fedcausal_flwr.clients.voting import VotingClient
+from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.bootstrap import (
     bootstrap_rows,
     evidence_queries,
@@ -26,7 +27,7 @@ from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
 
 
-class FedECDClient(VotingClient):
+class FedECDClient(DiscreteClient):
     """One site's data; see the strategy module for the actions."""
 
     def _replicate_rows(self, payload: dict, replicate: int) -> np.ndarray | None:

@@ -2,10 +2,11 @@
 
 Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (see its wire-protocol table). Flower builds a new
 client object per message, so the local oracle (and its test cache) is remembered per data frame,
-like :func:`~fedcausal_flwr.clients.fedc2sl.cached_codes`, and scoped to the run (the server's
-``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches) is
-computed once. ``meta["tests"]`` is the number of tests computed for this message. The baselines'
-actions are in :mod:`fedcausal_flwr.clients.lcs_baselines`.
+like the table codes (:func:`~fedcausal_flwr.clients.base.cached_codes`), and scoped to the run (the
+server's ``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches)
+is computed once. ``meta["tests"]`` is the number of tests computed for this message. The baselines'
+client (:class:`LCSBaselineClient`) adds ``lcs_local`` (``fedlcs-local``: the whole search on the
+site's rows); ``raw_data`` (``lcs-pooled``) it inherits.
 """
 
 from __future__ import annotations
@@ -15,16 +16,24 @@ import json
 import numpy as np
 
 from fedcausal_flwr.clients.base import FrameCache, action
-from fedcausal_flwr.clients.voting import VotingClient
-from fedcausal_flwr.discovery.lcs import PruneJob, SepsetJob, answer_prune, answer_sepsets
+from fedcausal_flwr.clients.discrete import DiscreteClient
+from fedcausal_flwr.discovery.lcs import (
+    LCSOptions,
+    PruneJob,
+    SepsetJob,
+    answer_prune,
+    answer_sepsets,
+    full_graph,
+    local_structure,
+)
 from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.protocols.fedlcs import LCS_PRUNE, LCS_SEPSETS
+from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
 from fedcausal_flwr.stats.oracle import CIOracle
 
 _ORACLES = FrameCache()
 
 
-class FedLCSClient(VotingClient):
+class FedLCSClient(DiscreteClient):
     """One site's data; answers ``lcs_prune`` and ``lcs_sepsets`` with local G2/chi2 tests."""
 
     def lcs_oracle(self, payload: dict) -> CIOracle:
@@ -78,3 +87,29 @@ class FedLCSClient(VotingClient):
         reveal = self._flag(payload, "reveal_all")
         values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]), reveal)
         return [values.astype(np.float64)], {"tests": oracle.n_computed - before}
+
+
+class LCSBaselineClient(FedLCSClient):
+    """A FedLCS site that can also run the search alone or hand over its rows."""
+
+    @action(LCS_LOCAL)
+    def lcs_local(self, payload: dict, arrays: list[np.ndarray]):
+        """``fedlcs-local``: the whole search on this site's rows; one p x p graph per target."""
+        names = payload["variables"]
+        targets = payload.get("targets")
+        if not isinstance(targets, list) or not targets:
+            raise ProtocolError(self.partition_id, "the request carries no list of targets")
+        if any(not 0 <= int(t) < len(names) for t in targets):
+            raise ProtocolError(
+                self.partition_id, f"targets {targets} name a variable outside 0..{len(names) - 1}"
+            )
+        try:
+            options = LCSOptions(**payload["lcs"])
+        except (TypeError, ValueError) as err:
+            raise ProtocolError(self.partition_id, f"bad LCS options: {err}") from None
+        oracle = self._oracle(payload)
+        found, _ = local_structure(oracle, [int(t) for t in targets], options)
+        stack = np.stack(
+            [full_graph(found[int(t)].graph(names), names).marks for t in targets]
+        ).astype(np.int8)
+        return [stack], {"tests": oracle.n_computed}

@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 from flwr.app import Array, ArrayRecord, ConfigRecord
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
-from fedcausal_flwr.clients.fedc2sl import encode_columns
+from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action, encode_columns
 from fedcausal_flwr.discovery.notears import centred_gram, dual_step, local_step
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, LEVEL_COUNTS

@@ -12,8 +12,7 @@ import json
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
-from fedcausal_flwr.clients.fedc2sl import cached_codes
+from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.ges import CausalLearnBDeu
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.rfcd import CARDINALITIES, FAMILY_SCORES, decode_families

@@ -14,8 +14,7 @@ import json
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord
 
-from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.clients.fedc2sl import cached_codes
+from fedcausal_flwr.clients.base import ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.tpss import LocalFCI, c_update_steps, local_fci, transform_pvalues
 from fedcausal_flwr.federation.messages import ProtocolError

@@ -1,98 +1,14 @@
-"""Client of the voting methods: local CI tests, local graphs, or (pooled reference) raw data.
+"""Client of the voting baselines, the local-only baseline and the pooled reference.
 
-Mirror of :mod:`fedcausal_flwr.strategies.voting` and :mod:`fedcausal_flwr.strategies.fedpc_vote`
-(see their wire-protocol tables). Unlike a FedC2SL client, this client *decides* things on its own
-data: it runs G2/chi2 tests with a local :class:`~fedcausal_flwr.stats.oracles.DiscreteOracle`
-over the global level sets the server sends, prunes a skeleton, or runs a whole PC/FCI search.
+Mirror of :mod:`fedcausal_flwr.strategies.voting` (see its wire-protocol table): the shared
+actions of :class:`~fedcausal_flwr.clients.discrete.DiscreteClient` (local graphs, local
+p-values, raw rows), of which each baseline answers the one it declares.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.clients.fedc2sl import cached_codes
-from fedcausal_flwr.discovery.fci import FCIResult, fci
-from fedcausal_flwr.discovery.layerwise import prune_level
-from fedcausal_flwr.discovery.pc import PCResult, pc
-from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.graphs.knowledge import Knowledge
-from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
-from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PRUNE, PVALUES, RAW_DATA
-from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.clients.discrete import DiscreteClient
 
 
-class VotingClient(ProtocolClient):
-    """One site's data; see the strategy modules for the actions."""
-
-    def _codes(self, payload: dict) -> np.ndarray:
-        missing = payload.get("missing", "error")
-        return cached_codes(
-            self.data, payload["variables"], payload["levels"], self.partition_id, missing
-        )
-
-    def _oracle(self, payload: dict, rows: np.ndarray | None = None) -> DiscreteOracle:
-        """A local oracle over the global levels (on ``rows`` of the data if given).
-
-        ``payload["reliability"]`` (optional, FedECD): tests with fewer than that many rows per
-        cell are unreliable, p = NaN, which every rule here reads as dependent.
-        """
-        variables = payload["variables"]
-        cards = [len(payload["levels"][v]) for v in variables]
-        codes = self._codes(payload)
-        reliability = payload.get("reliability")
-        return DiscreteOracle(
-            codes if rows is None else codes[rows],
-            cards,
-            variables,
-            test=payload["test"],
-            reliability=None if reliability is None else float(reliability),
-            client=f"client {self.partition_id}",
-        )
-
-    @action(PRUNE)
-    def prune(self, payload: dict, arrays: list[np.ndarray]):
-        """Prune the broadcast global skeleton at one conditioning-set size with local tests."""
-        adjacency = np.asarray(arrays[0]).astype(bool)
-        p = len(payload["variables"])
-        if adjacency.shape != (p, p):
-            raise ProtocolError(
-                self.partition_id,
-                f"the broadcast skeleton is {adjacency.shape}, expected {p}x{p} for the "
-                f"variables {payload['variables']}",
-            )
-        oracle = self._oracle(payload)
-        level = int(payload["level"])
-        skeleton = prune_level(oracle, adjacency, level, float(payload["alpha"]))
-        rows = [(x, y, s) for (x, y), sets in sorted(skeleton.sepsets.items()) for s in sets]
-        kept = skeleton.adjacency.astype(np.uint8)
-        return [kept, encode_queries(rows)], {"tests": oracle.n_computed}
-
-    @action(PVALUES)
-    def pvalues(self, payload: dict, arrays: list[np.ndarray]):
-        """Local p-values of a batch of CI queries (the server combines them)."""
-        oracle = self._oracle(payload)
-        return [oracle.test_batch(decode_queries(arrays[0])).astype(np.float64)], {}
-
-    @action(LOCAL_GRAPH)
-    def local_graph(self, payload: dict, arrays: list[np.ndarray]):
-        """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
-        oracle = self._oracle(payload)
-        depth = payload.get("max_depth")
-        text = payload.get("knowledge")
-        known = None if text is None else Knowledge.parse(text).matrix(payload["variables"])
-        result: PCResult | FCIResult
-        if payload["algorithm"] == "pc":
-            result = pc(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
-        elif payload["algorithm"] == "fci":
-            result = fci(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
-        else:
-            raise ProtocolError(
-                self.partition_id, f"unknown algorithm {payload['algorithm']!r}; expected pc|fci"
-            )
-        return [result.graph.marks.astype(np.int8)], {"tests": oracle.n_computed}
-
-    @action(RAW_DATA)
-    def raw_data(self, payload: dict, arrays: list[np.ndarray]):
-        """The whole local data set, encoded over the global levels (pooled reference only)."""
-        return [self._codes(payload).astype(np.int64)], {}
+class VotingClient(DiscreteClient):
+    """One site's data, for the voting baselines, ``local`` and ``pooled``."""

@@ -14,7 +14,7 @@ networks). Methods, all at alpha, ratio 0.4, max layer 6, chi2 tests:
   ``fedlcs[first_found]`` per other ``--sep-stops`` rule (``first_found`` stops a pair's
   separating-set search at the first level where a set was chosen);
 * ``lcs-avg`` / ``lcs-best`` (``fedlcs-local-avg`` / ``-best`` of the registered method
-  ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.lcs_baselines.lcs_local_summary`): the same
+  ``fedlcs-local``, :func:`~fedcausal_flwr.strategies.fedlcs.lcs_local_summary`): the same
   search run by each client alone on its rows; avg = mean over clients of the per-client target
   means; best = the client with the highest mean F1, chosen with the truth (an oracle; the
   paper's X-Best, Sec. 6.1.2, is not specific: docs/choices.md, FedLCS);
@@ -59,7 +59,7 @@ from fedcausal_flwr.discovery.lcs import full_graph  # noqa: E402
 from fedcausal_flwr.federation.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import NONE, Graph  # noqa: E402
 from fedcausal_flwr.metrics import local_metrics  # noqa: E402
-from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary  # noqa: E402
+from fedcausal_flwr.strategies.fedlcs import lcs_local_summary  # noqa: E402
 
 
 def fedpc_tests(result) -> int:

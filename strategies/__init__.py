@@ -4,6 +4,13 @@
 imports only the module of the method it runs (``registry.get_method``); listing every method
 (``known_methods()``, ``builtin_methods()``) imports them all. A test checks the map against what
 the modules register.
+
+No method module imports another's (a test reads the imports): what methods share has a module
+of its own that registers nothing: :mod:`.discrete` (the discrete-test methods' options and
+strategy base, the pooled oracle), :mod:`.layer_vote` (the layer-wise vote of fedpc-vote and
+FedECD), :mod:`.glm_tests` (fedCI's federated GLM tests, for fedci-pc/-fci and fedCI-IOD),
+:mod:`.shared_options` (options several methods declare alike) and :mod:`.base`. The client side
+mirrors it (``clients/discrete.py``, ``clients/glm_tests.py``, ``clients/base.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ BUILTIN_METHODS: dict[str, str] = {
     "notears-admm": "notears_admm",
     "fedcsl": "fedcsl",
     "fedlcs": "fedlcs",
-    "fedlcs-local": "lcs_baselines",
-    "lcs-pooled": "lcs_baselines",
+    "fedlcs-local": "fedlcs",
+    "lcs-pooled": "fedlcs",
     "rfcd": "rfcd",
     "fedci-pc": "fedci",
     "fedci-fci": "fedci",

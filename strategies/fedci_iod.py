@@ -41,7 +41,7 @@ action        payload               reply (per client)                          
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -59,14 +59,14 @@ from fedcausal_flwr.federation.disclosure import RAW
 from fedcausal_flwr.federation.inputs import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.protocol import Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.registry import for_variant, register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedci import LOCAL_LRT, RAW_ROWS
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
-from fedcausal_flwr.strategies import fedci
+from fedcausal_flwr.strategies import glm_tests
 
 LOG = logging.getLogger(__name__)
 POSSIBLE_DSEP = ("stable", "sequential", "off")
@@ -76,13 +76,13 @@ POSSIBLE_DSEP = ("stable", "sequential", "off")
 METHOD_OF_EVIDENCE = {"fedci": "fedci-iod", "fisher": "iod-fisher", "pooled": "iod-pooled"}
 
 
-class FedCIIODStrategy(fedci.FedCIStrategy):
+class FedCIIODStrategy(glm_tests.FedCIStrategy):
     """IOD on fedCI (``ci="fedci"``), Fisher-combined (``ci="fisher"``) or pooled
     (``ci="pooled"``) evidence."""
 
     name = "fedci-iod"
     #: fedCI's sources plus ``pooled``: the server runs the tests on the rows (iod-pooled)
-    ci_tests = (*fedci.CI_TESTS, "pooled")
+    ci_tests = (*glm_tests.CI_TESTS, "pooled")
 
     def __init__(
         self,
@@ -281,7 +281,7 @@ def _options(ci: str) -> OptionSet:
     drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules", "knowledge"}
     drop |= {"missing"}
     # fedCI's encoding option depends on its ci option, which IOD fixes per method
-    base = [replace(o, requires=None) for o in fedci.FEDCI_FCI_OPTIONS if o.name not in drop]
+    base = [replace(o, requires=None) for o in glm_tests.FEDCI_FCI_OPTIONS if o.name not in drop]
     if ci != "fedci":  # no GLM blocks travel
         base = [o for o in base if o.name not in ("encoding", "fixed_fraction_bits", "fixed_limbs")]
     iod_options = [
@@ -353,8 +353,8 @@ IOD_POOLED_OPTIONS = _options("pooled")
 #: fedci-iod: fedCI's GLM blocks (and local LRTs); iod-fisher: each site's own LRT p-values;
 #: iod-pooled: the sites' rows
 DISCLOSURES_OF_EVIDENCE = {
-    "fedci": fedci.DISCLOSURES,
-    "fisher": {LOCAL_LRT: fedci.DISCLOSURES[LOCAL_LRT]},
+    "fedci": glm_tests.DISCLOSURES,
+    "fisher": {LOCAL_LRT: glm_tests.DISCLOSURES[LOCAL_LRT]},
     "pooled": {RAW_ROWS: RAW},
 }
 OPTIONS_OF_EVIDENCE = {
@@ -401,20 +401,13 @@ def _make_client(partition_id, data, options):
     return FedCIIODClient(partition_id, data)
 
 
-def _for_evidence(
-    make: Callable[[Mapping[str, Any], str], FedCIIODStrategy], ci: str
-) -> Callable[[Mapping[str, Any]], FedCIIODStrategy]:
-    """``make`` for one evidence source, as registered (a lambda of this module)."""
-    return lambda options: make(options, ci)
-
-
 register_method(
     "fedci-iod",
-    _for_evidence(make_strategy, "fedci"),
+    for_variant(make_strategy, "fedci"),
     _make_client,
     options=FEDCI_IOD_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["fedci"],
-    secure=fedci.secure_support,
+    secure=glm_tests.secure_support,
     score=score_pag_list,
     score_view=SCORE_VIEW,
     paper="fedCI-IOD (Hahn et al.)",
@@ -423,7 +416,7 @@ register_method(
 )
 register_method(
     "iod-fisher",
-    _for_evidence(make_strategy, "fisher"),
+    for_variant(make_strategy, "fisher"),
     _make_client,
     options=IOD_FISHER_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["fisher"],
@@ -438,7 +431,7 @@ register_method(
 )
 register_method(
     "iod-pooled",
-    _for_evidence(make_strategy, "pooled"),
+    for_variant(make_strategy, "pooled"),
     _make_client,
     options=IOD_POOLED_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["pooled"],

@@ -61,16 +61,13 @@ intent), and its whole local DAG. No raw data, counts or p-values.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from fedcausal_flwr.discovery.bootstrap import (
     TIE_RULES,
-    break_cycles,
-    directed_part,
-    vote_directions,
+    voted_dag_marks,
 )
 from fedcausal_flwr.discovery.fedcsl import (
     VOTE_SCALE,
@@ -82,11 +79,11 @@ from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
-from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
+from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedcsl import LOCAL_DAG, NEIGHBOURS
-from fedcausal_flwr.strategies.fedecd import OPTIONS as FEDECD_OPTIONS
-from fedcausal_flwr.strategies.voting import DiscreteMethodStrategy, common_options
+from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy, common_options
 
 
 class FedCSLStrategy(DiscreteMethodStrategy):
@@ -208,24 +205,10 @@ class FedCSLStrategy(DiscreteMethodStrategy):
             )
         weights = [self.weights[r.client] for r in replies]
         votes = weighted_direction_votes(np.stack(dags).astype(np.uint8), weights)
-        voted = vote_directions(votes, self.tie_rule).astype(bool)
         self.votes = votes
-        if not self.allow_cycles:
-            repaired, self.dropped = break_cycles(voted, votes)
-            voted = repaired.astype(bool)
-        p = len(self.variables)
-        marks = np.zeros((p, p), dtype=np.int8)
-        one_way = directed_part(voted)
-        marks[one_way] = ARROW
-        marks[one_way.T] = TAIL
-        both = voted & voted.T
-        marks[both] = TAIL
+        marks, self.dropped, undirected = voted_dag_marks(votes, self.tie_rule, self.allow_cycles)
         self.graph = Graph(tuple(self.variables), marks, "DAG")
-        self.annotate(
-            edges=self.graph.n_edges(),
-            undirected=int(np.triu(both).sum()),
-            dropped=len(self.dropped),
-        )
+        self.annotate(edges=self.graph.n_edges(), undirected=undirected, dropped=len(self.dropped))
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
@@ -282,11 +265,6 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         return split_by_graph(self.variables, share, np.any(listed, axis=0), adjacency)
 
 
-def _fedecd_option(name: str, **changes: Any):
-    """One of FedECD's hill-climbing / merge options (the same code base and defaults)."""
-    return replace(FEDECD_OPTIONS[name], **changes)
-
-
 OPTIONS = common_options(
     alpha=0.01,
     test="g2",
@@ -299,24 +277,24 @@ OPTIONS = common_options(
         "reliability": "the code's n / prod(arities) >= 5",
     },
 ).extend(
-    _fedecd_option(
+    shared.dag_vote_option(
         "tie_rule",
         help="a weighted direction tie: leave the edge undirected (order-independent), or make "
         "the lower or higher (the code) index the parent",
         paper="higher_parent in the code (>=)",
         why="the code's rule makes the graph depend on the column order",
     ),
-    _fedecd_option(
+    shared.dag_vote_option(
         "allow_cycles",
         help="keep directed cycles of the weighted merge (false: drop the weakest-weighted "
         "edge on each)",
         paper="true (the code does not remove cycles)",
     ),
-    _fedecd_option("ess"),
-    _fedecd_option("structure_prior"),
-    _fedecd_option("tabu_length"),
-    _fedecd_option("max_barren"),
-    _fedecd_option("lower_triangle_compat"),
+    shared.dag_vote_option("ess"),
+    shared.dag_vote_option("structure_prior"),
+    shared.dag_vote_option("tabu_length"),
+    shared.dag_vote_option("max_barren"),
+    shared.dag_vote_option("lower_triangle_compat"),
 )
 
 

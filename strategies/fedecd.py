@@ -83,20 +83,18 @@ import numpy as np
 from fedcausal_flwr.discovery.bootstrap import (
     EVIDENCE_RULES,
     TIE_RULES,
-    break_cycles,
-    directed_part,
-    vote_directions,
+    voted_dag_marks,
 )
 from fedcausal_flwr.federation.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
-from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
+from fedcausal_flwr.graphs.graph import ARROW, Graph
 from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.fedpc_vote import LayerwiseVoteStrategy
-from fedcausal_flwr.strategies.voting import common_options
+from fedcausal_flwr.strategies.discrete import common_options
+from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy
 
 STOP_RULES = ("levels", "no_removal")
 
@@ -280,23 +278,10 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 )
             votes += graph
             self.score_seconds[str(r.client)] = float(r.meta.get("score_seconds", 0.0))
-        voted = vote_directions(votes, self.tie_rule).astype(bool)
         self.votes = votes
-        if not self.allow_cycles:
-            voted, self.dropped = break_cycles(voted, votes)
-            voted = voted.astype(bool)
-        marks = np.zeros((p, p), dtype=np.int8)
-        one_way = directed_part(voted)
-        marks[one_way] = ARROW
-        marks[one_way.T] = TAIL
-        both = voted & voted.T
-        marks[both] = TAIL
+        marks, self.dropped, undirected = voted_dag_marks(votes, self.tie_rule, self.allow_cycles)
         self.graph = Graph(tuple(self.variables), marks, "DAG")
-        self.annotate(
-            edges=self.graph.n_edges(),
-            undirected=int(np.triu(both).sum()),
-            dropped=len(self.dropped),
-        )
+        self.annotate(edges=self.graph.n_edges(), undirected=undirected, dropped=len(self.dropped))
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
@@ -389,65 +374,7 @@ OPTIONS = common_options(
         paper="no_removal (the paper's text); levels in the code",
         why="the authors' experiments ran the code's rule",
     ),
-    Option(
-        "tie_rule",
-        "str",
-        "undirected",
-        "a direction vote tie: leave the edge undirected (order-independent), or make the lower "
-        "(paper) or higher (code) index the parent",
-        choices=TIE_RULES,
-        paper="lower_parent (Eq. 9); higher_parent in the code",
-        why="both index rules make the graph depend on the column order "
-        "(experiments/fedecd_order.py)",
-    ),
-    Option(
-        "allow_cycles",
-        "bool",
-        False,
-        "keep directed cycles of the voted graph (false: drop the weakest-voted edge on each)",
-        paper="true (the paper does not remove cycles)",
-        why="the result is a DAG-kind graph; a directed cycle is no DAG",
-    ),
-    Option(
-        "ess",
-        "float",
-        10.0,
-        "BDeu equivalent sample size",
-        minimum=0.0,
-        min_exclusive=True,
-        paper="10 in the code",
-    ),  # fmt: skip
-    Option(
-        "structure_prior",
-        "bool",
-        True,
-        "add the reference's ln(1 / (ESS + 1)) per parent to the BDeu score",
-        paper="true in the code",
-    ),
-    Option(
-        "tabu_length",
-        "int",
-        100,
-        "tabu list length of the hill climbing",
-        minimum=0,
-        paper="100 in the code",
-    ),  # fmt: skip
-    Option(
-        "max_barren",
-        "int",
-        15,
-        "stop the hill climbing after this many moves without improvement",
-        minimum=0,
-        paper="15 in the code",
-    ),
-    Option(
-        "lower_triangle_compat",
-        "bool",
-        False,
-        "emulate the code's lower-triangle search space quirk (CPM)",
-        paper="true in the code",
-        why="the quirk forbids half of the orientations; kept for reproducing the code",
-    ),
+    *shared.DAG_VOTE,
     shared.seed("seed of the bootstrap resamples"),
 )
 

@@ -1,4 +1,5 @@
-"""Options several methods declare alike (CI level, test, depth, reliability, seed, FCI engine).
+"""Options several methods declare alike (CI level, test, depth, reliability, seed, FCI engine,
+the DAG vote).
 
 Each method's :class:`~fedcausal_flwr.options.OptionSet` is written next to its strategy from these
 builders, with the method's own default and the paper's value where the paper gives one.
@@ -7,14 +8,15 @@ builders, with the method's own default and the paper's value where the paper gi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from fedcausal_flwr.discovery.pc import knowledge_supported
+from fedcausal_flwr.discovery.bootstrap import TIE_RULES
+from fedcausal_flwr.discovery.pc import COLLIDER_RULES, knowledge_supported
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.options import Option, say, seed_option, spell
 
 DISCRETE_TESTS = ("chi2", "g2")
-COLLIDER_RULES = ("causallearn", "standard", "conservative", "majority")
 POSSIBLE_DSEP = ("sequential", "stable", "off")
 FCI_RULES = ("zhang", "causallearn")
 
@@ -304,3 +306,74 @@ def missing() -> Option:
         paper="complete data (the papers do not treat missing values)",
         why="a gap in the data is refused unless the user chooses how to delete it",
     )
+
+
+#: The DAG vote and BDeu hill climbing of FedECD and FedCSL (one code base, the same defaults; a
+#: method may reword an option's help or paper note for its paper)
+DAG_VOTE: tuple[Option, ...] = (
+    Option(
+        "tie_rule",
+        "str",
+        "undirected",
+        "a direction vote tie: leave the edge undirected (order-independent), or make the lower "
+        "(paper) or higher (code) index the parent",
+        choices=TIE_RULES,
+        paper="lower_parent (Eq. 9); higher_parent in the code",
+        why="both index rules make the graph depend on the column order "
+        "(experiments/fedecd_order.py)",
+    ),
+    Option(
+        "allow_cycles",
+        "bool",
+        False,
+        "keep directed cycles of the voted graph (false: drop the weakest-voted edge on each)",
+        paper="true (the paper does not remove cycles)",
+        why="the result is a DAG-kind graph; a directed cycle is no DAG",
+    ),
+    Option(
+        "ess",
+        "float",
+        10.0,
+        "BDeu equivalent sample size",
+        minimum=0.0,
+        min_exclusive=True,
+        paper="10 in the code",
+    ),  # fmt: skip
+    Option(
+        "structure_prior",
+        "bool",
+        True,
+        "add the reference's ln(1 / (ESS + 1)) per parent to the BDeu score",
+        paper="true in the code",
+    ),
+    Option(
+        "tabu_length",
+        "int",
+        100,
+        "tabu list length of the hill climbing",
+        minimum=0,
+        paper="100 in the code",
+    ),  # fmt: skip
+    Option(
+        "max_barren",
+        "int",
+        15,
+        "stop the hill climbing after this many moves without improvement",
+        minimum=0,
+        paper="15 in the code",
+    ),
+    Option(
+        "lower_triangle_compat",
+        "bool",
+        False,
+        "emulate the code's lower-triangle search space quirk (CPM)",
+        paper="true in the code",
+        why="the quirk forbids half of the orientations; kept for reproducing the code",
+    ),
+)
+
+
+def dag_vote_option(name: str, **changes: Any) -> Option:
+    """One of :data:`DAG_VOTE`, with ``changes`` (help, paper, why) for a method's paper."""
+    (option,) = [o for o in DAG_VOTE if o.name == name]
+    return replace(option, **changes)

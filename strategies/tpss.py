@@ -121,7 +121,7 @@ from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
-from fedcausal_flwr.strategies.voting import TESTS
+from fedcausal_flwr.strategies.discrete import TESTS
 
 METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
 POSSIBLE_DSEP = shared.POSSIBLE_DSEP

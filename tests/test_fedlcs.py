@@ -142,7 +142,7 @@ def test_local_search_matches_federation_with_one_client():
     frame = net.sample(3000, seed=3)
     two = [frame, frame]  # two identical clients vote as one (a vote needs two)
     result = run_method("fedlcs", two, {"target": "either", "test": "g2"}, backend="inprocess")
-    from fedcausal_flwr.clients.fedc2sl import encode_columns
+    from fedcausal_flwr.clients.base import encode_columns
     from fedcausal_flwr.stats.oracles import DiscreteOracle
 
     levels = {v: sorted(frame[v].unique().tolist()) for v in net.variables}
@@ -231,7 +231,7 @@ def incident(extra):
 
 def test_one_client_baselines_equal_fedlcs(alarm_rows):
     """With one client, per-client search, pooled search and the federation are the same run."""
-    from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary
+    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
 
     net, frame = alarm_rows
     options = {"target": ",".join(BASELINE_TARGETS)}
@@ -253,11 +253,11 @@ def test_one_client_baselines_equal_fedlcs(alarm_rows):
 def test_baselines_on_alarm_with_three_clients(alarm_rows):
     """fedlcs-local: each client's graphs are its own local search; lcs-pooled: the search on the
     union of the rows, after a raw_data round (labelled not private)."""
-    from fedcausal_flwr.clients.fedc2sl import encode_columns
+    from fedcausal_flwr.clients.base import encode_columns
     from fedcausal_flwr.data.partition import split_iid
     from fedcausal_flwr.graphs.graph import Graph
     from fedcausal_flwr.stats.oracles import DiscreteOracle
-    from fedcausal_flwr.strategies.lcs_baselines import lcs_local_summary
+    from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
 
     net, frame = alarm_rows
     names = list(net.variables)

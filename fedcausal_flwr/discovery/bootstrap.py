@@ -21,6 +21,7 @@ from itertools import combinations
 
 import numpy as np
 
+from fedcausal_flwr.graphs.graph import ARROW, TAIL
 from fedcausal_flwr.stats.oracle import Query, normalise_query
 
 EVIDENCE_RULES = ("union", "larger_index")
@@ -167,6 +168,28 @@ def directed_part(graph: np.ndarray) -> np.ndarray:
     """The one-way entries of a 0/1 direction matrix (undirected pairs removed)."""
     graph = np.asarray(graph, dtype=bool)
     return graph & ~graph.T
+
+
+def voted_dag_marks(
+    votes: np.ndarray, tie_rule: str, allow_cycles: bool
+) -> tuple[np.ndarray, list[tuple[int, int]], int]:
+    """The merged graph of direction ``votes`` as endpoint marks, the one merge step of the
+    methods that vote DAGs (FedECD, FedCSL): :func:`vote_directions` by ``tie_rule``; unless
+    ``allow_cycles``, the weakest edges on directed cycles dropped (:func:`break_cycles`); a
+    one-way pair an arrow, a pair voted both ways undirected (tail-tail). Returns the marks, the
+    dropped ``(i, j)`` and the number of undirected pairs."""
+    voted = vote_directions(votes, tie_rule).astype(bool)
+    dropped: list[tuple[int, int]] = []
+    if not allow_cycles:
+        repaired, dropped = break_cycles(voted, votes)
+        voted = repaired.astype(bool)
+    marks = np.zeros(voted.shape, dtype=np.int8)
+    one_way = directed_part(voted)
+    marks[one_way] = ARROW
+    marks[one_way.T] = TAIL
+    both = voted & voted.T
+    marks[both] = TAIL
+    return marks, dropped, int(np.triu(both).sum())
 
 
 def break_cycles(graph: np.ndarray, votes: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:

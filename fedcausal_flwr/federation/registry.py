@@ -245,6 +245,21 @@ def register_method(
     return spec
 
 
+def for_variant(
+    make: Callable[[Mapping[str, Any], str], Any], variant: str
+) -> Callable[[Mapping[str, Any]], Any]:
+    """``make`` for one variant (an algorithm, a kind of evidence), as registered under the
+    variant's own name. The registry tells a built-in method by its factory's module, so the
+    factory carries ``make``'s."""
+
+    def factory(options: Mapping[str, Any]) -> Any:
+        return make(options, variant)
+
+    factory.__module__ = make.__module__
+    factory.__qualname__ = f"{make.__qualname__}[{variant}]"
+    return factory
+
+
 def _signature(spec: MethodSpec) -> tuple:
     """Identity of a registration by where its callables live (re-imports register again)."""
     make_data = None if spec.make_data is None else _origin(spec.make_data)

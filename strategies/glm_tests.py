@@ -1,0 +1,495 @@
+"""fedCI's federated CI tests, owned by no method: a likelihood-ratio test of two nested GLMs
+fitted by federated IRLS (the clients' summed blocks), or Fisher's combination of the clients'
+own p-values, inside the batched PC/FCI engine (Flower-free).
+
+``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`, whose docstring holds the
+wire protocol) run :class:`FedCIStrategy` as it is; fedCI-IOD
+(:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
+Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`), disclosures and SecAgg+
+support are declared here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.data.inputs import Fix, InputError
+from fedcausal_flwr.data.schema import Schema, VariableSpec
+from fedcausal_flwr.discovery.driver import StepRunner, with_cache
+from fedcausal_flwr.discovery.fci import fci_steps
+from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
+from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
+from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
+from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.protocols.fedci import (
+    FIXED_FRACTION_BITS,
+    FIXED_LIMBS,
+    GLM,
+    LOCAL_LRT,
+    decode_fixed,
+    digit_bits,
+    model_row,
+)
+from fedcausal_flwr.stats.glm import (
+    SITE_EFFECTS,
+    CITestResult,
+    NewtonState,
+    fisher_combine,
+    new_state,
+    packed_size,
+    result_from_states,
+    test_models,
+)
+from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.base import ProtocolStrategy
+
+ALGORITHMS = ("pc", "fci")
+ENCODINGS = ("auto", "float", "fixed")
+CI_TESTS = ("fedci", "fisher")
+
+
+#: What to do about variables whose kind the dtypes do not tell (the ``schema`` option).
+SCHEMA_FIX = Fix("declare the variable kinds with {}", (("schema", "FILE"),))
+
+
+def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Schema:
+    """Kinds from the hello dtypes, levels as the union (see the module docstring); ``door``
+    spells the option of the fix in an error."""
+    specs: dict[str, VariableSpec] = {}
+    for pid in sorted(info):
+        for col in info[pid].columns:
+            dtype = info[pid].dtypes[col]
+            if dtype.lower().startswith("float"):
+                kind, levels = "continuous", None
+            elif dtype.lower().startswith("bool"):
+                kind, levels = "binary", (False, True)
+            else:
+                reported = info[pid].levels.get(col)
+                if reported is None:
+                    raise InputError(
+                        f"(dtype {dtype}) reports no level set (too many distinct values)",
+                        client=pid,
+                        column=col,
+                        fix=SCHEMA_FIX,
+                        door=door,
+                    )
+                kind = "categorical"
+                # (no levels if another client's column is continuous: the kind check says so)
+                old = (specs[col].levels or ()) if col in specs else ()
+                levels = tuple(sorted(set(old) | set(reported), key=str))
+            if col in specs and specs[col].kind != kind:
+                raise InputError(
+                    f"is {kind} at client {pid} but {specs[col].kind} at an earlier client",
+                    column=col,
+                    fix=SCHEMA_FIX,
+                    door=door,
+                )
+            specs[col] = VariableSpec(col, kind, levels)
+    return Schema(tuple(specs.values()))
+
+
+class FedCIStrategy(ProtocolStrategy):
+    """fedCI-PC (``algorithm="pc"``) or fedCI-FCI (``algorithm="fci"``) on mixed data."""
+
+    name = "fedci"
+    #: the evidence sources this strategy serves (``ci``)
+    ci_tests: tuple[str, ...] = CI_TESTS
+
+    def __init__(
+        self,
+        algorithm: str = "pc",
+        alpha: float = 0.05,
+        max_depth: int | None = None,
+        site_effect: str = "none",
+        ridge: float = 0.0,
+        tol: float = 1e-5,
+        max_iter: int = 25,
+        schema: Schema | str | None = None,
+        engine_options: dict[str, Any] | None = None,
+        encoding: str = "auto",
+        fixed_fraction_bits: int = FIXED_FRACTION_BITS,
+        fixed_limbs: int = FIXED_LIMBS,
+        ci: str = "fedci",
+        max_categories: int = 20,
+        missing: str = "error",
+    ):
+        super().__init__()
+        if missing not in shared.MISSING_MODES:
+            raise ValueError(f"unknown missing {missing!r}; expected one of {shared.MISSING_MODES}")
+        self.missing = missing
+        if ci not in self.ci_tests:
+            raise ValueError(f"unknown ci {ci!r}; use one of {self.ci_tests}")
+        self.ci = ci
+        self.max_categories = int(max_categories)
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}; use one of {ENCODINGS}")
+        if not 0 <= fixed_fraction_bits <= 60 or not 1 <= fixed_limbs <= 8:
+            raise ValueError(
+                f"fixed point needs 0 <= fixed_fraction_bits <= 60 and 1 <= fixed_limbs <= 8, got "
+                f"{fixed_fraction_bits} and {fixed_limbs}"
+            )
+        self.encoding = encoding
+        self.fixed_fraction_bits, self.fixed_limbs = int(fixed_fraction_bits), int(fixed_limbs)
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        if site_effect not in SITE_EFFECTS:
+            raise ValueError(f"unknown site_effect {site_effect!r}; use one of {SITE_EFFECTS}")
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        self.name = f"fedci-{algorithm}"
+        self.algorithm, self.alpha, self.max_depth = algorithm, float(alpha), max_depth
+        self.site_effect, self.ridge = site_effect, float(ridge)
+        self.fit_options = {"tol": float(tol), "max_iter": int(max_iter)}
+        self.schema = Schema.from_json(schema) if isinstance(schema, str) else schema
+        self.engine_options = dict(engine_options or {})
+        self.cache: dict[Query, float] = {}
+        self.tests: dict[Query, CITestResult] = {}
+        self.runner: StepRunner | None = None
+        self.batches: list[dict] = []
+        self._fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
+        self._rounds_in_batch = 0
+        self._names: list[str] = []
+
+    # ------------------------------------------------------------------ set-up
+    def input_needs(self) -> InputNeeds:
+        """The same variables at every site; without a schema each column's kind comes from the
+        dtypes, so it must be the same everywhere; Fisher's baseline tests on each client's rows."""
+        local = self.ci == "fisher"
+        if self.schema is not None:
+            return InputNeeds(values="any", local_tests=local, missing=self.missing)
+        return InputNeeds(
+            values="mixed", local_tests=local, kind_fix=SCHEMA_FIX, missing=self.missing
+        )
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        """The schema: inferred from the reports, or the given one, which must name every column."""
+        if self.schema is None:
+            self.schema = schema_from_hello(info, self.door)
+        names = self.schema.names
+        for pid in sorted(info):
+            unknown = [c for c in info[pid].columns if c not in names]
+            if unknown:
+                raise InputError(
+                    f"has columns {unknown} that the schema does not declare",
+                    client=pid,
+                    fix="declare them in the schema or drop them",
+                    door=self.door,
+                )
+        for spec in self.schema:
+            if spec.kind in ("categorical", "ordinal") and spec.card > self.max_categories:
+                raise ValueError(
+                    f"column {spec.name!r} has {spec.card} levels; fedCI's {spec.kind} models "
+                    f"take at most max_categories={self.max_categories} (each level adds a "
+                    f"block of coefficients to every model it enters). Drop or recode the "
+                    f"column, or raise the cap: --max-categories {spec.card} (Python: "
+                    f"max_categories={spec.card})"
+                )
+
+    def _start(self) -> StepRunner:
+        assert self.schema is not None  # validate_clients has set it
+        self._names = list(self.schema.names)
+        if self.encoding == "auto":
+            self.encoding = "fixed" if self.secure_mode else "float"
+        if self.encoding == "float" and self.secure_mode:
+            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
+        if self.algorithm == "pc":
+            steps = pc_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
+        else:
+            steps = fci_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
+        self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
+
+    def _open_batch(self, queries: list[Query], schema: Schema) -> None:
+        self._fits = []
+        self._rounds_in_batch = 0
+        for query in queries:
+            x, y, s = (self._names[query[0]], self._names[query[1]],
+                       [self._names[v] for v in query[2]])  # fmt: skip
+            needed = [x, y, *s]
+            clients = tuple(
+                pid
+                for pid in self.alive_clients
+                if set(needed) <= set(self.client_info[pid].columns)
+            )
+            if not clients:
+                raise ValueError(
+                    f"CI test {x} _||_ {y} | {s}: no client observes all of {needed}; the engine "
+                    "asked a test the federation cannot answer"
+                )
+            testwise = self.missing == "testwise"
+            models = test_models(x, y, s, self.site_effect, clients, testwise)
+            states = [new_state(m, schema, self.ridge, **self.fit_options) for m in models]
+            if self.encoding == "fixed":  # quantisation must not look like a worse fit
+                noise = 16.0 * len(self.alive_clients) * 2.0**-self.fixed_fraction_bits
+                for state in states:
+                    state.objective_noise = noise
+            self._fits.append((query, states, clients))
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        runner = self.runner if self.runner is not None else self._start()
+        queries = runner.pending
+        if queries is None:  # the search has finished
+            return None
+        assert self.schema is not None  # validate_clients has set it
+        if self.ci == "fisher":
+            return self._fisher_request(queries, self.schema)
+        if not self._fits:
+            self._open_batch(queries, self.schema)
+        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+        payload = {
+            "schema": self.schema.to_json(),
+            "missing": self.missing,
+            "models": [model_row(s.model) for s in pending],
+        }
+        betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
+        if self.encoding == "fixed":
+            payload["fixed"] = list(self._fixed_format())
+            return Request(GLM, payload, arrays=[betas], secure=True)
+        return Request(GLM, payload, arrays=[betas])
+
+    def _fixed_format(self) -> tuple[int, int, int]:
+        return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
+
+    def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
+        rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
+                for q in queries]  # fmt: skip
+        payload = {"schema": schema.to_json(), "tests": rows, "ridge": self.ridge,
+                   "missing": self.missing, **self.fit_options}  # fmt: skip
+        return Request(LOCAL_LRT, payload, nan_ok=True)
+
+    def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
+        local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
+        sizes = np.vstack([np.asarray(r.arrays[1], dtype=np.int64) for r in replies])
+        pids = [r.client for r in replies]
+        pvalues = []
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
+        for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, request.payload["tests"],
+                                                   strict=True)):  # fmt: skip
+            took_part = np.isfinite(local[:, i])
+            if not took_part.any():
+                raise ValueError(f"CI test {x} _||_ {y} | {s}: no client observes all of them")
+            stat, df, p = fisher_combine(local[took_part, i])
+            clients = tuple(pid for pid, ok in zip(pids, took_part, strict=True) if ok)
+            n = int(sizes[took_part, i].sum())
+            self.tests[query] = CITestResult(x, y, tuple(s), p, float("nan"), float("nan"), stat,
+                                             stat, df, df, clients, n, 1)  # fmt: skip
+            pvalues.append(p)
+        self.batches.append({"round": self.current_round, "tests": len(pvalues), "rounds": 1})
+        self.annotate(batch=len(self.batches) - 1, tests=len(pvalues))
+        self.runner.answer(np.asarray(pvalues, dtype=float))
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == LOCAL_LRT:
+            self._handle_fisher(request, replies)
+            return
+        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+        total: np.ndarray | None = None
+        if request.secure:
+            (summed,) = replies
+            total = decode_fixed(summed.arrays[0], *request.payload["fixed"])
+        for reply in replies if not request.secure else []:  # partition order: deterministic
+            vec = np.asarray(reply.arrays[0], dtype=np.float64)
+            total = vec if total is None else total + vec
+        assert total is not None  # a round has at least one reply
+        offset = 0
+        for s in pending:
+            size = packed_size(s.n_params)
+            s.update(total[offset : offset + size])
+            offset += size
+        self._rounds_in_batch += 1
+        self.annotate(batch=len(self.batches), models=len(pending))
+        if any(not s.done for _, states, _ in self._fits for s in states):
+            return
+        pvalues = []
+        assert self.schema is not None and self.runner is not None  # set by next_request
+        for query, states, clients in self._fits:
+            x, y = self._names[query[0]], self._names[query[1]]
+            cond = [self._names[v] for v in query[2]]
+            res = result_from_states(
+                x, y, cond, states, self.schema, clients, self._rounds_in_batch
+            )
+            self.tests[query] = res
+            pvalues.append(res.p_value)
+        self.batches.append(
+            {"round": self.current_round, "tests": len(self._fits), "rounds": self._rounds_in_batch}
+        )
+        self.annotate(tests=len(self._fits))  # the round that decides the batch's tests
+        self._fits = []
+        self.runner.answer(np.asarray(pvalues, dtype=float))
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        # A batch restarts with the survivors so no model mixes client sets.
+        if self._fits:
+            self._fits = []
+            self.retract_request()
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
+        result = self.runner.result
+        names = result.graph.names
+        return {
+            "graph": result.graph,
+            "variables": list(names),
+            **search_evidence(result),
+            **self.missing_report(self.missing),
+            **self.test_report(),
+        }
+
+    def test_report(self) -> dict:
+        """The result fields on the CI tests this run asked (shared by fedCI's subclasses)."""
+        return {
+            "tests": len(self.cache),
+            "batches": self.batches,
+            "ci_tests": [
+                {
+                    "x": r.x,
+                    "y": r.y,
+                    "given": list(r.given),
+                    "p_value": r.p_value,
+                    "df": list(r.df),
+                    "clients": list(r.clients),
+                    "n": r.n,
+                }  # fmt: skip
+                for r in self.tests.values()
+            ],
+        }
+
+
+def schema_value(value: Any) -> str:
+    """A schema option as Schema JSON: a :class:`Schema`, its JSON text, or a JSON file's path."""
+    if isinstance(value, Schema):
+        return value.dumps()
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a schema (JSON text or a JSON file), got {value!r}")
+    text = value.strip()
+    if not text.startswith("{"):
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{text!r} is neither schema JSON nor an existing file")
+        text = path.read_text()
+    try:
+        return Schema.from_json(text).dumps()
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a valid schema: {err}") from None
+
+
+def _options(algorithm: str) -> OptionSet:
+    engine = shared.search_engine(algorithm)
+    return OptionSet(
+        (
+            Option(
+                "ci",
+                "str",
+                "fedci",
+                "CI test: federated IRLS likelihood-ratio tests equal to the pooled GLM tests "
+                "(fedci), or Fisher's combination of the clients' local tests (fisher)",
+                choices=CI_TESTS,
+                paper="fedci; fisher is the paper's meta-analysis baseline",
+            ),
+            shared.alpha(0.05, paper="0.05"),
+            shared.max_depth(),
+            Option(
+                "site_effect",
+                "str",
+                "none",
+                "client (site) effects in the GLMs: none, fixed site dummies in every model "
+                "(fedCI), or private per-site intercepts that never leave the client",
+                choices=SITE_EFFECTS,
+                paper="fixed (fedCI in the paper); private (coordinate ascent) in the code",
+                why="without site differences the test is exactly the pooled GLM test and the "
+                "server learns no site coefficients; choose fixed or private for heterogeneous "
+                "sites",
+            ),
+            Option(
+                "ridge",
+                "float",
+                0.0,
+                "ridge penalty of the IRLS steps",
+                minimum=0.0,
+                paper="1e-4 in the authors' code",
+                why="unpenalised fits equal statsmodels' pooled GLM exactly",
+            ),  # fmt: skip
+            Option(
+                "tol",
+                "float",
+                1e-5,
+                "IRLS stops when the log-likelihood changes less",
+                minimum=0.0,
+                min_exclusive=True,
+                paper="1e-5",
+            ),  # fmt: skip
+            Option(
+                "max_iter", "int", 25, "IRLS iterations per model at most", minimum=1, paper="25"
+            ),  # fmt: skip
+            Option(
+                "schema",
+                "str",
+                None,
+                "variable kinds (continuous, binary, ordinal, categorical): Schema JSON or a "
+                "JSON file; without it kinds come from the dtypes (ordinal needs a schema)",
+                nullable=True,
+                convert=schema_value,
+            ),
+            Option(
+                "encoding",
+                "str",
+                "auto",
+                "how GLM blocks travel: float64, or fixed-point digits that SecAgg+ sums exactly "
+                "(auto: fixed in a secure run)",
+                choices=ENCODINGS,
+                requires=("ci", ("fedci",)),
+            ),
+            Option(
+                "max_categories",
+                "int",
+                20,
+                "largest number of levels of a categorical or ordinal variable (each level adds "
+                "a block of coefficients to every model it enters; a column over the cap is "
+                "refused before the first round)",
+                minimum=2,
+            ),
+            Option(
+                "fixed_fraction_bits",
+                "int",
+                FIXED_FRACTION_BITS,
+                "fraction bits f of the fixed-point encoding",
+                minimum=0,
+                maximum=60,
+            ),  # fmt: skip
+            Option(
+                "fixed_limbs",
+                "int",
+                FIXED_LIMBS,
+                "digits L per value of the fixed-point encoding",
+                minimum=1,
+                maximum=8,
+            ),  # fmt: skip
+            shared.missing(),
+            *engine,
+        ),
+        checks=(shared.search_engine_problem,),
+    )
+
+
+FEDCI_PC_OPTIONS = _options("pc")
+FEDCI_FCI_OPTIONS = _options("fci")
+#: what each action discloses: GLM blocks are sums (through SecAgg+ in a secure run); the
+#: Fisher baseline (ci=fisher) collects each client's own p-values
+DISCLOSURES = {GLM: SUM, LOCAL_LRT: PER_CLIENT}
+
+
+def secure_support(options: Mapping[str, Any]) -> str | None:
+    """The GLM blocks travel as fixed-point digits in a secure run; local p-values cannot."""
+    if options.get("ci") == "fisher":
+        return "Fisher's combination collects each client's p-values, which cannot be summed"
+    if options.get("encoding") == "float":
+        return "encoding=float sends float64 blocks; use encoding=fixed (or auto) with SecAgg+"
+    return None

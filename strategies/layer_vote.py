@@ -1,0 +1,131 @@
+"""The layer-wise vote, owned by no method: ``fedpc-vote`` and FedECD both build their skeleton
+with it (Flower-free).
+
+At each level ``l = 0, 1, ...`` every client prunes the broadcast skeleton once with conditioning
+sets of size ``l`` on its own rows (action ``prune``, :mod:`~fedcausal_flwr.protocols.voting`)
+and the server keeps a pair that at least ``ratio`` of the clients kept
+(:func:`vote_threshold`, exact; FedLCS's vote uses the same threshold).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.protocols.voting import PRUNE
+from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy
+
+
+def vote_threshold(ratio: float | str | Fraction, n_clients: int) -> int:
+    """Smallest vote count with ``votes >= ratio * n_clients`` (exact: ratio read as a decimal)."""
+    exact = Fraction(str(ratio)) if not isinstance(ratio, Fraction) else ratio
+    if not 0 < exact <= 1:
+        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
+    if n_clients < 1:
+        raise ValueError(f"need at least one client, got {n_clients}")
+    return math.ceil(exact * n_clients)
+
+
+def kept_skeleton(reply: Reply, before: np.ndarray) -> np.ndarray:
+    """A client's reply to ``prune``: its kept skeleton, checked (0/1, symmetric, no new edges)."""
+    kept = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+    if kept.shape != before.shape or not np.isin(kept, (0, 1)).all():
+        raise ClientProtocolError(
+            f"client {reply.client} sent a kept skeleton of shape {kept.shape}, expected a "
+            f"0/1 matrix of shape {before.shape}"
+        )
+    kept = kept.astype(bool)
+    if np.any(kept != kept.T) or np.any(kept & ~before):
+        raise ClientProtocolError(
+            f"client {reply.client} sent a kept skeleton that is not symmetric or adds edges "
+            "absent from the broadcast skeleton"
+        )
+    return kept
+
+
+@dataclass(frozen=True)
+class LayerVote:
+    """One layer's outcome: the skeleton before, each client's kept skeleton, the votes per
+    pair, the vote threshold and the skeleton after."""
+
+    before: np.ndarray
+    kept: list[np.ndarray]
+    votes: np.ndarray
+    threshold: int
+    after: np.ndarray
+
+    @property
+    def lost(self) -> np.ndarray:
+        """Pairs ``(x < y)`` that lost the vote, as an int64 ``(n, 2)`` array."""
+        return np.argwhere(np.triu(self.before & ~self.after, k=1)).astype(np.int64)
+
+
+class LayerwiseVoteStrategy(DiscreteMethodStrategy):
+    """The layer loop shared by ``fedpc-vote`` and FedECD: levels ``l = 0, 1, ...``; at each,
+    every client prunes the broadcast skeleton once with conditioning sets of size ``l``
+    (action ``prune``) and the server keeps an edge with enough votes. A layer is due while
+    ``l <= max_depth`` and some node has more than ``l`` neighbours."""
+
+    def __init__(self, **common: Any):
+        super().__init__(**common)
+        self.adjacency: np.ndarray | None = None
+        self.level = 0
+        self.phase = "skeleton"
+        self.layers: list[dict] = []
+        #: per pair, the share of clients keeping it at its last vote and that vote's level
+        self.vote_share: np.ndarray | None = None
+        self.vote_level: np.ndarray | None = None
+
+    def start_skeleton(self) -> None:
+        """After hello: the complete graph over the common variables."""
+        if self.adjacency is None:
+            self.start()
+            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+
+    def layer_due(self) -> bool:
+        if self.max_depth is not None and self.level > self.max_depth:
+            return False
+        assert self.adjacency is not None  # start_skeleton has run
+        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
+
+    def prune_request(self) -> Request:
+        assert self.adjacency is not None  # start_skeleton has run
+        payload = {**self.base_payload(), "level": self.level}
+        return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
+
+    def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
+        """The clients' kept skeletons (checked) and the skeleton that keeps ``ratio`` of votes."""
+        before = self.adjacency
+        assert before is not None  # start_skeleton has run
+        kept = [kept_skeleton(r, before) for r in replies]
+        # asarray: numpy's stubs allow a scalar for a sum over axis 0
+        votes = np.asarray(np.sum(kept, axis=0, dtype=np.int64))
+        threshold = vote_threshold(ratio, len(replies))
+        if self.vote_share is None or self.vote_level is None:
+            self.vote_share = np.full(before.shape, np.nan)
+            self.vote_level = np.full(before.shape, -1, dtype=np.int64)
+        self.vote_share[before] = votes[before] / len(replies)
+        self.vote_level[before] = self.level
+        return LayerVote(before, kept, votes, threshold, before & (votes >= threshold))
+
+    def edge_votes(self) -> dict[str, list[list]]:
+        """Each voted pair's confidence, by name: the share of clients that kept it at the layer
+        that decided it: ``kept`` edges ``[x, y, share]`` at their last layer, ``removed`` pairs
+        ``[x, y, share, level]`` at the layer that removed them (the share fell below ratio)."""
+        if self.vote_share is None or self.vote_level is None or self.adjacency is None:
+            return {"kept": [], "removed": []}
+        names, share, level = self.variables, self.vote_share, self.vote_level
+        rows, cols = np.nonzero(np.triu(level >= 0, k=1))
+        kept: list[list] = []
+        removed: list[list] = []
+        for a, b in zip(rows.tolist(), cols.tolist(), strict=True):
+            if self.adjacency[a, b]:
+                kept.append([names[a], names[b], float(share[a, b])])
+            else:
+                removed.append([names[a], names[b], float(share[a, b]), int(level[a, b])])
+        return {"kept": kept, "removed": removed}
