@@ -50,6 +50,8 @@ def data_of(method: str) -> list[tuple[str, dict[str, Any]]]:
     if method in OVERLAP_METHODS:
         out.append(("asia-overlap-3000x3", {"data": overlapping_sites()}))
     return out
+
+
 #: options a method needs (FedLCS's target) or that keep its run short
 QUICK: dict[str, dict[str, Any]] = {
     "notears-admm": {"max_iter": 20},
