@@ -665,12 +665,6 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLS
     )
 
 
-def _make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
-
-    return FedC2SLClient(partition_id, data)
-
-
 def secure_support(options: Mapping[str, Any]) -> str | None:
     """Tables, margins and sketches are integer sums; the Gaussian moments are floats."""
     if options.get("test") == "fisherz":
@@ -683,7 +677,7 @@ def secure_support(options: Mapping[str, Any]) -> str | None:
 register_method(
     "fedpc",
     lambda options: make_strategy(options, "pc"),
-    _make_client,
+    "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
     options=FEDPC_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
@@ -695,7 +689,7 @@ register_method(
 register_method(
     "fedfci",
     lambda options: make_strategy(options, "fci"),
-    _make_client,
+    "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
     options=FEDFCI_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,

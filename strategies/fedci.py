@@ -93,17 +93,11 @@ def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStr
     )
 
 
-def _make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedci import FedCIClient
-
-    return FedCIClient(partition_id, data)
-
-
 for _algorithm in ALGORITHMS:
     register_method(
         f"fedci-{_algorithm}",
         for_variant(make_strategy, _algorithm),
-        _make_client,
+        "fedcausal_flwr.clients.fedci:FedCIClient",
         options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
         disclosures=DISCLOSURES,
         bootstrap=True,

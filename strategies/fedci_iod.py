@@ -395,16 +395,10 @@ def make_strategy(options: Mapping[str, Any], ci: str = "fedci") -> FedCIIODStra
     )
 
 
-def _make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedci_iod import FedCIIODClient
-
-    return FedCIIODClient(partition_id, data)
-
-
 register_method(
     "fedci-iod",
     for_variant(make_strategy, "fedci"),
-    _make_client,
+    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
     options=FEDCI_IOD_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["fedci"],
     secure=glm_tests.secure_support,
@@ -417,7 +411,7 @@ register_method(
 register_method(
     "iod-fisher",
     for_variant(make_strategy, "fisher"),
-    _make_client,
+    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
     options=IOD_FISHER_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["fisher"],
     secure=lambda options: (
@@ -432,7 +426,7 @@ register_method(
 register_method(
     "iod-pooled",
     for_variant(make_strategy, "pooled"),
-    _make_client,
+    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
     options=IOD_POOLED_OPTIONS,
     disclosures=DISCLOSURES_OF_EVIDENCE["pooled"],
     secure=lambda options: (

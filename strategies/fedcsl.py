@@ -305,12 +305,6 @@ def make_strategy(options: Mapping[str, Any]) -> FedCSLStrategy:
     return FedCSLStrategy(**values)
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedcsl import FedCSLClient
-
-    return FedCSLClient(partition_id, data)
-
-
 #: each client's HITON-PC sets with its weight, and its own BDeu DAG
 DISCLOSURES = {NEIGHBOURS: PER_CLIENT, LOCAL_DAG: PER_CLIENT}
 
@@ -318,7 +312,7 @@ DISCLOSURES = {NEIGHBOURS: PER_CLIENT, LOCAL_DAG: PER_CLIENT}
 register_method(
     "fedcsl",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.fedcsl:FedCSLClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,

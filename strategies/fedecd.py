@@ -386,12 +386,6 @@ def make_strategy(options: Mapping[str, Any]) -> FedECDStrategy:
     return FedECDStrategy(**values)
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedecd import FedECDClient
-
-    return FedECDClient(partition_id, data)
-
-
 #: each client's layer votes, its bootstrap evidence per removed edge and its voted directions
 DISCLOSURES = {PRUNE: PER_CLIENT, BOOTSTRAP_WEIGHTS: PER_CLIENT, ORIENT: PER_CLIENT}
 
@@ -399,7 +393,7 @@ DISCLOSURES = {PRUNE: PER_CLIENT, BOOTSTRAP_WEIGHTS: PER_CLIENT, ORIENT: PER_CLI
 register_method(
     "fedecd",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.fedecd:FedECDClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,

@@ -348,16 +348,10 @@ def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:
     return local_metrics(full_graph(result.graph, dag.names), dag, result.extra["target"])
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedlcs import FedLCSClient
-
-    return FedLCSClient(partition_id, data)
-
-
 register_method(
     "fedlcs",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.fedlcs:FedLCSClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
@@ -566,12 +560,6 @@ def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
     }
 
 
-def make_baseline_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedlcs import LCSBaselineClient
-
-    return LCSBaselineClient(partition_id, data)
-
-
 #: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
 LOCAL_DISCLOSURES = {LCS_LOCAL: PER_CLIENT}
 POOLED_DISCLOSURES = {RAW_DATA: RAW}
@@ -580,7 +568,7 @@ POOLED_DISCLOSURES = {RAW_DATA: RAW}
 register_method(
     "fedlcs-local",
     make_local_strategy,
-    make_baseline_client,
+    "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
     options=BASELINE_OPTIONS,
     disclosures=LOCAL_DISCLOSURES,
     bootstrap=True,
@@ -593,7 +581,7 @@ register_method(
 register_method(
     "lcs-pooled",
     make_pooled_strategy,
-    make_baseline_client,
+    "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
     options=BASELINE_OPTIONS,
     disclosures=POOLED_DISCLOSURES,
     bootstrap=True,

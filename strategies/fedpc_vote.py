@@ -336,12 +336,6 @@ def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
     )
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.fedpc_vote import FedPCVoteClient
-
-    return FedPCVoteClient(partition_id, data)
-
-
 #: each client's kept edges and separating sets of a layer, and its own p-values
 DISCLOSURES = {PRUNE: PER_CLIENT, PVALUES: PER_CLIENT}
 
@@ -349,7 +343,7 @@ DISCLOSURES = {PRUNE: PER_CLIENT, PVALUES: PER_CLIENT}
 register_method(
     "fedpc-vote",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.fedpc_vote:FedPCVoteClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,

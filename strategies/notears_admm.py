@@ -382,12 +382,6 @@ def make_strategy(options: Mapping[str, Any]) -> NotearsAdmmStrategy:
     return NotearsAdmmStrategy(**values)
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.notears_admm import NotearsAdmmClient
-
-    return NotearsAdmmClient(partition_id, data)
-
-
 #: what each action discloses: the level counts are sums (through SecAgg+ in a secure run); each
 #: ADMM step returns the client's own local solution
 DISCLOSURES = {LEVEL_COUNTS: SUM, ADMM_STEP: PER_CLIENT}
@@ -396,7 +390,7 @@ DISCLOSURES = {LEVEL_COUNTS: SUM, ADMM_STEP: PER_CLIENT}
 register_method(
     "notears-admm",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.notears_admm:NotearsAdmmClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     paper="NOTEARS-ADMM (Ng & Zhang 2022)",

@@ -291,12 +291,6 @@ def make_strategy(options: Mapping[str, Any]) -> RFCDStrategy:
     return RFCDStrategy(**values)
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.rfcd import RFCDClient
-
-    return RFCDClient(partition_id, data)
-
-
 #: each client's own BDeu score of every family of a batch
 DISCLOSURES = {FAMILY_SCORES: PER_CLIENT}
 
@@ -304,7 +298,7 @@ DISCLOSURES = {FAMILY_SCORES: PER_CLIENT}
 register_method(
     "rfcd",
     make_strategy,
-    make_client,
+    "fedcausal_flwr.clients.rfcd:RFCDClient",
     options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,

@@ -84,7 +84,6 @@ from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fedcausal_flwr.discovery.tpss import (
     FEDDG_STATUS,
@@ -666,12 +665,6 @@ def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
     )
 
 
-def make_client(partition_id: int, data: pd.DataFrame, options: Mapping[str, Any]) -> Any:
-    from fedcausal_flwr.clients.tpss import FedCDnvClient
-
-    return FedCDnvClient(partition_id, data)
-
-
 DESCRIPTIONS = {
     "fedcdnv": "FedCDnv (Wang et al.): local FCI on non-identical variable sets, G0, C-Update, "
     "TPSS aggregation; FedG + FeddG over the union",
@@ -692,7 +685,7 @@ for _method in METHODS:
     register_method(
         _method,
         _for_method(make_strategy, _method),
-        make_client,
+        "fedcausal_flwr.clients.tpss:FedCDnvClient",
         options=OPTIONS[_method],
         disclosures=DISCLOSURES,
         paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",

@@ -441,12 +441,6 @@ def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
     )
 
 
-def make_client(partition_id, data, options):
-    from fedcausal_flwr.clients.voting import VotingClient
-
-    return VotingClient(partition_id, data)
-
-
 #: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
 #: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
 GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: PER_CLIENT}
@@ -458,7 +452,7 @@ for _alg in ALGORITHMS:
     register_method(
         f"{_alg}-vote",
         for_variant(make_graph_vote, _alg),
-        make_client,
+        "fedcausal_flwr.clients.voting:VotingClient",
         options=VOTING_OPTIONS,
         disclosures=GRAPH_VOTE_DISCLOSURES,
         bootstrap=True,
@@ -469,7 +463,7 @@ for _alg in ALGORITHMS:
     register_method(
         f"{_alg}-cit-vote",
         for_variant(make_cit_vote, _alg),
-        make_client,
+        "fedcausal_flwr.clients.voting:VotingClient",
         options=VOTING_OPTIONS,
         disclosures=CIT_VOTE_DISCLOSURES,
         bootstrap=True,
@@ -491,7 +485,7 @@ def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
 register_method(
     "local",
     make_local,
-    make_client,
+    "fedcausal_flwr.clients.voting:VotingClient",
     options=LOCAL_OPTIONS,
     disclosures=GRAPH_VOTE_DISCLOSURES,
     bootstrap=True,
@@ -502,7 +496,7 @@ register_method(
 register_method(
     "pooled",
     make_pooled,
-    make_client,
+    "fedcausal_flwr.clients.voting:VotingClient",
     options=POOLED_OPTIONS,
     disclosures=POOLED_DISCLOSURES,
     bootstrap=True,

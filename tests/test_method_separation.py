@@ -10,6 +10,7 @@ two methods share is named as shared. Checked on the import statements, read fro
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,23 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
+def client_classes_named(path: Path) -> set[str]:
+    """The modules of the client classes ``path`` registers (``"package.module:Class"``)."""
+    return {
+        node.value.partition(":")[0]
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"fedcausal_flwr\.clients\.\w+:\w+", node.value)
+    }
+
+
 def method_modules_imported(path: Path) -> set[str]:
-    """The method modules (of either side) that ``path`` imports, its own name left out."""
+    """The method modules (of either side) that ``path`` imports or names as its client class,
+    its own name left out."""
     own = path.stem
     out = set()
-    for module in imported_modules(path):
+    for module in imported_modules(path) | client_classes_named(path):
         for package in SIDES.values():
             if module.startswith(package + "."):
                 name = module[len(package) + 1 :].split(".")[0]
@@ -75,8 +88,25 @@ def test_the_check_sees_an_import_of_another_method(tmp_path):
         f"from fedcausal_flwr.strategies.{other[1]} import X\n"
         "def make_client():\n"
         f"    from fedcausal_flwr.clients import {other[2]}\n"
+        f'register_method("m", X, "fedcausal_flwr.clients.{other[3]}:Client")\n'
     )
     assert method_modules_imported(source) == {
         f"fedcausal_flwr.strategies.{other[1]}",
         f"fedcausal_flwr.clients.{other[2]}",
+        f"fedcausal_flwr.clients.{other[3]}",
     }
+
+
+def test_every_builtin_client_class_path_names_a_protocol_client():
+    """A client named by its class path is imported only when the first client is built: each
+    built-in one resolves, in its method's own client module."""
+    import importlib
+
+    from fedcausal_flwr.clients.base import ProtocolClient
+    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+
+    for name in builtin_methods():
+        factory = get_method(name).make_client
+        module = importlib.import_module(factory.__module__)
+        assert issubclass(getattr(module, factory.__qualname__), ProtocolClient), name
+        assert factory.__module__.rpartition(".")[2] == BUILTIN_METHODS[name], name

@@ -2,10 +2,13 @@
 
 A method module registers itself at import time, with its declared options::
 
-    register_method("fedpc", make_strategy, make_client, options=FEDPC_OPTIONS,
+    register_method("fedpc", make_strategy, "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
+                    options=FEDPC_OPTIONS,
                     disclosures={TABLES: SUM, SPARSE_TABLES: PER_CLIENT, ...})
 
-with ``make_strategy(options: dict) -> ProtocolStrategy`` and
+with ``make_strategy(options: dict) -> ProtocolStrategy`` and the client class as
+``"package.module:Class"`` (built as ``Class(partition_id, data)``, its module imported when the
+first client is built), or a factory
 ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) -> ProtocolClient``.
 ``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
 range, help, the paper's value); every door resolves what the user typed with
@@ -37,7 +40,7 @@ from fedcausal_flwr.federation.site_policy import SiteGuard, SitePolicy
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
-#: the package of the methods' client sides (a strategy's ``make_client`` imports its module)
+#: the package of the methods' client sides (a registration names its client class there)
 BUILTIN_CLIENTS_MODULE = "fedcausal_flwr.clients"
 
 MakeStrategy = Callable[[dict], Any]
@@ -174,7 +177,7 @@ _IMPORTED_BUILTINS = False
 def register_method(
     name: str,
     make_strategy: MakeStrategy,
-    make_client: MakeClient,
+    make_client: MakeClient | str,
     *,
     make_data: MakeData | None = None,
     description: str = "",
@@ -191,6 +194,9 @@ def register_method(
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
 
+    ``make_client``: a factory, or the client class as ``"package.module:Class"`` (built with the
+    partition id and data, its module imported when the first client is built:
+    :func:`client_class`).
     ``options``: the method's declared options (none if omitted: then any option is an error).
     ``secure``: given if the method can route its summed statistics through SecAgg+.
     ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and for the
@@ -205,6 +211,8 @@ def register_method(
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
+    if isinstance(make_client, str):
+        make_client = client_class(make_client)
     if options is not None and not isinstance(options, OptionSet):
         raise TypeError(f"options of method {name!r} must be an OptionSet")
     if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
@@ -243,6 +251,21 @@ def register_method(
         )
     _METHODS[name] = spec
     return spec
+
+
+def client_class(path: str) -> MakeClient:
+    """The client factory of a method whose client is the class at ``path``
+    (``"package.module:Class"``, built as ``Class(partition_id, data)``). The module is imported
+    when the first client is built: a server never imports its method's client side."""
+    module, colon, name = path.partition(":")
+    if not colon or not module or not name.isidentifier():
+        raise ValueError(f"a client class is named 'package.module:Class', got {path!r}")
+
+    def make_client(partition_id: int, data: pd.DataFrame, options: dict) -> Any:
+        return getattr(importlib.import_module(module), name)(partition_id, data)
+
+    make_client.__module__, make_client.__qualname__ = module, name  # its origin: the class
+    return make_client
 
 
 def for_variant(
