@@ -65,7 +65,9 @@ from fedcausal_flwr.federation.messages import (
 from fedcausal_flwr.federation.site_policy import SiteGuard
 from fedcausal_flwr.stats.contingency import MISSING_CODE
 
-Handler = Callable[..., tuple[list[np.ndarray], dict]]
+#: what an action's handler returns: the reply's arrays and its JSON-serialisable meta
+HandlerResult = tuple[list[np.ndarray], dict[str, Any]]
+Handler = Callable[..., HandlerResult]
 _ACTION_ATTR = "_protocol_action"
 _COMPACT_ATTR = "_protocol_compact"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import ProtocolClient, action, cached_codes
+from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.fci import FCIResult, fci
 from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.pc import PCResult, pc
@@ -53,7 +53,7 @@ class DiscreteClient(ProtocolClient):
         )
 
     @action(PRUNE)
-    def prune(self, payload: dict, arrays: list[np.ndarray]):
+    def prune(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Prune the broadcast global skeleton at one conditioning-set size with local tests."""
         adjacency = np.asarray(arrays[0]).astype(bool)
         p = len(payload["variables"])
@@ -71,13 +71,13 @@ class DiscreteClient(ProtocolClient):
         return [kept, encode_queries(rows)], {"tests": oracle.n_computed}
 
     @action(PVALUES)
-    def pvalues(self, payload: dict, arrays: list[np.ndarray]):
+    def pvalues(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Local p-values of a batch of CI queries (the server combines them)."""
         oracle = self._oracle(payload)
         return [oracle.test_batch(decode_queries(arrays[0])).astype(np.float64)], {}
 
     @action(LOCAL_GRAPH)
-    def local_graph(self, payload: dict, arrays: list[np.ndarray]):
+    def local_graph(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
         oracle = self._oracle(payload)
         depth = payload.get("max_depth")
@@ -95,6 +95,6 @@ class DiscreteClient(ProtocolClient):
         return [result.graph.marks.astype(np.int8)], {"tests": oracle.n_computed}
 
     @action(RAW_DATA)
-    def raw_data(self, payload: dict, arrays: list[np.ndarray]):
+    def raw_data(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """The whole local data set, encoded over the global levels (pooled reference only)."""
         return [self._codes(payload).astype(np.int64)], {}

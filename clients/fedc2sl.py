@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fedcausal_flwr.clients.base import (
+    HandlerResult,
     ProtocolClient,
     action,
     cached_codes,
@@ -103,24 +104,24 @@ class FedC2SLClient(ProtocolClient):
             raise ProtocolError(self.partition_id, f"cannot count the tables: {err}") from None
 
     @action(TABLES, compact=True)
-    def tables(self, payload: dict, arrays: list[np.ndarray]):
+    def tables(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         vector, _ = self._tables(payload, arrays)
         return [vector], {}
 
     @action(SPARSE_TABLES, compact=True)
-    def sparse_tables(self, payload: dict, arrays: list[np.ndarray]):
+    def sparse_tables(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """The nonzero cells of the batch's tables (flat index, count): for batches whose dense
         tables would be larger than the data (the server merges them)."""
         indices, counts = self._count(sparse_local_tables, payload, arrays, sparse=True)
         return [indices, counts], {}
 
     @action(MARGINS)
-    def margins(self, payload: dict, arrays: list[np.ndarray]):
+    def margins(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         vector, layout = self._tables(payload, arrays)
         return [table_marginals(vector, layout).astype(np.int64)], {}
 
     @action(SKETCH)
-    def sketch(self, payload: dict, arrays: list[np.ndarray]):
+    def sketch(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         vector, layout = self._tables(payload, arrays)
         expected = arrays[1]
         share = client_sketch(
@@ -129,7 +130,7 @@ class FedC2SLClient(ProtocolClient):
         return [np.rint(share * SKETCH_SCALE).astype(np.int64)], {}
 
     @action(MOMENTS)
-    def moments(self, payload: dict, arrays: list[np.ndarray]):
+    def moments(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         variables = payload["variables"]
         frame = self.data
         if payload.get("missing") == "listwise":
@@ -139,7 +140,7 @@ class FedC2SLClient(ProtocolClient):
         return [m.to_vector()], {}
 
     @action(QUERY_MOMENTS)
-    def moments_per_test(self, payload: dict, arrays: list[np.ndarray]):
+    def moments_per_test(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Each test's moments over this client's rows complete on its variables (Fisher-z with
         test-wise deletion)."""
         variables = payload["variables"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.glm_tests import GLMTestsClient, cached_table
 from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.protocols.fedci import RAW_ROWS
@@ -21,7 +21,7 @@ class FedCIIODClient(GLMTestsClient):
     """One site's data, answering fedCI's actions for IOD's tests."""
 
     @action(RAW_ROWS)
-    def raw_rows(self, payload: dict, arrays: list[np.ndarray]):
+    def raw_rows(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Every row over this site's columns in the schema's order: level codes or values."""
         schema = Schema.from_json(payload["schema"])
         table = cached_table(self.data, schema, self.partition_id)

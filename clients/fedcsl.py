@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.fedcsl import client_weight, hiton_pc_all, marginal_strength
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
@@ -23,7 +23,7 @@ class FedCSLClient(DiscreteClient):
     """One site's data; see the strategy module for the actions."""
 
     @action(NEIGHBOURS)
-    def neighbours(self, payload: dict, arrays: list[np.ndarray]):
+    def neighbours(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Step 1: every variable's HITON-PC set and the weight from the unconditional p-values."""
         oracle = self._oracle(payload)
         alpha = float(payload["alpha"])
@@ -34,7 +34,7 @@ class FedCSLClient(DiscreteClient):
         return [found.members.astype(np.uint8), np.array([weight])], meta
 
     @action(LOCAL_DAG)
-    def local_dag(self, payload: dict, arrays: list[np.ndarray]):
+    def local_dag(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Step 3: one BDeu tabu hill climbing on all local rows, inside the skeleton."""
         variables = payload["variables"]
         p = len(variables)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import action
+from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.bootstrap import (
     bootstrap_rows,
@@ -45,7 +45,7 @@ class FedECDClient(DiscreteClient):
         return matrix.astype(bool)
 
     @action(BOOTSTRAP_WEIGHTS)
-    def bootstrap_weights(self, payload: dict, arrays: list[np.ndarray]):
+    def bootstrap_weights(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Eq. 5-6: per removed edge, the bootstrap mean of the weighted independence evidence."""
         skeleton = self._square(payload, arrays[0], "skeleton")
         pairs = np.asarray(arrays[1], dtype=np.int64).reshape(-1, 2)
@@ -68,7 +68,7 @@ class FedECDClient(DiscreteClient):
         return [total / n_boot], {"tests": oracle.n_computed}
 
     @action(ORIENT)
-    def orient(self, payload: dict, arrays: list[np.ndarray]):
+    def orient(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """Eq. 8-9: one BDeu hill climbing per resample inside the skeleton, then the direction
         vote over the resamples; sends the voted 0/1 matrix (both entries = undirected tie)."""
         allowed = self._square(payload, arrays[0], "skeleton")

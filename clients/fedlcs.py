@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import FrameCache, action
+from fedcausal_flwr.clients.base import FrameCache, HandlerResult, action
 from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.lcs import (
     LCSOptions,
@@ -69,7 +69,7 @@ class FedLCSClient(DiscreteClient):
         return out
 
     @action(LCS_PRUNE)
-    def lcs_prune(self, payload: dict, arrays: list[np.ndarray]):
+    def lcs_prune(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """PCsimple layer ``l`` of every job's candidate set: one keep flag per candidate."""
         oracle = self.lcs_oracle(payload)
         before = oracle.n_computed
@@ -79,7 +79,7 @@ class FedLCSClient(DiscreteClient):
         return [np.array(flags, dtype=np.uint8)], {"tests": oracle.n_computed - before}
 
     @action(LCS_SEPSETS)
-    def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]):
+    def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """p-values of every subset of size ``l`` of the pool; NaN unless independent (all of
         them if ``reveal_all``, the ``fisher`` rule)."""
         oracle = self.lcs_oracle(payload)
@@ -93,7 +93,7 @@ class LCSBaselineClient(FedLCSClient):
     """A FedLCS site that can also run the search alone or hand over its rows."""
 
     @action(LCS_LOCAL)
-    def lcs_local(self, payload: dict, arrays: list[np.ndarray]):
+    def lcs_local(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """``fedlcs-local``: the whole search on this site's rows; one p x p graph per target."""
         names = payload["variables"]
         targets = payload.get("targets")

@@ -15,8 +15,9 @@ message.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action
+from fedcausal_flwr.clients.base import FrameCache, HandlerResult, ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
@@ -30,7 +31,9 @@ from fedcausal_flwr.stats.glm import (
 _TABLES = FrameCache()
 
 
-def cached_table(data, schema: Schema, partition_id: int, missing: str = "error") -> ClientTable:
+def cached_table(
+    data: pd.DataFrame, schema: Schema, partition_id: int, missing: str = "error"
+) -> ClientTable:
     """One :class:`ClientTable` per (frame, schema, missing mode), kept per frame; ``listwise``
     drops the rows missing any schema variable first."""
 
@@ -52,7 +55,7 @@ class GLMTestsClient(ProtocolClient):
     """One site's data; see the strategy module for the ``glm`` action."""
 
     @action(GLM)
-    def glm(self, payload: dict, arrays: list[np.ndarray]):
+    def glm(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         schema = Schema.from_json(payload["schema"])
         table = cached_table(self.data, schema, self.partition_id, payload["missing"])
         betas = np.asarray(arrays[0], dtype=np.float64)
@@ -86,7 +89,7 @@ class GLMTestsClient(ProtocolClient):
             ) from err
 
     @action(LOCAL_LRT)
-    def local_lrt(self, payload: dict, arrays: list[np.ndarray]):
+    def local_lrt(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
         schema = Schema.from_json(payload["schema"])
         table = cached_table(self.data, schema, self.partition_id, payload["missing"])

@@ -21,7 +21,13 @@ import numpy as np
 import pandas as pd
 from flwr.app import Array, ArrayRecord, ConfigRecord
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action, encode_columns
+from fedcausal_flwr.clients.base import (
+    FrameCache,
+    HandlerResult,
+    ProtocolClient,
+    action,
+    encode_columns,
+)
 from fedcausal_flwr.discovery.notears import centred_gram, dual_step, local_step
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, LEVEL_COUNTS
@@ -79,7 +85,7 @@ class NotearsAdmmClient(ProtocolClient):
         )
 
     @action(LEVEL_COUNTS)
-    def level_counts(self, payload: dict, arrays: list[np.ndarray]):
+    def level_counts(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """How often each level of each asked column occurs here (one ``np.bincount``), in the
         order of the broadcast level lists; summed by the server."""
         variables = list(payload["variables"])
@@ -91,7 +97,7 @@ class NotearsAdmmClient(ProtocolClient):
         return [counts.astype(np.int64)], {}
 
     @action(ADMM_STEP)
-    def admm_step(self, payload: dict, arrays: list[np.ndarray]):
+    def admm_step(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """The local subproblem of iteration ``t`` with the broadcast consensus ``Z``: reply
         ``W_k``."""
         d = len(payload["variables"])

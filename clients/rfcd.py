@@ -12,7 +12,13 @@ import json
 
 import numpy as np
 
-from fedcausal_flwr.clients.base import FrameCache, ProtocolClient, action, cached_codes
+from fedcausal_flwr.clients.base import (
+    FrameCache,
+    HandlerResult,
+    ProtocolClient,
+    action,
+    cached_codes,
+)
 from fedcausal_flwr.discovery.ges import CausalLearnBDeu
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.rfcd import CARDINALITIES, FAMILY_SCORES, decode_families
@@ -45,7 +51,7 @@ class RFCDClient(ProtocolClient):
             raise ProtocolError(self.partition_id, f"cannot score families: {err}") from None
 
     @action(FAMILY_SCORES)
-    def family_scores(self, payload: dict, arrays: list[np.ndarray]):
+    def family_scores(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """The client's BDeu log score of each family of the batch, in order."""
         variables = list(payload["variables"])
         if len(arrays) != 1:

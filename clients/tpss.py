@@ -10,11 +10,12 @@ options, and recomputed if absent (FCI is deterministic, so the result is the sa
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord
 
-from fedcausal_flwr.clients.base import ProtocolClient, action, cached_codes
+from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.tpss import LocalFCI, c_update_steps, local_fci, transform_pvalues
 from fedcausal_flwr.federation.messages import ProtocolError
@@ -92,7 +93,7 @@ class FedCDnvClient(ProtocolClient):
         return result
 
     @action(FCDNV_INIT)
-    def init(self, payload: dict, arrays: list[np.ndarray]):
+    def init(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """C-InitPag: FCI on the site's variables; send their global ids and the PAG."""
         variables = self.own_variables(payload)
         oracle = self._oracle(payload, variables)
@@ -102,7 +103,7 @@ class FedCDnvClient(ProtocolClient):
         return [ids, result.graph.marks.astype(np.int8)], meta
 
     @action(FCDNV_UPDATE)
-    def update(self, payload: dict, arrays: list[np.ndarray]):
+    def update(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
         """C-Update with the broadcast G0; send the updated PAG, and (``send_statistics``) the
         transformed p-values and the separating sets in global ids."""
         variables = self.own_variables(payload)
@@ -128,13 +129,13 @@ class FedCDnvClient(ProtocolClient):
             ),
             oracle,
         )
-        meta = {
+        meta: dict[str, Any] = {
             "tests": int(oracle.n_computed - before),
             "imported": len(update.imported),
             "propagated": len(update.propagated),
             "conflicts": len(update.conflicts),
         }
-        out = [ids, update.graph.marks.astype(np.int8)]
+        out: list[np.ndarray] = [ids, update.graph.marks.astype(np.int8)]
         if payload["send_statistics"]:
             ptil = transform_pvalues(
                 fci_result.max_pvalues,

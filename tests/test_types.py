@@ -128,3 +128,30 @@ if __name__ == "__main__":  # print mypy's report on the package, as the test ru
         status, text = run_mypy(Path(tmp) / "tree", Path(tmp) / "mypy-cache")
         print(in_repository(text, mapping))
         sys.exit(status)
+
+
+def unannotated_functions(folder: Path) -> list[str]:
+    """``file:line name`` of each function in ``folder`` with a parameter (``self``/``cls``
+    aside) or a return (``__init__`` aside) left without a type."""
+    import ast
+
+    out = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            arguments = node.args
+            params = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            params += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            bare = [a.arg for a in params if a.annotation is None and a.arg not in ("self", "cls")]
+            if bare or (node.returns is None and node.name != "__init__"):
+                out.append(f"{path.name}:{node.lineno} {node.name}")
+    return out
+
+
+def test_the_client_side_is_fully_annotated(tmp_path):
+    """Every function of clients/ says its types, so mypy checks every body there (it skips the
+    body of a function without annotations)."""
+    assert unannotated_functions(REPO_ROOT / "clients") == []
+    (tmp_path / "loose.py").write_text("def handler(self, payload: dict, arrays):\n    pass\n")
+    assert unannotated_functions(tmp_path) == ["loose.py:1 handler"]
