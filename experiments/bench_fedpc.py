@@ -97,7 +97,7 @@ class CheckTimer:
 STAGES = (
     ("input check + fingerprint", ("data/inputs.py", "data/columns.py", "data/dependence.py",
                                    "data/fingerprint.py", "federation/inputs.py")),
-    ("encoding the columns", ("clients/fedc2sl.py",)),
+    ("encoding the columns", ("clients/fedpc.py",)),
     ("counting the tables", ("stats/tables.py",)),
     ("server: tests and PC", ("discovery/", "stats/", "strategies/")),
     ("Flower and messages", ("flwr/", "federation/", "clients/", "google/protobuf", "grpc")),

@@ -19,8 +19,8 @@ import importlib
 
 #: built-in method name -> the module of this package that registers it
 BUILTIN_METHODS: dict[str, str] = {
-    "fedpc": "fedc2sl",
-    "fedfci": "fedc2sl",
+    "fedpc": "fedpc",
+    "fedfci": "fedpc",
     "fedpc-vote": "fedpc_vote",
     "fedecd": "fedecd",
     "notears-admm": "notears_admm",

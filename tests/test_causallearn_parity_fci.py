@@ -21,14 +21,14 @@ import pytest
 from causallearn.search.ConstraintBased.FCI import fci as cl_fci
 from causallearn.utils import DepthChoiceGenerator as depth_choice
 
-from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
+from fedcausal_flwr.clients.fedpc import FedPCClient
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_sizes
 from fedcausal_flwr.federation.messages import ClientProtocolError
 from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.stats.contingency import make_layout
-from fedcausal_flwr.strategies.fedc2sl import make_strategy
+from fedcausal_flwr.strategies.fedpc import make_strategy
 
 
 @contextlib.contextmanager
@@ -127,7 +127,7 @@ def test_water_fci_keeps_single_level_columns_isolated_as_causallearn(k):
     assert len(result.extra["constant_columns"]) == 6
 
 
-class SmallMemoryClient(FedC2SLClient):
+class SmallMemoryClient(FedPCClient):
     """A site that cannot hold more than 4 cells of any table (as if memory ran out)."""
 
     def _layout(self, payload, arrays, *, sparse):
@@ -140,7 +140,7 @@ def test_a_client_that_cannot_count_a_batch_stops_the_run_with_its_cause():
     parts = split_sizes(load_network("asia").sample(2_000, seed=0), alpha=1.0, k=3, seed=0).clients
 
     def make_client(pid, data, options=None):
-        return SmallMemoryClient(pid, data) if pid == 1 else FedC2SLClient(pid, data)
+        return SmallMemoryClient(pid, data) if pid == 1 else FedPCClient(pid, data)
 
     with pytest.raises(ClientProtocolError, match=r"client 1.*cannot count the tables.*limit 4"):
         run_protocol(

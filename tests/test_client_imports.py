@@ -65,9 +65,9 @@ SERVER_SIDE = (
     "fedcausal_flwr.experiments_registry",
 )
 FEDPC_OWN = {
-    "fedcausal_flwr.strategies.fedc2sl",
+    "fedcausal_flwr.strategies.fedpc",
     "fedcausal_flwr.clients.base",
-    "fedcausal_flwr.clients.fedc2sl",
+    "fedcausal_flwr.clients.fedpc",
 }
 
 

@@ -51,8 +51,8 @@ from fedcausal_flwr.federation.localgrid import FIRST_NODE_ID, run_local
 from fedcausal_flwr.federation.messages import HELLO, TooFewClientsError
 from fedcausal_flwr.federation.registry import builtin_methods, get_method
 from fedcausal_flwr.federation.runners import BoundClientMaker, PartitionedClients, run_protocol
-from fedcausal_flwr.protocols.fedc2sl import MARGINS, SKETCH
 from fedcausal_flwr.protocols.fedci import GLM
+from fedcausal_flwr.protocols.fedpc import MARGINS, SKETCH
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
 

@@ -8,7 +8,7 @@ import pytest
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
 
 from fedcausal_flwr.cli import main as cli_main
-from fedcausal_flwr.clients.fedc2sl import FedC2SLClient
+from fedcausal_flwr.clients.fedpc import FedPCClient
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.data.synthetic import random_dag, random_gaussian_network
@@ -20,7 +20,7 @@ from fedcausal_flwr.federation.runners import PartitionedClients, run_method, ru
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle, GaussianOracle
-from fedcausal_flwr.strategies.fedc2sl import make_strategy
+from fedcausal_flwr.strategies.fedpc import make_strategy
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_fisherz_needs_one_statistics_round():
     assert [e["kind"] for e in result.ledger] == ["hello", "moments"]
 
 
-class FlakyClient(FedC2SLClient):
+class FlakyClient(FedPCClient):
     """Raises at its second table request, like a site that loses its connection."""
 
     calls: dict = {}
@@ -133,7 +133,7 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     FlakyClient.calls = {}
 
     def make_client(pid, data, options=None):
-        return FlakyClient(pid, data) if pid == 2 else FedC2SLClient(pid, data)
+        return FlakyClient(pid, data) if pid == 2 else FedPCClient(pid, data)
 
     strategy = make_strategy({"alpha": 0.05}, "pc")
     result = run_protocol(

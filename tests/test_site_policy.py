@@ -29,7 +29,7 @@ from fedcausal_flwr.federation.site_policy import (
     SitePolicy,
     default_audit_log,
 )
-from fedcausal_flwr.protocols.fedc2sl import TABLES
+from fedcausal_flwr.protocols.fedpc import TABLES
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.protocols.voting import RAW_DATA
 from fedcausal_flwr.result import Result

@@ -2,7 +2,7 @@
 
 A method module registers itself at import time, with its declared options::
 
-    register_method("fedpc", make_strategy, "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
+    register_method("fedpc", make_strategy, "fedcausal_flwr.clients.fedpc:FedPCClient",
                     options=FEDPC_OPTIONS,
                     disclosures={TABLES: SUM, SPARSE_TABLES: PER_CLIENT, ...})
 

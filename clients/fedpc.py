@@ -1,6 +1,6 @@
 """FedC2SL client: answers the server's batches with local sufficient statistics.
 
-Mirror of :mod:`fedcausal_flwr.strategies.fedc2sl` (see its wire protocol). The client never
+Mirror of :mod:`fedcausal_flwr.strategies.fedpc` (see its wire protocol). The client never
 decides anything: it encodes its columns over the global level sets the server sends, counts one
 contingency table per query (one ``np.bincount`` per equal-|S| chunk), and returns the tables, their
 stratum margins, their projected residuals, or its data moments.
@@ -22,7 +22,7 @@ from fedcausal_flwr.clients.base import (
     complete_rows,
 )
 from fedcausal_flwr.federation.messages import ProtocolError
-from fedcausal_flwr.protocols.fedc2sl import (
+from fedcausal_flwr.protocols.fedpc import (
     MARGINS,
     MOMENTS,
     QUERY_MOMENTS,
@@ -52,7 +52,7 @@ T = TypeVar("T")
 _LAYOUTS: dict[tuple, TableLayout] = {}
 
 
-class FedC2SLClient(ProtocolClient):
+class FedPCClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
     def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:

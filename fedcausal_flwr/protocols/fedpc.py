@@ -1,6 +1,6 @@
 """FedC2SL's actions and the fixed point of its sketch.
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedc2sl`; queries travel as
+The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedpc`; queries travel as
 :func:`fedcausal_flwr.protocols.queries.encode_queries` matrices.
 """
 

@@ -50,7 +50,7 @@ missing value as ``MISSING_CODE`` and leaves the row out of each table that uses
 each test's moments over the rows complete on ``v = (x, y, S)``), so each summed test equals the
 pooled test with test-wise deletion. ``listwise``: a client drops its incomplete rows first.
 
-Exact mode plans each batch (:meth:`FedC2SLStrategy._plan_batch`): dense ``tables`` when they fit
+Exact mode plans each batch (:meth:`FedPCStrategy._plan_batch`): dense ``tables`` when they fit
 ``max_cells`` and are smaller than the clients' nonzero cells, otherwise ``sparse_tables`` (never a
 dense table on either side; a secure run always sums dense tables through SecAgg+); a batch whose
 tables are over ``max_cells`` (what a client holds) or ``max_server_cells`` (the clients' replies
@@ -92,7 +92,7 @@ from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.fedc2sl import (
+from fedcausal_flwr.protocols.fedpc import (
     MARGINS,
     MOMENTS,
     QUERY_MOMENTS,
@@ -148,10 +148,10 @@ class BatchPlan:
     answered: list[np.ndarray] = field(default_factory=list)
 
 
-class FedC2SLStrategy(ProtocolStrategy):
+class FedPCStrategy(ProtocolStrategy):
     """FedPC (``algorithm="pc"``) or FedFCI (``algorithm="fci"``) with a federated CI test."""
 
-    name = "fedc2sl"
+    name = "fedpc"
 
     def __init__(
         self,
@@ -642,14 +642,14 @@ DISCLOSURES = {
 
 
 @documented_by(FEDPC_OPTIONS)
-def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedC2SLStrategy:
+def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedPCStrategy:
     """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``: ``collider_rule`` is then replaced by
     ``possible_dsep``, ``pds_max_size``, ``fci_rules``) from its options, resolved here so raw
     keywords work too."""
     spec = FEDPC_OPTIONS if algorithm == "pc" else FEDFCI_OPTIONS
     values = spec.resolve(options, owner=f"method {'fedpc' if algorithm == 'pc' else 'fedfci'!r}")
     engine = shared.search_engine_options(algorithm, values)
-    return FedC2SLStrategy(
+    return FedPCStrategy(
         algorithm=algorithm,
         ci=values["ci"],
         test=values["test"],
@@ -677,7 +677,7 @@ def secure_support(options: Mapping[str, Any]) -> str | None:
 register_method(
     "fedpc",
     lambda options: make_strategy(options, "pc"),
-    "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
+    "fedcausal_flwr.clients.fedpc:FedPCClient",
     options=FEDPC_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
@@ -689,7 +689,7 @@ register_method(
 register_method(
     "fedfci",
     lambda options: make_strategy(options, "fci"),
-    "fedcausal_flwr.clients.fedc2sl:FedC2SLClient",
+    "fedcausal_flwr.clients.fedpc:FedPCClient",
     options=FEDFCI_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
