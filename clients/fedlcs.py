@@ -28,7 +28,7 @@ from fedcausal_flwr.discovery.lcs import (
 )
 from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 _ORACLES = FrameCache()
 

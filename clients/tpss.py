@@ -22,7 +22,7 @@ from fedcausal_flwr.federation.messages import ProtocolError
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 STATE_KEY = "fedcdnv-local-fci"  # the arrays

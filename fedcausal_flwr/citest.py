@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.data.schema import Schema
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query
 from fedcausal_flwr.stats.glm import (
     CITestResult,
     ClientTable,
@@ -26,7 +27,6 @@ from fedcausal_flwr.stats.glm import (
     result_from_states,
     test_models,
 )
-from fedcausal_flwr.stats.oracle import CIOracle, Query
 
 CI_METHODS = ("fedci", "fisher")
 

@@ -7,7 +7,7 @@ after hello); the runtime wraps it in Flower's adapter
 (:mod:`fedcausal_flwr.federation.adapter`), so a strategy file reads as its protocol.
 """
 
-from fedcausal_flwr.federation.inputs import InputNeeds, require_same_columns
+from fedcausal_flwr.federation.input_checks import InputNeeds, require_same_columns
 from fedcausal_flwr.federation.protocol import ProtocolStrategy
 
 __all__ = ["InputNeeds", "ProtocolStrategy", "require_same_columns"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet

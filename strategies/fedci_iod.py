@@ -56,7 +56,7 @@ from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
 from fedcausal_flwr.federation.disclosure import RAW
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.protocol import Reply, Request
 from fedcausal_flwr.federation.registry import for_variant, register_method

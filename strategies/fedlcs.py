@@ -84,7 +84,7 @@ from fedcausal_flwr.discovery.lcs import (
     structure_payload,
 )
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph

@@ -88,7 +88,7 @@ from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.inputs import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
@@ -102,6 +102,7 @@ from fedcausal_flwr.protocols.fedpc import (
     TABLES,
 )
 from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
     TableLayout,
@@ -119,7 +120,6 @@ from fedcausal_flwr.stats.gaussian import (
     fisher_z_from_query_moments,
     query_block_sizes,
 )
-from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared

@@ -77,7 +77,7 @@ from fedcausal_flwr.graphs.meek import orient_cpdag
 from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
 from fedcausal_flwr.protocols.voting import PRUNE, PVALUES
-from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import common_options, common_values
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy, vote_threshold

@@ -23,7 +23,7 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedci import (
@@ -35,6 +35,7 @@ from fedcausal_flwr.protocols.fedci import (
     digit_bits,
     model_row,
 )
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.glm import (
     SITE_EFFECTS,
     CITestResult,
@@ -45,7 +46,6 @@ from fedcausal_flwr.stats.glm import (
     result_from_states,
     test_models,
 )
-from fedcausal_flwr.stats.oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 

@@ -91,7 +91,7 @@ from fedcausal_flwr.discovery.notears import (
     threshold_dag,
 )
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.inputs import value_type
+from fedcausal_flwr.federation.input_checks import value_type
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph

@@ -108,7 +108,7 @@ from fedcausal_flwr.discovery.tpss import (
     weighted_adjacency,
 )
 from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph

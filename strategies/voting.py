@@ -67,7 +67,7 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
 from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.registry import for_variant, register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
@@ -79,7 +79,7 @@ from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PVALUES, RAW_DATA
 from fedcausal_flwr.result import Result
-from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (
     DiscreteMethodStrategy,

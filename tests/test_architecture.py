@@ -34,7 +34,7 @@ FLOWER_FREE = (
     "fedcausal_flwr.protocols", "fedcausal_flwr.federation.messages",
     "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
     "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-    "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
+    "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.input_checks",
     "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
     "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
 )  # fmt: skip
@@ -47,7 +47,7 @@ LAYERS = (
     ("fedcausal_flwr.protocols", "fedcausal_flwr.settings", "fedcausal_flwr.federation.messages",
      "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
      "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.inputs",
+     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.input_checks",
      "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
      "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
      "fedcausal_flwr.scoring"),

@@ -3,7 +3,7 @@
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.pcsimple import apply_layer, pcsimple_steps
 from fedcausal_flwr.graphs import Graph
-from fedcausal_flwr.stats.oracle import normalise_query
+from fedcausal_flwr.stats.batch_oracle import normalise_query
 from fedcausal_flwr.stats.oracles import DSeparationOracle, TableOracle
 
 NAMES = ["A", "B", "C", "E", "F", "T"]

@@ -25,7 +25,7 @@ from fedcausal_flwr.discovery.fedcsl import (
 from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.metrics import graph_metrics
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle, TableOracle
 from fedcausal_flwr.strategies.fedcsl import FedCSLStrategy, make_strategy
 

@@ -23,7 +23,7 @@ from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, 
 from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs.graph import ARROW
 from fedcausal_flwr.metrics import graph_metrics
-from fedcausal_flwr.stats.oracle import normalise_query
+from fedcausal_flwr.stats.batch_oracle import normalise_query
 from fedcausal_flwr.strategies.fedecd import FedECDStrategy, make_strategy
 
 FAST = {"bootstraps": 2, "tabu_length": 10, "max_barren": 3}

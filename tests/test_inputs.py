@@ -4,7 +4,7 @@ Each case the command line once answered with a wrong graph and exit code 0, a t
 refusal for the wrong reason, through ``fedcausal-flwr run --data ... --backend inprocess`` for
 the five methods fedpc, fedpc-vote, fedci-pc, fedcdnv and fedecd; then the file reader
 (:mod:`fedcausal_flwr.data.csv_input`) and the cross-client check
-(:mod:`fedcausal_flwr.federation.inputs`) on their own.
+(:mod:`fedcausal_flwr.federation.input_checks`) on their own.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fedcausal_flwr.data.csv_input import (
     sniff_delimiter,
 )
 from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
-from fedcausal_flwr.federation.inputs import (
+from fedcausal_flwr.federation.input_checks import (
     ConstantColumnNote,
     DependenceWarning,
     InputNeeds,

@@ -12,7 +12,7 @@ from fedcausal_flwr.discovery.iod_candidates import PROCEDURES, IODTooLargeError
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.graphs.pag_validity import canonical_mag, pag_problem, triples_with_order
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag
-from fedcausal_flwr.stats.oracle import CIOracle, Query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query
 from fedcausal_flwr.stats.oracles import DSeparationOracle
 
 OBSERVED = ["A", "B", "C", "D", "E"]

@@ -21,7 +21,7 @@ from fedcausal_flwr.federation.runners import run_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.scoring import score_graph
-from fedcausal_flwr.stats.oracle import normalise_query
+from fedcausal_flwr.stats.batch_oracle import normalise_query
 from fedcausal_flwr.strategies.fedci_iod import result_pags
 from tests.test_iod import fig1_dag
 

@@ -18,7 +18,7 @@ import pytest
 
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.discovery.lcs import answer_prune
-from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query, normalise_query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 

@@ -23,7 +23,7 @@ from fedcausal_flwr.discovery.possible_dsep import (
     remove_by_possible_dsep,
 )
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.stats.oracle import normalise_query
+from fedcausal_flwr.stats.batch_oracle import normalise_query
 
 
 def build(d: int, edges) -> Graph:

@@ -22,7 +22,7 @@ from itertools import combinations
 import numpy as np
 
 from fedcausal_flwr.graphs.graph import ARROW, TAIL
-from fedcausal_flwr.stats.oracle import Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import Query, normalise_query
 
 EVIDENCE_RULES = ("union", "larger_index")
 TIE_RULES = ("undirected", "lower_parent", "higher_parent")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fedcausal_flwr.discovery.skeleton import FreshQueries
-from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query, normalise_query
 
 R = TypeVar("R")
 Steps = Generator[list[Query], np.ndarray, R]

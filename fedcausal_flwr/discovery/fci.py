@@ -31,7 +31,7 @@ from fedcausal_flwr.graphs.colliders import fci_orient_colliders
 from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import CIRCLE, Graph
 from fedcausal_flwr.graphs.knowledge import Knowledge, KnowledgeMatrix, mark_pag_by_knowledge
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 
 @dataclass

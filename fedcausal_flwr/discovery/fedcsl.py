@@ -6,9 +6,9 @@ was not available to us: the steps follow the authors' MATLAB code (github.com/X
 makes one that depends on the column order) the choice made here is named at the function.
 
 * :func:`hiton_pc` / :func:`hiton_pc_all`: the code's ``HITONPC_G2_plus`` on any
-  :class:`~fedcausal_flwr.stats.oracle.CIOracle`: candidates are the variables dependent on the
-  target unconditionally (a NaN p-value, i.e. an unreliable test, is *independent* here), taken
-  strongest first (:func:`marginal_strength`: the G2 statistic, as the code; ascending p-value
+  :class:`~fedcausal_flwr.stats.batch_oracle.CIOracle`: candidates are the variables dependent
+  on the target unconditionally (a NaN p-value, i.e. an unreliable test, is *independent* here),
+  taken strongest first (:func:`marginal_strength`: the G2 statistic, as the code; ascending p-value
   when no strength is given, ties to the lower index); after adding candidate ``Y`` every
   member ``X`` is re-tested given subsets (size ``0 .. max_depth``) of the other members, and an
   old member ``X != Y`` only given subsets that contain ``Y`` (the "MMHC idea" of the code); a
@@ -41,8 +41,8 @@ from itertools import combinations
 
 import numpy as np
 
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.contingency import count_tables, discrete_tests, make_layout
-from fedcausal_flwr.stats.oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 #: weighted votes are put on this integer grid before the direction vote and the cycle repair

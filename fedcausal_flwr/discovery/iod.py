@@ -33,7 +33,7 @@ from fedcausal_flwr.discovery.iod_candidates import (
 )
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.sepsets import recorded_sepsets
-from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query, normalise_query
 
 Procedure = Literal["original", "orderedcolls", "orderedtriplets"]
 EMPTY_MESSAGE = (

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.data.schema import Schema, VariableSpec
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query
 from fedcausal_flwr.stats.glm import (
     CITestResult,
     ClientTable,
@@ -31,7 +32,6 @@ from fedcausal_flwr.stats.glm import (
     fisher_combine,
     participants,
 )
-from fedcausal_flwr.stats.oracle import CIOracle, Query
 
 EVIDENCE = ("fedci", "fisher", "pooled")
 SITE_COLUMN = "__site__"

@@ -13,7 +13,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.skeleton import Skeleton, apply_level, level_queries
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 
 def level_steps(adjacency: np.ndarray, level: int, alpha: float):

@@ -43,7 +43,7 @@ from fedcausal_flwr.graphs.colliders import orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.meek import apply_meek
 from fedcausal_flwr.graphs.sepsets import SEPSET_RULES, pair_key, triple_status
-from fedcausal_flwr.stats.oracle import CIOracle
+from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 SEP_STOPS = ("after_found", "first_empty", "first_found")
 EDGE_RULES = ("and", "or")

@@ -61,7 +61,7 @@ from fedcausal_flwr.graphs.pvalue_colliders import (
     resolve_priority,
 )
 from fedcausal_flwr.graphs.sepsets import sepsets_or_raise, triple_status
-from fedcausal_flwr.stats.oracle import CIOracle, Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query, normalise_query
 
 if TYPE_CHECKING:
     from fedcausal_flwr.discovery.fci import FCIResult

@@ -27,7 +27,7 @@ from math import comb
 
 import numpy as np
 
-from fedcausal_flwr.stats.oracle import Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import Query, normalise_query
 
 #: Combination tables up to this many entries (rows x level) are kept in memory.
 COMBINATION_CACHE_ENTRIES = 1 << 22

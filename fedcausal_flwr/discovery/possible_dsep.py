@@ -30,7 +30,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import NeedTests, PValues, replay
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL, Graph
-from fedcausal_flwr.stats.oracle import Query, normalise_query
+from fedcausal_flwr.stats.batch_oracle import Query, normalise_query
 
 MAX_BATCH = 2_000_000
 #: How many tests the sequential schedule asks ahead of need in one batch (see _speculation).

@@ -36,7 +36,7 @@ from math import comb
 import numpy as np
 
 from fedcausal_flwr.discovery.pair_record import PairRecord
-from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.tables import query_rows, rows_to_queries
 
 Pair = tuple[int, int]

@@ -35,7 +35,7 @@ from fedcausal_flwr.discovery.driver import Steps, drive
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.stats.oracle import CIOracle, Query
+from fedcausal_flwr.stats.batch_oracle import CIOracle, Query
 
 Pair = tuple[int, int]
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.bootstrap import RESAMPLINGS
-from fedcausal_flwr.federation.inputs import InputNeeds
+from fedcausal_flwr.federation.input_checks import InputNeeds
 from fedcausal_flwr.federation.membership import Answer
 from fedcausal_flwr.federation.messages import (
     BOOTSTRAP,

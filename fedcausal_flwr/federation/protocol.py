@@ -26,7 +26,7 @@ import numpy as np
 
 from fedcausal_flwr.data.fingerprint import combine_fingerprints
 from fedcausal_flwr.federation.bookkeeping import RunRecorder
-from fedcausal_flwr.federation.inputs import InputNeeds, check_client_inputs
+from fedcausal_flwr.federation.input_checks import InputNeeds, check_client_inputs
 from fedcausal_flwr.federation.membership import Answer, Membership
 from fedcausal_flwr.federation.messages import (
     HELLO,
@@ -64,9 +64,9 @@ class ProtocolStrategy:
     #: Clients report the level set of a non-float column only if it has at most this many values.
     hello_max_levels: ClassVar[int] = 1000
     #: What the method needs of the clients' data, checked after hello before the first step
-    #: (:mod:`~fedcausal_flwr.federation.inputs`); a strategy whose needs depend on its options
-    #: overrides :meth:`input_needs`. The base protocol tests nothing, so it does not refuse a
-    #: constant column; a method's own declaration does (``InputNeeds()``'s default).
+    #: (:mod:`~fedcausal_flwr.federation.input_checks`); a strategy whose needs depend on its
+    #: options overrides :meth:`input_needs`. The base protocol tests nothing, so it does not
+    #: refuse a constant column; a method's own declaration does (``InputNeeds()``'s default).
     needs: ClassVar[InputNeeds] = InputNeeds(varying=False)
     #: Set by the registry when it builds the strategy (``MethodSpec.new_strategy``): the
     #: method's declared minimum number of clients, and the door whose spelling the input

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedcausal_flwr.stats.oracle import Query
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.tables import query_rows, rows_to_queries
 
 

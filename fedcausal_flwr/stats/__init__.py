@@ -1,5 +1,6 @@
 """Sufficient statistics and CI tests: summable tables and moments, sketches, oracles."""
 
+from .batch_oracle import CIOracle, Query, normalise_query
 from .contingency import (
     DEFAULT_MAX_CELLS,
     DiscreteTestResult,
@@ -27,7 +28,6 @@ from .gaussian import (
     local_moments,
     sum_moments,
 )
-from .oracle import CIOracle, Query, normalise_query
 from .oracles import DiscreteOracle, DSeparationOracle, GaussianOracle, TableOracle, dag_adjacency
 from .sketch import (
     SketchTestResult,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .oracle import Query, by_conditioning_size, normalise_query
+from .batch_oracle import Query, by_conditioning_size, normalise_query
 
 
 def _where(client: str | None) -> str:

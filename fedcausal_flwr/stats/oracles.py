@@ -9,6 +9,7 @@ from typing import Literal
 import numpy as np
 
 from ..graphs.graph import ARROW, NONE, TAIL, Graph
+from .batch_oracle import CIOracle, Query, by_conditioning_size
 from .contingency import (
     DEFAULT_MAX_CELLS,
     DiscreteTestOptions,
@@ -32,7 +33,6 @@ from .gaussian import (
     local_moments,
     query_moments,
 )
-from .oracle import CIOracle, Query, by_conditioning_size
 
 _RESAMPLE_CELLS = 1 << 24  # table cells (over all resamples) per batched chunk: 128 MB
 

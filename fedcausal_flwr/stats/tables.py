@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .oracle import Query, normalise_query
+from .batch_oracle import Query, normalise_query
 
 #: Largest table (cells) :func:`local_tables` will allocate for one query (128 MiB of int64).
 DEFAULT_MAX_CELLS = 2**24
