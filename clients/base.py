@@ -18,7 +18,7 @@ reports the partition id, row count, columns, dtypes, level sets and a fingerpri
 hash that identifies it for reproducibility and reveals nothing else).
 
 A client built by its method's registration (``MethodSpec.client``: every door builds clients
-there) carries a :class:`~fedcausal_flwr.federation.site_policy.SiteGuard`: it answers only the
+there) carries a :class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`: it answers only the
 actions its method declares with a disclosure class, and at a site only what the site's policy
 allows, and logs each reply and refusal in the site's audit log. A client built by hand (a unit
 test, a custom factory) has no guard and answers every action it implements.
@@ -46,8 +46,7 @@ from flwr.client import NumPyClient
 from fedcausal_flwr.data.columns import frame_columns
 from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.inputs import InputError, frame_report
-from fedcausal_flwr.federation.clientside import secagg_participants
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.messages import (
     BOOTSTRAP,
     HELLO,
     KEY_ACTION,
@@ -62,7 +61,8 @@ from fedcausal_flwr.federation.messages import (
     check_secure_vector,
     to_json,
 )
-from fedcausal_flwr.federation.site_policy import SiteGuard
+from fedcausal_flwr.federation.core.site_policy import SiteGuard
+from fedcausal_flwr.federation.runtime.clientside import secagg_participants
 from fedcausal_flwr.stats.contingency import MISSING_CODE
 
 #: what an action's handler returns: the reply's arrays and its JSON-serialisable meta
@@ -222,9 +222,10 @@ class ProtocolClient(NumPyClient):
         return [], report
 
     def bootstrap(self, payload: dict, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], dict]:
-        """Built-in action of the federated bootstrap (:mod:`fedcausal_flwr.federation.bootstrap`):
-        answer each part with the method's own handler on its replicate's rows (replicate 0: the
-        rows themselves, k: resample k), checked and packed as a request of its own would be."""
+        """Built-in action of the federated bootstrap
+        (:mod:`fedcausal_flwr.federation.core.bootstrap`): answer each part with the method's own
+        handler on its replicate's rows (replicate 0: the rows themselves, k: resample k), checked
+        and packed as a request of its own would be."""
         seed, sample = int(payload["seed"]), str(payload["sample"])
         out: list[np.ndarray] = []
         parts: list[dict] = []

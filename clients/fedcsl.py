@@ -15,7 +15,7 @@ from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.discrete import DiscreteClient
 from fedcausal_flwr.discovery.fedcsl import client_weight, hiton_pc_all, marginal_strength
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedcsl import LOCAL_DAG, NEIGHBOURS
 
 

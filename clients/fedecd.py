@@ -23,7 +23,7 @@ from fedcausal_flwr.discovery.bootstrap import (
     vote_directions,
 )
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
 
 

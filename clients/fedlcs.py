@@ -26,7 +26,7 @@ from fedcausal_flwr.discovery.lcs import (
     full_graph,
     local_structure,
 )
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 

@@ -21,7 +21,7 @@ from fedcausal_flwr.clients.base import (
     cached_codes,
     complete_rows,
 )
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedpc import (
     MARGINS,
     MOMENTS,

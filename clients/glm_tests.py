@@ -19,7 +19,7 @@ import pandas as pd
 
 from fedcausal_flwr.clients.base import FrameCache, HandlerResult, ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
 from fedcausal_flwr.stats.glm import (
     ClientTable,

@@ -29,7 +29,7 @@ from fedcausal_flwr.clients.base import (
     encode_columns,
 )
 from fedcausal_flwr.discovery.notears import centred_gram, dual_step, local_step
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, LEVEL_COUNTS
 
 #: the key of this client's ADMM state (its dual and last local matrix) in Flower's node state

@@ -20,7 +20,7 @@ from fedcausal_flwr.clients.base import (
     cached_codes,
 )
 from fedcausal_flwr.discovery.ges import CausalLearnBDeu
-from fedcausal_flwr.federation.messages import ProtocolError
+from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.rfcd import CARDINALITIES, FAMILY_SCORES, decode_families
 
 _SCORERS = FrameCache()

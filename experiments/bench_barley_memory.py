@@ -24,7 +24,7 @@ def _run(method: str, rows: int, clients: int, algorithm: str, out) -> None:
     warnings.simplefilter("ignore")
     from fedcausal_flwr.data import load_network
     from fedcausal_flwr.data.partition import split_sizes
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
 
     frame = load_network("barley").sample(rows, seed=0).astype(str)
     parts = (

@@ -46,7 +46,7 @@ import pandas as pd
 
 import fedcausal_flwr
 from fedcausal_flwr.data import load_network, split_iid
-from fedcausal_flwr.federation.deploy import LocalDeployment, descendants
+from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment, descendants
 
 TARGET_STOCK_S = 5.0
 TARGET_TUNED_S = 2.0
@@ -98,8 +98,8 @@ def reply(msg: Message, context: Context) -> Message:
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    from fedcausal_flwr.federation.apps import send_and_receive
-    from fedcausal_flwr.federation.flower_internals import tune_grid_reply_pulls
+    from fedcausal_flwr.federation.runtime.workflow import send_and_receive
+    from fedcausal_flwr.federation.runtime.flower_internals import tune_grid_reply_pulls
 
     tune_grid_reply_pulls(grid)
     wanted, rounds = int(context.run_config["num-clients"]), int(context.run_config["rounds"])

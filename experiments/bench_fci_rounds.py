@@ -20,7 +20,7 @@ import warnings
 import fedcausal_flwr.discovery.possible_dsep as possible_dsep
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_sizes
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 
 
 def main() -> None:

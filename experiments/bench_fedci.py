@@ -30,7 +30,7 @@ from fedcausal_flwr.citest import citest
 from fedcausal_flwr.data.partition import split_site_effects
 from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.data.synthetic import random_dag
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.strategies import fedci  # noqa: F401  (registers the methods)
 
 TYPES = {

@@ -19,7 +19,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 from fedcausal_flwr.api import make_partition, truth_for  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 
 

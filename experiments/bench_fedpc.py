@@ -96,7 +96,7 @@ class CheckTimer:
 #: stage of a profiled function, by where it is defined (first match)
 STAGES = (
     ("input check + fingerprint", ("data/inputs.py", "data/columns.py", "data/dependence.py",
-                                   "data/fingerprint.py", "federation/input_checks.py")),
+                                   "data/fingerprint.py", "federation/core/input_checks.py")),
     ("encoding the columns", ("clients/fedpc.py",)),
     ("counting the tables", ("stats/tables.py",)),
     ("server: tests and PC", ("discovery/", "stats/", "strategies/")),

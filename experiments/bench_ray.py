@@ -27,7 +27,7 @@ import time
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.experiments.process_memory import TreeSampler
-from fedcausal_flwr.federation.runners import default_ray_num_cpus, quiet_flower, run_method
+from fedcausal_flwr.federation.runtime.runners import default_ray_num_cpus, quiet_flower, run_method
 
 RAY_TMP = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must fit 107 bytes
 

@@ -58,7 +58,7 @@ def run_row(name: str) -> None:
     from fedcausal_flwr.discovery.driver import drive
     from fedcausal_flwr.discovery.pc import pc
     from fedcausal_flwr.discovery.skeleton import skeleton_steps
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
     from fedcausal_flwr.stats.oracles import DiscreteOracle
 
     network, rows, clients, backend = ROWS[name]

@@ -28,10 +28,10 @@ import numpy as np
 
 from fedcausal_flwr.data import load_network, split_iid
 from fedcausal_flwr.data.csv_input import read_client_csv
-from fedcausal_flwr.federation.deploy import LocalDeployment
-from fedcausal_flwr.federation.localhost import write_app
-from fedcausal_flwr.federation.registry import get_method
-from fedcausal_flwr.federation.site_policy import SitePolicy
+from fedcausal_flwr.federation.core.registry import get_method
+from fedcausal_flwr.federation.core.site_policy import SitePolicy
+from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
+from fedcausal_flwr.federation.deployment.localhost import write_app
 
 TARGET = 0.02
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
 
-    from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
 
     with tempfile.TemporaryDirectory(prefix="fedcausal-policy-") as tmp:
         work = Path(tmp)

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.truth import directed_matrix  # noqa: E402
 from fedcausal_flwr.metrics import auc  # noqa: E402
 

@@ -77,8 +77,8 @@ from fedcausal_flwr.data.synthetic import (  # noqa: E402
     random_dag,
     random_discrete_network,
 )
-from fedcausal_flwr.federation.registry import get_method  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.core.registry import get_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag  # noqa: E402
 from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics  # noqa: E402

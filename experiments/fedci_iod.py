@@ -255,7 +255,7 @@ def report(frame: pd.DataFrame) -> str:
 
 def bench() -> None:
     """One fedci-iod run on Fig. 1's setting and on a 10-variable 3-site setting."""
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
 
     fig1 = Graph.from_edges(
         [*OBSERVED, "U_AC", "U_AD"],

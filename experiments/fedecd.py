@@ -50,8 +50,8 @@ import pandas as pd  # noqa: E402
 
 from fedcausal_flwr.api import make_partition  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.federation.registry import get_method  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.core.registry import get_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.extension import pdag_to_dag  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.graphs.truth import dag_to_cpdag  # noqa: E402

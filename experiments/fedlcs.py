@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import split_iid  # noqa: E402
 from fedcausal_flwr.discovery.lcs import full_graph  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import NONE, Graph  # noqa: E402
 from fedcausal_flwr.metrics import local_metrics  # noqa: E402
 from fedcausal_flwr.strategies.fedlcs import lcs_local_summary  # noqa: E402

@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 import fedcausal_flwr
-from fedcausal_flwr.federation.registry import builtin_methods
+from fedcausal_flwr.federation.core.registry import builtin_methods
 
 #: (label, run keywords): the data every method is run on
 DATA: tuple[tuple[str, dict[str, Any]], ...] = (

@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 from fedcausal_flwr.data.inputs import InputError  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 from fedcausal_flwr.scoring import truth_for  # noqa: E402
 

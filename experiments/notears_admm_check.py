@@ -28,7 +28,7 @@ from fedcausal_flwr.discovery.notears import (  # noqa: E402
     notears_linear,
     threshold_dag,
 )
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
 from fedcausal_flwr.metrics import shd  # noqa: E402
 

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fedcausal_flwr.data import load_network
     from fedcausal_flwr.data.partition import split_sizes
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
     from fedcausal_flwr.graphs import Graph
 
     frame = load_network(args.network).sample(args.rows, seed=0).astype(str)

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from fedcausal_flwr.api import make_partition  # noqa: E402
 from fedcausal_flwr.data.networks import load_network  # noqa: E402
 from fedcausal_flwr.discovery.ges import CausalLearnBDeu, ges  # noqa: E402
-from fedcausal_flwr.federation.runners import run_method  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
 from fedcausal_flwr.graphs import Graph  # noqa: E402
 from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
 from fedcausal_flwr.scoring import truth_for  # noqa: E402

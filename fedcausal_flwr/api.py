@@ -22,9 +22,9 @@ from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.data.inputs import InputError, setting_text
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import make_partition, sample_partition
-from fedcausal_flwr.federation.input_checks import check_client_inputs, client_info_of
-from fedcausal_flwr.federation.registry import MethodSpec, check_secure, get_method
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.core.input_checks import check_client_inputs, client_info_of
+from fedcausal_flwr.federation.core.registry import MethodSpec, check_secure, get_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result

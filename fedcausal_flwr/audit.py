@@ -1,6 +1,6 @@
 """``fedcausal-flwr audit LOG``: what left a site, per run, from its audit log.
 
-A site's audit log (:mod:`fedcausal_flwr.federation.site_policy`) holds one JSON line per reply
+A site's audit log (:mod:`fedcausal_flwr.federation.core.site_policy`) holds one JSON line per reply
 the site sent and per refusal. This summary groups them by run: messages and bytes per
 disclosure class, what reached the server as this site's own values (``raw`` rows,
 ``per_client`` statistics, and sums that did not go through SecAgg+) marked with ``!``, and every
@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from fedcausal_flwr.federation.disclosure import CLASSES, PER_CLIENT, RAW, SUM
+from fedcausal_flwr.federation.core.disclosure import CLASSES, PER_CLIENT, RAW, SUM
 
 #: the fields every line of an audit log has
 FIELDS = ("time", "run", "site", "method", "action", "class", "round", "secure", "outcome")

@@ -53,7 +53,7 @@ def _add_option_flag(group: argparse._ActionsContainer, option: Option) -> None:
 
 def run_parser(method: str | None) -> argparse.ArgumentParser:
     """The ``run`` parser: run settings, data, output, and ``method``'s declared options."""
-    from fedcausal_flwr.federation.registry import get_method
+    from fedcausal_flwr.federation.core.registry import get_method
 
     parser = argparse.ArgumentParser(
         prog="fedcausal-flwr run",
@@ -129,7 +129,7 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
 
 def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method: str) -> str:
     """The error for flags the parser did not take: the closest valid flag and the lists."""
-    from fedcausal_flwr.federation.registry import get_method, known_methods
+    from fedcausal_flwr.federation.core.registry import get_method, known_methods
 
     spec = get_method(method)
     flag = next((a for a in leftover if a.startswith("-")), leftover[0]).split("=")[0]
@@ -176,7 +176,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def _run_command(argv: list[str]) -> int:
     from fedcausal_flwr.api import execute, rerun_arguments
-    from fedcausal_flwr.federation.registry import get_method
+    from fedcausal_flwr.federation.core.registry import get_method
     from fedcausal_flwr.result import Result
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -309,7 +309,7 @@ def _networks(args: argparse.Namespace) -> int:
 
 
 def _methods(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.federation.registry import get_method, known_methods
+    from fedcausal_flwr.federation.core.registry import get_method, known_methods
 
     if args.markdown:
         print(methods_markdown(), end="")
@@ -338,7 +338,7 @@ def _methods(args: argparse.Namespace) -> int:
 def disclosure_rows(spec) -> list[tuple[str, str]]:
     """``(action, class and meaning)`` of every action a method's sites answer, ``hello`` first
     (and the bootstrap's built-in action where the method takes it)."""
-    from fedcausal_flwr.federation.disclosure import MEANING, METADATA
+    from fedcausal_flwr.federation.core.disclosure import MEANING, METADATA
 
     rows = [("hello", f"{METADATA} ({MEANING[METADATA]})")]
     rows += [(action, f"{kind} ({MEANING[kind]})") for action, kind in spec.disclosures.items()]
@@ -349,7 +349,7 @@ def disclosure_rows(spec) -> list[tuple[str, str]]:
 
 def methods_markdown() -> str:
     """Every method's options as Markdown tables (docs/methods.md is this text)."""
-    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+    from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
@@ -395,7 +395,7 @@ def methods_markdown() -> str:
 def defaults_vs_papers() -> str:
     """Markdown bullets: every default that differs from its paper (or the authors' code where
     the paper is silent), and why; the README's list is this text (a test checks it)."""
-    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+    from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 
     grouped: dict[tuple, list[str]] = {}
     for name in builtin_methods():
@@ -715,8 +715,8 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _federation(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
-    from fedcausal_flwr.federation.localhost import federation_command
+    from fedcausal_flwr.federation.deployment.localhost import federation_command
+    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
 
     return federation_command(args, DEFAULT_RUN_CONFIG)
 
@@ -753,7 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_audit_parser(sub)
     _add_sample(sub)
-    from fedcausal_flwr.federation.localhost import add_federation_parser
+    from fedcausal_flwr.federation.deployment.localhost import add_federation_parser
 
     add_federation_parser(sub)
     handlers = {

@@ -45,7 +45,7 @@ import pandas as pd
 from fedcausal_flwr.data.fingerprint import data_fingerprint
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
-from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.federation.core.registry import get_method
 from fedcausal_flwr.interrupts import children, end_children
 from fedcausal_flwr.options import parse_spec
 from fedcausal_flwr.scoring import scoring_view, summary_rows

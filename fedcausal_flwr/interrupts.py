@@ -44,7 +44,7 @@ class Interrupted(KeyboardInterrupt):
 
 def children() -> set[int]:
     """Every process below this one (from /proc)."""
-    from fedcausal_flwr.federation.deploy import descendants
+    from fedcausal_flwr.federation.deployment.local_deployment import descendants
 
     return set(descendants(os.getpid()))
 
@@ -52,7 +52,7 @@ def children() -> set[int]:
 def end_children(grace: float = 1.0, spare: Collection[int] = ()) -> list[int]:
     """End every process below this one but ``spare`` (worker processes, Ray's services and
     workers): what a run started must not outlive it. Returns the PIDs signalled."""
-    from fedcausal_flwr.federation.deploy import end_processes
+    from fedcausal_flwr.federation.deployment.local_deployment import end_processes
 
     found = sorted(children() - set(spare))
     if not found:
@@ -70,13 +70,13 @@ def end_children(grace: float = 1.0, spare: Collection[int] = ()) -> list[int]:
 
 def ray_simulation_running() -> bool:
     """Whether a Ray simulation runs (checked in a signal handler: imports nothing new)."""
-    internals = sys.modules.get("fedcausal_flwr.federation.flower_internals")
+    internals = sys.modules.get("fedcausal_flwr.federation.runtime.flower_internals")
     return bool(internals is not None and internals.ray_simulation_running())
 
 
 def remove_ray_leftovers() -> None:
     """Remove what a Ray simulation left at once would have removed (its spilled client data)."""
-    internals = sys.modules.get("fedcausal_flwr.federation.flower_internals")
+    internals = sys.modules.get("fedcausal_flwr.federation.runtime.flower_internals")
     for folder in [] if internals is None else internals.ray_simulation_leftovers():
         shutil.rmtree(folder, ignore_errors=True)
 

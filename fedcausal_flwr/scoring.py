@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedcausal_flwr.federation.registry import MethodSpec, UnknownMethodError, get_method
+from fedcausal_flwr.federation.core.registry import MethodSpec, UnknownMethodError, get_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.extension import pdag_to_dag
 from fedcausal_flwr.graphs.truth import check_dag, dag_to_cpdag, dag_to_pag

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.federation.input_checks import InputNeeds, note_constant_columns
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply
+from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet
 from fedcausal_flwr.stats.oracles import DiscreteOracle

@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedcausal_flwr.federation.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.registry import for_variant, register_method
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.glm_tests import (

@@ -55,11 +55,11 @@ from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
-from fedcausal_flwr.federation.disclosure import RAW
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientInfo, ProtocolError
-from fedcausal_flwr.federation.protocol import Reply, Request
-from fedcausal_flwr.federation.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.disclosure import RAW
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientInfo, ProtocolError
+from fedcausal_flwr.federation.core.protocol import Reply, Request
+from fedcausal_flwr.federation.core.registry import for_variant, register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by

@@ -75,9 +75,9 @@ from fedcausal_flwr.discovery.fedcsl import (
     federated_skeleton,
     weighted_direction_votes,
 )
-from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import documented_by

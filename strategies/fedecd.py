@@ -85,9 +85,9 @@ from fedcausal_flwr.discovery.bootstrap import (
     TIE_RULES,
     voted_dag_marks,
 )
-from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, Graph
 from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT

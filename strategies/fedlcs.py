@@ -83,10 +83,10 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, RAW
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.sepsets import SEPSET_RULES
 from fedcausal_flwr.metrics import local_metrics

@@ -87,10 +87,10 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.input_checks import InputNeeds, note_constant_columns
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
+from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedpc import (
     MARGINS,

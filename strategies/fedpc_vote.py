@@ -68,9 +68,9 @@ import numpy as np
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
-from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.colliders import ColliderOrientation
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.meek import orient_cpdag

@@ -22,9 +22,9 @@ from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientInfo, Reply, Request
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,

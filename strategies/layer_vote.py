@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy
 

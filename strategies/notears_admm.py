@@ -90,10 +90,10 @@ from fedcausal_flwr.discovery.notears import (
     frequency_midpoints,
     threshold_dag,
 )
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.input_checks import value_type
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
+from fedcausal_flwr.federation.core.input_checks import value_type
+from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, DISCRETE_MODES, LEVEL_COUNTS

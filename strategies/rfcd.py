@@ -67,10 +67,10 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.discovery.ges import Family, GESResult, ges_steps
-from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by, spell
 from fedcausal_flwr.protocols.rfcd import (
     CARDINALITIES,

@@ -107,10 +107,10 @@ from fedcausal_flwr.discovery.tpss import (
     union_graph,
     weighted_adjacency,
 )
-from fedcausal_flwr.federation.disclosure import PER_CLIENT
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr

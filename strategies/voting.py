@@ -66,10 +66,10 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, RAW
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, RAW
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.registry import for_variant, register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.knowledge import Knowledge

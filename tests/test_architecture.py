@@ -18,7 +18,7 @@ SOURCES = {
     "clients": "fedcausal_flwr.clients",
     "experiments": "fedcausal_flwr.experiments",
 }
-FLOWER_INTERNALS = "fedcausal_flwr.federation.flower_internals"
+FLOWER_INTERNALS = "fedcausal_flwr.federation.runtime.flower_internals"
 #: Flower 1.42's public API: these modules and the names in their __all__.
 FLOWER_PUBLIC = (
     "flwr.app", "flwr.clientapp", "flwr.serverapp", "flwr.client", "flwr.client.mod",
@@ -31,12 +31,8 @@ FLOWER_FREE = (
     "fedcausal_flwr.result",
     "fedcausal_flwr.metrics", "fedcausal_flwr.scoring", "fedcausal_flwr.graphs",
     "fedcausal_flwr.data", "fedcausal_flwr.stats", "fedcausal_flwr.discovery",
-    "fedcausal_flwr.protocols", "fedcausal_flwr.federation.messages",
-    "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
-    "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-    "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.input_checks",
-    "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
-    "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
+    "fedcausal_flwr.protocols",
+    "fedcausal_flwr.federation.core",  # the protocol core, every module of it
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
@@ -44,16 +40,11 @@ LAYERS = (
     ("fedcausal_flwr.graphs", "fedcausal_flwr.data", "fedcausal_flwr.stats",
      "fedcausal_flwr.metrics", "fedcausal_flwr.result"),
     ("fedcausal_flwr.discovery",),
-    ("fedcausal_flwr.protocols", "fedcausal_flwr.settings", "fedcausal_flwr.federation.messages",
-     "fedcausal_flwr.federation.bookkeeping", "fedcausal_flwr.federation.membership",
-     "fedcausal_flwr.federation.sums", "fedcausal_flwr.federation.protocol",
-     "fedcausal_flwr.federation.registry", "fedcausal_flwr.federation.input_checks",
-     "fedcausal_flwr.federation.bootstrap", "fedcausal_flwr.federation.disclosure",
-     "fedcausal_flwr.federation.site_policy", "fedcausal_flwr.federation.coordinator",
+    ("fedcausal_flwr.protocols", "fedcausal_flwr.settings", "fedcausal_flwr.federation.core",
      "fedcausal_flwr.scoring"),
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),
     ("fedcausal_flwr.strategies",),
-    ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.app"),
+    ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.runtime.flwr_app"),
     ("fedcausal_flwr.compare", "fedcausal_flwr.plots", "fedcausal_flwr.report",
      "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
      "fedcausal_flwr.interrupts", "fedcausal_flwr.audit"),
@@ -222,10 +213,10 @@ def test_a_method_runs_under_flowers_own_default_workflow(secure):
     from flwr.server import ServerAppComponents, ServerConfig
     from flwr.serverapp import ServerApp
 
-    from fedcausal_flwr.federation.adapter import FlowerStrategy
-    from fedcausal_flwr.federation.apps import make_client_app
-    from fedcausal_flwr.federation.localgrid import run_local
-    from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
+    from fedcausal_flwr.federation.runtime.adapter import FlowerStrategy
+    from fedcausal_flwr.federation.runtime.localgrid import run_local
+    from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_protocol
+    from fedcausal_flwr.federation.runtime.workflow import make_client_app
     from tests.test_federation_toy import ToyStrategy, make_toy_client, toy_partitions
 
     parts = toy_partitions(3)

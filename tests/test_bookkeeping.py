@@ -1,4 +1,4 @@
-"""``federation/bookkeeping.py`` alone (no Flower): the ledger's array view and the recorder's
+"""``federation/core/bookkeeping.py`` alone (no Flower): the ledger's array view and the recorder's
 byte totals, per-client charges, round log, dropouts and timing, against hand-computed values."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import fedcausal_flwr.federation.bookkeeping as bookkeeping
-from fedcausal_flwr.federation.bookkeeping import RunRecorder, describe_arrays
+import fedcausal_flwr.federation.core.bookkeeping as bookkeeping
+from fedcausal_flwr.federation.core.bookkeeping import RunRecorder, describe_arrays
 
 
 def test_describe_arrays_lists_each_position_once():

@@ -17,7 +17,7 @@ from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.bootstrap import resample_rows
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.frequency import edge_frequencies
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.metrics import auc

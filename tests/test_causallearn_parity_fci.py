@@ -24,8 +24,8 @@ from causallearn.utils import DepthChoiceGenerator as depth_choice
 from fedcausal_flwr.clients.fedpc import FedPCClient
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_sizes
-from fedcausal_flwr.federation.messages import ClientProtocolError
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.core.messages import ClientProtocolError
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.stats.contingency import make_layout
 from fedcausal_flwr.strategies.fedpc import make_strategy

@@ -11,7 +11,7 @@ import pytest
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
-from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.federation.core.registry import get_method
 from fedcausal_flwr.result import Result
 
 
@@ -308,7 +308,7 @@ def test_progress_lines_hold_back_rounds_but_not_a_slow_start():
 
 def test_the_ray_backend_says_it_is_starting_ray(monkeypatch):
     """The line comes before the simulation starts (Ray itself is not started here)."""
-    from fedcausal_flwr.federation import runners
+    from fedcausal_flwr.federation.runtime import runners
 
     heard: list[str] = []
 
@@ -324,7 +324,7 @@ def test_the_ray_backend_says_it_is_starting_ray(monkeypatch):
 def test_iod_enumeration_lines_reach_the_runs_progress():
     """IOD's global phase runs on the server after the last round: its lines are forwarded."""
     from fedcausal_flwr.data.schema import Schema
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
     from tests.test_iod_federated import fig1_sites
 
     frames = fig1_sites(600, 2, seed=3)

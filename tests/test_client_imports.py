@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 
-from fedcausal_flwr.federation.registry import builtin_method_modules
+from fedcausal_flwr.federation.core.registry import builtin_method_modules
 
 HANDLE_FEDPC_MESSAGES = r"""
 import json, sys
@@ -25,8 +25,10 @@ from flwr.app import Context, Message, RecordDict
 from flwr.common import ndarrays_to_parameters
 from flwr.common.typing import FitIns
 
-from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG, client_app
-from fedcausal_flwr.federation.flower_internals import fitins_to_recorddict, set_task_identity
+from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG, client_app
+from fedcausal_flwr.federation.runtime.flower_internals import (
+    fitins_to_recorddict, set_task_identity,
+)
 
 csv_path = sys.argv[1]
 set_task_identity(1, 0)
@@ -50,13 +52,13 @@ print(json.dumps({"replies": replies, "modules": sorted(sys.modules)}))
 
 #: the server side and the user-facing doors: nothing a ClientApp answering a message needs
 SERVER_SIDE = (
-    "fedcausal_flwr.federation.apps",
-    "fedcausal_flwr.federation.adapter",
-    "fedcausal_flwr.federation.runners",
-    "fedcausal_flwr.federation.localgrid",
-    "fedcausal_flwr.federation.deploy",
-    "fedcausal_flwr.federation.warm_executor",
-    "fedcausal_flwr.federation.tuned_supernode",
+    "fedcausal_flwr.federation.runtime.workflow",
+    "fedcausal_flwr.federation.runtime.adapter",
+    "fedcausal_flwr.federation.runtime.runners",
+    "fedcausal_flwr.federation.runtime.localgrid",
+    "fedcausal_flwr.federation.deployment.local_deployment",
+    "fedcausal_flwr.federation.deployment.warm_executor",
+    "fedcausal_flwr.federation.deployment.tuned_supernode",
     "fedcausal_flwr.api",
     "fedcausal_flwr.cli",
     "fedcausal_flwr.compare",

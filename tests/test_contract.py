@@ -17,9 +17,9 @@ import pytest
 import fedcausal_flwr
 from fedcausal_flwr.cli import main, methods_markdown
 from fedcausal_flwr.compare import compare
-from fedcausal_flwr.federation import app as flwr_app
-from fedcausal_flwr.federation.localgrid import run_local
-from fedcausal_flwr.federation.registry import builtin_methods, get_method, known_methods
+from fedcausal_flwr.federation.core.registry import builtin_methods, get_method, known_methods
+from fedcausal_flwr.federation.runtime import flwr_app
+from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.options import REQUIRED, OptionError
 from fedcausal_flwr.result import Result
 
@@ -177,8 +177,8 @@ def test_nothing_we_start_phones_out(tmp_path):
     ) + "])"  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "['0', '1', '1', '0']", out.stderr
-    from fedcausal_flwr.federation.deploy import LocalDeployment
-    from fedcausal_flwr.federation.runners import quiet_flower
+    from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
+    from fedcausal_flwr.federation.runtime.runners import quiet_flower
 
     with quiet_flower():  # the Ray runner's environment
         assert {k: os.environ[k] for k in fedcausal_flwr.NO_PHONING_OUT} == (

@@ -41,8 +41,10 @@ from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.data.partition import split_iid, split_site_effects, split_variable_subsets
 from fedcausal_flwr.data.synthetic import random_dag
-from fedcausal_flwr.federation.credentials import write_node_key, write_tls_files
-from fedcausal_flwr.federation.deploy import (
+from fedcausal_flwr.federation.core.messages import FederationError
+from fedcausal_flwr.federation.core.registry import builtin_method_modules, get_method
+from fedcausal_flwr.federation.deployment.credentials import write_node_key, write_tls_files
+from fedcausal_flwr.federation.deployment.local_deployment import (
     FEDERATION,
     NO_PHONING_OUT,
     LocalDeployment,
@@ -54,9 +56,7 @@ from fedcausal_flwr.federation.deploy import (
     free_port,
     process_environment,
 )
-from fedcausal_flwr.federation.localhost import APP_DIR, FEDERATION_FILE, write_app
-from fedcausal_flwr.federation.messages import FederationError
-from fedcausal_flwr.federation.registry import builtin_method_modules, get_method
+from fedcausal_flwr.federation.deployment.localhost import APP_DIR, FEDERATION_FILE, write_app
 from fedcausal_flwr.options import parse_assignments
 from fedcausal_flwr.result import Result
 
@@ -445,14 +445,16 @@ def test_a_bundle_carrying_code_is_refused_and_never_imported(federation, tmp_pa
     app = tmp_path / "fedcausal-app"
     app.mkdir()
     manifest = (federation.app / "pyproject.toml").read_text()
-    manifest = manifest.replace('"fedcausal_flwr.federation.app:client_app"', '"evil:client_app"')
+    manifest = manifest.replace(
+        '"fedcausal_flwr.federation.runtime.flwr_app:client_app"', '"evil:client_app"'
+    )
     listed = 'fab-include = [\n    "pyproject.toml",\n'
     manifest = manifest.replace(listed, listed + '    "evil.py",\n')
     assert '"evil.py"' in manifest and '"evil:client_app"' in manifest
     (app / "pyproject.toml").write_text(manifest)
     (app / "evil.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
-        "from fedcausal_flwr.federation.app import client_app as installed\n"
+        "from fedcausal_flwr.federation.runtime.flwr_app import client_app as installed\n"
         "client_app = installed\n"
     )
     federation.write_sites(site_frames("asia"))
@@ -556,14 +558,14 @@ def test_federation_command_checks_its_flags_and_files(tmp_path, capsys):
 def test_the_app_manifest_declares_the_app_settings(tmp_path):
     import tomllib
 
-    from fedcausal_flwr.federation.app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
 
     app = write_app(tmp_path / APP_DIR, DEFAULT_RUN_CONFIG)
     flwr = tomllib.loads((app / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert flwr["config"] == DEFAULT_RUN_CONFIG
     assert flwr["components"] == {
-        "serverapp": "fedcausal_flwr.federation.app:server_app",
-        "clientapp": "fedcausal_flwr.federation.app:client_app",
+        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
+        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
     }
     assert flwr["fab-include"] == ["pyproject.toml"]
 

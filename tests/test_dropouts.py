@@ -46,11 +46,15 @@ from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.data.synthetic import random_dag, random_gaussian_network, simulate_mixed
-from fedcausal_flwr.federation.apps import make_client_app, make_server_app
-from fedcausal_flwr.federation.localgrid import FIRST_NODE_ID, run_local
-from fedcausal_flwr.federation.messages import HELLO, TooFewClientsError
-from fedcausal_flwr.federation.registry import builtin_methods, get_method
-from fedcausal_flwr.federation.runners import BoundClientMaker, PartitionedClients, run_protocol
+from fedcausal_flwr.federation.core.messages import HELLO, TooFewClientsError
+from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
+from fedcausal_flwr.federation.runtime.localgrid import FIRST_NODE_ID, run_local
+from fedcausal_flwr.federation.runtime.runners import (
+    BoundClientMaker,
+    PartitionedClients,
+    run_protocol,
+)
+from fedcausal_flwr.federation.runtime.workflow import make_client_app, make_server_app
 from fedcausal_flwr.protocols.fedci import GLM
 from fedcausal_flwr.protocols.fedpc import MARGINS, SKETCH
 from fedcausal_flwr.result import Result

@@ -7,7 +7,7 @@ from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import edge_pvalues, pc
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 

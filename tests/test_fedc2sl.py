@@ -14,9 +14,9 @@ from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.data.synthetic import random_dag, random_gaussian_network
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation.messages import TooFewClientsError
-from fedcausal_flwr.federation.registry import UnknownMethodError
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.core.messages import TooFewClientsError
+from fedcausal_flwr.federation.core.registry import UnknownMethodError
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle, GaussianOracle
@@ -267,7 +267,7 @@ def test_ray_engine_gives_the_inprocess_result():
 
 
 def test_flwr_run_config_can_score_against_the_network():
-    from fedcausal_flwr.federation.app import score
+    from fedcausal_flwr.federation.runtime.flwr_app import score
 
     net = load_network("asia")
     parts = split_iid(net.sample(2_000, seed=9), 2, seed=0).clients

@@ -14,7 +14,7 @@ from fedcausal_flwr.data.synthetic import choose_latents, random_dag
 from fedcausal_flwr.discovery.driver import drive
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc_steps
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL
 from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
 from fedcausal_flwr.strategies import fedci  # noqa: F401  (registers fedci-pc / fedci-fci)
@@ -140,7 +140,7 @@ def test_citest_fisher_baseline(mixed):
 
 
 def test_fixed_point_digits_sum_exactly_within_the_secure_bound():
-    from fedcausal_flwr.federation.messages import secure_clip
+    from fedcausal_flwr.federation.core.messages import secure_clip
     from fedcausal_flwr.protocols.fedci import decode_fixed, digit_bits, encode_fixed
 
     rng = np.random.default_rng(0)

@@ -22,8 +22,8 @@ from fedcausal_flwr.discovery.fedcsl import (
     marginal_strength,
     weighted_direction_votes,
 )
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle, TableOracle

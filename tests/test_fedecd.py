@@ -19,8 +19,8 @@ from fedcausal_flwr.discovery.bootstrap import (
     independence_evidence,
     vote_directions,
 )
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import ARROW
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.stats.batch_oracle import normalise_query

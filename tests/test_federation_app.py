@@ -1,4 +1,5 @@
-"""The module-level apps used by ``flwr run`` (fedcausal_flwr.federation.app), run in-process."""
+"""The module-level apps used by ``flwr run`` (fedcausal_flwr.federation.runtime.flwr_app), run
+in-process."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pandas as pd
 import pytest
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.federation import app as flwr_app
-from fedcausal_flwr.federation.localgrid import run_local
-from fedcausal_flwr.federation.messages import ClientProtocolError, Request
-from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Request
+from fedcausal_flwr.federation.runtime import flwr_app
+from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 from tests.test_federation_toy import toy_partitions, toy_reference
@@ -34,8 +35,8 @@ def allow_toy_plugin(monkeypatch):
 def test_pyproject_points_flower_at_the_apps_and_ships_no_code():
     flwr = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert flwr["components"] == {
-        "serverapp": "fedcausal_flwr.federation.app:server_app",
-        "clientapp": "fedcausal_flwr.federation.app:client_app",
+        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
+        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
     }
     # the FAB holds only pyproject.toml, so the installed package is never shadowed
     assert flwr["fab-include"] == ["pyproject.toml"]

@@ -34,8 +34,9 @@ import fedcausal_flwr
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation import flower_internals, tuned_supernode
-from fedcausal_flwr.federation.deploy import (
+from fedcausal_flwr.federation.core.messages import FederationError
+from fedcausal_flwr.federation.deployment import tuned_supernode
+from fedcausal_flwr.federation.deployment.local_deployment import (
     NO_PHONING_OUT,
     LocalDeployment,
     _alive,
@@ -45,8 +46,8 @@ from fedcausal_flwr.federation.deploy import (
     process_environment,
     processes_with_env,
 )
-from fedcausal_flwr.federation.messages import FederationError
-from fedcausal_flwr.federation.warm_executor import Stop, WarmExecutor
+from fedcausal_flwr.federation.deployment.warm_executor import Stop, WarmExecutor
+from fedcausal_flwr.federation.runtime import flower_internals
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from tests.test_federation_runtime import comparable
 from tests.test_federation_toy import toy_partitions, toy_reference
 
@@ -34,7 +34,7 @@ def test_ray_secure_run_equals_inprocess_runs(monkeypatch):
 def test_a_refusal_reaches_the_server_typed_on_ray(monkeypatch):
     """A client's ProtocolError (here: counts beyond the exact-sum bound) arrives through Flower's
     Ray runtime as the typed refusal reply and stops the run naming the client."""
-    from fedcausal_flwr.federation.messages import ClientProtocolError
+    from fedcausal_flwr.federation.core.messages import ClientProtocolError
 
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     with pytest.raises(ClientProtocolError, match=r"action 'counts': client \d: secure action"):

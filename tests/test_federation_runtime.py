@@ -12,9 +12,7 @@ import pytest
 from flwr.common import ndarrays_to_parameters
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.federation.apps import make_client_app, make_server_app
-from fedcausal_flwr.federation.localgrid import LocalGrid, run_local
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.messages import (
     REFUSAL_CODE,
     ClientProtocolError,
     Failure,
@@ -27,8 +25,10 @@ from fedcausal_flwr.federation.messages import (
     encode_refusal,
     secure_clip,
 )
-from fedcausal_flwr.federation.registry import UnknownMethodError, get_method
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.core.registry import UnknownMethodError, get_method
+from fedcausal_flwr.federation.runtime.localgrid import LocalGrid, run_local
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.runtime.workflow import make_client_app, make_server_app
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies.base import ProtocolStrategy

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.federation.disclosure import PER_CLIENT, SUM
-from fedcausal_flwr.federation.messages import SUMMED, Request
-from fedcausal_flwr.federation.registry import register_method
+from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
+from fedcausal_flwr.federation.core.messages import SUMMED, Request
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 

@@ -7,7 +7,7 @@ import pytest
 from fedcausal_flwr.clients.fedlcs import FedLCSClient
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.discovery.lcs import LCSOptions, full_graph, local_structure
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.metrics import local_metrics

@@ -23,7 +23,7 @@ from fedcausal_flwr.discovery.sepset_choice import (
     max_pvalue_choice,
     vote_choice,
 )
-from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, TAIL
 from fedcausal_flwr.stats.oracles import DiscreteOracle, TableOracle
 from fedcausal_flwr.strategies.fedlcs import make_strategy

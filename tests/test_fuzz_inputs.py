@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.csv_input import INDEX_NAMES
-from fedcausal_flwr.federation.registry import get_method
+from fedcausal_flwr.federation.core.registry import get_method
 from fedcausal_flwr.result import Result
 
 #: Examples per method in CI (seven methods: a few hundred in all).

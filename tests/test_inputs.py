@@ -4,7 +4,7 @@ Each case the command line once answered with a wrong graph and exit code 0, a t
 refusal for the wrong reason, through ``fedcausal-flwr run --data ... --backend inprocess`` for
 the five methods fedpc, fedpc-vote, fedci-pc, fedcdnv and fedecd; then the file reader
 (:mod:`fedcausal_flwr.data.csv_input`) and the cross-client check
-(:mod:`fedcausal_flwr.federation.input_checks`) on their own.
+(:mod:`fedcausal_flwr.federation.core.input_checks`) on their own.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fedcausal_flwr.data.csv_input import (
     sniff_delimiter,
 )
 from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
-from fedcausal_flwr.federation.input_checks import (
+from fedcausal_flwr.federation.core.input_checks import (
     ConstantColumnNote,
     DependenceWarning,
     InputNeeds,
@@ -33,8 +33,8 @@ from fedcausal_flwr.federation.input_checks import (
     value_type,
     warn_dependence,
 )
-from fedcausal_flwr.federation.registry import builtin_methods, get_method
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.result import Result
 
 METHODS = ("fedpc", "fedpc-vote", "fedci-pc", "fedcdnv", "fedecd")
@@ -250,7 +250,7 @@ def continuous_sites(tmp_path, n: int = 300) -> tuple[list[pd.DataFrame], list[s
 def test_an_infinite_value_stops_the_run_at_every_door(capsys, tmp_path):
     """Not a 100-line traceback, and with ``--min-clients 1`` not a dropout the run survives
     (a graph of the other sites' rows, exit 0)."""
-    from fedcausal_flwr.federation.messages import ClientProtocolError
+    from fedcausal_flwr.federation.core.messages import ClientProtocolError
 
     frames, paths = continuous_sites(tmp_path)
     err = refused(capsys, "fedpc", paths, "--test", "fisherz", "--min-clients", "1")
@@ -440,7 +440,7 @@ def test_the_server_checks_the_hello_reports_too(sites):
 
 
 def test_a_supernode_reads_its_file_with_the_same_reader(tmp_path, sites):
-    from fedcausal_flwr.federation import app as flwr_app
+    from fedcausal_flwr.federation.runtime import flwr_app
 
     frames, _, write = sites
     semi = write("semi-site.csv", frames[0], sep=";")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcausal_flwr.federation.deploy import descendants, processes_with_env
+from fedcausal_flwr.federation.deployment.local_deployment import descendants, processes_with_env
 
 MARK = "FEDCAUSAL_INTERRUPT_TEST"
 #: alarm with many rows and clients: fedci-pc's second round (GLM fits) takes tens of seconds
@@ -211,7 +211,7 @@ def test_compare_records_a_scoring_failure_with_the_run(monkeypatch):
 
 
 def test_a_long_round_says_it_is_still_running():
-    from fedcausal_flwr.federation.apps import Heartbeat
+    from fedcausal_flwr.federation.runtime.workflow import Heartbeat
 
     lines: list[str] = []
     beat = Heartbeat(lines.append, every=0.3)

@@ -17,7 +17,7 @@ from fedcausal_flwr.data.schema import Schema
 from fedcausal_flwr.discovery.iod import iod
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence, datasets_of
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.scoring import score_graph
@@ -199,7 +199,7 @@ def test_flwr_run_deployment_with_the_fig1_split_in_two_csv_files(tmp_path):
     its own CSV with different columns ({A, B, C, E} / {A, C, D, E}); the same list and p-values
     as in-process on the same files; every process started is ended."""
     import fedcausal_flwr
-    from fedcausal_flwr.federation.deploy import LocalDeployment, _alive
+    from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment, _alive
     from tests.test_federation_deploy import stage_app
 
     paths = []

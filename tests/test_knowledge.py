@@ -231,7 +231,7 @@ def _pooled_pc(net, frame, knowledge: Knowledge):
 
 
 def test_fedpc_with_a_knowledge_file_equals_pooled_pc_with_it(alarm_sites, tmp_path):
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
 
     net, frame, parts = alarm_sites
     path = tmp_path / "alarm.txt"
@@ -254,7 +254,7 @@ def test_fedpc_with_a_knowledge_file_equals_pooled_pc_with_it(alarm_sites, tmp_p
 
 
 def test_a_knowledge_object_works_from_python(alarm_sites):
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
 
     net, frame, parts = alarm_sites
     knowledge = Knowledge.from_edges(required=[("INTUBATION", "SHUNT")], tiers=[["HISTORY"]])
@@ -263,7 +263,7 @@ def test_a_knowledge_object_works_from_python(alarm_sites):
 
 
 def test_knowledge_errors_name_the_statement_and_the_option(alarm_sites, tmp_path):
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
     from fedcausal_flwr.options import OptionError
 
     _, _, parts = alarm_sites
@@ -349,7 +349,7 @@ def test_fci_never_tests_forbidden_pairs_or_required_edges(possible_dsep):
 
 def test_fedfci_with_knowledge_equals_pooled_fci_with_it(alarm_sites):
     from fedcausal_flwr.discovery.fci import fci as local_fci
-    from fedcausal_flwr.federation.runners import run_method
+    from fedcausal_flwr.federation.runtime.runners import run_method
 
     net, frame, parts = alarm_sites
     text = ALARM_KNOWLEDGE.replace("\n", ";")

@@ -103,7 +103,7 @@ def test_every_builtin_client_class_path_names_a_protocol_client():
     import importlib
 
     from fedcausal_flwr.clients.base import ProtocolClient
-    from fedcausal_flwr.federation.registry import builtin_methods, get_method
+    from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 
     for name in builtin_methods():
         factory = get_method(name).make_client

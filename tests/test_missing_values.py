@@ -17,8 +17,8 @@ from fedcausal_flwr.data.inputs import InputError
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation.messages import ClientProtocolError
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.core.messages import ClientProtocolError
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.contingency import (

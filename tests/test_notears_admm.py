@@ -26,7 +26,7 @@ from fedcausal_flwr.discovery.notears import (
     notears_linear,
     threshold_dag,
 )
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.protocols.notears_admm import ADMM_STEP
 

@@ -15,11 +15,15 @@ import fedcausal_flwr.clients
 import fedcausal_flwr.protocols
 import fedcausal_flwr.strategies
 from fedcausal_flwr.clients.base import ProtocolClient
-from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO
+from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO
 
-PROTOCOL_HOMES = ("fedcausal_flwr.protocols", "fedcausal_flwr.federation.messages")
+PROTOCOL_HOMES = ("fedcausal_flwr.protocols", "fedcausal_flwr.federation.core.messages")
 CORE = ("fedcausal_flwr.stats", "fedcausal_flwr.discovery", "fedcausal_flwr.graphs")
-CORE += ("fedcausal_flwr.data", "fedcausal_flwr.federation.messages", "fedcausal_flwr.protocols")
+CORE += (
+    "fedcausal_flwr.data",
+    "fedcausal_flwr.federation.core.messages",
+    "fedcausal_flwr.protocols",
+)
 PACKAGES = (fedcausal_flwr.clients, fedcausal_flwr.protocols, fedcausal_flwr.strategies)
 
 
@@ -98,8 +102,8 @@ def test_protocols_and_the_lcs_engine_load_without_flower():
 
 def declared_actions() -> dict[str, str]:
     """Action name -> the protocols module declaring it (in its ``ACTIONS``); ``hello`` built in."""
-    declared = {HELLO: "fedcausal_flwr.federation.messages"}
-    declared[BOOTSTRAP] = "fedcausal_flwr.federation.messages"
+    declared = {HELLO: "fedcausal_flwr.federation.core.messages"}
+    declared[BOOTSTRAP] = "fedcausal_flwr.federation.core.messages"
     for info in pkgutil.iter_modules(fedcausal_flwr.protocols.__path__):
         module = importlib.import_module(f"fedcausal_flwr.protocols.{info.name}")
         for name in getattr(module, "ACTIONS", ()):

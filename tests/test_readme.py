@@ -24,7 +24,12 @@ from pathlib import Path
 import pytest
 
 from fedcausal_flwr.environment import NO_PHONING_OUT
-from fedcausal_flwr.federation.deploy import _alive, end_processes, free_port, processes_with_env
+from fedcausal_flwr.federation.deployment.local_deployment import (
+    _alive,
+    end_processes,
+    free_port,
+    processes_with_env,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"<!-- readme-test: (.+?) -->")

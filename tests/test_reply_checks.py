@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from fedcausal_flwr.clients.base import ProtocolClient, action
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.messages import (
     REFUSAL_CODE,
     ClientProtocolError,
     ProtocolError,
     Request,
     TooFewClientsError,
 )
-from fedcausal_flwr.federation.runners import PartitionedClients, run_protocol
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 from tests.test_federation_toy import ToyClient, ToyStrategy, toy_partitions, toy_reference
 
@@ -121,8 +121,11 @@ def test_the_refusal_travels_as_an_error_code_not_as_text():
     from flwr.common import ndarrays_to_parameters
     from flwr.common.typing import FitIns
 
-    from fedcausal_flwr.federation.apps import make_client_app
-    from fedcausal_flwr.federation.flower_internals import fitins_to_recorddict, set_task_identity
+    from fedcausal_flwr.federation.runtime.flower_internals import (
+        fitins_to_recorddict,
+        set_task_identity,
+    )
+    from fedcausal_flwr.federation.runtime.workflow import make_client_app
 
     class AlwaysRefuses(ToyClient):
         @action("colsum")

@@ -29,8 +29,8 @@ from fedcausal_flwr.discovery.ges import (
     observed_levels,
 )
 from fedcausal_flwr.discovery.score import BDeuScorer
-from fedcausal_flwr.federation.messages import ClientInfo, ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.protocols.rfcd import FAMILY_SCORES, decode_families, encode_families

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import fedcausal_flwr
-import fedcausal_flwr.federation.runners as runners
-from fedcausal_flwr.federation.messages import KEY_ACTION, KEY_META, KEY_PAYLOAD, KEY_ROUND
-from fedcausal_flwr.federation.runners import (
+import fedcausal_flwr.federation.runtime.runners as runners
+from fedcausal_flwr.federation.core.messages import KEY_ACTION, KEY_META, KEY_PAYLOAD, KEY_ROUND
+from fedcausal_flwr.federation.runtime.runners import (
     PartitionedClients,
     check_ray_tmpdir,
     run_protocol,

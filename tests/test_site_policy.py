@@ -1,6 +1,6 @@
 """A site decides what leaves it: declared disclosures, site policy, audit log, and a coordinator
-that stays in its folders. Run through the deployment apps (``federation.app``) on the in-process
-grid, where each node's config is a site's own ``--node-config``."""
+that stays in its folders. Run through the deployment apps (``federation.runtime.flwr_app``) on
+the in-process grid, where each node's config is a site's own ``--node-config``."""
 
 from __future__ import annotations
 
@@ -15,20 +15,20 @@ import pytest
 
 import fedcausal_flwr
 from fedcausal_flwr.data.specs import sample_partition
-from fedcausal_flwr.federation import app as flwr_app
-from fedcausal_flwr.federation.apps import make_server_app
-from fedcausal_flwr.federation.coordinator import CoordinatorError, CoordinatorFolders
-from fedcausal_flwr.federation.disclosure import CLASSES
-from fedcausal_flwr.federation.localgrid import run_local
-from fedcausal_flwr.federation.messages import Request, SitePolicyError
-from fedcausal_flwr.federation.registry import builtin_methods, get_method
-from fedcausal_flwr.federation.site_policy import (
+from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
+from fedcausal_flwr.federation.core.disclosure import CLASSES
+from fedcausal_flwr.federation.core.messages import Request, SitePolicyError
+from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
+from fedcausal_flwr.federation.core.site_policy import (
     PolicyConfigError,
     PolicyRefusal,
     SiteGuard,
     SitePolicy,
     default_audit_log,
 )
+from fedcausal_flwr.federation.runtime import flwr_app
+from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.federation.runtime.workflow import make_server_app
 from fedcausal_flwr.protocols.fedpc import TABLES
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.protocols.voting import RAW_DATA
@@ -89,7 +89,7 @@ def test_every_builtin_action_is_declared_with_a_class():
 
 
 def test_a_registration_with_an_unknown_class_is_refused():
-    from fedcausal_flwr.federation.disclosure import declare
+    from fedcausal_flwr.federation.core.disclosure import declare
 
     with pytest.raises(ValueError, match="disclosure class 'secret'"):
         declare("method 'x'", {"tables": "secret"})
@@ -106,7 +106,11 @@ def test_an_undeclared_action_is_refused_in_process(asia_frames):
             return Request(RAW_DATA, {"variables": self.variables, "levels": {}})
 
     spec = get_method("fedpc-vote")
-    from fedcausal_flwr.federation.runners import BoundClientMaker, PartitionedClients, run_protocol
+    from fedcausal_flwr.federation.runtime.runners import (
+        BoundClientMaker,
+        PartitionedClients,
+        run_protocol,
+    )
 
     maker = BoundClientMaker(spec.make_client, spec.own_options(spec.resolve({})), spec.guard(0))
     with pytest.raises(SitePolicyError, match="site 0 refuses action 'raw_data': method "

@@ -12,7 +12,7 @@ from fedcausal_flwr.discovery.driver import with_cache
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.discovery.skeleton import FreshQueries, level_queries, level_size
-from fedcausal_flwr.federation.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 

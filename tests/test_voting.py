@@ -18,7 +18,7 @@ from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation.runners import PartitionedClients, run_method, run_protocol
+from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL
 from fedcausal_flwr.stats.oracles import DiscreteOracle

@@ -4,7 +4,7 @@ Given a column that duplicates, determines or (for numbers) is a linear combinat
 a CI test finds the rest independent of everything, so PC removes true edges without a word
 (causal-learn does the same). A client reports such columns in ``hello`` by name only (and, for
 a near-collinear set, the condition number of its correlation matrix); the server warns about
-what every site reports (:func:`fedcausal_flwr.federation.input_checks.warn_dependence`).
+what every site reports (:func:`fedcausal_flwr.federation.core.input_checks.warn_dependence`).
 
 * ``duplicates``: two varying columns equal row for row (equal
   :func:`~.fingerprint.column_digest`).

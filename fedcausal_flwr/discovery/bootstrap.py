@@ -4,7 +4,7 @@ direction votes and cycle repair. Flower-free; the protocol is in ``strategies/f
 * :func:`bootstrap_rows`: the rows of one resample, a function of ``(seed, client, replicate)``
   only, so a run is reproducible and does not depend on the order clients are served in;
   :func:`resample_rows` adds the half subsample the federated bootstrap draws by default
-  (:mod:`fedcausal_flwr.federation.bootstrap`).
+  (:mod:`fedcausal_flwr.federation.core.bootstrap`).
 * :func:`evidence_queries` / :func:`independence_evidence`: FedECD's Eq. 5-6 for the edges that
   lost a layer's vote: every size-``l`` subset of the endpoints' neighbourhoods in the skeleton at
   the start of the layer is tested, and each independence (``p > alpha``, unreliable tests

@@ -1,8 +1,8 @@
 """How often each edge and each orientation appears over a set of graphs (bootstrap replicates),
 and the split of per-pair shares (vote shares) into the result's edges and its removed pairs.
 
-Flower-free: the federated bootstrap (:mod:`fedcausal_flwr.federation.bootstrap`) learns one graph
-per resample of the clients' rows; this module turns those graphs into one number per edge.
+Flower-free: the federated bootstrap (:mod:`fedcausal_flwr.federation.core.bootstrap`) learns one
+graph per resample of the clients' rows; this module turns those graphs into one number per edge.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 One module per method family; each module's docstring names the strategy module whose docstring
 documents the wire protocol. Clients import these modules, never a strategy, so the server and
 client sides of a method share one definition of every action name and encoding. The built-in
-``hello`` action is :data:`fedcausal_flwr.federation.messages.HELLO`.
+``hello`` action is :data:`fedcausal_flwr.federation.core.messages.HELLO`.
 
 Flower-free: this package imports only numpy, the standard library and the core packages
-(``stats``, ``discovery``, ``graphs``, ``data``, ``federation.messages``).
+(``stats``, ``discovery``, ``graphs``, ``data``, ``federation.core.messages``).
 """

@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.bootstrap import RESAMPLINGS
-from fedcausal_flwr.federation.input_checks import InputNeeds
-from fedcausal_flwr.federation.membership import Answer
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.membership import Answer
+from fedcausal_flwr.federation.core.messages import (
     BOOTSTRAP,
     SUMMED,
     ClientInfo,
@@ -52,8 +52,8 @@ from fedcausal_flwr.federation.messages import (
     Reply,
     Request,
 )
-from fedcausal_flwr.federation.protocol import ProtocolStrategy
-from fedcausal_flwr.federation.sums import plain_sum
+from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+from fedcausal_flwr.federation.core.sums import plain_sum
 from fedcausal_flwr.graphs.frequency import edge_frequencies
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import Option, OptionSet, say, seed_option, spell

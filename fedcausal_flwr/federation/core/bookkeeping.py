@@ -6,7 +6,7 @@ payload and reply metadata: the method's payload (``bytes_up`` / ``bytes_down``;
 summed reply each client is charged the size of the vector it contributes). What SecAgg+ itself
 sends (public keys, encrypted key shares, masked vectors, unmasking shares) is counted apart, per
 round and stage, as ``secagg_bytes_up`` / ``secagg_bytes_down``
-(:mod:`fedcausal_flwr.federation.secagg_traffic` measures it).
+(:mod:`fedcausal_flwr.federation.runtime.secagg_traffic` measures it).
 """
 
 from __future__ import annotations

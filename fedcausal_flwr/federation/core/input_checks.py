@@ -48,7 +48,7 @@ from fedcausal_flwr.data.inputs import (
     frame_report,
     shown_values,
 )
-from fedcausal_flwr.federation.messages import ClientInfo
+from fedcausal_flwr.federation.core.messages import ClientInfo
 from fedcausal_flwr.notes import InputNote
 
 #: What a method needs of the values: ``any`` (consistent across clients), ``discrete``

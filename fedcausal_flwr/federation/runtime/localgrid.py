@@ -6,7 +6,7 @@ pulls replies. Like Flower's runtimes it deep-copies message content (no shared 
 server and clients), keeps one ``Context`` per node (persisted only when the ClientApp succeeds) and
 turns a ClientApp exception into an error reply. The non-public details it needs (the process-global
 ``TaskIdentity``, message ids, Flower's error code and reason text) come from
-:mod:`~fedcausal_flwr.federation.flower_internals`.
+:mod:`~fedcausal_flwr.federation.runtime.flower_internals`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedcausal_flwr.federation.flower_internals import (
+from fedcausal_flwr.federation.runtime.flower_internals import (
     CLIENT_APP_RAISED_EXCEPTION,
     client_app_error_reason,
     empty_run,

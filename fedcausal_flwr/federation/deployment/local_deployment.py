@@ -18,8 +18,8 @@ Two set-ups (``tuned``):
   SuperExec starts a fresh ``flwr-clientapp`` process for every message.
 * tuned (``tuned=True``): each site is ``fedcausal-supernode --isolation process`` (Flower's
   SuperNode with its idle poll at 0.2 s, its reply wait at 0.02 s and its object-pull backoff at
-  0.02 s, :mod:`~fedcausal_flwr.federation.tuned_supernode`) plus ``fedcausal-executor`` (a warm
-  ClientApp executor that forks a pre-imported child per message, :mod:`~.warm_executor`),
+  0.02 s, :mod:`~fedcausal_flwr.federation.deployment.tuned_supernode`) plus ``fedcausal-executor``
+  (a warm ClientApp executor that forks a pre-imported child per message, :mod:`~.warm_executor`),
   watching the SuperNode's PID.
 
 ``experiments/bench_deployment.py`` measures both set-ups' seconds per round in one run.
@@ -45,15 +45,15 @@ from typing import Any
 import tomli_w
 
 from fedcausal_flwr.environment import NO_PHONING_OUT  # set for every process started here
-from fedcausal_flwr.federation.coordinator import RESULTS_ENV, TRUTH_ENV
-from fedcausal_flwr.federation.credentials import (
+from fedcausal_flwr.federation.core.coordinator import RESULTS_ENV, TRUTH_ENV
+from fedcausal_flwr.federation.core.messages import FederationError
+from fedcausal_flwr.federation.deployment.credentials import (
     check_certificate,
     check_node_key,
     check_readable,
     write_node_key,
     write_tls_files,
 )
-from fedcausal_flwr.federation.messages import FederationError
 from fedcausal_flwr.result import Result
 
 FEDERATION = "local-deployment"
@@ -414,7 +414,7 @@ class LocalDeployment:
     def _wait_executors_ready(self, executors: list[subprocess.Popen]) -> None:
         """Wait until every site's executor has imported what its tasks need (its log says so;
         up to 3x ``startup_timeout``: it imports every method)."""
-        from fedcausal_flwr.federation.warm_executor import READY
+        from fedcausal_flwr.federation.deployment.warm_executor import READY
 
         logs = [self.workdir / f"executor{k}.log" for k in range(len(executors))]
         deadline = time.monotonic() + 3 * self.startup_timeout

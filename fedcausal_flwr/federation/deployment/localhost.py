@@ -2,12 +2,12 @@
 deployment path with one CSV per site, secure by default (TLS and SuperNode authentication), and
 the certificates and keys of a federation across machines.
 
-``up`` starts a :class:`~fedcausal_flwr.federation.deploy.LocalDeployment` (SuperLink, one
-SuperNode per ``--sites`` file), writes the Flower app (its ``pyproject.toml``) and the ``flwr``
-CLI's connection into ``--workdir``, prints the ``flwr run`` command to use and the PIDs, records
-them in ``<workdir>/federation.json`` and waits for Ctrl-C (or, with ``--detach``, returns and
-leaves the federation running). ``down`` ends the recorded processes by PID, each only if it
-still belongs to this federation (its ``FLWR_HOME`` lies in the work dir).
+``up`` starts a :class:`~fedcausal_flwr.federation.deployment.local_deployment.LocalDeployment`
+(SuperLink, one SuperNode per ``--sites`` file), writes the Flower app (its ``pyproject.toml``) and
+the ``flwr`` CLI's connection into ``--workdir``, prints the ``flwr run`` command to use and the
+PIDs, records them in ``<workdir>/federation.json`` and waits for Ctrl-C (or, with ``--detach``,
+returns and leaves the federation running). ``down`` ends the recorded processes by PID, each only
+if it still belongs to this federation (its ``FLWR_HOME`` lies in the work dir).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ def security_of(args: argparse.Namespace) -> tuple[bool, bool]:
 
 def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Path:
     """A Flower app directory for ``flwr run``: the manifest only (``pyproject.toml``, with
-    ``run_config`` as the app's run settings, i.e. ``federation.app.DEFAULT_RUN_CONFIG``); the
-    code is the installed package, at the SuperLink and at every site."""
+    ``run_config`` as the app's run settings, i.e.
+    ``federation.runtime.flwr_app.DEFAULT_RUN_CONFIG``); the code is the installed package, at
+    the SuperLink and at every site."""
     import tomli_w
 
     from fedcausal_flwr.environment import VERSION
@@ -128,8 +129,8 @@ def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Pa
                     "publisher": "fedcausal",
                     "fab-include": ["pyproject.toml"],
                     "components": {
-                        "serverapp": "fedcausal_flwr.federation.app:server_app",
-                        "clientapp": "fedcausal_flwr.federation.app:client_app",
+                        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
+                        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
                     },
                     "config": dict(run_config),
                 }
@@ -142,7 +143,7 @@ def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Pa
 
 def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str = "") -> str:
     """The ``flwr run`` command line for ``deployment`` (shell-quoted)."""
-    from fedcausal_flwr.federation.deploy import FEDERATION
+    from fedcausal_flwr.federation.deployment.local_deployment import FEDERATION
 
     config = f"method='{method}' num-clients={len(deployment.node_configs)} " + (
         f"options='{options}' " if options else ""
@@ -157,8 +158,8 @@ def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str 
 
 
 def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
-    from fedcausal_flwr.federation.deploy import LocalDeployment
-    from fedcausal_flwr.federation.site_policy import describe_policy
+    from fedcausal_flwr.federation.core.site_policy import describe_policy
+    from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
 
     tls, auth = security_of(args)
     sites = [Path(s).resolve() for s in args.sites]
@@ -221,7 +222,7 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
 def _site_policies(files: list[str] | None, nodes: list[dict]) -> list[Any]:
     """Each site's policy, checked before anything starts; ``files`` (one for every site, or
     one per site) go into the node configs as ``policy-file``."""
-    from fedcausal_flwr.federation.site_policy import PolicyConfigError, SitePolicy
+    from fedcausal_flwr.federation.core.site_policy import PolicyConfigError, SitePolicy
 
     if files is not None:
         if len(files) not in (1, len(nodes)):
@@ -283,7 +284,11 @@ def _wait(deployment: Any, workdir: Path) -> int:
 
 
 def federation_down(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.federation.deploy import _alive, end_processes, process_environment
+    from fedcausal_flwr.federation.deployment.local_deployment import (
+        _alive,
+        end_processes,
+        process_environment,
+    )
 
     workdir = Path(args.workdir).resolve()
     state_file = workdir / FEDERATION_FILE
@@ -310,7 +315,7 @@ def federation_down(args: argparse.Namespace) -> int:
 
 
 def federation_credentials(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.federation.credentials import write_node_key, write_tls_files
+    from fedcausal_flwr.federation.deployment.credentials import write_node_key, write_tls_files
 
     out = Path(args.out)
     if out.exists():
@@ -331,8 +336,8 @@ def federation_credentials(args: argparse.Namespace) -> int:
 
 def federation_command(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
     """Run the ``federation`` subcommand; ``run_config``: the app's run settings with their
-    defaults (``federation.app.DEFAULT_RUN_CONFIG``, passed in by the command line, which sits
-    above the app in the layering)."""
+    defaults (``federation.runtime.flwr_app.DEFAULT_RUN_CONFIG``, passed in by the command line,
+    which sits above the app in the layering)."""
     if args.federation_command == "up":
         return federation_up(args, run_config)
     if args.federation_command == "credentials":

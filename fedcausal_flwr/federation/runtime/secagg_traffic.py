@@ -25,7 +25,7 @@ from typing import Any
 
 from flwr.app import Message
 
-from fedcausal_flwr.federation.flower_internals import RECORD_KEY_CONFIGS
+from fedcausal_flwr.federation.runtime.flower_internals import RECORD_KEY_CONFIGS
 
 #: SecAgg+'s stages in the order the workflow runs them (Flower's stage names).
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")

@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from fedcausal_flwr.federation.disclosure import (
+from fedcausal_flwr.federation.core.disclosure import (
     METADATA,
     PER_CLIENT,
     RAW,
@@ -42,7 +42,7 @@ from fedcausal_flwr.federation.disclosure import (
     discloses_raw,
     most_revealing,
 )
-from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
+from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -74,8 +74,8 @@ BUNDLE = "bundle"
 BUNDLE_FILES = frozenset({"pyproject.toml", ".info/CONTENT"})
 #: the components the manifest must name (the installed package's apps)
 APP_COMPONENTS = {
-    "serverapp": "fedcausal_flwr.federation.app:server_app",
-    "clientapp": "fedcausal_flwr.federation.app:client_app",
+    "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
+    "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
 }
 
 

@@ -13,7 +13,7 @@ components: the built-in ``hello`` round and who takes part (:class:`~.membershi
 dropouts (the same request is re-issued to the survivors), exact sums (:mod:`.sums`), and bytes,
 the per-round log and the privacy ledger (:class:`~.bookkeeping.RunRecorder`). A transport drives
 the run with :meth:`ProtocolRun.begin_round`, :meth:`ProtocolRun.open_round` and
-:meth:`ProtocolRun.close_round`; Flower's is :mod:`fedcausal_flwr.federation.adapter`.
+:meth:`ProtocolRun.close_round`; Flower's is :mod:`fedcausal_flwr.federation.runtime.adapter`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedcausal_flwr.data.fingerprint import combine_fingerprints
-from fedcausal_flwr.federation.bookkeeping import RunRecorder
-from fedcausal_flwr.federation.input_checks import InputNeeds, check_client_inputs
-from fedcausal_flwr.federation.membership import Answer, Membership
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.bookkeeping import RunRecorder
+from fedcausal_flwr.federation.core.input_checks import InputNeeds, check_client_inputs
+from fedcausal_flwr.federation.core.membership import Answer, Membership
+from fedcausal_flwr.federation.core.messages import (
     HELLO,
     SUMMED,
     UNKNOWN_CLIENT,
@@ -42,7 +42,7 @@ from fedcausal_flwr.federation.messages import (
     TooFewClientsError,
     secure_clip,
 )
-from fedcausal_flwr.federation.sums import decode_secure_mean, plain_sum
+from fedcausal_flwr.federation.core.sums import decode_secure_mean, plain_sum
 from fedcausal_flwr.result import Result
 
 
@@ -64,7 +64,7 @@ class ProtocolStrategy:
     #: Clients report the level set of a non-float column only if it has at most this many values.
     hello_max_levels: ClassVar[int] = 1000
     #: What the method needs of the clients' data, checked after hello before the first step
-    #: (:mod:`~fedcausal_flwr.federation.input_checks`); a strategy whose needs depend on its
+    #: (:mod:`~fedcausal_flwr.federation.core.input_checks`); a strategy whose needs depend on its
     #: options overrides :meth:`input_needs`. The base protocol tests nothing, so it does not
     #: refuse a constant column; a method's own declaration does (``InputNeeds()``'s default).
     needs: ClassVar[InputNeeds] = InputNeeds(varying=False)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedcausal_flwr.federation.site_policy import plugin_names
+from fedcausal_flwr.federation.core.site_policy import plugin_names
 
 RESULTS_ENV = "FEDCAUSAL_RESULTS_DIR"
 TRUTH_ENV = "FEDCAUSAL_TRUTH_DIR"

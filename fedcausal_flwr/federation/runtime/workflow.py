@@ -1,13 +1,13 @@
 """The Flower ServerApp/ClientApp pair every method runs in (in-process, Ray, deployment).
 
 Server side: a Message-API ``ServerApp`` whose ``main`` wraps the method's
-:class:`~fedcausal_flwr.federation.protocol.ProtocolStrategy` in the Flower adapter
-(:class:`~fedcausal_flwr.federation.adapter.FlowerStrategy`) inside a ``LegacyContext`` and runs
-:class:`ProtocolWorkflow`: one Flower round per protocol step, until ``next_request()`` returns
-``None`` (no padding rounds); :class:`RunSettings` holds how a run is carried out. Plain steps
-go through a fit round with a short poll interval; secure steps of a secure run go through
-Flower's ``SecAggPlusWorkflow`` with the exact-integer-sum recipe.
-This is the route on which SecAgg+ works in Flower 1.42 (legacy Strategy + NumPyClient).
+:class:`~fedcausal_flwr.federation.core.protocol.ProtocolStrategy` in the Flower adapter
+(:class:`~fedcausal_flwr.federation.runtime.adapter.FlowerStrategy`) inside a ``LegacyContext`` and
+runs :class:`ProtocolWorkflow`: one Flower round per protocol step, until ``next_request()`` returns
+``None`` (no padding rounds); :class:`RunSettings` holds how a run is carried out. Plain steps go
+through a fit round with a short poll interval; secure steps of a secure run go through Flower's
+``SecAggPlusWorkflow`` with the exact-integer-sum recipe. This is the route on which SecAgg+ works
+in Flower 1.42 (legacy Strategy + NumPyClient).
 
 Client side (:mod:`.clientside`, re-exported here): a compat ``ClientApp(client_fn=...)`` building
 the method's :class:`~fedcausal_flwr.clients.base.ProtocolClient` for each message, with
@@ -30,8 +30,15 @@ from flwr.common import Code, FitRes, Parameters
 from flwr.server import LegacyContext, ServerConfig
 from flwr.serverapp import Grid, ServerApp
 
-from fedcausal_flwr.federation.adapter import FlowerStrategy, failure_of
-from fedcausal_flwr.federation.clientside import (  # noqa: F401 - re-exported (the client side)
+from fedcausal_flwr.federation.core.messages import (
+    ClientFailure,
+    Failure,
+    FederationError,
+    TooFewClientsError,
+)
+from fedcausal_flwr.federation.core.protocol import ProtocolRun, ProtocolStrategy
+from fedcausal_flwr.federation.runtime.adapter import FlowerStrategy, failure_of
+from fedcausal_flwr.federation.runtime.clientside import (  # noqa: F401 - re-exported (the client side)
     CLIENT_MODS,
     PARTITION_ID_KEY,
     ClientFactory,
@@ -40,7 +47,7 @@ from fedcausal_flwr.federation.clientside import (  # noqa: F401 - re-exported (
     partition_id_of,
     secure_sum_mod,
 )
-from fedcausal_flwr.federation.flower_internals import (
+from fedcausal_flwr.federation.runtime.flower_internals import (
     MAIN_CONFIGS_RECORD,
     MAIN_PARAMS_RECORD,
     Key,
@@ -50,14 +57,7 @@ from fedcausal_flwr.federation.flower_internals import (
     start_update_client_manager_thread,
     tune_grid_reply_pulls,
 )
-from fedcausal_flwr.federation.messages import (
-    ClientFailure,
-    Failure,
-    FederationError,
-    TooFewClientsError,
-)
-from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy
-from fedcausal_flwr.federation.secagg_traffic import SecAggTraffic
+from fedcausal_flwr.federation.runtime.secagg_traffic import SecAggTraffic
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class SecureAggConfig:
     threshold ``k // 2 + 1``: cost grows like n log n instead of n^2 (a full mesh at 50 clients
     takes minutes per round). Floats are fractions, as in Flower. The quantisation parameters are
     not configurable: they follow from the number of clients so that sums are exact (see
-    :func:`~fedcausal_flwr.federation.messages.secure_clip`).
+    :func:`~fedcausal_flwr.federation.core.messages.secure_clip`).
     """
 
     num_shares: int | float | None = None

@@ -2,14 +2,15 @@
 
 Backends run the SAME ServerApp/ClientApp objects:
 
-* ``"inprocess"`` - :class:`~fedcausal_flwr.federation.localgrid.LocalGrid`, synchronous, no Ray;
-  the default for tests and sweeps (milliseconds per round; SecAgg+ works too).
+* ``"inprocess"`` - :class:`~fedcausal_flwr.federation.runtime.localgrid.LocalGrid`, synchronous, no
+  Ray; the default for tests and sweeps (milliseconds per round; SecAgg+ works too).
 * ``"ray"`` - Flower's simulation engine (``run_simulation``; why not ``flwr run``:
-  :mod:`~fedcausal_flwr.federation.flower_internals`), quiet: telemetry
+  :mod:`~fedcausal_flwr.federation.runtime.flower_internals`), quiet: telemetry
   off, loggers at ERROR, Ray's temp dir settable, 1-2 actors on a 2-core machine. Client data is
   spilled to files and loaded once per actor process, so messages do not carry it.
 
-Deployment (SuperLink + SuperNodes + ``flwr run``) uses ``fedcausal_flwr.federation.app``.
+Deployment (SuperLink + SuperNodes + ``flwr run``) uses
+``fedcausal_flwr.federation.runtime.flwr_app``.
 """
 
 from __future__ import annotations
@@ -30,17 +31,20 @@ from flwr.app import Context
 
 from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.environment import NO_PHONING_OUT
-from fedcausal_flwr.federation.apps import (
+from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+from fedcausal_flwr.federation.core.registry import check_secure, get_method
+from fedcausal_flwr.federation.core.site_policy import SiteGuard
+from fedcausal_flwr.federation.runtime.flower_internals import (
+    ray_simulation,
+    run_simulation_quietly,
+)
+from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.federation.runtime.workflow import (
     RunSettings,
     SecureAggConfig,
     make_client_app,
     make_server_app,
 )
-from fedcausal_flwr.federation.flower_internals import ray_simulation, run_simulation_quietly
-from fedcausal_flwr.federation.localgrid import run_local
-from fedcausal_flwr.federation.protocol import ProtocolStrategy
-from fedcausal_flwr.federation.registry import check_secure, get_method
-from fedcausal_flwr.federation.site_policy import SiteGuard
 from fedcausal_flwr.options import OptionError, spell
 from fedcausal_flwr.result import Result, run_config
 
@@ -248,8 +252,9 @@ def _run_ray(
         # ray_simulation: an interrupt must not unwind this thread (it would hang Flower's
         # engine), and the command's SIGTERM handler stays (see flower_internals)
         with quiet_flower(ray_tmpdir), ray_simulation([spill_dir]):
-            # Flower's deprecated in-process entry point (why: federation/flower_internals.py);
-            # the ServerApp runs in a thread of this process, so the strategy holds the result.
+            # Flower's deprecated in-process entry point (why:
+            # federation/runtime/flower_internals.py); the ServerApp runs in a thread of this
+            # process, so the strategy holds the result.
             run_simulation_quietly(
                 server_app=server_app,
                 client_app=make_client_app(client_factory),

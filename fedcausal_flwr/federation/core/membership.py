@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.environment import VERSION
-from fedcausal_flwr.federation.messages import ClientInfo, Request, TooFewClientsError
+from fedcausal_flwr.federation.core.messages import ClientInfo, Request, TooFewClientsError
 
 
 @dataclass

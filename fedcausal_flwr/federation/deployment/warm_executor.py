@@ -12,11 +12,11 @@ Each child is a copy of the warm parent, so nothing one task does reaches the ne
 fresh process); only the imports are shared.
 
 The site runs only its installed package: every task runs the installed
-``fedcausal_flwr.federation.app:client_app``, and a bundle that carries anything but this
-project's manifest (or names other components) is refused with a typed refusal, logged in the
-site's audit log (:func:`~.clientside.installed_client_app`). The bundle is
-never installed or imported: with Flower's own executor a bundle carrying a ``fedcausal_flwr``
-folder would shadow the installed package.
+``fedcausal_flwr.federation.runtime.flwr_app:client_app``, and a bundle that carries anything but
+this project's manifest (or names other components) is refused with a typed refusal, logged in
+the site's audit log (:func:`~fedcausal_flwr.federation.runtime.clientside.installed_client_app`).
+The bundle is never installed or imported: with Flower's own executor a bundle carrying a
+``fedcausal_flwr`` folder would shadow the installed package.
 
 Built from Flower's pieces: tasks are claimed with Flower's Runtime API client and its
 ``AcquireTask`` request, with the interceptors ``flower-superexec`` uses, and run by Flower's
@@ -50,7 +50,8 @@ import traceback
 from collections.abc import Callable, Sequence
 
 import fedcausal_flwr.environment  # noqa: F401 - NO_PHONING_OUT is set before Flower is imported
-from fedcausal_flwr.federation import flower_internals, registry
+from fedcausal_flwr.federation.core import registry
+from fedcausal_flwr.federation.runtime import flower_internals
 
 #: the line (after "fedcausal-executor: ") saying the imports are done and tasks are claimed
 READY = "ready:"
@@ -66,15 +67,15 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
     """Import, once, what a ClientApp task of this project needs; the modules imported.
 
     Flower's ClientApp runtime, numpy, pandas and scipy.stats, the app module ``pyproject.toml``
-    names (``fedcausal_flwr.federation.app``), every built-in method module and client module (by
-    name, from the registry: a task of any method then imports nothing), then the ``extra``
-    modules (e.g. plugins registering more methods)."""
+    names (``fedcausal_flwr.federation.runtime.flwr_app``), every built-in method module and
+    client module (by name, from the registry: a task of any method then imports nothing), then
+    the ``extra`` modules (e.g. plugins registering more methods)."""
     flower_internals.preload_clientapp_runtime()
     names = [
         "numpy",
         "pandas",
         "scipy.stats",  # imported where p-values are computed (e.g. a client's local test)
-        "fedcausal_flwr.federation.app",
+        "fedcausal_flwr.federation.runtime.flwr_app",
         "fedcausal_flwr.data.specs",
         *registry.builtin_method_modules(),
         *extra,
@@ -278,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     executor_pid = os.getpid()
 
-    from fedcausal_flwr.federation.clientside import installed_client_app
+    from fedcausal_flwr.federation.runtime.clientside import installed_client_app
 
     def run_task(token: str) -> int:
         return flower_internals.run_clientapp_task(

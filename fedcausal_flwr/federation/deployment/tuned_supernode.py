@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 
 import fedcausal_flwr.environment  # noqa: F401 - NO_PHONING_OUT is set before Flower is imported
-from fedcausal_flwr.federation import flower_internals
+from fedcausal_flwr.federation.runtime import flower_internals
 
 DEFAULT_IDLE_POLL = 0.2  # seconds after an empty pull (Flower: 3)
 DEFAULT_REPLY_WAIT = 0.02  # seconds between looks for a reply (Flower: 0.5)
@@ -85,7 +85,7 @@ def _value_of(arguments: Sequence[str], option: str) -> str | None:
 def check_security_files(arguments: Sequence[str]) -> None:
     """Refuse a missing or invalid SuperNode key or CA file, naming the option, before Flower
     starts (Flower answers a wrong path with a traceback)."""
-    from fedcausal_flwr.federation.credentials import check_certificate, check_node_key
+    from fedcausal_flwr.federation.deployment.credentials import check_certificate, check_node_key
 
     key = _value_of(arguments, "--auth-supernode-private-key")
     if key is not None:

@@ -3,8 +3,8 @@
 Referenced from ``pyproject.toml``::
 
     [tool.flwr.app.components]
-    serverapp = "fedcausal_flwr.federation.app:server_app"
-    clientapp = "fedcausal_flwr.federation.app:client_app"
+    serverapp = "fedcausal_flwr.federation.runtime.flwr_app:server_app"
+    clientapp = "fedcausal_flwr.federation.runtime.flwr_app:client_app"
 
 The run config (``[tool.flwr.app.config]`` defaults, overridden with ``flwr run . <federation>
 --run-config "method='fedlcs' options='target=either ratio=0.5'"``) holds the run settings of
@@ -46,23 +46,23 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.data.csv_input import read_client_csv
-from fedcausal_flwr.federation.clientside import CLIENT_MODS, partition_id_of
-from fedcausal_flwr.federation.coordinator import CoordinatorError, CoordinatorFolders
-from fedcausal_flwr.federation.messages import ProtocolError, SitePolicyError
-from fedcausal_flwr.federation.registry import (
+from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
+from fedcausal_flwr.federation.core.messages import ProtocolError, SitePolicyError
+from fedcausal_flwr.federation.core.registry import (
     MethodSpec,
     check_secure,
     get_method,
     import_plugins,
     simulation_data,
 )
-from fedcausal_flwr.federation.site_policy import (
+from fedcausal_flwr.federation.core.site_policy import (
     ALLOW_PLUGINS,
     PolicyConfigError,
     SiteGuard,
     SitePolicy,
     plugin_problem,
 )
+from fedcausal_flwr.federation.runtime.clientside import CLIENT_MODS, partition_id_of
 from fedcausal_flwr.options import Option, OptionSet, parse_assignments, parse_bool
 from fedcausal_flwr.settings import RUN_SETTINGS
 
@@ -254,7 +254,7 @@ def _server_main(grid: Grid, context: Context) -> None:
 def _serve(grid: Grid, context: Context) -> None:
     # the server side's modules are imported here, not at module level: the ClientApp process
     # loads this module too, and imports only what a client needs (see _client_fn)
-    from fedcausal_flwr.federation.apps import RunSettings, run_strategy
+    from fedcausal_flwr.federation.runtime.workflow import RunSettings, run_strategy
     from fedcausal_flwr.result import run_config
 
     folders = CoordinatorFolders.from_environment()

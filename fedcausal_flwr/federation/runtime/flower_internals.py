@@ -177,13 +177,13 @@ def ray_simulation_leftovers() -> list[str]:
 
 
 # -- The SuperNode's ClientApp runtime in process isolation (`flower-supernode --isolation
-# process`), used by the warm executor (fedcausal_flwr.federation.warm_executor). Missing public
-# API: an executor that runs ClientApp tasks in a process that is already started. Flower 1.42's
-# SuperExec starts a fresh `flwr-clientapp` process per task (SubprocessExecutor; its warm pools
-# serve only agentapp/model/connector tasks on Kubernetes), and the pieces an executor is made of
-# (the Runtime API client, AcquireTask, the ClientApp task runner `run_clientapp`) are internal.
-# Imported inside the functions below: a module that only needs the names above (every backend)
-# does not pay for the SuperNode runtime.
+#     process`), used by the warm executor (fedcausal_flwr.federation.deployment.warm_executor).
+#     Missing public API: an executor that runs ClientApp tasks in a process that is already
+#     started. Flower 1.42's SuperExec starts a fresh `flwr-clientapp` process per task
+#     (SubprocessExecutor; its warm pools serve only agentapp/model/connector tasks on Kubernetes),
+#     and the pieces an executor is made of (the Runtime API client, AcquireTask, the ClientApp task
+#     runner `run_clientapp`) are internal. Imported inside the functions below: a module that only
+#     needs the names above (every backend) does not pay for the SuperNode runtime.
 SUPEREXEC_AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})  # as flower-superexec's
 
 
@@ -358,15 +358,16 @@ CLIENTAPP_RUNTIME_NAMES = (
 )
 
 
-# -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.tuned_supernode). Missing
-# public API: any setting for them. Flower 1.42's SuperNode loop
-# (flwr.supernode.start_client_internal) sleeps a hard-coded 3 s after a pull from the SuperLink
-# that brought no message, waits for the ClientApp's reply (and for its objects) in hard-coded
-# 0.5 s steps, and pulls a message's objects from the SuperLink with Flower's default retry backoff
-# (1 s, doubling up to 10 s) when they are not there yet. tune_supernode_waits() gives that one
-# module its own `time`, whose sleep() turns those two durations into shorter ones, and its own
-# `pull_objects` with a shorter backoff; every other call, and every other module, is untouched.
-# It refuses to patch a module whose source does not have exactly those sleeps and that one call.
+# -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.deployment.tuned_supernode).
+#     Missing public API: any setting for them. Flower 1.42's SuperNode loop
+#     (flwr.supernode.start_client_internal) sleeps a hard-coded 3 s after a pull from the SuperLink
+#     that brought no message, waits for the ClientApp's reply (and for its objects) in hard-coded
+#     0.5 s steps, and pulls a message's objects from the SuperLink with Flower's default retry
+#     backoff (1 s, doubling up to 10 s) when they are not there yet. tune_supernode_waits() gives
+#     that one module its own `time`, whose sleep() turns those two durations into shorter ones, and
+#     its own `pull_objects` with a shorter backoff; every other call, and every other module, is
+#     untouched. It refuses to patch a module whose source does not have exactly those sleeps and
+#     that one call.
 SUPERNODE_LOOP_MODULE = "flwr.supernode.start_client_internal"
 SUPERNODE_IDLE_SLEEP = 3  # seconds, after an empty pull
 SUPERNODE_REPLY_SLEEP = 0.5  # seconds, between looks for the reply and for its objects

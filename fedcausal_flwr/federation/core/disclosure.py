@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fedcausal_flwr.federation.messages import BOOTSTRAP, HELLO
+from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO
 
 RAW = "raw"
 PER_CLIENT = "per_client"

@@ -1,8 +1,8 @@
 """Exact sums of the clients' integer vectors (Flower-free): plain, or decoded from SecAgg+.
 
 SecAgg+ returns the mean of clipped, quantised values; with weight 1 per client and the recipe of
-:func:`~fedcausal_flwr.federation.messages.secure_clip` the mean times the number of clients is an
-exact integer vector. Both paths give the same int64 sum, so a method behaves the same with and
+:func:`~fedcausal_flwr.federation.core.messages.secure_clip` the mean times the number of clients is
+an exact integer vector. Both paths give the same int64 sum, so a method behaves the same with and
 without SecAgg+.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedcausal_flwr.federation.messages import ClientProtocolError, FederationError
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, FederationError
 
 #: Largest distance from an integer a decoded SecAgg+ sum may have (float64 rounding only).
 INTEGRAL_TOLERANCE = 1e-3

@@ -14,8 +14,8 @@ first client is built), or a factory
 range, help, the paper's value); every door resolves what the user typed with
 :func:`resolve_options` before the first round, and the factories get the complete, typed values.
 ``disclosures`` declares, next to the options, what each action of its clients discloses
-(:mod:`~fedcausal_flwr.federation.disclosure`): a client built by :meth:`MethodSpec.client`
-answers only those actions (:class:`~fedcausal_flwr.federation.site_policy.SiteGuard`).
+(:mod:`~fedcausal_flwr.federation.core.disclosure`): a client built by :meth:`MethodSpec.client`
+answers only those actions (:class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`).
 Built-in methods are found through ``fedcausal_flwr.strategies.BUILTIN_METHODS`` (name -> the module
 that registers it): :func:`get_method` imports only the module of the method asked for (a
 ClientApp answering a FedPC message imports FedPC's module, not every method's), while
@@ -33,10 +33,10 @@ from typing import Any
 
 import pandas as pd
 
-from fedcausal_flwr.federation.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
-from fedcausal_flwr.federation.bootstrap import BootstrapStrategy, with_bootstrap
-from fedcausal_flwr.federation.disclosure import declare
-from fedcausal_flwr.federation.site_policy import SiteGuard, SitePolicy
+from fedcausal_flwr.federation.core.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
+from fedcausal_flwr.federation.core.bootstrap import BootstrapStrategy, with_bootstrap
+from fedcausal_flwr.federation.core.disclosure import declare
+from fedcausal_flwr.federation.core.site_policy import SiteGuard, SitePolicy
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
@@ -196,17 +196,16 @@ def register_method(
 
     ``make_client``: a factory, or the client class as ``"package.module:Class"`` (built with the
     partition id and data, its module imported when the first client is built:
-    :func:`client_class`).
-    ``options``: the method's declared options (none if omitted: then any option is an error).
-    ``secure``: given if the method can route its summed statistics through SecAgg+.
-    ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and for the
-    extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`); ``score_view`` says
+    :func:`client_class`). ``options``: the method's declared options (none if omitted: then any
+    option is an error). ``secure``: given if the method can route its summed statistics through
+    SecAgg+. ``score`` / ``summaries``: hooks for results scored other than as a whole graph, and
+    for the extra rows a comparison reports (see :mod:`fedcausal_flwr.scoring`); ``score_view`` says
     what a ``score`` hook's numbers are (required with it: every table states its view).
     ``min_sites``: how many clients the method needs at least (2 for methods that combine the
     clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
     ``bootstrap``: the method takes the option ``bootstrap`` (the federated bootstrap of
-    :mod:`~fedcausal_flwr.federation.bootstrap`; its clients must keep no state between messages).
-    ``disclosures``: action -> disclosure class (``raw``, ``per_client``, ``summed``,
+    :mod:`~fedcausal_flwr.federation.core.bootstrap`; its clients must keep no state between
+    messages). ``disclosures``: action -> disclosure class (``raw``, ``per_client``, ``summed``,
     ``metadata``) of every action its clients answer; an action left out is refused.
     """
     if not isinstance(name, str) or not name or name.strip() != name:

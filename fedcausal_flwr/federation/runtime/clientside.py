@@ -18,8 +18,7 @@ from flwr.app import Context, Error, Message, MessageType
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 
-from fedcausal_flwr.federation.flower_internals import RECORD_KEY_CONFIGS, secagg_sample_size
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.messages import (
     CLIENT_FAILURE_CODE,
     REFUSAL_CODE,
     UNKNOWN_CLIENT,
@@ -27,13 +26,17 @@ from fedcausal_flwr.federation.messages import (
     encode_client_failure,
     encode_refusal,
 )
-from fedcausal_flwr.federation.site_policy import (
+from fedcausal_flwr.federation.core.site_policy import (
     APP_COMPONENTS,
     BUNDLE,
     PolicyConfigError,
     SiteGuard,
     SitePolicy,
     bundle_problem,
+)
+from fedcausal_flwr.federation.runtime.flower_internals import (
+    RECORD_KEY_CONFIGS,
+    secagg_sample_size,
 )
 
 if TYPE_CHECKING:

@@ -2,12 +2,12 @@
 
 The legacy ``Strategy`` + ``NumPyClient`` pair is the only route on which SecAgg+ works in Flower
 1.42. :class:`FlowerStrategy` translates between it and the Flower-free
-:class:`~fedcausal_flwr.federation.protocol.ProtocolRun`: a request becomes ``FitIns`` (action,
+:class:`~fedcausal_flwr.federation.core.protocol.ProtocolRun`: a request becomes ``FitIns`` (action,
 JSON payload, round, secure flag and clip bound in the config; arrays as parameters), replies come
-back as ``FitRes`` (arrays; partition id and JSON meta in the metrics). It works under the
-project's workflow (:mod:`~fedcausal_flwr.federation.apps`, one round per protocol step, no
-padding) and under Flower's own ``DefaultWorkflow`` (a fixed number of rounds: once the protocol
-is finished, ``configure_fit`` selects nobody).
+back as ``FitRes`` (arrays; partition id and JSON meta in the metrics). It works under the project's
+workflow (:mod:`~fedcausal_flwr.federation.runtime.workflow`, one round per protocol step, no
+padding) and under Flower's own ``DefaultWorkflow`` (a fixed number of rounds: once the protocol is
+finished, ``configure_fit`` selects nobody).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from flwr.common import (
 from flwr.server import ClientManager
 from flwr.server.strategy import Strategy
 
-from fedcausal_flwr.federation.membership import Answer
-from fedcausal_flwr.federation.messages import (
+from fedcausal_flwr.federation.core.membership import Answer
+from fedcausal_flwr.federation.core.messages import (
     KEY_ACTION,
     KEY_CLIP,
     KEY_META,
@@ -44,7 +44,7 @@ from fedcausal_flwr.federation.messages import (
     array_nbytes,
     encode_payload,
 )
-from fedcausal_flwr.federation.protocol import ProtocolRun, ProtocolStrategy, RunState
+from fedcausal_flwr.federation.core.protocol import ProtocolRun, ProtocolStrategy, RunState
 
 
 class FlowerStrategy(Strategy):

@@ -1,0 +1,14 @@
+"""The Flower runtime: the apps every method runs in, on every backend.
+
+* :mod:`.workflow` - ServerApp/ClientApp builders, ``RunSettings`` and the round-until-done
+  workflow (SecAgg+ rounds through Flower's ``SecAggPlusWorkflow``).
+* :mod:`.clientside` - the ClientApp's mods and the builder of a ClientApp around a client
+  factory.
+* :mod:`.flwr_app` - module-level ``server_app`` / ``client_app`` for ``flwr run``
+  (``pyproject.toml``'s ``[tool.flwr.app.components]``).
+* :mod:`.adapter` - a legacy Flower ``Strategy`` around a protocol run.
+* :mod:`.localgrid` - synchronous in-process ``Grid`` (no Ray).
+* :mod:`.runners` - ``run_protocol`` / ``run_method`` on the in-process or Ray backend.
+* :mod:`.secagg_traffic` - what SecAgg+ itself sends, counted apart from the method's payload.
+* :mod:`.flower_internals` - every Flower name outside its public API, with a version check.
+"""
