@@ -1,11 +1,9 @@
 """Run a step-wise search against a CI oracle.
 
 Every engine in :mod:`fedcausal_flwr.discovery` is written once as a *generator*: it yields a batch
-of
-CI queries, receives their p-values, and finally returns its result. A local run drives it with
+of CI queries, receives their p-values, and finally returns its result. A local run drives it with
 :func:`drive`; a federated strategy drives the very same generator one Flower round per batch. So
-the
-search logic exists once, whatever answers the tests.
+the search logic exists once, whatever answers the tests.
 """
 
 from __future__ import annotations

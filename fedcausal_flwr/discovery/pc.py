@@ -8,8 +8,7 @@ already oriented; Meek's R1-R3 run in causal-learn's order with its cycle check.
 ``collider_rule="standard"`` uses the first separating set only (textbook PC).
 ``"conservative"`` (Ramsey et al. 2006) and ``"majority"`` (Colombo and Maathuis 2014) ask one
 extra batch: ``x _||_ z | S`` for every subset ``S`` of ``adj(x) \\ {z}`` and of ``adj(z) \\ {x}``
-in
-the final skeleton (up to ``max_depth``), for every unshielded triple; the separating sets found,
+in the final skeleton (up to ``max_depth``), for every unshielded triple; the separating sets found,
 together with those of the skeleton phase, decide the triple. Ambiguous triples stay unoriented.
 
 causal-learn's ``uc_rule`` and ``uc_priority`` keep their meanings (:mod:`~fedcausal_flwr.graphs.

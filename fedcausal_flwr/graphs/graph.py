@@ -3,8 +3,7 @@
 Encoding: ``marks[i, j]`` is the mark *at node j* on the edge between i and j, so ``i --> j`` is
 ``marks[i, j] == ARROW`` and ``marks[j, i] == TAIL`` (read "i points into j"). ``NONE`` (0) on both
 sides means no edge. This is pcalg's ``amat`` convention; causal-learn stores the transpose with
-other
-codes (see :meth:`Graph.to_causallearn`).
+other codes (see :meth:`Graph.to_causallearn`).
 """
 
 from __future__ import annotations
