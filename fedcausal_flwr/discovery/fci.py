@@ -3,8 +3,8 @@
 The defaults reproduce causal-learn 0.1.4.8's ``fci(data, test, alpha)``: the PC-stable adjacency
 search (its ``fas``, same as our skeleton phase), R0 with the union of the removal level's
 separating sets, the sequential Possible-D-Sep phase, R0 again, then its rule loop in which R4
-runs two extra CI tests per discriminating path. Those extra tests are asked through :func:`~.driver.replay`, so a
-federated run pays one round per batch of them.
+runs two extra CI tests per discriminating path. Those extra tests are asked through
+:func:`~.driver.replay`, so a federated run pays one round per batch of them.
 
 Options: ``possible_dsep="stable"`` (one batch per subset size, see :mod:`.possible_dsep`) or
 ``"off"`` (FedC2SL's code drops the phase's deletions); ``rules="zhang"`` for Zhang's (2008)
