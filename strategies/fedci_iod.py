@@ -67,6 +67,7 @@ from fedcausal_flwr.protocols.fedci import LOCAL_LRT, RAW_ROWS
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import glm_tests
+from fedcausal_flwr.strategies import shared_options as shared
 
 LOG = logging.getLogger(__name__)
 POSSIBLE_DSEP = ("stable", "sequential", "off")
@@ -321,16 +322,7 @@ def _options(ci: str) -> OptionSet:
             choices=POSSIBLE_DSEP,
             paper="pcalg::pdsep",
         ),
-        Option(
-            "pds_max_size",
-            "int",
-            None,
-            "largest Possible-D-Sep conditioning set",
-            minimum=0,
-            nullable=True,
-            null_values=(-1,),
-            null_meaning="no cap",
-        ),
+        shared.pds_max_size(),
     ]
     if ci == "fedci":
         iod_options.append(

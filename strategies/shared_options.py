@@ -108,6 +108,19 @@ def collider_rule() -> Option:
     )
 
 
+def pds_max_size() -> Option:
+    return Option(
+        "pds_max_size",
+        "int",
+        None,
+        "largest Possible-D-Sep conditioning set",
+        minimum=0,
+        nullable=True,
+        null_values=(-1,),
+        null_meaning="no cap",
+    )
+
+
 def fci_engine() -> tuple[Option, ...]:
     """FCI's background knowledge, Possible-D-Sep phase and rule set."""
     return (
@@ -120,16 +133,7 @@ def fci_engine() -> tuple[Option, ...]:
             "stable, or off)",
             choices=POSSIBLE_DSEP,
         ),
-        Option(
-            "pds_max_size",
-            "int",
-            None,
-            "largest Possible-D-Sep conditioning set",
-            minimum=0,
-            nullable=True,
-            null_values=(-1,),
-            null_meaning="no cap",
-        ),
+        pds_max_size(),
         Option(
             "fci_rules",
             "str",
