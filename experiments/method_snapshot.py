@@ -18,7 +18,11 @@ import warnings
 from typing import Any
 
 import fedcausal_flwr
-from fedcausal_flwr.federation.core.registry import builtin_methods
+
+try:
+    from fedcausal_flwr.federation.core.registry import builtin_methods
+except ImportError:  # a checkout from before federation/ was split in three folders
+    from fedcausal_flwr.federation.registry import builtin_methods  # type: ignore[no-redef]
 
 #: (label, run keywords): the data every method is run on
 DATA: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -42,6 +46,46 @@ def overlapping_sites() -> list:
 
     frames = split_iid(load_network("asia").sample(3000, seed=0), 3, seed=0).clients
     return [frames[0].drop(columns=["smoke"]), frames[1].drop(columns=["bronc"]), frames[2]]
+
+
+def gaussian_sites(binary: bool = False) -> list:
+    """Three sites of a linear Gaussian chain A -> B -> C -> D with E -> C (1,000 rows each);
+    ``binary``: D thresholded (mixed data)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for _ in range(3):
+        a, e = rng.normal(size=(2, 1000))
+        b = 0.8 * a + rng.normal(size=1000)
+        c = 0.7 * b - 0.6 * e + rng.normal(size=1000)
+        d = 0.9 * c + rng.normal(size=1000)
+        frame = pd.DataFrame({"A": a, "B": b, "C": c, "D": d, "E": e})
+        if binary:
+            frame["D"] = (d > 0).astype(int)
+        frames.append(frame)
+    return frames
+
+
+#: runs with options and data beyond each method's defaults: (method, label, run keywords)
+VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("fedpc", "asia sketch", {**DATA[0][1], "ci": "sketch"}),
+    ("fedpc", "child g2 depth 2", {**DATA[1][1], "test": "g2", "max_depth": 2}),
+    ("fedpc", "asia secure", {**DATA[0][1], "secure": True}),
+    ("fedfci", "child stable pds", {**DATA[1][1], "possible_dsep": "stable"}),
+    ("fedpc", "asia bootstrap 3", {**DATA[0][1], "bootstrap": 3}),
+    ("fedpc-vote", "asia bootstrap 2", {**DATA[0][1], "bootstrap": 2}),
+    ("pooled", "asia fci", {**DATA[0][1], "algorithm": "fci"}),
+)
+#: runs on data made here (Gaussian, mixed): (method, label, options, data maker)
+MADE: tuple[tuple[str, str, dict[str, Any], Any], ...] = (
+    ("fedpc", "gaussian fisherz", {"test": "fisherz"}, lambda: gaussian_sites()),
+    ("fedci-pc", "gaussian", {}, lambda: gaussian_sites()),
+    ("fedci-pc", "mixed", {}, lambda: gaussian_sites(binary=True)),
+    ("fedci-fci", "mixed fisher", {"ci": "fisher"}, lambda: gaussian_sites(binary=True)),
+    ("notears-admm", "gaussian", {"max_iter": 20}, lambda: gaussian_sites()),
+)
 
 
 def data_of(method: str) -> list[tuple[str, dict[str, Any]]]:
@@ -96,10 +140,11 @@ def plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, bool, type(None))) else str(value)
 
 
-def snapshot_of(method: str, data: dict[str, Any]) -> dict[str, Any]:
+def snapshot_of(method: str, data: dict[str, Any], quick: bool = True) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = fedcausal_flwr.run(method, seed=0, **data, **QUICK.get(method, {}))
+        options = QUICK.get(method, {}) if quick else {}
+        result = fedcausal_flwr.run(method, seed=0, **data, **options)
     graph = result.graph
     edges = sorted(str(e) for e in graph.edges()) if hasattr(graph, "edges") else str(graph)
     return {
@@ -130,6 +175,17 @@ def main() -> int:
             except Exception as error:  # a refusal is behaviour too
                 snapshot[key] = {"error": f"{type(error).__name__}: {error}"}
             print(key, "error" if "error" in snapshot[key] else "ok", flush=True)
+    runs = [(m, label, kw) for m, label, kw in VARIANTS]
+    runs += [(m, label, {**options, "data": make()}) for m, label, options, make in MADE]
+    for method, label, data in runs:
+        if args.methods and method not in args.methods:
+            continue
+        key = f"{method} on {label}"
+        try:
+            snapshot[key] = snapshot_of(method, data, quick=False)
+        except Exception as error:
+            snapshot[key] = {"error": f"{type(error).__name__}: {error}"}
+        print(key, "error" if "error" in snapshot[key] else "ok", flush=True)
     with open(args.out, "w") as file:
         json.dump(snapshot, file, indent=1, sort_keys=True)
     if not args.compare:
