@@ -404,3 +404,29 @@ def test_guard_without_policy_enforces_the_declaration_only():
     assert guard.check("a") == "raw" and guard.check("hello") == "metadata"
     with pytest.raises(PolicyRefusal, match="site 3 refuses action 'b'"):
         guard.check("b")
+
+
+def test_every_builtin_client_refuses_what_its_method_does_not_declare(monkeypatch):
+    """A client class answers more actions than some of its methods declare (the shared
+    discrete client's ``raw_data``, ``local_graph``, ...). Built as every entry point builds it,
+    each method's client refuses each of those before its handler runs."""
+    from fedcausal_flwr.clients.base import ProtocolClient
+
+    def handler_ran(self, name, payload, arrays):
+        raise AssertionError(f"the handler of {name!r} ran")
+
+    monkeypatch.setattr(ProtocolClient, "answer", handler_ran)
+    frame = pd.DataFrame({"a": [0, 1, 0, 1], "b": [1, 0, 0, 1]})
+    payload = json.dumps({"variables": ["a", "b"], "levels": {"a": [0, 1], "b": [0, 1]}})
+    tried = 0
+    for name in builtin_methods():
+        spec = get_method(name)
+        raw = {"target": "a"} if "target" in spec.options else {}
+        client = spec.client(0, frame, spec.resolve(raw))
+        for action in type(client).known_actions():
+            if action in spec.disclosures or action in ("hello", "bootstrap"):
+                continue
+            tried += 1
+            with pytest.raises(PolicyRefusal, match=f"refuses action '{action}'"):
+                client.fit([], {"action": action, "payload": payload, "round": 1})
+    assert tried >= 40  # the shared clients' extra actions, for most methods
