@@ -48,7 +48,10 @@ def _read(name: str, array: Any) -> Column:
     if isinstance(dtype, pd.CategoricalDtype):
         return Column(name, str(dtype), True, np.asarray(array.codes), array.categories)
     if is_decimal(dtype):
-        values = pd.array(array).to_numpy(dtype=np.float64, na_value=np.nan)
+        if isinstance(array, np.ndarray):  # one copy, as float64 (NaN stays NaN)
+            values = np.array(array, dtype=np.float64)
+        else:  # a nullable Float array: NA becomes NaN
+            values = array.to_numpy(dtype=np.float64, na_value=np.nan)
         return Column(name, str(dtype), False, None, pd.Index([]), values)
     codes, uniques = pd.factorize(array, use_na_sentinel=True)
     return Column(name, str(dtype), False, codes, pd.Index(uniques))
