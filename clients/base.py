@@ -63,18 +63,32 @@ from fedcausal_flwr.federation.core.messages import (
 )
 from fedcausal_flwr.federation.core.site_policy import SiteGuard
 from fedcausal_flwr.federation.runtime.clientside import secagg_participants
+from fedcausal_flwr.protocols.builtin import (
+    BootstrapPart,
+    BootstrapPartReply,
+    BootstrapReply,
+    BootstrapRequest,
+    HelloRequest,
+)
+from fedcausal_flwr.protocols.records import MalformedPayload, Payload
 from fedcausal_flwr.stats.contingency import MISSING_CODE
 
 #: what an action's handler returns: the reply's arrays and its JSON-serialisable meta
-HandlerResult = tuple[list[np.ndarray], dict[str, Any]]
+HandlerResult = tuple[list[np.ndarray], "dict[str, Any] | Payload"]
 Handler = Callable[..., HandlerResult]
 _ACTION_ATTR = "_protocol_action"
 _COMPACT_ATTR = "_protocol_compact"
+_PAYLOAD_ATTR = "_protocol_payload"
 
 
-def action(name: str, compact: bool = False) -> Callable[[Handler], Handler]:
+def action(
+    name: str, payload: type[Payload] | None = None, compact: bool = False
+) -> Callable[[Handler], Handler]:
     """Register the decorated method as the handler of action ``name``.
 
+    ``payload``: the action's typed payload (:mod:`fedcausal_flwr.protocols.records`): the
+    handler gets the request's payload decoded into it (a payload it cannot read is an error
+    before the handler runs); without it the handler gets the JSON dict.
     ``compact``: outside SecAgg+ its integer arrays travel in the smallest integer type that
     holds their values (counts of a 1,000-row client fit 2 bytes, not 8); the server must read
     them as int64 (the table sums do). SecAgg+ quantises the reply itself, so a secure reply is
@@ -86,6 +100,7 @@ def action(name: str, compact: bool = False) -> Callable[[Handler], Handler]:
 
     def mark(fn: Handler) -> Handler:
         setattr(fn, _ACTION_ATTR, name)
+        setattr(fn, _PAYLOAD_ATTR, payload)
         setattr(fn, _COMPACT_ATTR, compact)
         return fn
 
@@ -104,18 +119,23 @@ class ProtocolClient(NumPyClient):
     """Base class of every method's client side. See the module docstring."""
 
     _actions: ClassVar[dict[str, str]] = {}
+    #: each action's typed payload (None: the handler reads the JSON dict)
+    _payloads: ClassVar[dict[str, type[Payload] | None]] = {}
     #: set by ``MethodSpec.client``: the gate of this client's replies (None: built by hand)
     guard: SiteGuard | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         actions: dict[str, str] = {}
+        payloads: dict[str, type[Payload] | None] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 name = getattr(value, _ACTION_ATTR, None)
                 if name is not None:
                     actions[name] = attr
+                    payloads[name] = getattr(value, _PAYLOAD_ATTR, None)
         cls._actions = actions
+        cls._payloads = payloads
 
     def __init__(self, partition_id: int, data: pd.DataFrame, context: Context | None = None):
         if not isinstance(data, pd.DataFrame):
@@ -196,20 +216,27 @@ class ProtocolClient(NumPyClient):
                 f"unknown action {name!r} for {type(self).__name__}; "
                 f"known actions: {self.known_actions()}",
             )
-        out = getattr(self, attr)(payload, arrays)
-        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+        handler = getattr(self, attr)
+        record = self._payloads.get(name)
+        try:
+            request = payload if record is None else record.decode(payload)
+        except MalformedPayload as err:  # the server's mistake, the same at every site
+            raise ProtocolError(self.partition_id, f"action {name!r}: {err}") from None
+        out = handler(request, arrays)
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict | Payload)):
             raise TypeError(
-                f"{type(self).__name__}.{attr} must return (list of arrays, dict), "
+                f"{type(self).__name__}.{attr} must return (list of arrays, dict or Payload), "
                 f"got {type(out).__name__}"
             )
-        return list(out[0]), out[1]
+        replied, meta = out
+        return list(replied), meta.encode() if isinstance(meta, Payload) else meta
 
     def hello(self, payload: dict) -> tuple[list[np.ndarray], dict]:
         """Built-in first round: who I am and what my columns look like
         (:func:`~fedcausal_flwr.data.inputs.frame_report`, which the API's input check uses too).
         Data no method can use is a refusal, which stops the run, not a failure, which would drop
         this site and let the run go on without it."""
-        max_levels = int(payload.get("max_levels", 1000))
+        max_levels = int(HelloRequest.decode(payload).max_levels)
         cap = max_levels if self.guard is None else self.guard.hello_cap(max_levels)
         try:
             report = frame_report(self.data, self.partition_id, cap)
@@ -226,12 +253,13 @@ class ProtocolClient(NumPyClient):
         (:mod:`fedcausal_flwr.federation.core.bootstrap`): answer each part with the method's own
         handler on its replicate's rows (replicate 0: the rows themselves, k: resample k), checked
         and packed as a request of its own would be."""
-        seed, sample = int(payload["seed"]), str(payload["sample"])
+        request = BootstrapRequest.decode(payload)
+        seed, sample = int(request.seed), str(request.sample)
         out: list[np.ndarray] = []
         parts: list[dict] = []
         start = 0
-        for part in payload["parts"]:
-            name, n = str(part["action"]), int(part["n_arrays"])
+        for part in map(BootstrapPart.decode, request.parts):
+            name, n = str(part.action), int(part.n_arrays)
             if name not in self._actions:
                 raise ProtocolError(
                     self.partition_id,
@@ -245,15 +273,15 @@ class ProtocolClient(NumPyClient):
                     self.partition_id, f"bootstrap part {name!r} lacks {n - len(given)} arrays"
                 )
             replica = copy.copy(self)
-            replica.data = self.resample(seed, int(part["replicate"]), sample)
+            replica.data = self.resample(seed, int(part.replicate), sample)
             # the class's answer: a wrapper set on this instance (a test's failing client) wraps
             # the bootstrap action as a whole and must not answer the part on these rows
-            answer, meta = type(self).answer(replica, name, part["payload"], given)
-            clip = int(part["clip"]) if part["secure"] else None
+            answer, meta = type(self).answer(replica, name, part.payload, given)
+            clip = int(part.clip) if part.secure else None
             answer = self.packed(name, answer, clip, compact=True)  # never through SecAgg+
             out.extend(answer)
-            parts.append({"n_arrays": len(answer), "meta": meta})
-        return out, {"parts": parts}
+            parts.append(BootstrapPartReply(len(answer), meta).encode())
+        return out, BootstrapReply(parts).encode()
 
     def resample(self, seed: int, replicate: int, sample: str) -> pd.DataFrame:
         """This client's rows in bootstrap replicate ``replicate`` (0: the rows themselves);

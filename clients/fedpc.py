@@ -30,10 +30,12 @@ from fedcausal_flwr.protocols.fedpc import (
     SKETCH_SCALE,
     SPARSE_TABLES,
     TABLES,
+    MomentsRequest,
+    SketchRequest,
+    TableRequest,
 )
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import (
-    DEFAULT_MAX_CELLS,
     TableLayout,
     TableTooLargeError,
     local_tables,
@@ -55,32 +57,38 @@ _LAYOUTS: dict[tuple, TableLayout] = {}
 class FedPCClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
-    def _tables(self, payload: dict, arrays: list[np.ndarray]) -> tuple[np.ndarray, TableLayout]:
-        return self._count(local_tables, payload, arrays, sparse=False)
+    def _tables(
+        self, request: TableRequest, arrays: list[np.ndarray]
+    ) -> tuple[np.ndarray, TableLayout]:
+        return self._count(local_tables, request, arrays, sparse=False)
 
     def _count(
-        self, count: Callable[..., T], payload: dict, arrays: list[np.ndarray], *, sparse: bool
+        self,
+        count: Callable[..., T],
+        request: TableRequest,
+        arrays: list[np.ndarray],
+        *,
+        sparse: bool,
     ) -> T:
         """The batch's tables counted by ``count`` (dense or sparse) over this client's codes."""
-        codes, cards, layout = self._layout(payload, arrays, sparse=sparse)
+        codes, cards, layout = self._layout(request, arrays, sparse=sparse)
         return self._refusing(
             count,
             codes,
             cards,
             layout,
-            variables=payload["variables"],
+            variables=request.variables,
             client=self.label,
-            allow_missing=payload.get("missing") == "testwise",
+            allow_missing=request.missing == "testwise",
         )
 
     def _layout(
-        self, payload: dict, arrays: list[np.ndarray], *, sparse: bool
+        self, request: TableRequest, arrays: list[np.ndarray], *, sparse: bool
     ) -> tuple[np.ndarray, list[int], TableLayout]:
-        variables = payload["variables"]
-        missing = payload.get("missing", "error")
-        codes = cached_codes(self.data, variables, payload["levels"], self.partition_id, missing)
-        cards = [len(payload["levels"][v]) for v in variables]
-        max_cells = None if sparse else int(payload.get("max_cells", DEFAULT_MAX_CELLS))
+        variables, levels = request.variables, request.levels
+        codes = cached_codes(self.data, variables, levels, self.partition_id, request.missing)
+        cards = [len(levels[v]) for v in variables]
+        max_cells = None if sparse else int(request.max_cells)
         batch = np.ascontiguousarray(arrays[0])
         queries_hash = hashlib.sha1(batch.tobytes()).hexdigest()
         key = (queries_hash, batch.shape, batch.dtype.str, *cards, max_cells)
@@ -103,47 +111,52 @@ class FedPCClient(ProtocolClient):
         except (TableTooLargeError, ValueError, MemoryError) as err:
             raise ProtocolError(self.partition_id, f"cannot count the tables: {err}") from None
 
-    @action(TABLES, compact=True)
-    def tables(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
-        vector, _ = self._tables(payload, arrays)
+    @action(TABLES, TableRequest, compact=True)
+    def tables(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        vector, _ = self._tables(request, arrays)
         return [vector], {}
 
-    @action(SPARSE_TABLES, compact=True)
-    def sparse_tables(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(SPARSE_TABLES, TableRequest, compact=True)
+    def sparse_tables(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """The nonzero cells of the batch's tables (flat index, count): for batches whose dense
         tables would be larger than the data (the server merges them)."""
-        indices, counts = self._count(sparse_local_tables, payload, arrays, sparse=True)
+        indices, counts = self._count(sparse_local_tables, request, arrays, sparse=True)
         return [indices, counts], {}
 
-    @action(MARGINS)
-    def margins(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
-        vector, layout = self._tables(payload, arrays)
+    @action(MARGINS, TableRequest)
+    def margins(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        vector, layout = self._tables(request, arrays)
         return [table_marginals(vector, layout).astype(np.int64)], {}
 
-    @action(SKETCH)
-    def sketch(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
-        vector, layout = self._tables(payload, arrays)
+    @action(SKETCH, SketchRequest)
+    def sketch(self, request: SketchRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        vector, layout = self._tables(request, arrays)
         expected = arrays[1]
         share = client_sketch(
-            vector, expected, layout, int(payload["k"]), int(payload["seed"]), int(payload["l"])
+            vector,
+            expected,
+            layout,
+            int(request.clients),
+            int(request.seed),
+            int(request.sketch_length),
         )
         return [np.rint(share * SKETCH_SCALE).astype(np.int64)], {}
 
-    @action(MOMENTS)
-    def moments(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
-        variables = payload["variables"]
+    @action(MOMENTS, MomentsRequest)
+    def moments(self, request: MomentsRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        variables = request.variables
         frame = self.data
-        if payload.get("missing") == "listwise":
+        if request.missing == "listwise":
             frame = complete_rows(frame, variables, self.partition_id)
         data = frame[variables].to_numpy(dtype=np.float64)
         m = local_moments(data, variables=variables, client=f"client {self.partition_id}")
         return [m.to_vector()], {}
 
-    @action(QUERY_MOMENTS)
-    def moments_per_test(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(QUERY_MOMENTS, MomentsRequest)
+    def moments_per_test(self, request: MomentsRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """Each test's moments over this client's rows complete on its variables (Fisher-z with
         test-wise deletion)."""
-        variables = payload["variables"]
+        variables = request.variables
         data = self.data[variables].to_numpy(dtype=np.float64)
         try:
             blocks = query_moments(data, decode_queries(arrays[0]), variables)

@@ -87,12 +87,12 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by
 from fedcausal_flwr.protocols.fedpc import (
+    DISCLOSURES,
     MARGINS,
     MOMENTS,
     QUERY_MOMENTS,
@@ -100,6 +100,9 @@ from fedcausal_flwr.protocols.fedpc import (
     SKETCH_SCALE,
     SPARSE_TABLES,
     TABLES,
+    MomentsRequest,
+    SketchRequest,
+    TableRequest,
 )
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.stats.batch_oracle import Query
@@ -256,20 +259,15 @@ class FedPCStrategy(ProtocolStrategy):
         runner = self.runner
         if runner is None:
             if self.test == "fisherz" and self.missing != "testwise":
-                return Request(MOMENTS, {"variables": self.variables, "missing": self.missing})
+                return Request(MOMENTS, MomentsRequest(self.variables, self.missing))
             runner = self._start()
         queries = runner.pending
         if queries is None:  # the search has finished
             return None
         if self.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
-            asked = {"variables": self.variables, "missing": self.missing}
+            asked = MomentsRequest(self.variables, self.missing)
             return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
-        base: dict[str, Any] = {
-            "variables": self.variables,
-            "levels": self.levels,
-            "max_cells": self.max_cells,
-            "missing": self.missing,
-        }
+        base = TableRequest(self.variables, self.levels, self.max_cells, self.missing)
         if self.ci == "exact":
             plan = self._plan or self._plan_batch(queries)
             self._plan = plan
@@ -283,12 +281,15 @@ class FedPCStrategy(ProtocolStrategy):
             return Request(MARGINS, base, arrays=[batch], secure=True)
         self._layout = self._layout or make_layout(queries, self.cards)
         expected = expected_counts(self._margins, self._layout)
-        payload = {
-            **base,
-            "seed": self._sketch_seed(),
-            "l": self.sketch_length,
-            "k": len(self.alive_clients),
-        }
+        payload = SketchRequest(
+            self.variables,
+            self.levels,
+            self.max_cells,
+            self.missing,
+            seed=self._sketch_seed(),
+            sketch_length=self.sketch_length,
+            clients=len(self.alive_clients),
+        )
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
 
     def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
@@ -629,16 +630,6 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
-#: what each action discloses: dense tables, margins and sketches are sums (through SecAgg+ in a
-#: secure run); sparse tables and the Gaussian moments reach the server per client
-DISCLOSURES = {
-    TABLES: SUM,
-    MARGINS: SUM,
-    SKETCH: SUM,
-    SPARSE_TABLES: PER_CLIENT,
-    MOMENTS: PER_CLIENT,
-    QUERY_MOMENTS: PER_CLIENT,
-}
 
 
 @documented_by(FEDPC_OPTIONS)

@@ -57,6 +57,7 @@ from fedcausal_flwr.federation.core.sums import plain_sum
 from fedcausal_flwr.graphs.frequency import edge_frequencies
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import Option, OptionSet, say, seed_option, spell
+from fedcausal_flwr.protocols.builtin import BootstrapPart, BootstrapRequest
 
 BOOTSTRAP_OPTION = Option(
     "bootstrap",
@@ -152,18 +153,15 @@ class BootstrapStrategy(ProtocolStrategy):
         parts = [self._part(k, self.pending[k]) for k in self._asked]
         arrays = [a for k in self._asked for a in self.pending[k].arrays]
         nan_ok = any(self.pending[k].nan_ok for k in self._asked)
-        payload = {"seed": self.seed, "sample": self.sample, "parts": parts}
+        payload = BootstrapRequest(self.seed, self.sample, parts)
         return Request(BOOTSTRAP, payload, arrays=arrays, clients=clients, nan_ok=nan_ok)
 
     def _part(self, replicate: int, request: Request) -> dict:
-        return {
-            "replicate": replicate,
-            "action": request.action,
-            "payload": request.payload,
-            "n_arrays": len(request.arrays),
-            "secure": request.secure,
-            "clip": self.secure_bound if request.secure else 0,
-        }
+        clip = self.secure_bound if request.secure else 0
+        part = BootstrapPart(
+            replicate, request.action, request.payload, len(request.arrays), request.secure, clip
+        )
+        return part.encode()
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         split = {reply.client: self._split(reply) for reply in replies}

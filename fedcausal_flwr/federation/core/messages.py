@@ -61,7 +61,9 @@ class Request:
     """
 
     action: str
-    payload: dict = field(default_factory=dict)
+    #: the JSON payload, or a typed record of it (:mod:`fedcausal_flwr.protocols.records`),
+    #: kept as the dict its ``encode()`` gives
+    payload: Any = field(default_factory=dict)
     arrays: list[np.ndarray] = field(default_factory=list)
     secure: bool = False
     clients: list[int] | None = None
@@ -70,6 +72,9 @@ class Request:
     def __post_init__(self) -> None:
         if not isinstance(self.action, str) or not self.action:
             raise TypeError(f"Request.action must be a non-empty string, got {self.action!r}")
+        encode = getattr(self.payload, "encode", None)
+        if callable(encode):
+            self.payload = encode()
         if not isinstance(self.payload, dict):
             raise TypeError(f"Request.payload must be a dict, got {type(self.payload).__name__}")
         self.arrays = [np.asarray(a) for a in self.arrays]

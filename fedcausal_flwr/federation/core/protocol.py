@@ -43,6 +43,7 @@ from fedcausal_flwr.federation.core.messages import (
     secure_clip,
 )
 from fedcausal_flwr.federation.core.sums import decode_secure_mean, plain_sum
+from fedcausal_flwr.protocols.builtin import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.result import Result
 
 
@@ -62,7 +63,7 @@ class ProtocolStrategy:
     #: that a strategy may set per instance (e.g. ``pc-vote`` / ``fci-vote``).
     name: str = ""
     #: Clients report the level set of a non-float column only if it has at most this many values.
-    hello_max_levels: ClassVar[int] = 1000
+    hello_max_levels: ClassVar[int] = HELLO_MAX_LEVELS
     #: What the method needs of the clients' data, checked after hello before the first step
     #: (:mod:`~fedcausal_flwr.federation.core.input_checks`); a strategy whose needs depend on its
     #: options overrides :meth:`input_needs`. The base protocol tests nothing, so it does not
@@ -257,7 +258,7 @@ class ProtocolRun:
         self.begun_round = server_round
         if self.pending is None and self.state is not RunState.FINISHED:
             if self.state is RunState.HELLO:
-                self.pending = Request(HELLO, {"max_levels": self.protocol.hello_max_levels})
+                self.pending = Request(HELLO, HelloRequest(self.protocol.hello_max_levels))
             else:
                 request = self.protocol.next_request()
                 if request is not None and not isinstance(request, Request):
