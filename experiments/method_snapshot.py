@@ -193,7 +193,9 @@ def main() -> int:
     with open(args.compare) as file:
         before = json.load(file)
     differ = []
-    for key in sorted(set(before) | set(snapshot)):
+    # with --methods, only the runs taken (the others were not asked for)
+    keys = set(snapshot) if args.methods else set(before) | set(snapshot)
+    for key in sorted(keys):
         fields = differing(key.split(" on ")[0], before.get(key, {}), snapshot.get(key, {}))
         if fields:
             differ.append(key)

@@ -189,3 +189,107 @@ def test_action_names_are_protocol_constants_not_literals(package, callee):
             if not is_protocol_constant(arg, names):
                 offending.append(f"{module}:{line}: {ast.unparse(arg)}")
     assert seen >= 10 and not offending
+
+
+#: names a payload or a reply's meta goes by in the method modules
+PAYLOAD_NAMES = ("payload", "meta", "asked", "part")
+
+
+def carries_payload(node: ast.expr) -> bool:
+    """``payload``, ``r.meta``, ``self.base_payload()``: an expression named like a payload."""
+    while isinstance(node, ast.Call):
+        node = node.func
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return any(word in name.lower() for word in PAYLOAD_NAMES)
+
+
+def keyed_dict(node: ast.expr | None) -> bool:
+    """A dict display with a key (``{}`` is an empty payload, not a key)."""
+    return isinstance(node, ast.Dict) and bool(node.keys)
+
+
+def payload_key_literals(tree: ast.Module) -> list[str]:
+    """Each place ``tree`` writes a payload key itself instead of through a record of
+    :mod:`fedcausal_flwr.protocols`: ``payload["k"]``, ``meta.get("k")``, a keyed dict as a
+    request's payload or as the meta a handler returns (directly or through a local name)."""
+    found = []
+    for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+        dicts = {  # local names bound to keyed dict displays
+            t.id
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Assign) and keyed_dict(n.value)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        is_handler = any(
+            isinstance(d, ast.Call) and getattr(d.func, "id", None) == "action"
+            for d in fn.decorator_list
+        )
+        # a helper that builds a payload (the result's payload is not a message)
+        builds_payload = "payload" in fn.name and fn.name != "result_payload"
+        for node in ast.walk(fn):
+            if builds_payload and isinstance(node, ast.Return) and keyed_dict(node.value):
+                found.append(f"{node.lineno}: {fn.name} returns {ast.unparse(node.value)[:60]}")
+            elif isinstance(node, ast.Subscript) and carries_payload(node.value):
+                if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                    found.append(f"{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get":
+                key = node.args[0] if node.args else None
+                if carries_payload(node.func.value) and isinstance(key, ast.Constant):
+                    found.append(f"{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Request":
+                sent = node.args[1:2] + [k.value for k in node.keywords if k.arg == "payload"]
+                for arg in sent:
+                    if keyed_dict(arg) or (isinstance(arg, ast.Name) and arg.id in dicts):
+                        found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+            elif is_handler and isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                meta = node.value.elts[1] if len(node.value.elts) == 2 else None
+                if keyed_dict(meta) or (isinstance(meta, ast.Name) and meta.id in dicts):
+                    found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+@pytest.mark.parametrize("package", [fedcausal_flwr.strategies, fedcausal_flwr.clients])
+def test_no_payload_key_is_written_outside_the_protocol_records(package):
+    """Strategies and clients build and read every payload (and reply meta) through the records
+    of their :mod:`fedcausal_flwr.protocols` module, so each key is written once, there."""
+    offending = [
+        f"{module}:{place}"
+        for module, tree in sources(package)
+        for place in payload_key_literals(tree)
+    ]
+    assert not offending, "\n".join(offending)
+
+
+def test_the_payload_key_check_finds_each_kind_of_literal():
+    """The check above can fail: one of each kind it looks for, and their record spellings."""
+    bad = '''
+@action(X)
+def handler(self, payload, arrays):
+    level = payload["level"]
+    depth = payload.get("max_depth")
+    return [], {"tests": 3}
+
+def base_payload(self):
+    return {"variables": self.variables}
+
+def next_request(self):
+    sent = {"variables": self.variables}
+    Request(X, {"variables": self.variables})
+    Request(X, {**self.base_payload(), "jobs": 2})
+    Request(X, sent)
+    return r.meta.get("tests", 0)
+'''
+    good = '''
+@action(X, PruneRequest)
+def handler(self, request, arrays):
+    level = request.level
+    return [], ComputedTests(3)
+
+def next_request(self):
+    Request(X, PruneRequest(self.variables, level=2))
+    Request(X, {})
+    return ComputedTests.of_reply(r).tests + levels["a"]
+'''
+    assert len(payload_key_literals(ast.parse(bad))) == 8
+    assert payload_key_literals(ast.parse(good)) == []

@@ -27,6 +27,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, Self
 
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
+
 _wire_key = "wire"  # metadata key: the field's key on the wire
 _omit_none_key = "omit_none"  # metadata key: leave the field out of the payload while it is None
 
@@ -91,6 +93,15 @@ class Payload:
             elif required:
                 raise MalformedPayload(f"{cls.__name__} needs the key {key!r}")
         return cls(**values)
+
+    @classmethod
+    def of_reply(cls, reply: Reply) -> Self:
+        """A client's reply meta read as this record; meta it cannot read is the client's
+        protocol error (naming it), as any malformed reply is."""
+        try:
+            return cls.decode(reply.meta)
+        except MalformedPayload as err:
+            raise ClientProtocolError(f"client {reply.client} sent meta {err}") from None
 
 
 @dataclass(frozen=True)
