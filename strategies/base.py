@@ -1,13 +1,70 @@
 """The base of every method's server side, re-exported where the strategies live.
 
-A method subclasses :class:`ProtocolStrategy`, the Flower-free protocol core of
-:mod:`fedcausal_flwr.federation.core.protocol` (hooks ``next_request`` / ``handle_replies`` /
+A method subclasses :class:`MethodStrategy` (or, for a strategy without declared options, the
+Flower-free protocol core :class:`ProtocolStrategy` of
+:mod:`fedcausal_flwr.federation.core.protocol`: hooks ``next_request`` / ``handle_replies`` /
 ``result_payload``) and declares what it needs of the clients' data (:class:`InputNeeds`, checked
 after hello); the runtime wraps it in Flower's adapter
 (:mod:`fedcausal_flwr.federation.runtime.adapter`), so a strategy file reads as its protocol.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, require_same_columns
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+from fedcausal_flwr.options import OptionSet
 
-__all__ = ["InputNeeds", "ProtocolStrategy", "require_same_columns"]
+
+class Options(Mapping[str, Any]):
+    """A method's resolved options, read by attribute (``options.alpha``) or by name."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"no option {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("resolved options are read-only")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Options({self._values!r})"
+
+
+class MethodStrategy(ProtocolStrategy):
+    """A method's server side, built from its declared options.
+
+    ``Strategy(options)`` (a mapping, keywords, or both) resolves them once through the class's
+    :attr:`OPTIONS`: names, types, defaults, ranges and cross-option rules are stated there, and
+    the strategy reads the result as :attr:`options`; it never restates a default or a range. The
+    registry builds strategies this way from options an entry point has already resolved (the
+    second resolution finds nothing to change), and a test or a script may pass raw keywords.
+    """
+
+    #: the method's declared options (:class:`~fedcausal_flwr.options.OptionSet`)
+    OPTIONS: ClassVar[OptionSet] = OptionSet()
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__()
+        raw = {**(options or {}), **keywords}
+        self.options = Options(self.OPTIONS.resolve(raw, owner=f"method {self.name!r}"))
+
+
+__all__ = ["InputNeeds", "MethodStrategy", "Options", "ProtocolStrategy", "require_same_columns"]

@@ -90,7 +90,7 @@ from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
-from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedpc import (
     DISCLOSURES,
     MARGINS,
@@ -126,11 +126,9 @@ from fedcausal_flwr.stats.gaussian import (
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
 
 CI_MODES = ("exact", "sketch")
-TESTS = ("chi2", "g2", "fisherz")
-ALGORITHMS = ("pc", "fci")
 
 
 #: The server's default budget for one round's replies: 2**27 cells (1 GiB of int64).
@@ -138,426 +136,6 @@ DEFAULT_MAX_SERVER_CELLS = 2**27
 #: Budget cells per test a level may hold before it is asked in batches (a test is a few hundred
 #: bytes on the server): max_server_cells 2**27 gives 2**21 tests at a time.
 LEVEL_BATCH_CELLS = 64
-
-
-@dataclass
-class BatchPlan:
-    """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
-    each), and the p-values of the parts answered so far."""
-
-    sparse: bool
-    parts: list[np.ndarray]  # query positions
-    dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
-    answered: list[np.ndarray] = field(default_factory=list)
-
-
-class FedPCStrategy(ProtocolStrategy):
-    """FedPC (``algorithm="pc"``) or FedFCI (``algorithm="fci"``) with a federated CI test."""
-
-    name = "fedpc"
-
-    def __init__(
-        self,
-        algorithm: str = "pc",
-        ci: str = "exact",
-        test: str = "chi2",
-        alpha: float = 0.05,
-        max_depth: int | None = None,
-        sketch_length: int = 50,
-        seed: int = 0,
-        engine_options: dict[str, Any] | None = None,
-        empty_strata_add_dof: bool = False,
-        max_cells: int = DEFAULT_MAX_CELLS,
-        missing: str = "error",
-        max_server_cells: int = DEFAULT_MAX_SERVER_CELLS,
-    ):
-        super().__init__()
-        for label, value, allowed in (
-            ("algorithm", algorithm, ALGORITHMS),
-            ("ci", ci, CI_MODES),
-            ("test", test, TESTS),
-            ("missing", missing, shared.MISSING_MODES),
-        ):
-            if value not in allowed:
-                raise ValueError(f"unknown {label} {value!r}; expected one of {allowed}")
-        if test == "fisherz" and ci != "exact":
-            raise ValueError(
-                f"ci={ci!r} needs discrete data: the Gaussian (fisherz) test sums float moments, "
-                "which SecAgg+ (32-bit integer sums) and the sketch cannot carry; use ci='exact'"
-            )
-        if ci == "sketch" and test != "chi2":
-            raise ValueError(
-                "the sketch estimates Pearson's chi2: use test='chi2' with ci='sketch'"
-            )
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-        if sketch_length < 2:
-            raise ValueError(f"sketch_length must be >= 2, got {sketch_length}")
-        self.name = "fedpc" if algorithm == "pc" else "fedfci"
-        self.algorithm, self.ci, self.test = algorithm, ci, test
-        self.alpha, self.max_depth = float(alpha), max_depth
-        self.sketch_length, self.seed = int(sketch_length), int(seed)
-        self.engine_options = dict(engine_options or {})
-        self.empty_strata_add_dof = bool(empty_strata_add_dof)
-        self.max_cells = int(max_cells)
-        self.max_server_cells = int(max_server_cells)
-        self.missing = missing
-        self.levels: dict[str, list] = {}
-        self.cards = np.zeros(0, dtype=np.int64)
-        self.cache: dict[Query, float] = {}
-        self.runner: StepRunner | None = None
-        self.moments: GaussianMoments | None = None
-        self.batches: list[dict] = []
-        self.constant: list[str] = []  # single-level columns, kept as isolated nodes
-        self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
-        self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
-        self._layout: TableLayout | None = None
-
-    # ------------------------------------------------------------------ set-up
-    def input_needs(self) -> InputNeeds:
-        """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
-        pooled test, so one client, or a client with one row, is fine."""
-        if self.test == "fisherz":
-            return InputNeeds(
-                values="numeric",
-                test="Fisher-z",
-                value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
-                missing=self.missing,
-            )
-        exact = self.ci == "exact"
-        fix = Fix(
-            "for continuous data use {}" + ("" if exact else " with {}"),
-            (("test", "fisherz"),) if exact else (("test", "fisherz"), ("ci", "exact")),
-        )
-        return InputNeeds(
-            values="discrete",
-            test=self.test,
-            value_fix=fix,
-            isolates_constants=exact,
-            missing=self.missing,
-        )
-
-    def _start(self) -> StepRunner:
-        variables = self.variables
-        if self.test != "fisherz":
-            levels = self.global_levels()
-            # never None: the input check required discrete columns for this test
-            self.levels = {v: levels[v] or [] for v in variables}
-            self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
-            self.constant = note_constant_columns(self.name, self.levels, self.ci == "exact")
-        # a level's tests held at once: bounded by the server's budget like its tables
-        level_batch = max(1, self.max_server_cells // LEVEL_BATCH_CELLS)
-        engine = pc_steps if self.algorithm == "pc" else fci_steps
-        steps = engine(
-            variables, self.alpha, self.max_depth, level_batch=level_batch, **self.engine_options
-        )
-        self.runner = StepRunner(with_cache(steps, self.cache))
-        return self.runner
-
-    # ------------------------------------------------------------------ protocol
-    def next_request(self) -> Request | None:
-        runner = self.runner
-        if runner is None:
-            if self.test == "fisherz" and self.missing != "testwise":
-                return Request(MOMENTS, MomentsRequest(self.variables, self.missing))
-            runner = self._start()
-        queries = runner.pending
-        if queries is None:  # the search has finished
-            return None
-        if self.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
-            asked = MomentsRequest(self.variables, self.missing)
-            return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
-        base = TableRequest(self.variables, self.levels, self.max_cells, self.missing)
-        if self.ci == "exact":
-            plan = self._plan or self._plan_batch(queries)
-            self._plan = plan
-            part = encode_queries(_select(queries, plan.parts[len(plan.answered)]))
-            if plan.sparse:
-                return Request(SPARSE_TABLES, base, arrays=[part])
-            return Request(TABLES, base, arrays=[part], secure=True)
-        batch = encode_queries(queries)
-        self._check_table_budget(queries)
-        if self._margins is None:
-            return Request(MARGINS, base, arrays=[batch], secure=True)
-        self._layout = self._layout or make_layout(queries, self.cards)
-        expected = expected_counts(self._margins, self._layout)
-        payload = SketchRequest(
-            self.variables,
-            self.levels,
-            self.max_cells,
-            self.missing,
-            seed=self._sketch_seed(),
-            sketch_length=self.sketch_length,
-            clients=len(self.alive_clients),
-        )
-        return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
-
-    def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
-        """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
-        the dense tables are over the budget or twice the data a client holds, sparsely (nonzero
-        cells with their index, merged on the server: never a dense table). Each round holds at
-        most ``max_cells`` cells (a sparse entry counts as two); a batch over it is split into
-        several rounds, and one query over it alone is an error naming it."""
-        cells = table_cells(queries, self.cards)
-        rows = np.array([self.client_info[pid].n_rows for pid in self.alive_clients] or [0])
-        most_rows, k = int(rows.max()), len(rows)
-        total = float(cells.sum())
-        everything = [np.arange(len(queries))]
-        dense_bytes = 8 * total
-        sparse_bytes = 16 * float(np.minimum(cells, most_rows).sum())
-        # one round when a client's tables fit max_cells and all clients' max_server_cells
-        if total <= self.max_cells and k * total <= self.max_server_cells:
-            sparse = not self.secure_mode and sparse_bytes < dense_bytes
-            return BatchPlan(sparse, everything, int(total))
-        # entries the server holds
-        sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
-        sparse = not self.secure_mode and (
-            float(cells.max()) > self.max_cells or float(sparse_cost.sum()) < total
-        )
-        # (a client's cells, the server's cells) of each query in a round
-        client_cost, server_cost = (sparse_cost, sparse_cost) if sparse else (cells, k * cells)
-        over = np.flatnonzero(
-            (client_cost > self.max_cells) | (server_cost > self.max_server_cells)
-        )
-        if over.size:
-            i = int(over[0])
-            raise self._over_budget(
-                queries[i], int(cells[i]), int(client_cost[i]), int(server_cost[i]), sparse
-            )
-        # parts as the greedy fill makes them: each as long as both budgets allow
-        client_sum = np.concatenate(([0.0], np.cumsum(client_cost)))
-        server_sum = np.concatenate(([0.0], np.cumsum(server_cost)))
-        parts: list[np.ndarray] = []
-        start = 0
-        while start < len(queries):
-            end = min(
-                np.searchsorted(client_sum, client_sum[start] + self.max_cells, "right"),
-                np.searchsorted(server_sum, server_sum[start] + self.max_server_cells, "right"),
-            )
-            end = max(int(end) - 1, start + 1)
-            parts.append(np.arange(start, end))
-            start = end
-        return BatchPlan(sparse, parts, int(total))
-
-    def _over_budget(
-        self, query: Query, cells: int, cost: int, server_cost: int, sparse: bool
-    ) -> ValueError:
-        x, y, sz = query
-        names = self.variables
-        test = f"{names[x]} _||_ {names[y]} | {[names[v] for v in sz]}"
-        depth = f"cap the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
-        if cost <= self.max_cells:  # the server's budget: every client's copy of the table
-            return ValueError(
-                f"{self.name}: the contingency table of {test} has {cells:,} cells, and the "
-                f"server would hold {server_cost:,} cells of the clients' replies, over the "
-                f"memory budget max_server_cells={self.max_server_cells:,}: {depth}raise it "
-                f"(--max-server-cells {server_cost}; Python: max_server_cells={server_cost})"
-            )
-        how = (
-            f"even counted sparsely the clients' up to {cost // 2:,} nonzero cells of it (two "
-            "budget cells each) exceed"
-            if sparse
-            else "a secure run sums dense tables (SecAgg+), and its table exceeds"
-        )
-        return ValueError(
-            f"{self.name}: the contingency table of {test} has {cells:,} cells; {how} the "
-            f"memory budget max_cells={self.max_cells:,}: {depth}raise the budget (--max-cells "
-            f"{cost}; Python: max_cells={cost})"
-        )
-
-    def _check_table_budget(self, queries: list[Query]) -> None:
-        """Refuse a batch whose tables would not fit the budget, before a client counts them."""
-        try:
-            layout = make_layout(queries, self.cards, max_cells=self.max_cells)
-        except TableTooLargeError:
-            layout = None
-        if layout is not None and layout.total <= self.max_cells:
-            return
-        names = self.variables
-        sizes = [int(np.prod([self.cards[v] for v in (x, y, *sz)])) for x, y, sz in queries]
-        worst = int(np.argmax(sizes))
-        x, y, sz = queries[worst]
-        total = int(sum(sizes))
-        depth = f"limit the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
-        raise ValueError(
-            f"the contingency tables of this level ({len(queries)} tests, conditioning sets of "
-            f"size {len(sz)}) need {total:,} cells, over the budget max_cells={self.max_cells:,} "
-            f"(the largest: {names[x]} _||_ {names[y]} | {[names[v] for v in sz]}, "
-            f"{sizes[worst]:,} cells); each client holds them in memory at once: {depth}raise "
-            f"the budget (--max-cells {total}; Python: max_cells={total})"
-        )
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == MOMENTS:
-            self._handle_moments(replies)
-            return
-        assert self.runner is not None and self.runner.pending is not None  # the asked batch
-        if request.action == QUERY_MOMENTS:
-            self._handle_query_moments(replies)
-            return
-        if request.action == TABLES or request.action == SPARSE_TABLES:
-            self._handle_tables(request, replies)
-            return
-        (summed,) = replies
-        vector = summed.arrays[0]
-        queries = self.runner.pending
-        if request.action == MARGINS:
-            self._margins = vector
-            self._layout = make_layout(queries, self.cards)
-            self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
-            return
-        assert self._margins is not None and self._layout is not None  # from the margins reply
-        result = sketch_chi2(
-            vector.astype(np.float64) / SKETCH_SCALE,
-            self._margins,
-            self._layout,
-            self.sketch_length,
-            empty_strata_add_dof=self.empty_strata_add_dof,
-        )
-        pvalues = result.pvalue
-        self._margins, self._layout = None, None
-        self.batches.append({"round": self.current_round, "tests": len(queries)})
-        self.annotate(batch=len(self.batches) - 1, tests=len(queries))
-        self.runner.answer(pvalues)
-
-    def _handle_tables(self, request: Request, replies: list[Reply]) -> None:
-        """One part of an exact batch: dense summed tables or the clients' sparse cells."""
-        assert self.runner is not None and self.runner.pending is not None
-        assert self._plan is not None  # planned by next_request
-        plan, queries = self._plan, self.runner.pending
-        part = plan.parts[len(plan.answered)]
-        layout = make_layout(_select(queries, part), self.cards, max_cells=None)
-        if request.action == TABLES:
-            (summed,) = replies
-            pvalues = discrete_pvalues(
-                summed.arrays[0], layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
-            )
-        else:
-            cells = []
-            for reply in replies:
-                if len(reply.arrays) != 2:
-                    raise ClientProtocolError(
-                        f"client {reply.client} sent {len(reply.arrays)} arrays for sparse "
-                        "tables, expected 2 (indices, counts)"
-                    )
-                problem = check_sparse_tables(reply.arrays[0], reply.arrays[1], layout.total)
-                if problem:
-                    raise ClientProtocolError(f"client {reply.client} sent {problem}")
-                cells.append((reply.arrays[0], reply.arrays[1]))
-            indices, counts = merge_sparse_tables(cells)
-            pvalues = sparse_tests(
-                indices, counts, layout, self.test, empty_strata_add_dof=self.empty_strata_add_dof
-            ).pvalue
-        plan.answered.append(np.asarray(pvalues, dtype=np.float64))
-        self.annotate(
-            batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
-        )
-        if len(plan.answered) < len(plan.parts):
-            return
-        self._plan = None
-        self.batches.append({
-            "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
-            "sparse": plan.sparse, "dense_cells": plan.dense_cells,
-        })  # fmt: skip
-        self.runner.answer(np.concatenate(plan.answered))
-
-    def _handle_moments(self, replies: list[Reply]) -> None:
-        p = len(self.variables)
-        total: GaussianMoments | None = None
-        for reply in replies:  # partition order: deterministic float sums
-            m = GaussianMoments.from_vector(reply.arrays[0], p)
-            total = m if total is None else total + m
-        assert total is not None  # a round has at least one reply
-        self.moments = total
-        oracle = GaussianOracle.from_moments(total, self.variables)
-        runner = self._start()
-        try:
-            while runner.pending is not None:  # every Fisher-z test runs on the server from here
-                self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
-                runner.answer(oracle.test_batch(runner.pending))
-        except TooFewSamplesError as err:
-            raise self._too_few_rows(err) from None
-
-    def _handle_query_moments(self, replies: list[Reply]) -> None:
-        assert self.runner is not None and self.runner.pending is not None
-        queries = self.runner.pending
-        total = np.zeros(int(query_block_sizes(queries).sum()))
-        for reply in replies:  # partition order: deterministic float sums
-            vector = np.asarray(reply.arrays[0], dtype=np.float64)
-            if vector.shape != total.shape:
-                raise ClientProtocolError(
-                    f"client {reply.client} sent query moments of shape {vector.shape}, "
-                    f"expected {total.shape}"
-                )
-            total += vector
-        try:
-            pvalues, _ = fisher_z_from_query_moments(total, queries, self.variables)
-        except TooFewSamplesError as err:
-            raise self._too_few_rows(err) from None
-        self.batches.append({"round": self.current_round, "tests": len(queries)})
-        self.runner.answer(pvalues)
-
-    def _too_few_rows(self, err: TooFewSamplesError) -> InputError:
-        """The search reached a Fisher-z test the pooled rows cannot carry: say how many rows it
-        needs and which depth cap would stop before it."""
-        x, y, given = err.query
-        names = self.variables
-        test = f"{names[x]} and {names[y]}" + (f" given {err.k} variables" if err.k else "")
-        held = "rows complete on its variables" if self.missing == "testwise" else "rows in all"
-        problem = (
-            f"the clients hold {err.n} {held}, but {self.name}'s Fisher-z test of {test} "
-            f"needs more than {err.k + 3}"
-        )
-        if err.n < 4:
-            fix = Fix("give at least 4 rows, or discretise the columns for {}", (("test", "chi2"),))
-            return InputError(problem, fix=fix, door=self.door)
-        deepest = (("max_depth", err.n - 4),)
-        fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
-        return InputError(problem, fix=fix, door=self.door)
-
-    def on_clients_dropped(self, dropped: list[int]) -> None:
-        # A sketch batch restarts from its margins with the survivors, a batch counted in parts
-        # from its first part (every sum of one batch comes from the same clients); a one-part
-        # batch of tables is re-asked as is.
-        if self.runner is None or self.runner.done:
-            return
-        if self.ci == "sketch":
-            self._margins, self._layout = None, None
-            self.retract_request()
-        elif self._plan is not None and self._plan.answered:
-            self._plan = None
-            self.retract_request()
-
-    def _sketch_seed(self) -> int:
-        return int(np.random.SeedSequence([self.seed, len(self.batches)]).generate_state(1)[0])
-
-    # ------------------------------------------------------------------ result
-    def result_payload(self) -> dict:
-        assert self.runner is not None  # the search has run
-        result: PCResult | FCIResult = self.runner.result
-        skeleton = result.skeleton
-        return {
-            "graph": result.graph,
-            "variables": list(result.graph.names),
-            "levels": [lv["level"] for lv in skeleton.levels],
-            "pc_levels": len(skeleton.levels),
-            "constant_columns": list(self.constant),
-            **self.missing_report(self.missing),
-            **search_evidence(result),
-            # distinct tests asked (a streamed level's are not cached)
-            "tests": sum(b["tests"] for b in self.batches)
-            if self.test != "fisherz"
-            else result.n_tests,
-            "batches": self.batches,
-            "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
-        }
-
-
-def _select(queries: Sequence[Query], positions: np.ndarray) -> Sequence[Query]:
-    """The queries at ``positions`` (fresh queries stay rows)."""
-    if isinstance(queries, FreshQueries):
-        return FreshQueries(queries.rows[positions])
-    return [queries[i] for i in positions.tolist()]
 
 
 def _options(algorithm: str) -> OptionSet:
@@ -632,28 +210,420 @@ FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
 
 
-@documented_by(FEDPC_OPTIONS)
+@dataclass
+class BatchPlan:
+    """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
+    each), and the p-values of the parts answered so far."""
+
+    sparse: bool
+    parts: list[np.ndarray]  # query positions
+    dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
+    answered: list[np.ndarray] = field(default_factory=list)
+
+
+class FedPCStrategy(MethodStrategy):
+    """FedPC: PC-stable with a federated CI test (FedFCI: :class:`FedFCIStrategy`)."""
+
+    name = "fedpc"
+    algorithm = "pc"
+    OPTIONS = FEDPC_OPTIONS
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
+        super().__init__(options, **keywords)
+        self.engine_options = shared.search_engine_options(self.algorithm, self.options)
+        self.levels: dict[str, list] = {}
+        self.cards = np.zeros(0, dtype=np.int64)
+        self.cache: dict[Query, float] = {}
+        self.runner: StepRunner | None = None
+        self.moments: GaussianMoments | None = None
+        self.batches: list[dict] = []
+        self.constant: list[str] = []  # single-level columns, kept as isolated nodes
+        self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
+        self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
+        self._layout: TableLayout | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def input_needs(self) -> InputNeeds:
+        """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
+        pooled test, so one client, or a client with one row, is fine."""
+        if self.options.test == "fisherz":
+            return InputNeeds(
+                values="numeric",
+                test="Fisher-z",
+                value_fix=Fix("for discrete data use {}", (("test", "chi2"),)),
+                missing=self.options.missing,
+            )
+        exact = self.options.ci == "exact"
+        fix = Fix(
+            "for continuous data use {}" + ("" if exact else " with {}"),
+            (("test", "fisherz"),) if exact else (("test", "fisherz"), ("ci", "exact")),
+        )
+        return InputNeeds(
+            values="discrete",
+            test=self.options.test,
+            value_fix=fix,
+            isolates_constants=exact,
+            missing=self.options.missing,
+        )
+
+    def _start(self) -> StepRunner:
+        variables = self.variables
+        if self.options.test != "fisherz":
+            levels = self.global_levels()
+            # never None: the input check required discrete columns for this test
+            self.levels = {v: levels[v] or [] for v in variables}
+            self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
+            self.constant = note_constant_columns(
+                self.name, self.levels, self.options.ci == "exact"
+            )
+        # a level's tests held at once: bounded by the server's budget like its tables
+        level_batch = max(1, self.options.max_server_cells // LEVEL_BATCH_CELLS)
+        engine = pc_steps if self.algorithm == "pc" else fci_steps
+        steps = engine(
+            variables,
+            self.options.alpha,
+            self.options.max_depth,
+            level_batch=level_batch,
+            **self.engine_options,
+        )
+        self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        runner = self.runner
+        if runner is None:
+            if self.options.test == "fisherz" and self.options.missing != "testwise":
+                return Request(MOMENTS, MomentsRequest(self.variables, self.options.missing))
+            runner = self._start()
+        queries = runner.pending
+        if queries is None:  # the search has finished
+            return None
+        if self.options.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
+            asked = MomentsRequest(self.variables, self.options.missing)
+            return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
+        base = TableRequest(
+            self.variables, self.levels, self.options.max_cells, self.options.missing
+        )
+        if self.options.ci == "exact":
+            plan = self._plan or self._plan_batch(queries)
+            self._plan = plan
+            part = encode_queries(_select(queries, plan.parts[len(plan.answered)]))
+            if plan.sparse:
+                return Request(SPARSE_TABLES, base, arrays=[part])
+            return Request(TABLES, base, arrays=[part], secure=True)
+        batch = encode_queries(queries)
+        self._check_table_budget(queries)
+        if self._margins is None:
+            return Request(MARGINS, base, arrays=[batch], secure=True)
+        self._layout = self._layout or make_layout(queries, self.cards)
+        expected = expected_counts(self._margins, self._layout)
+        payload = SketchRequest(
+            self.variables,
+            self.levels,
+            self.options.max_cells,
+            self.options.missing,
+            seed=self._sketch_seed(),
+            sketch_length=self.options.sketch_length,
+            clients=len(self.alive_clients),
+        )
+        return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
+
+    def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
+        """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
+        the dense tables are over the budget or twice the data a client holds, sparsely (nonzero
+        cells with their index, merged on the server: never a dense table). Each round holds at
+        most ``max_cells`` cells (a sparse entry counts as two); a batch over it is split into
+        several rounds, and one query over it alone is an error naming it."""
+        cells = table_cells(queries, self.cards)
+        rows = np.array([self.client_info[pid].n_rows for pid in self.alive_clients] or [0])
+        most_rows, k = int(rows.max()), len(rows)
+        total = float(cells.sum())
+        everything = [np.arange(len(queries))]
+        dense_bytes = 8 * total
+        sparse_bytes = 16 * float(np.minimum(cells, most_rows).sum())
+        # one round when a client's tables fit max_cells and all clients' max_server_cells
+        if total <= self.options.max_cells and k * total <= self.options.max_server_cells:
+            sparse = not self.secure_mode and sparse_bytes < dense_bytes
+            return BatchPlan(sparse, everything, int(total))
+        # entries the server holds
+        sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
+        sparse = not self.secure_mode and (
+            float(cells.max()) > self.options.max_cells or float(sparse_cost.sum()) < total
+        )
+        # (a client's cells, the server's cells) of each query in a round
+        client_cost, server_cost = (sparse_cost, sparse_cost) if sparse else (cells, k * cells)
+        over = np.flatnonzero(
+            (client_cost > self.options.max_cells) | (server_cost > self.options.max_server_cells)
+        )
+        if over.size:
+            i = int(over[0])
+            raise self._over_budget(
+                queries[i], int(cells[i]), int(client_cost[i]), int(server_cost[i]), sparse
+            )
+        # parts as the greedy fill makes them: each as long as both budgets allow
+        client_sum = np.concatenate(([0.0], np.cumsum(client_cost)))
+        server_sum = np.concatenate(([0.0], np.cumsum(server_cost)))
+        parts: list[np.ndarray] = []
+        start = 0
+        while start < len(queries):
+            end = min(
+                np.searchsorted(client_sum, client_sum[start] + self.options.max_cells, "right"),
+                np.searchsorted(
+                    server_sum, server_sum[start] + self.options.max_server_cells, "right"
+                ),
+            )
+            end = max(int(end) - 1, start + 1)
+            parts.append(np.arange(start, end))
+            start = end
+        return BatchPlan(sparse, parts, int(total))
+
+    def _over_budget(
+        self, query: Query, cells: int, cost: int, server_cost: int, sparse: bool
+    ) -> ValueError:
+        x, y, sz = query
+        names = self.variables
+        test = f"{names[x]} _||_ {names[y]} | {[names[v] for v in sz]}"
+        depth = f"cap the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
+        if cost <= self.options.max_cells:  # the server's budget: every client's copy of the table
+            budget = self.options.max_server_cells
+            return ValueError(
+                f"{self.name}: the contingency table of {test} has {cells:,} cells, and the "
+                f"server would hold {server_cost:,} cells of the clients' replies, over the "
+                f"memory budget max_server_cells={budget:,}: {depth}raise it "
+                f"(--max-server-cells {server_cost}; Python: max_server_cells={server_cost})"
+            )
+        how = (
+            f"even counted sparsely the clients' up to {cost // 2:,} nonzero cells of it (two "
+            "budget cells each) exceed"
+            if sparse
+            else "a secure run sums dense tables (SecAgg+), and its table exceeds"
+        )
+        return ValueError(
+            f"{self.name}: the contingency table of {test} has {cells:,} cells; {how} the "
+            f"memory budget max_cells={self.options.max_cells:,}: {depth}raise the budget "
+            f"(--max-cells {cost}; Python: max_cells={cost})"
+        )
+
+    def _check_table_budget(self, queries: list[Query]) -> None:
+        """Refuse a batch whose tables would not fit the budget, before a client counts them."""
+        try:
+            layout = make_layout(queries, self.cards, max_cells=self.options.max_cells)
+        except TableTooLargeError:
+            layout = None
+        if layout is not None and layout.total <= self.options.max_cells:
+            return
+        names = self.variables
+        sizes = [int(np.prod([self.cards[v] for v in (x, y, *sz)])) for x, y, sz in queries]
+        worst = int(np.argmax(sizes))
+        x, y, sz = queries[worst]
+        total, budget = int(sum(sizes)), self.options.max_cells
+        depth = f"limit the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
+        raise ValueError(
+            f"the contingency tables of this level ({len(queries)} tests, conditioning sets of "
+            f"size {len(sz)}) need {total:,} cells, over the budget max_cells={budget:,} "
+            f"(the largest: {names[x]} _||_ {names[y]} | {[names[v] for v in sz]}, "
+            f"{sizes[worst]:,} cells); each client holds them in memory at once: {depth}raise "
+            f"the budget (--max-cells {total}; Python: max_cells={total})"
+        )
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == MOMENTS:
+            self._handle_moments(replies)
+            return
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
+        if request.action == QUERY_MOMENTS:
+            self._handle_query_moments(replies)
+            return
+        if request.action == TABLES or request.action == SPARSE_TABLES:
+            self._handle_tables(request, replies)
+            return
+        (summed,) = replies
+        vector = summed.arrays[0]
+        queries = self.runner.pending
+        if request.action == MARGINS:
+            self._margins = vector
+            self._layout = make_layout(queries, self.cards)
+            self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
+            return
+        assert self._margins is not None and self._layout is not None  # from the margins reply
+        result = sketch_chi2(
+            vector.astype(np.float64) / SKETCH_SCALE,
+            self._margins,
+            self._layout,
+            self.options.sketch_length,
+            empty_strata_add_dof=self.options.empty_strata_add_dof,
+        )
+        pvalues = result.pvalue
+        self._margins, self._layout = None, None
+        self.batches.append({"round": self.current_round, "tests": len(queries)})
+        self.annotate(batch=len(self.batches) - 1, tests=len(queries))
+        self.runner.answer(pvalues)
+
+    def _handle_tables(self, request: Request, replies: list[Reply]) -> None:
+        """One part of an exact batch: dense summed tables or the clients' sparse cells."""
+        assert self.runner is not None and self.runner.pending is not None
+        assert self._plan is not None  # planned by next_request
+        plan, queries = self._plan, self.runner.pending
+        part = plan.parts[len(plan.answered)]
+        layout = make_layout(_select(queries, part), self.cards, max_cells=None)
+        if request.action == TABLES:
+            (summed,) = replies
+            pvalues = discrete_pvalues(
+                summed.arrays[0],
+                layout,
+                self.options.test,
+                empty_strata_add_dof=self.options.empty_strata_add_dof,
+            )
+        else:
+            cells = []
+            for reply in replies:
+                if len(reply.arrays) != 2:
+                    raise ClientProtocolError(
+                        f"client {reply.client} sent {len(reply.arrays)} arrays for sparse "
+                        "tables, expected 2 (indices, counts)"
+                    )
+                problem = check_sparse_tables(reply.arrays[0], reply.arrays[1], layout.total)
+                if problem:
+                    raise ClientProtocolError(f"client {reply.client} sent {problem}")
+                cells.append((reply.arrays[0], reply.arrays[1]))
+            indices, counts = merge_sparse_tables(cells)
+            pvalues = sparse_tests(
+                indices,
+                counts,
+                layout,
+                self.options.test,
+                empty_strata_add_dof=self.options.empty_strata_add_dof,
+            ).pvalue
+        plan.answered.append(np.asarray(pvalues, dtype=np.float64))
+        self.annotate(
+            batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
+        )
+        if len(plan.answered) < len(plan.parts):
+            return
+        self._plan = None
+        self.batches.append({
+            "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
+            "sparse": plan.sparse, "dense_cells": plan.dense_cells,
+        })  # fmt: skip
+        self.runner.answer(np.concatenate(plan.answered))
+
+    def _handle_moments(self, replies: list[Reply]) -> None:
+        p = len(self.variables)
+        total: GaussianMoments | None = None
+        for reply in replies:  # partition order: deterministic float sums
+            m = GaussianMoments.from_vector(reply.arrays[0], p)
+            total = m if total is None else total + m
+        assert total is not None  # a round has at least one reply
+        self.moments = total
+        oracle = GaussianOracle.from_moments(total, self.variables)
+        runner = self._start()
+        try:
+            while runner.pending is not None:  # every Fisher-z test runs on the server from here
+                self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
+                runner.answer(oracle.test_batch(runner.pending))
+        except TooFewSamplesError as err:
+            raise self._too_few_rows(err) from None
+
+    def _handle_query_moments(self, replies: list[Reply]) -> None:
+        assert self.runner is not None and self.runner.pending is not None
+        queries = self.runner.pending
+        total = np.zeros(int(query_block_sizes(queries).sum()))
+        for reply in replies:  # partition order: deterministic float sums
+            vector = np.asarray(reply.arrays[0], dtype=np.float64)
+            if vector.shape != total.shape:
+                raise ClientProtocolError(
+                    f"client {reply.client} sent query moments of shape {vector.shape}, "
+                    f"expected {total.shape}"
+                )
+            total += vector
+        try:
+            pvalues, _ = fisher_z_from_query_moments(total, queries, self.variables)
+        except TooFewSamplesError as err:
+            raise self._too_few_rows(err) from None
+        self.batches.append({"round": self.current_round, "tests": len(queries)})
+        self.runner.answer(pvalues)
+
+    def _too_few_rows(self, err: TooFewSamplesError) -> InputError:
+        """The search reached a Fisher-z test the pooled rows cannot carry: say how many rows it
+        needs and which depth cap would stop before it."""
+        x, y, given = err.query
+        names = self.variables
+        test = f"{names[x]} and {names[y]}" + (f" given {err.k} variables" if err.k else "")
+        held = (
+            "rows complete on its variables"
+            if self.options.missing == "testwise"
+            else "rows in all"
+        )
+        problem = (
+            f"the clients hold {err.n} {held}, but {self.name}'s Fisher-z test of {test} "
+            f"needs more than {err.k + 3}"
+        )
+        if err.n < 4:
+            fix = Fix("give at least 4 rows, or discretise the columns for {}", (("test", "chi2"),))
+            return InputError(problem, fix=fix, door=self.door)
+        deepest = (("max_depth", err.n - 4),)
+        fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
+        return InputError(problem, fix=fix, door=self.door)
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        # A sketch batch restarts from its margins with the survivors, a batch counted in parts
+        # from its first part (every sum of one batch comes from the same clients); a one-part
+        # batch of tables is re-asked as is.
+        if self.runner is None or self.runner.done:
+            return
+        if self.options.ci == "sketch":
+            self._margins, self._layout = None, None
+            self.retract_request()
+        elif self._plan is not None and self._plan.answered:
+            self._plan = None
+            self.retract_request()
+
+    def _sketch_seed(self) -> int:
+        return int(
+            np.random.SeedSequence([self.options.seed, len(self.batches)]).generate_state(1)[0]
+        )
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
+        result: PCResult | FCIResult = self.runner.result
+        skeleton = result.skeleton
+        return {
+            "graph": result.graph,
+            "variables": list(result.graph.names),
+            "levels": [lv["level"] for lv in skeleton.levels],
+            "pc_levels": len(skeleton.levels),
+            "constant_columns": list(self.constant),
+            **self.missing_report(self.options.missing),
+            **search_evidence(result),
+            # distinct tests asked (a streamed level's are not cached)
+            "tests": sum(b["tests"] for b in self.batches)
+            if self.options.test != "fisherz"
+            else result.n_tests,
+            "batches": self.batches,
+            "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
+        }
+
+
+def _select(queries: Sequence[Query], positions: np.ndarray) -> Sequence[Query]:
+    """The queries at ``positions`` (fresh queries stay rows)."""
+    if isinstance(queries, FreshQueries):
+        return FreshQueries(queries.rows[positions])
+    return [queries[i] for i in positions.tolist()]
+
+
+class FedFCIStrategy(FedPCStrategy):
+    """FedFCI: FCI with FedPC's federated tests (PAG output)."""
+
+    name = "fedfci"
+    algorithm = "fci"
+    OPTIONS = FEDFCI_OPTIONS
+
+
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedPCStrategy:
-    """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``: ``collider_rule`` is then replaced by
-    ``possible_dsep``, ``pds_max_size``, ``fci_rules``) from its options, resolved here so raw
-    keywords work too."""
-    spec = FEDPC_OPTIONS if algorithm == "pc" else FEDFCI_OPTIONS
-    values = spec.resolve(options, owner=f"method {'fedpc' if algorithm == 'pc' else 'fedfci'!r}")
-    engine = shared.search_engine_options(algorithm, values)
-    return FedPCStrategy(
-        algorithm=algorithm,
-        ci=values["ci"],
-        test=values["test"],
-        alpha=values["alpha"],
-        max_depth=values["max_depth"],
-        sketch_length=values["sketch_length"],
-        seed=values["seed"],
-        engine_options=engine,
-        empty_strata_add_dof=values["empty_strata_add_dof"],
-        max_cells=values["max_cells"],
-        max_server_cells=values["max_server_cells"],
-        missing=values["missing"],
-    )
+    """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``) from its options (raw keywords work too)."""
+    return (FedPCStrategy if algorithm == "pc" else FedFCIStrategy)(options)
 
 
 def secure_support(options: Mapping[str, Any]) -> str | None:
@@ -667,9 +637,8 @@ def secure_support(options: Mapping[str, Any]) -> str | None:
 
 register_method(
     "fedpc",
-    lambda options: make_strategy(options, "pc"),
+    FedPCStrategy,
     "fedcausal_flwr.clients.fedpc:FedPCClient",
-    options=FEDPC_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
     secure=secure_support,
@@ -679,9 +648,8 @@ register_method(
 )
 register_method(
     "fedfci",
-    lambda options: make_strategy(options, "fci"),
+    FedFCIStrategy,
     "fedcausal_flwr.clients.fedpc:FedPCClient",
-    options=FEDFCI_OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
     secure=secure_support,

@@ -212,6 +212,8 @@ def register_method(
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
     if isinstance(make_client, str):
         make_client = client_class(make_client)
+    if options is None:  # a strategy class declares its options (strategies.base.MethodStrategy)
+        options = getattr(make_strategy, "OPTIONS", None)
     if options is not None and not isinstance(options, OptionSet):
         raise TypeError(f"options of method {name!r} must be an OptionSet")
     if isinstance(min_sites, bool) or not isinstance(min_sites, int) or min_sites < 1:
