@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from functools import cache
 from typing import Any, Self
 
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
@@ -47,18 +46,23 @@ def optional(**kwargs: Any) -> Any:
     return field(default=None, metadata={_omit_none_key: True}, **kwargs)
 
 
-@cache
+_LAYOUTS: dict[type, tuple[tuple[str, str, bool, bool], ...]] = {}
+
+
 def _layout(cls: type) -> tuple[tuple[str, str, bool, bool], ...]:
     """``(attribute, wire key, required, omitted while None)`` of each field of ``cls``."""
-    return tuple(
-        (
-            f.name,
-            f.metadata.get(_wire_key, f.name),
-            f.default is MISSING and f.default_factory is MISSING,
-            bool(f.metadata.get(_omit_none_key)),
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = tuple(
+            (
+                f.name,
+                f.metadata.get(_wire_key, f.name),
+                f.default is MISSING and f.default_factory is MISSING,
+                bool(f.metadata.get(_omit_none_key)),
+            )
+            for f in fields(cls)
         )
-        for f in fields(cls)
-    )
+    return layout
 
 
 @dataclass(frozen=True)
