@@ -263,7 +263,7 @@ def test_no_payload_key_is_written_outside_the_protocol_records(package):
 
 def test_the_payload_key_check_finds_each_kind_of_literal():
     """The check above can fail: one of each kind it looks for, and their record spellings."""
-    bad = '''
+    bad = """
 @action(X)
 def handler(self, payload, arrays):
     level = payload["level"]
@@ -279,8 +279,8 @@ def next_request(self):
     Request(X, {**self.base_payload(), "jobs": 2})
     Request(X, sent)
     return r.meta.get("tests", 0)
-'''
-    good = '''
+"""
+    good = """
 @action(X, PruneRequest)
 def handler(self, request, arrays):
     level = request.level
@@ -290,6 +290,6 @@ def next_request(self):
     Request(X, PruneRequest(self.variables, level=2))
     Request(X, {})
     return ComputedTests.of_reply(r).tests + levels["a"]
-'''
+"""
     assert len(payload_key_literals(ast.parse(bad))) == 8
     assert payload_key_literals(ast.parse(good)) == []
