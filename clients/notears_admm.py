@@ -30,7 +30,12 @@ from fedcausal_flwr.clients.base import (
 )
 from fedcausal_flwr.discovery.notears import centred_gram, dual_step, local_step
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, LEVEL_COUNTS
+from fedcausal_flwr.protocols.notears_admm import (
+    ADMM_STEP,
+    LEVEL_COUNTS,
+    AdmmStepRequest,
+    LevelCountsRequest,
+)
 
 #: the key of this client's ADMM state (its dual and last local matrix) in Flower's node state
 STATE_KEY = "notears-admm"
@@ -72,9 +77,9 @@ def numeric_columns(
 class NotearsAdmmClient(ProtocolClient):
     """One site's data; see the strategy module for the actions."""
 
-    def _gram(self, payload: dict) -> np.ndarray:
-        variables = list(payload["variables"])
-        encoding = payload.get("encoding", {})
+    def _gram(self, request: AdmmStepRequest) -> np.ndarray:
+        variables = list(request.variables)
+        encoding = request.encoding
         key = json.dumps([variables, encoding], sort_keys=True, default=str)
         return _GRAMS.get(
             self.data,
@@ -84,38 +89,38 @@ class NotearsAdmmClient(ProtocolClient):
             ),
         )
 
-    @action(LEVEL_COUNTS)
-    def level_counts(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LEVEL_COUNTS, LevelCountsRequest)
+    def level_counts(self, request: LevelCountsRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """How often each level of each asked column occurs here (one ``np.bincount``), in the
         order of the broadcast level lists; summed by the server."""
-        variables = list(payload["variables"])
-        levels = payload["levels"]
+        variables = list(request.variables)
+        levels = request.levels
         codes = encode_columns(self.data, variables, levels, self.partition_id)
         sizes = np.array([len(levels[v]) for v in variables], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         counts = np.bincount((codes + offsets).ravel(), minlength=int(sizes.sum()))
         return [counts.astype(np.int64)], {}
 
-    @action(ADMM_STEP)
-    def admm_step(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(ADMM_STEP, AdmmStepRequest)
+    def admm_step(self, request: AdmmStepRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """The local subproblem of iteration ``t`` with the broadcast consensus ``Z``: reply
         ``W_k``."""
-        d = len(payload["variables"])
+        d = len(request.variables)
         consensus = np.asarray(arrays[0], dtype=np.float64) if arrays else np.zeros(0)
         if consensus.shape != (d, d):
             raise ProtocolError(
                 self.partition_id, f"the broadcast consensus is {consensus.shape}, expected {d}x{d}"
             )
-        rows, rho = int(payload["rows"]), float(payload["rho"])
+        rows, rho = int(request.rows), float(request.rho)
         if rows < len(self.data) or not rho > 0:
             raise ProtocolError(
                 self.partition_id,
                 f"bad request: {rows} pooled rows (this site has {len(self.data)}), rho {rho}",
             )
-        iteration = int(payload["iteration"])
-        dual = self._dual(iteration, consensus, payload.get("dual_rho"))
-        zero_diagonal = bool(payload.get("zero_diagonal", False))
-        local = local_step(self._gram(payload) / rows, consensus, dual, rho, zero_diagonal)
+        iteration = int(request.iteration)
+        dual = self._dual(iteration, consensus, request.dual_rho)
+        zero_diagonal = bool(request.zero_diagonal)
+        local = local_step(self._gram(request) / rows, consensus, dual, rho, zero_diagonal)
         self._keep(iteration, dual, local)
         return [local], {}
 

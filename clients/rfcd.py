@@ -21,7 +21,13 @@ from fedcausal_flwr.clients.base import (
 )
 from fedcausal_flwr.discovery.ges import CausalLearnBDeu
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.protocols.rfcd import CARDINALITIES, FAMILY_SCORES, decode_families
+from fedcausal_flwr.protocols.rfcd import (
+    CARDINALITIES,
+    FAMILY_SCORES,
+    FamilyScoresRequest,
+    ScoredFamilies,
+    decode_families,
+)
 
 _SCORERS = FrameCache()
 
@@ -29,9 +35,9 @@ _SCORERS = FrameCache()
 class RFCDClient(ProtocolClient):
     """One site's data; answers ``family_scores``."""
 
-    def _scorer(self, payload: dict) -> CausalLearnBDeu:
-        variables, levels = list(payload["variables"]), payload["levels"]
-        cardinalities = str(payload["cardinalities"])
+    def _scorer(self, request: FamilyScoresRequest) -> CausalLearnBDeu:
+        variables, levels = list(request.variables), request.levels
+        cardinalities = str(request.cardinalities)
         if cardinalities not in CARDINALITIES:
             raise ProtocolError(
                 self.partition_id,
@@ -39,21 +45,23 @@ class RFCDClient(ProtocolClient):
             )
         codes = cached_codes(self.data, variables, levels, self.partition_id)
         cards = None if cardinalities == "observed" else [len(levels[v]) for v in variables]
-        prior = payload["structure_prior"]
+        prior = request.structure_prior
         try:
             return CausalLearnBDeu(
                 codes,
                 cards,
-                ess=float(payload["ess"]),
+                ess=float(request.ess),
                 structure_prior=None if prior is None else float(prior),
             )
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"cannot score families: {err}") from None
 
-    @action(FAMILY_SCORES)
-    def family_scores(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(FAMILY_SCORES, FamilyScoresRequest)
+    def family_scores(
+        self, request: FamilyScoresRequest, arrays: list[np.ndarray]
+    ) -> HandlerResult:
         """The client's BDeu log score of each family of the batch, in order."""
-        variables = list(payload["variables"])
+        variables = list(request.variables)
         if len(arrays) != 1:
             raise ProtocolError(
                 self.partition_id, f"expected one family matrix, got {len(arrays)} arrays"
@@ -65,12 +73,12 @@ class RFCDClient(ProtocolClient):
         key = json.dumps(
             [
                 variables,
-                [payload["levels"][v] for v in variables],
-                payload["ess"],
-                payload["structure_prior"],
-                payload["cardinalities"],
+                [request.levels[v] for v in variables],
+                request.ess,
+                request.structure_prior,
+                request.cardinalities,
             ],
             default=str,
         )
-        scorer = _SCORERS.get(self.data, key, lambda: self._scorer(payload))
-        return [scorer.batch(families)], {"families": len(families)}
+        scorer = _SCORERS.get(self.data, key, lambda: self._scorer(request))
+        return [scorer.batch(families)], ScoredFamilies(len(families))

@@ -10,7 +10,6 @@ options, and recomputed if absent (FCI is deterministic, so the result is the sa
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord
@@ -21,7 +20,14 @@ from fedcausal_flwr.discovery.tpss import LocalFCI, c_update_steps, local_fci, t
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
+from fedcausal_flwr.protocols.tpss import (
+    FCDNV_INIT,
+    FCDNV_UPDATE,
+    LocalFciReply,
+    LocalFciRequest,
+    UpdateReply,
+    UpdateRequest,
+)
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -32,9 +38,9 @@ STATE_ID = "fedcdnv-local-fci-key"  # which request they answer (one RecordDict 
 class FedCDnvClient(ProtocolClient):
     """One site's data over its own variables; answers ``fcdnv_init`` and ``fcdnv_update``."""
 
-    def own_variables(self, payload: dict) -> list[str]:
+    def own_variables(self, request: LocalFciRequest) -> list[str]:
         """The site's columns in the server's global order (every column must be known)."""
-        variables = list(payload["variables"])
+        variables = list(request.variables)
         known = set(variables)
         unknown = [c for c in self.data.columns if str(c) not in known]
         if unknown:
@@ -44,23 +50,23 @@ class FedCDnvClient(ProtocolClient):
         columns = {str(c) for c in self.data.columns}
         return [v for v in variables if v in columns]
 
-    def _oracle(self, payload: dict, variables: list[str]) -> CIOracle:
+    def _oracle(self, request: LocalFciRequest, variables: list[str]) -> CIOracle:
         """The site's CI test over ``variables`` (tests replace this with an oracle)."""
-        cards = [len(payload["levels"][v]) for v in variables]
-        codes = cached_codes(self.data, variables, payload["levels"], self.partition_id)
+        cards = [len(request.levels[v]) for v in variables]
+        codes = cached_codes(self.data, variables, request.levels, self.partition_id)
         return DiscreteOracle(
-            codes, cards, variables, test=payload["test"], client=f"client {self.partition_id}"
+            codes, cards, variables, test=request.test, client=f"client {self.partition_id}"
         )
 
-    def _fci(self, payload: dict, variables: list[str], oracle: CIOracle) -> LocalFCI:
+    def _fci(self, request: LocalFciRequest, variables: list[str], oracle: CIOracle) -> LocalFCI:
         """Round 1's local FCI: from ``context.state`` when this run already computed it."""
         key = json.dumps(
             [
                 variables,
-                [payload["levels"][v] for v in variables],
-                payload["test"],
-                payload["alpha"],
-                payload["fci"],
+                [request.levels[v] for v in variables],
+                request.test,
+                request.alpha,
+                request.fci,
             ],
             default=str,
             sort_keys=True,
@@ -79,7 +85,7 @@ class FedCDnvClient(ProtocolClient):
                     },
                     n_tests=int(str(record.get("tests", 0))),  # what computing it cost, once
                 )
-        result = local_fci(oracle, float(payload["alpha"]), **payload["fci"])
+        result = local_fci(oracle, float(request.alpha), **request.fci)
         if state is not None:
             rows = encode_queries([(x, y, s) for (x, y), s in sorted(result.sepsets.items())])
             state.array_records[STATE_KEY] = ArrayRecord(
@@ -92,56 +98,56 @@ class FedCDnvClient(ProtocolClient):
             state.config_records[STATE_ID] = ConfigRecord({"key": key, "tests": result.n_tests})
         return result
 
-    @action(FCDNV_INIT)
-    def init(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(FCDNV_INIT, LocalFciRequest)
+    def init(self, request: LocalFciRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """C-InitPag: FCI on the site's variables; send their global ids and the PAG."""
-        variables = self.own_variables(payload)
-        oracle = self._oracle(payload, variables)
-        result = self._fci(payload, variables, oracle)
-        ids = np.array([payload["variables"].index(v) for v in variables], dtype=np.int64)
-        meta = {"n_rows": int(len(self.data)), "tests": int(result.n_tests)}
+        variables = self.own_variables(request)
+        oracle = self._oracle(request, variables)
+        result = self._fci(request, variables, oracle)
+        ids = np.array([request.variables.index(v) for v in variables], dtype=np.int64)
+        meta = LocalFciReply(int(len(self.data)), int(result.n_tests))
         return [ids, result.graph.marks.astype(np.int8)], meta
 
-    @action(FCDNV_UPDATE)
-    def update(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(FCDNV_UPDATE, UpdateRequest)
+    def update(self, request: UpdateRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """C-Update with the broadcast G0; send the updated PAG, and (``send_statistics``) the
         transformed p-values and the separating sets in global ids."""
-        variables = self.own_variables(payload)
-        d = len(payload["variables"])
+        variables = self.own_variables(request)
+        d = len(request.variables)
         g0 = np.asarray(arrays[0]) if arrays else np.zeros(0)
         if g0.shape != (d, d):
             raise ProtocolError(
                 self.partition_id, f"the broadcast G0 is {g0.shape}, expected {d}x{d}"
             )
-        oracle = self._oracle(payload, variables)
-        fci_result = self._fci(payload, variables, oracle)
-        ids = np.array([payload["variables"].index(v) for v in variables], dtype=np.int64)
+        oracle = self._oracle(request, variables)
+        fci_result = self._fci(request, variables, oracle)
+        ids = np.array([request.variables.index(v) for v in variables], dtype=np.int64)
         before = oracle.n_computed
         update = drive(
             c_update_steps(
                 fci_result.graph,
                 ids,
                 g0,
-                float(payload["alpha"]),
-                payload["update_depth"],
-                bool(payload["update_rules"]),
+                float(request.alpha),
+                request.update_depth,
+                bool(request.update_rules),
                 fci_result.sepsets,
             ),
             oracle,
         )
-        meta: dict[str, Any] = {
-            "tests": int(oracle.n_computed - before),
-            "imported": len(update.imported),
-            "propagated": len(update.propagated),
-            "conflicts": len(update.conflicts),
-        }
+        meta = UpdateReply(
+            int(oracle.n_computed - before),
+            imported=len(update.imported),
+            propagated=len(update.propagated),
+            conflicts=len(update.conflicts),
+        )
         out: list[np.ndarray] = [ids, update.graph.marks.astype(np.int8)]
-        if payload["send_statistics"]:
+        if request.send_statistics:
             ptil = transform_pvalues(
                 fci_result.max_pvalues,
-                float(payload["alpha"]),
-                float(payload["theta1"]),
-                float(payload["theta2"]),
+                float(request.alpha),
+                float(request.theta1),
+                float(request.theta2),
             )
             rows = [
                 (int(ids[x]), int(ids[y]), tuple(int(ids[v]) for v in s))

@@ -90,13 +90,19 @@ from fedcausal_flwr.discovery.notears import (
     frequency_midpoints,
     threshold_dag,
 )
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.core.input_checks import value_type
 from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.notears_admm import ADMM_STEP, DISCRETE_MODES, LEVEL_COUNTS
+from fedcausal_flwr.protocols.notears_admm import (
+    ADMM_STEP,
+    DISCLOSURES,
+    DISCRETE_MODES,
+    LEVEL_COUNTS,
+    AdmmStepRequest,
+    LevelCountsRequest,
+)
 from fedcausal_flwr.strategies.base import InputNeeds, ProtocolStrategy
 
 NUMBERS_FIX = Fix("use {} to map text columns to numbers", (("discrete", "frequency"),))
@@ -203,7 +209,7 @@ class NotearsAdmmStrategy(ProtocolStrategy):
         columns = self.discrete_columns()
         if columns and not self.counted:
             levels = self.global_levels()
-            counting = {"variables": columns, "levels": {v: levels[v] for v in columns}}
+            counting = LevelCountsRequest(columns, {v: levels[v] for v in columns})
             return Request(LEVEL_COUNTS, counting, secure=True)
         if self.admm is None:
             self.admm = AdmmState(len(self.variables), self.settings)
@@ -211,15 +217,15 @@ class NotearsAdmmStrategy(ProtocolStrategy):
             self._finish()
             return None
         admm = self.admm
-        payload: dict[str, Any] = {
-            "variables": self.variables,
-            "iteration": admm.iteration + 1,
-            "rho": admm.rho2,
-            "dual_rho": admm.dual_rho,
-            "rows": self.n_total,
-            "zero_diagonal": self.settings.zero_diagonal,
-            "encoding": self.encoding,
-        }
+        payload = AdmmStepRequest(
+            self.variables,
+            admm.iteration + 1,
+            admm.rho2,
+            dual_rho=admm.dual_rho,
+            rows=self.n_total,
+            zero_diagonal=self.settings.zero_diagonal,
+            encoding=self.encoding,
+        )
         return Request(ADMM_STEP, payload, arrays=[admm.consensus])
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -248,8 +254,8 @@ class NotearsAdmmStrategy(ProtocolStrategy):
             self.retract_request()
 
     def _map_levels(self, request: Request, total: Reply) -> None:
-        columns = request.payload["variables"]
-        levels = request.payload["levels"]
+        asked = LevelCountsRequest.decode(request.payload)
+        columns, levels = asked.variables, asked.levels
         counts = np.asarray(total.arrays[0], dtype=np.int64)
         sizes = [len(levels[v]) for v in columns]
         if counts.shape != (sum(sizes),) or np.any(counts < 0):
@@ -380,11 +386,6 @@ def make_strategy(options: Mapping[str, Any]) -> NotearsAdmmStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'notears-admm'")
     return NotearsAdmmStrategy(**values)
-
-
-#: what each action discloses: the level counts are sums (through SecAgg+ in a secure run); each
-#: ADMM step returns the client's own local solution
-DISCLOSURES = {LEVEL_COUNTS: SUM, ADMM_STEP: PER_CLIENT}
 
 
 register_method(

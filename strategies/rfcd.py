@@ -67,14 +67,15 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.discovery.ges import Family, GESResult, ges_steps
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet, documented_by, spell
 from fedcausal_flwr.protocols.rfcd import (
     CARDINALITIES,
+    DISCLOSURES,
     FAMILY_SCORES,
+    FamilyScoresRequest,
     decode_families,
     encode_families,
 )
@@ -147,14 +148,11 @@ class RFCDStrategy(ProtocolStrategy):
     def _start_search(self) -> None:
         self.runner = StepRunner(ges_steps(len(self.variables), self.max_parents))
 
-    def payload(self) -> dict[str, Any]:
-        return {
-            "variables": self.variables,
-            "levels": self.levels,
-            "ess": self.ess,
-            "structure_prior": self.structure_prior,
-            "cardinalities": self.cardinalities,
-        }
+    def payload(self) -> FamilyScoresRequest:
+        """The ``family_scores`` payload (the families travel as its array)."""
+        return FamilyScoresRequest(
+            self.variables, self.levels, self.ess, self.structure_prior, self.cardinalities
+        )
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
@@ -289,10 +287,6 @@ def make_strategy(options: Mapping[str, Any]) -> RFCDStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'rfcd'")
     return RFCDStrategy(**values)
-
-
-#: each client's own BDeu score of every family of a batch
-DISCLOSURES = {FAMILY_SCORES: PER_CLIENT}
 
 
 register_method(

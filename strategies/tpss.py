@@ -107,7 +107,6 @@ from fedcausal_flwr.discovery.tpss import (
     union_graph,
     weighted_adjacency,
 )
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -116,7 +115,15 @@ from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
 from fedcausal_flwr.options import Option, OptionSet, documented_by, say
 from fedcausal_flwr.protocols.queries import decode_queries
-from fedcausal_flwr.protocols.tpss import FCDNV_INIT, FCDNV_UPDATE
+from fedcausal_flwr.protocols.tpss import (
+    DISCLOSURES,
+    FCDNV_INIT,
+    FCDNV_UPDATE,
+    LocalFciReply,
+    LocalFciRequest,
+    UpdateReply,
+    UpdateRequest,
+)
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
@@ -219,14 +226,9 @@ class FedCDnvStrategy(ProtocolStrategy):
             for p in pids
         }
 
-    def _payload(self) -> dict[str, Any]:
-        return {
-            "variables": self.union,
-            "levels": self.levels,
-            "test": self.test,
-            "alpha": self.options.alpha,
-            "fci": self.fci,
-        }
+    def _fci_request(self) -> LocalFciRequest:
+        """Round 1's request, which round 2's extends."""
+        return LocalFciRequest(self.union, self.levels, self.test, self.options.alpha, self.fci)
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
@@ -234,15 +236,19 @@ class FedCDnvStrategy(ProtocolStrategy):
             return None
         if self.g0 is None:
             self._start()
-            return Request(FCDNV_INIT, self._payload())
-        payload = {
-            **self._payload(),
-            "update_depth": self.options.update_depth,
-            "update_rules": self.options.update_rules,
-            "theta1": self.options.theta1,
-            "theta2": self.options.theta2,
-            "send_statistics": self.aggregation == "tpss",
-        }
+            return Request(FCDNV_INIT, self._fci_request())
+        payload = UpdateRequest(
+            self.union,
+            self.levels,
+            self.test,
+            self.options.alpha,
+            self.fci,
+            update_depth=self.options.update_depth,
+            update_rules=self.options.update_rules,
+            theta1=self.options.theta1,
+            theta2=self.options.theta2,
+            send_statistics=self.aggregation == "tpss",
+        )
         return Request(FCDNV_UPDATE, payload, arrays=[self.g0], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -283,14 +289,15 @@ class FedCDnvStrategy(ProtocolStrategy):
     def _integrate(self, replies: list[Reply]) -> None:
         for r in replies:
             self.initial[r.client] = self._client_graph(r, "PAG")
-            n_rows = int(r.meta.get("n_rows", -1))
+            meta = LocalFciReply.of_reply(r)
+            n_rows = int(meta.n_rows)
             if n_rows != self.client_info[r.client].n_rows:
                 raise ClientProtocolError(
                     f"client {r.client} reports n_k = {n_rows} but said "
                     f"{self.client_info[r.client].n_rows} rows in hello"
                 )
             self.sizes[r.client] = n_rows
-            self.client_meta[r.client] = {"init_tests": int(r.meta.get("tests", 0))}
+            self.client_meta[r.client] = {"init_tests": int(meta.tests)}
         pids = sorted(self.initial)
         d = len(self.union)
         mask = observed_mask([self.observed[p] for p in pids], d)
@@ -366,11 +373,12 @@ class FedCDnvStrategy(ProtocolStrategy):
             self.updated[r.client] = marks
             if self.aggregation == "tpss":
                 self._statistics(r, marks)
+            meta = UpdateReply.of_reply(r)
             self.client_meta[r.client].update(
-                update_tests=int(r.meta.get("tests", 0)),
-                imported=int(r.meta.get("imported", 0)),
-                propagated=int(r.meta.get("propagated", 0)),
-                conflicts=int(r.meta.get("conflicts", 0)),
+                update_tests=int(meta.tests),
+                imported=int(meta.imported),
+                propagated=int(meta.propagated),
+                conflicts=int(meta.conflicts),
             )
         pids = sorted(self.updated)
         self.aggregated_clients = pids
@@ -636,8 +644,6 @@ FEDCDNV_OPTIONS = UPDATE_OPTIONS.extend(
     checks=(_theta_band,),
 )
 OPTIONS = {"fedcdnv": FEDCDNV_OPTIONS, "fedcdnv-vote": UPDATE_OPTIONS, "fci-base": BASE_OPTIONS}
-#: each client's local PAG, and its updated PAG with the statistics of the two-level selection
-DISCLOSURES = {FCDNV_INIT: PER_CLIENT, FCDNV_UPDATE: PER_CLIENT}
 
 
 # ============================================================================ registration

@@ -1,4 +1,4 @@
-"""RFCD's action and its family codec.
+"""RFCD's action, its payload, what it discloses and its family codec.
 
 The wire protocol is documented in :mod:`fedcausal_flwr.strategies.rfcd`; the search the server
 runs is :func:`fedcausal_flwr.discovery.ges.ges_steps`, the score each client computes is
@@ -7,13 +7,38 @@ runs is :func:`fedcausal_flwr.discovery.ges.ges_steps`, the score each client co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fedcausal_flwr.discovery.ges import Family
+from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.protocols.records import Payload
 
 FAMILY_SCORES = "family_scores"  # the client's local BDeu score of each family of a batch
 ACTIONS = (FAMILY_SCORES,)
 CARDINALITIES = ("observed", "global")  # each client's observed levels, or the global level sets
+
+#: each client's own BDeu score of every family of a batch
+DISCLOSURES = {FAMILY_SCORES: disclosure.PER_CLIENT}
+
+
+@dataclass(frozen=True)
+class FamilyScoresRequest(Payload):
+    """``family_scores``: score the batch's families by BDeu over the global ``levels``."""
+
+    variables: list[str]
+    levels: dict[str, list]
+    ess: float
+    structure_prior: float | None
+    cardinalities: str
+
+
+@dataclass(frozen=True)
+class ScoredFamilies(Payload):
+    """Reply meta of ``family_scores``: how many families the client scored."""
+
+    families: int = 0
 
 
 def encode_families(families: list[Family]) -> np.ndarray:
