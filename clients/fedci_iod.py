@@ -14,16 +14,16 @@ import numpy as np
 from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.glm_tests import GLMTestsClient, cached_table
 from fedcausal_flwr.data.schema import Schema
-from fedcausal_flwr.protocols.fedci import RAW_ROWS
+from fedcausal_flwr.protocols.fedci import RAW_ROWS, RawRowsRequest
 
 
 class FedCIIODClient(GLMTestsClient):
     """One site's data, answering fedCI's actions for IOD's tests."""
 
-    @action(RAW_ROWS)
-    def raw_rows(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(RAW_ROWS, RawRowsRequest)
+    def raw_rows(self, request: RawRowsRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """Every row over this site's columns in the schema's order: level codes or values."""
-        schema = Schema.from_json(payload["schema"])
+        schema = Schema.from_json(request.schema)
         table = cached_table(self.data, schema, self.partition_id)
         own = [v for v in schema.names if v in table.columns]
         rows = np.column_stack([table.values(v).astype(np.float64) for v in own])

@@ -20,7 +20,14 @@ import pandas as pd
 from fedcausal_flwr.clients.base import FrameCache, HandlerResult, ProtocolClient, action
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.protocols.fedci import GLM, LOCAL_LRT, encode_fixed, model_from_row
+from fedcausal_flwr.protocols.fedci import (
+    GLM,
+    LOCAL_LRT,
+    GLMRequest,
+    LocalLRTRequest,
+    encode_fixed,
+    model_from_row,
+)
 from fedcausal_flwr.stats.glm import (
     ClientTable,
     ci_test_inprocess,
@@ -54,13 +61,13 @@ def cached_table(
 class GLMTestsClient(ProtocolClient):
     """One site's data; see the strategy module for the ``glm`` action."""
 
-    @action(GLM)
-    def glm(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
-        schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
+    @action(GLM, GLMRequest)
+    def glm(self, request: GLMRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        schema = Schema.from_json(request.schema)
+        table = cached_table(self.data, schema, self.partition_id, request.missing)
         betas = np.asarray(arrays[0], dtype=np.float64)
         parts, offset = [], 0
-        for row in payload["models"]:
+        for row in request.models:
             model = model_from_row(row)
             size = n_global_params(model, schema)
             try:
@@ -77,31 +84,31 @@ class GLMTestsClient(ProtocolClient):
                 self.partition_id, f"got {betas.size} coefficients for models needing {offset}"
             )
         blocks = np.concatenate(parts + [np.zeros(0)])
-        if "fixed" not in payload:
+        if request.fixed is None:
             return [blocks], {}
-        fraction_bits, bits, limbs = (int(v) for v in payload["fixed"])
+        fraction_bits, bits, limbs = (int(v) for v in request.fixed)
         try:
             return [encode_fixed(blocks, fraction_bits, bits, limbs)], {}
         except OverflowError as err:
-            models = [row[0] for row in payload["models"]]
+            models = [row[0] for row in request.models]
             raise ProtocolError(
                 self.partition_id, f"fixed-point encoding of the GLM blocks of {models}: {err}"
             ) from err
 
-    @action(LOCAL_LRT)
-    def local_lrt(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LOCAL_LRT, LocalLRTRequest)
+    def local_lrt(self, request: LocalLRTRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """The symmetric LRT on this site's rows alone (Fisher baseline); nan where unobserved."""
-        schema = Schema.from_json(payload["schema"])
-        table = cached_table(self.data, schema, self.partition_id, payload["missing"])
-        options = {"tol": float(payload["tol"]), "max_iter": int(payload["max_iter"])}
-        testwise = payload["missing"] == "testwise"
-        pvalues = np.full(len(payload["tests"]), np.nan)
-        sizes = np.zeros(len(payload["tests"]), dtype=np.int64)
-        for i, (x, y, given) in enumerate(payload["tests"]):
+        schema = Schema.from_json(request.schema)
+        table = cached_table(self.data, schema, self.partition_id, request.missing)
+        options = {"tol": float(request.tol), "max_iter": int(request.max_iter)}
+        testwise = request.missing == "testwise"
+        pvalues = np.full(len(request.tests), np.nan)
+        sizes = np.zeros(len(request.tests), dtype=np.int64)
+        for i, (x, y, given) in enumerate(request.tests):
             if not table.observes([x, y, *given]):
                 continue
             try:
-                res = ci_test_inprocess([table], x, y, given, "none", float(payload["ridge"]),
+                res = ci_test_inprocess([table], x, y, given, "none", float(request.ridge),
                                         testwise, **options)  # fmt: skip
             except DataError as err:
                 raise ProtocolError(self.partition_id, str(err)) from err

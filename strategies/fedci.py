@@ -57,10 +57,10 @@ from typing import Any
 
 from fedcausal_flwr.federation.core.registry import for_variant, register_method
 from fedcausal_flwr.options import documented_by
+from fedcausal_flwr.protocols.fedci import DISCLOSURES
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.glm_tests import (
     ALGORITHMS,
-    DISCLOSURES,
     FEDCI_FCI_OPTIONS,
     FEDCI_PC_OPTIONS,
     FedCIStrategy,

@@ -55,7 +55,6 @@ from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
-from fedcausal_flwr.federation.core.disclosure import RAW
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.core.protocol import Reply, Request
@@ -63,7 +62,13 @@ from fedcausal_flwr.federation.core.registry import for_variant, register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.fedci import LOCAL_LRT, RAW_ROWS
+from fedcausal_flwr.protocols.fedci import (
+    DISCLOSURES,
+    FISHER_DISCLOSURES,
+    POOLED_DISCLOSURES,
+    RAW_ROWS,
+    RawRowsRequest,
+)
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import glm_tests
@@ -119,7 +124,7 @@ class FedCIIODStrategy(glm_tests.FedCIStrategy):
         if runner.pending is None:
             return None
         assert self.schema is not None  # validate_clients has set it
-        return Request(RAW_ROWS, {"schema": self.schema.to_json()})
+        return Request(RAW_ROWS, RawRowsRequest(self.schema.to_json()))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action != RAW_ROWS:
@@ -345,9 +350,9 @@ IOD_POOLED_OPTIONS = _options("pooled")
 #: fedci-iod: fedCI's GLM blocks (and local LRTs); iod-fisher: each site's own LRT p-values;
 #: iod-pooled: the sites' rows
 DISCLOSURES_OF_EVIDENCE = {
-    "fedci": glm_tests.DISCLOSURES,
-    "fisher": {LOCAL_LRT: glm_tests.DISCLOSURES[LOCAL_LRT]},
-    "pooled": {RAW_ROWS: RAW},
+    "fedci": DISCLOSURES,
+    "fisher": FISHER_DISCLOSURES,
+    "pooled": POOLED_DISCLOSURES,
 }
 OPTIONS_OF_EVIDENCE = {
     "fedci": FEDCI_IOD_OPTIONS,

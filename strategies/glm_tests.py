@@ -5,8 +5,9 @@ own p-values, inside the batched PC/FCI engine (Flower-free).
 ``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`, whose docstring holds the
 wire protocol) run :class:`FedCIStrategy` as it is; fedCI-IOD
 (:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
-Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`), disclosures and SecAgg+
-support are declared here once.
+Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
+declared here once; their payloads and disclosures beside the actions, in
+:mod:`fedcausal_flwr.protocols.fedci`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, SUM
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.options import Option, OptionSet
@@ -31,6 +31,8 @@ from fedcausal_flwr.protocols.fedci import (
     FIXED_LIMBS,
     GLM,
     LOCAL_LRT,
+    GLMRequest,
+    LocalLRTRequest,
     decode_fixed,
     digit_bits,
     model_row,
@@ -145,7 +147,7 @@ class FedCIStrategy(ProtocolStrategy):
         self.name = f"fedci-{algorithm}"
         self.algorithm, self.alpha, self.max_depth = algorithm, float(alpha), max_depth
         self.site_effect, self.ridge = site_effect, float(ridge)
-        self.fit_options = {"tol": float(tol), "max_iter": int(max_iter)}
+        self.fit_options: dict[str, Any] = {"tol": float(tol), "max_iter": int(max_iter)}
         self.schema = Schema.from_json(schema) if isinstance(schema, str) else schema
         self.engine_options = dict(engine_options or {})
         self.cache: dict[Query, float] = {}
@@ -243,16 +245,13 @@ class FedCIStrategy(ProtocolStrategy):
         if not self._fits:
             self._open_batch(queries, self.schema)
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
-        payload = {
-            "schema": self.schema.to_json(),
-            "missing": self.missing,
-            "models": [model_row(s.model) for s in pending],
-        }
+        schema, models = self.schema.to_json(), [model_row(s.model) for s in pending]
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
         if self.encoding == "fixed":
-            payload["fixed"] = list(self._fixed_format())
+            fixed = list(self._fixed_format())
+            payload = GLMRequest(schema, self.missing, models, fixed)
             return Request(GLM, payload, arrays=[betas], secure=True)
-        return Request(GLM, payload, arrays=[betas])
+        return Request(GLM, GLMRequest(schema, self.missing, models), arrays=[betas])
 
     def _fixed_format(self) -> tuple[int, int, int]:
         return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
@@ -260,8 +259,8 @@ class FedCIStrategy(ProtocolStrategy):
     def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
         rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
                 for q in queries]  # fmt: skip
-        payload = {"schema": schema.to_json(), "tests": rows, "ridge": self.ridge,
-                   "missing": self.missing, **self.fit_options}  # fmt: skip
+        payload = LocalLRTRequest(schema.to_json(), rows, self.ridge, self.missing,
+                                  **self.fit_options)  # fmt: skip
         return Request(LOCAL_LRT, payload, nan_ok=True)
 
     def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
@@ -270,7 +269,8 @@ class FedCIStrategy(ProtocolStrategy):
         pids = [r.client for r in replies]
         pvalues = []
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
-        for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, request.payload["tests"],
+        asked = LocalLRTRequest.decode(request.payload)
+        for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, asked.tests,
                                                    strict=True)):  # fmt: skip
             took_part = np.isfinite(local[:, i])
             if not took_part.any():
@@ -293,7 +293,9 @@ class FedCIStrategy(ProtocolStrategy):
         total: np.ndarray | None = None
         if request.secure:
             (summed,) = replies
-            total = decode_fixed(summed.arrays[0], *request.payload["fixed"])
+            fixed = GLMRequest.decode(request.payload).fixed
+            assert fixed is not None  # a secure glm request carries its fixed-point format
+            total = decode_fixed(summed.arrays[0], *fixed)
         for reply in replies if not request.secure else []:  # partition order: deterministic
             vec = np.asarray(reply.arrays[0], dtype=np.float64)
             total = vec if total is None else total + vec
@@ -481,9 +483,6 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
-#: what each action discloses: GLM blocks are sums (through SecAgg+ in a secure run); the
-#: Fisher baseline (ci=fisher) collects each client's own p-values
-DISCLOSURES = {GLM: SUM, LOCAL_LRT: PER_CLIENT}
 
 
 def secure_support(options: Mapping[str, Any]) -> str | None:

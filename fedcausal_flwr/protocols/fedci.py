@@ -1,13 +1,18 @@
-"""fedCI's actions, GLM model rows and the fixed-point digits of its secure sums.
+"""fedCI's actions, payloads, what each discloses, GLM model rows and the fixed-point digits of
+its secure sums (fedCI-PC / fedCI-FCI and the IOD methods on its tests).
 
 The wire protocol (and the precision of the fixed-point encoding) is documented in
-:mod:`fedcausal_flwr.strategies.fedci`.
+:mod:`fedcausal_flwr.strategies.fedci` (``raw_rows``: :mod:`fedcausal_flwr.strategies.fedci_iod`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.protocols.records import Payload, optional
 from fedcausal_flwr.stats.glm import GLMModel
 
 GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients
@@ -15,8 +20,46 @@ LOCAL_LRT = "local_lrt"  # the client's own LRT p-values (Fisher baseline)
 RAW_ROWS = "raw_rows"  # the client's rows over its own columns (iod-pooled only: NOT private)
 ACTIONS = (GLM, LOCAL_LRT, RAW_ROWS)
 
+#: what each action of fedCI's tests discloses: GLM blocks are sums (through SecAgg+ in a secure
+#: run); the Fisher baseline (ci=fisher) collects each client's own p-values
+DISCLOSURES = {GLM: disclosure.SUM, LOCAL_LRT: disclosure.PER_CLIENT}
+#: iod-fisher: each site's own LRT p-values only
+FISHER_DISCLOSURES = {LOCAL_LRT: disclosure.PER_CLIENT}
+#: iod-pooled: the sites' rows
+POOLED_DISCLOSURES = {RAW_ROWS: disclosure.RAW}
+
 FIXED_FRACTION_BITS = 30  # default f: values travel as round(v * 2**f)
 FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value
+
+
+@dataclass(frozen=True)
+class GLMRequest(Payload):
+    """``glm``: the packed blocks of each model (a :func:`model_row`) at the coefficients of
+    array 0; ``fixed = [f, b, L]`` (fixed-point digits) only when the blocks are summed securely."""
+
+    schema: dict
+    missing: str
+    models: list[list]
+    fixed: list[int] | None = optional()
+
+
+@dataclass(frozen=True)
+class LocalLRTRequest(Payload):
+    """``local_lrt``: the client's own LRT p-value of each test row ``[x, y, S]`` (Fisher)."""
+
+    schema: dict
+    tests: list[list]
+    ridge: float
+    missing: str
+    tol: float
+    max_iter: int
+
+
+@dataclass(frozen=True)
+class RawRowsRequest(Payload):
+    """``raw_rows`` (iod-pooled): the client's rows over its own columns of the ``schema``."""
+
+    schema: dict
 
 
 def model_row(model: GLMModel) -> list:
