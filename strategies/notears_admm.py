@@ -79,7 +79,8 @@ client's sufficient statistics (its centred ``X_k'X_k`` divided by ``N``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import fields
+from typing import Any, cast
 
 import numpy as np
 
@@ -94,7 +95,7 @@ from fedcausal_flwr.federation.core.input_checks import value_type
 from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, TAIL, Graph
-from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.notears_admm import (
     ADMM_STEP,
     DISCLOSURES,
@@ -103,213 +104,16 @@ from fedcausal_flwr.protocols.notears_admm import (
     AdmmStepRequest,
     LevelCountsRequest,
 )
-from fedcausal_flwr.strategies.base import InputNeeds, ProtocolStrategy
+from fedcausal_flwr.strategies.base import InputNeeds, MethodStrategy
 
 NUMBERS_FIX = Fix("use {} to map text columns to numbers", (("discrete", "frequency"),))
-
-
-class NotearsAdmmStrategy(ProtocolStrategy):
-    """NOTEARS-ADMM's server; see the module docstring for the rules and the wire protocol."""
-
-    name = "notears-admm"
-
-    def __init__(
-        self,
-        *,
-        lambda1: float = 0.01,
-        rho1: float = 0.001,
-        rho2: float = 0.001,
-        rho1_growth: float = 1.75,
-        rho2_growth: float = 1.25,
-        rho_max: float = 1e16,
-        max_iter: int = 200,
-        zero_diagonal: bool = False,
-        threshold: float = 0.3,
-        discrete: str = "frequency",
-        discrete_scale: float = 20.0,
-    ):
-        super().__init__()
-        if discrete not in DISCRETE_MODES:
-            raise ValueError(f"unknown discrete {discrete!r}; expected one of {DISCRETE_MODES}")
-        if min(rho1, rho2, rho_max) <= 0 or min(rho1_growth, rho2_growth) < 1:
-            raise ValueError("penalties must be > 0 and their growth factors >= 1")
-        if lambda1 < 0 or threshold < 0 or max_iter < 1 or discrete_scale <= 0:
-            raise ValueError("lambda1 and threshold must be >= 0, max_iter >= 1, scale > 0")
-        self.settings = AdmmSettings(
-            lambda1=float(lambda1),
-            rho1=float(rho1),
-            rho2=float(rho2),
-            rho1_growth=float(rho1_growth),
-            rho2_growth=float(rho2_growth),
-            rho_max=float(rho_max),
-            max_iter=int(max_iter),
-            zero_diagonal=bool(zero_diagonal),
-        )
-        self.threshold = float(threshold)
-        self.discrete, self.discrete_scale = discrete, float(discrete_scale)
-        self.admm: AdmmState | None = None
-        self.encoding: dict[str, Any] = {}  # levels and numbers of the mapped columns
-        self.counted = False
-        self.graph: Graph | None = None
-
-    # ------------------------------------------------------------------ inputs
-    def input_needs(self) -> InputNeeds:
-        """Numbers unless discrete columns are mapped; a constant column is harmless (it becomes
-        an isolated node) and any client size works (a client's share of the loss)."""
-        if self.discrete == "frequency":
-            return InputNeeds(values="any", varying=False)
-        return InputNeeds(values="numeric", varying=False, value_fix=NUMBERS_FIX)
-
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        for pid in sorted(info):
-            report = info[pid]
-            for col in report.columns:
-                kind = value_type(report.dtypes[col], report.levels.get(col))
-                if kind == "float":
-                    continue
-                if self.discrete == "refuse":
-                    raise InputError(
-                        f"holds {kind} values (dtype {report.dtypes[col]}), but notears-admm "
-                        "with discrete=refuse takes decimal numbers only",
-                        client=pid,
-                        column=col,
-                        fix=Fix(
-                            "use {} (FedC2SL's map) or {}",
-                            (("discrete", "frequency"), ("discrete", "as_numbers")),
-                        ),
-                        door=self.door,
-                    )
-                if self.discrete == "frequency" and report.levels.get(col) is None:
-                    raise InputError(
-                        f"has too many distinct {kind} values (dtype {report.dtypes[col]}) to map "
-                        "by frequency",
-                        client=pid,
-                        column=col,
-                        fix=Fix(
-                            "code it as decimal numbers, or use {}", (("discrete", "as_numbers"),)
-                        ),
-                        door=self.door,
-                    )
-
-    def discrete_columns(self) -> list[str]:
-        """The columns mapped by frequency: every non-decimal column at some client."""
-        if self.discrete != "frequency":
-            return []
-        found = set()
-        for report in self.client_info.values():
-            for col in report.columns:
-                if value_type(report.dtypes[col], report.levels.get(col)) != "float":
-                    found.add(col)
-        return [v for v in self.variables if v in found]
-
-    # ------------------------------------------------------------------ protocol
-    def next_request(self) -> Request | None:
-        if self.graph is not None:
-            return None
-        columns = self.discrete_columns()
-        if columns and not self.counted:
-            levels = self.global_levels()
-            counting = LevelCountsRequest(columns, {v: levels[v] for v in columns})
-            return Request(LEVEL_COUNTS, counting, secure=True)
-        if self.admm is None:
-            self.admm = AdmmState(len(self.variables), self.settings)
-        if self.admm.finished:
-            self._finish()
-            return None
-        admm = self.admm
-        payload = AdmmStepRequest(
-            self.variables,
-            admm.iteration + 1,
-            admm.rho2,
-            dual_rho=admm.dual_rho,
-            rows=self.n_total,
-            zero_diagonal=self.settings.zero_diagonal,
-            encoding=self.encoding,
-        )
-        return Request(ADMM_STEP, payload, arrays=[admm.consensus])
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == LEVEL_COUNTS:
-            self._map_levels(request, replies[0])
-            return
-        assert self.admm is not None  # next_request built it
-        d = len(self.variables)
-        locals_ = {}
-        for r in replies:
-            local = np.asarray(r.arrays[0], dtype=np.float64) if r.arrays else np.zeros(0)
-            if local.shape != (d, d):
-                raise ClientProtocolError(
-                    f"client {r.client} sent a local matrix of shape {local.shape}, expected "
-                    f"{d}x{d}"
-                )
-            locals_[r.client] = local
-        entry = self.admm.advance(locals_)
-        self.annotate(**{k: v for k, v in entry.items() if k != "iteration"})
-
-    def on_clients_dropped(self, dropped: list[int]) -> None:
-        """The dropped clients' duals leave; an ADMM iteration is rebuilt (the pooled row count
-        changed); the summed counts are simply asked of the survivors again."""
-        if self.admm is not None:
-            self.admm.drop(dropped)
-            self.retract_request()
-
-    def _map_levels(self, request: Request, total: Reply) -> None:
-        asked = LevelCountsRequest.decode(request.payload)
-        columns, levels = asked.variables, asked.levels
-        counts = np.asarray(total.arrays[0], dtype=np.int64)
-        sizes = [len(levels[v]) for v in columns]
-        if counts.shape != (sum(sizes),) or np.any(counts < 0):
-            raise ClientProtocolError(
-                f"the summed level counts have shape {counts.shape}, expected ({sum(sizes)},)"
-            )
-        values = {}
-        for name, part in zip(columns, np.split(counts, np.cumsum(sizes)[:-1]), strict=True):
-            values[name] = frequency_midpoints(part, self.discrete_scale).tolist()
-        self.encoding = {"levels": {v: levels[v] for v in columns}, "values": values}
-        self.counted = True
-        self.annotate(mapped_columns=len(columns))
-
-    def _finish(self) -> None:
-        assert self.admm is not None
-        self.dag_weights, self.cycle_cut = threshold_dag(self.admm.consensus, self.threshold)
-        edges = self.dag_weights != 0
-        marks = np.zeros(edges.shape, dtype=np.int8)
-        marks[edges] = ARROW
-        marks[edges.T] = TAIL
-        self.graph = Graph(tuple(self.variables), marks, "DAG")
-
-    # ------------------------------------------------------------------ result
-    def result_payload(self) -> dict:
-        admm = self.admm
-        if admm is None or self.graph is None:
-            return {"graph": None, "variables": self.variables}
-        last = admm.trace[-1] if admm.trace else {}
-        return {
-            "graph": self.graph,
-            "variables": self.variables,
-            "weights": admm.consensus.tolist(),
-            "iterations": admm.iteration,
-            "converged": admm.rho1 >= self.settings.rho_max and admm.rho2 >= self.settings.rho_max,
-            "h": last.get("h"),
-            "primal_residual": last.get("primal_residual"),
-            "dual_residual": last.get("dual_residual"),
-            "trace": admm.trace,
-            "cycle_cut": self.cycle_cut,
-            "encoding": self.encoding,
-            "options": {
-                **{k: getattr(self.settings, k) for k in self.settings.__dataclass_fields__},
-                "threshold": self.threshold,
-                "discrete": self.discrete,
-                "discrete_scale": self.discrete_scale,
-            },
-        }
 
 
 def _positive(name: str, default: float, help: str, paper: str) -> Option:
     return Option(name, "float", default, help, minimum=0.0, min_exclusive=True, paper=paper)
 
 
-OPTIONS = OptionSet(
+NOTEARS_ADMM_OPTIONS = OptionSet(
     (
         Option(
             "lambda1",
@@ -381,18 +185,177 @@ OPTIONS = OptionSet(
 )
 
 
-@documented_by(OPTIONS)
-def make_strategy(options: Mapping[str, Any]) -> NotearsAdmmStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'notears-admm'")
-    return NotearsAdmmStrategy(**values)
+class NotearsAdmmStrategy(MethodStrategy):
+    """NOTEARS-ADMM's server; see the module docstring for the rules and the wire protocol."""
+
+    name = "notears-admm"
+    OPTIONS = NOTEARS_ADMM_OPTIONS
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the ADMM's schedule: the options of that name
+        self.settings = AdmmSettings(**{f.name: self.options[f.name] for f in fields(AdmmSettings)})
+        self.admm: AdmmState | None = None
+        self.encoding: dict[str, Any] = {}  # levels and numbers of the mapped columns
+        self.counted = False
+        self.graph: Graph | None = None
+
+    # ------------------------------------------------------------------ inputs
+    def input_needs(self) -> InputNeeds:
+        """Numbers unless discrete columns are mapped; a constant column is harmless (it becomes
+        an isolated node) and any client size works (a client's share of the loss)."""
+        if self.options.discrete == "frequency":
+            return InputNeeds(values="any", varying=False)
+        return InputNeeds(values="numeric", varying=False, value_fix=NUMBERS_FIX)
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        for pid in sorted(info):
+            report = info[pid]
+            for col in report.columns:
+                kind = value_type(report.dtypes[col], report.levels.get(col))
+                if kind == "float":
+                    continue
+                if self.options.discrete == "refuse":
+                    raise InputError(
+                        f"holds {kind} values (dtype {report.dtypes[col]}), but notears-admm "
+                        "with discrete=refuse takes decimal numbers only",
+                        client=pid,
+                        column=col,
+                        fix=Fix(
+                            "use {} (FedC2SL's map) or {}",
+                            (("discrete", "frequency"), ("discrete", "as_numbers")),
+                        ),
+                        door=self.door,
+                    )
+                if self.options.discrete == "frequency" and report.levels.get(col) is None:
+                    raise InputError(
+                        f"has too many distinct {kind} values (dtype {report.dtypes[col]}) to map "
+                        "by frequency",
+                        client=pid,
+                        column=col,
+                        fix=Fix(
+                            "code it as decimal numbers, or use {}", (("discrete", "as_numbers"),)
+                        ),
+                        door=self.door,
+                    )
+
+    def discrete_columns(self) -> list[str]:
+        """The columns mapped by frequency: every non-decimal column at some client."""
+        if self.options.discrete != "frequency":
+            return []
+        found = set()
+        for report in self.client_info.values():
+            for col in report.columns:
+                if value_type(report.dtypes[col], report.levels.get(col)) != "float":
+                    found.add(col)
+        return [v for v in self.variables if v in found]
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        columns = self.discrete_columns()
+        if columns and not self.counted:
+            levels = self.global_levels()
+            # mapped columns have level sets (validate_clients refused one too varied to map)
+            mapped = cast(dict[str, list], {v: levels[v] for v in columns})
+            counting = LevelCountsRequest(columns, mapped)
+            return Request(LEVEL_COUNTS, counting, secure=True)
+        if self.admm is None:
+            self.admm = AdmmState(len(self.variables), self.settings)
+        if self.admm.finished:
+            self._finish()
+            return None
+        admm = self.admm
+        payload = AdmmStepRequest(
+            self.variables,
+            admm.iteration + 1,
+            admm.rho2,
+            dual_rho=admm.dual_rho,
+            rows=self.n_total,
+            zero_diagonal=self.settings.zero_diagonal,
+            encoding=self.encoding,
+        )
+        return Request(ADMM_STEP, payload, arrays=[admm.consensus])
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == LEVEL_COUNTS:
+            self._map_levels(request, replies[0])
+            return
+        assert self.admm is not None  # next_request built it
+        d = len(self.variables)
+        locals_ = {}
+        for r in replies:
+            local = np.asarray(r.arrays[0], dtype=np.float64) if r.arrays else np.zeros(0)
+            if local.shape != (d, d):
+                raise ClientProtocolError(
+                    f"client {r.client} sent a local matrix of shape {local.shape}, expected "
+                    f"{d}x{d}"
+                )
+            locals_[r.client] = local
+        entry = self.admm.advance(locals_)
+        self.annotate(**{k: v for k, v in entry.items() if k != "iteration"})
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        """The dropped clients' duals leave; an ADMM iteration is rebuilt (the pooled row count
+        changed); the summed counts are simply asked of the survivors again."""
+        if self.admm is not None:
+            self.admm.drop(dropped)
+            self.retract_request()
+
+    def _map_levels(self, request: Request, total: Reply) -> None:
+        asked = LevelCountsRequest.decode(request.payload)
+        columns, levels = asked.variables, asked.levels
+        counts = np.asarray(total.arrays[0], dtype=np.int64)
+        sizes = [len(levels[v]) for v in columns]
+        if counts.shape != (sum(sizes),) or np.any(counts < 0):
+            raise ClientProtocolError(
+                f"the summed level counts have shape {counts.shape}, expected ({sum(sizes)},)"
+            )
+        values = {}
+        for name, part in zip(columns, np.split(counts, np.cumsum(sizes)[:-1]), strict=True):
+            values[name] = frequency_midpoints(part, self.options.discrete_scale).tolist()
+        self.encoding = {"levels": {v: levels[v] for v in columns}, "values": values}
+        self.counted = True
+        self.annotate(mapped_columns=len(columns))
+
+    def _finish(self) -> None:
+        assert self.admm is not None
+        self.dag_weights, self.cycle_cut = threshold_dag(
+            self.admm.consensus, self.options.threshold
+        )
+        edges = self.dag_weights != 0
+        marks = np.zeros(edges.shape, dtype=np.int8)
+        marks[edges] = ARROW
+        marks[edges.T] = TAIL
+        self.graph = Graph(tuple(self.variables), marks, "DAG")
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        admm = self.admm
+        if admm is None or self.graph is None:
+            return {"graph": None, "variables": self.variables}
+        last = admm.trace[-1] if admm.trace else {}
+        return {
+            "graph": self.graph,
+            "variables": self.variables,
+            "weights": admm.consensus.tolist(),
+            "iterations": admm.iteration,
+            "converged": admm.rho1 >= self.settings.rho_max and admm.rho2 >= self.settings.rho_max,
+            "h": last.get("h"),
+            "primal_residual": last.get("primal_residual"),
+            "dual_residual": last.get("dual_residual"),
+            "trace": admm.trace,
+            "cycle_cut": self.cycle_cut,
+            "encoding": self.encoding,
+            "options": dict(self.options),
+        }
 
 
 register_method(
     "notears-admm",
-    make_strategy,
+    NotearsAdmmStrategy,
     "fedcausal_flwr.clients.notears_admm:NotearsAdmmClient",
-    options=OPTIONS,
     disclosures=DISCLOSURES,
     paper="NOTEARS-ADMM (Ng & Zhang 2022)",
     description="NOTEARS-ADMM (Ng & Zhang 2022), linear: federated NOTEARS by ADMM, one round "

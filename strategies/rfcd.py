@@ -70,7 +70,7 @@ from fedcausal_flwr.discovery.ges import Family, GESResult, ges_steps
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
-from fedcausal_flwr.options import Option, OptionSet, documented_by, spell
+from fedcausal_flwr.options import Option, OptionSet, spell
 from fedcausal_flwr.protocols.rfcd import (
     CARDINALITIES,
     DISCLOSURES,
@@ -79,43 +79,75 @@ from fedcausal_flwr.protocols.rfcd import (
     decode_families,
     encode_families,
 )
-from fedcausal_flwr.strategies.base import ProtocolStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
+
+RFCD_OPTIONS = OptionSet(
+    (
+        Option(
+            "ess",
+            "float",
+            1.0,
+            "BDeu equivalent sample size (causal-learn's sample_prior)",
+            minimum=0.0,
+            min_exclusive=True,
+            paper="not stated; 1 in the code (causal-learn's default)",
+        ),
+        Option(
+            "structure_prior",
+            "float",
+            1.0,
+            "expected number of parents of causal-learn's BDeu structure prior: each other "
+            "variable is a parent with probability structure_prior / (p - 1); must be below p - 1",
+            minimum=0.0,
+            min_exclusive=True,
+            nullable=True,
+            null_meaning="no structure term",
+            paper="not stated; 1 in the code (causal-learn's default)",
+        ),
+        Option(
+            "max_parents_fraction",
+            "float",
+            0.5,
+            "GES tries an insertion into a node only while it has at most this fraction of the "
+            "p variables as directed parents (causal-learn's maxP = fraction * p)",
+            minimum=0.0,
+            nullable=True,
+            null_meaning="no cap, causal-learn's default",
+            paper="not stated; maxP = p / 2 in the code",
+        ),
+        Option(
+            "cardinalities",
+            "str",
+            "observed",
+            "numbers of values in each client's BDeu: the client's own observed values "
+            "(causal-learn's) or the federation's level sets",
+            choices=CARDINALITIES,
+            paper="not stated; observed in the code (causal-learn's r_i_map)",
+        ),
+    )
+)
 
 
-class RFCDStrategy(ProtocolStrategy):
+def _option(name: str) -> Any:
+    """A read-only attribute of the strategy that is its option ``name``."""
+    return property(lambda self: self.options[name], doc=f"option {name} (``options.{name}``)")
+
+
+class RFCDStrategy(MethodStrategy):
     """RFCD's server; see the module docstring for the rules and the wire protocol."""
 
     name = "rfcd"
+    OPTIONS = RFCD_OPTIONS
     #: discrete columns; no CI test, so a column constant everywhere is only an isolated node
     needs = InputNeeds(values="discrete", varying=False)
+    #: the options, read as attributes too
+    ess = _option("ess")
+    structure_prior = _option("structure_prior")
+    max_parents_fraction = _option("max_parents_fraction")
+    cardinalities = _option("cardinalities")
 
-    def __init__(
-        self,
-        *,
-        ess: float = 1.0,
-        structure_prior: float | None = 1.0,
-        max_parents_fraction: float | None = 0.5,
-        cardinalities: str = "observed",
-    ):
-        super().__init__()
-        if not ess > 0:
-            raise ValueError(f"ess must be > 0, got {ess}")
-        if structure_prior is not None and not structure_prior > 0:
-            raise ValueError(f"structure_prior must be > 0 or None, got {structure_prior}")
-        if max_parents_fraction is not None and not max_parents_fraction >= 0:
-            raise ValueError(
-                f"max_parents_fraction must be >= 0 or None, got {max_parents_fraction}"
-            )
-        if cardinalities not in CARDINALITIES:
-            raise ValueError(
-                f"unknown cardinalities {cardinalities!r}; expected one of {CARDINALITIES}"
-            )
-        self.ess = float(ess)
-        self.structure_prior = None if structure_prior is None else float(structure_prior)
-        self.max_parents_fraction = (
-            None if max_parents_fraction is None else float(max_parents_fraction)
-        )
-        self.cardinalities = cardinalities
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.levels: dict[str, list] = {}
         self.runner: StepRunner | None = None
         self.client_scores: dict[Family, dict[int, float]] = {}
@@ -126,12 +158,13 @@ class RFCDStrategy(ProtocolStrategy):
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """The structure prior needs ``structure_prior < p - 1`` (a probability below 1)."""
         p = len(info[min(info)].columns)
-        if self.structure_prior is not None and not self.structure_prior < p - 1:
+        prior = self.options.structure_prior
+        if prior is not None and not prior < p - 1:
             raise InputError(
                 f"the data have {p} variables, so {spell('structure_prior', self.door)} must be "
                 f"below "
                 f"{p - 1} (each of the other {p - 1} variables is a parent with probability "
-                f"structure_prior / {p - 1}), but it is {self.structure_prior:g}",
+                f"structure_prior / {p - 1}), but it is {prior:g}",
                 fix=Fix(
                     "set {} (no structure term) or a smaller value", (("structure_prior", None),)
                 ),
@@ -141,17 +174,17 @@ class RFCDStrategy(ProtocolStrategy):
     @property
     def max_parents(self) -> float | None:
         """causal-learn's ``maxP``: the fraction times the number of variables."""
-        if self.max_parents_fraction is None:
-            return None
-        return self.max_parents_fraction * len(self.variables)
+        fraction = self.options.max_parents_fraction
+        return None if fraction is None else fraction * len(self.variables)
 
     def _start_search(self) -> None:
         self.runner = StepRunner(ges_steps(len(self.variables), self.max_parents))
 
     def payload(self) -> FamilyScoresRequest:
         """The ``family_scores`` payload (the families travel as its array)."""
+        options = self.options
         return FamilyScoresRequest(
-            self.variables, self.levels, self.ess, self.structure_prior, self.cardinalities
+            self.variables, self.levels, options.ess, options.structure_prior, options.cardinalities
         )
 
     # ------------------------------------------------------------------ protocol
@@ -225,75 +258,19 @@ class RFCDStrategy(ProtocolStrategy):
             "inserts": named(self.search.inserts),
             "deletes": named(self.search.deletes),
             "families_scored": self.search.families_scored,
-            "options": {
-                "ess": self.ess,
-                "structure_prior": self.structure_prior,
-                "max_parents_fraction": self.max_parents_fraction,
-                "max_parents": self.max_parents,
-                "cardinalities": self.cardinalities,
-            },
+            "options": {**self.options, "max_parents": self.max_parents},
         }
 
 
-OPTIONS = OptionSet(
-    (
-        Option(
-            "ess",
-            "float",
-            1.0,
-            "BDeu equivalent sample size (causal-learn's sample_prior)",
-            minimum=0.0,
-            min_exclusive=True,
-            paper="not stated; 1 in the code (causal-learn's default)",
-        ),
-        Option(
-            "structure_prior",
-            "float",
-            1.0,
-            "expected number of parents of causal-learn's BDeu structure prior: each other "
-            "variable is a parent with probability structure_prior / (p - 1); must be below p - 1",
-            minimum=0.0,
-            min_exclusive=True,
-            nullable=True,
-            null_meaning="no structure term",
-            paper="not stated; 1 in the code (causal-learn's default)",
-        ),
-        Option(
-            "max_parents_fraction",
-            "float",
-            0.5,
-            "GES tries an insertion into a node only while it has at most this fraction of the "
-            "p variables as directed parents (causal-learn's maxP = fraction * p)",
-            minimum=0.0,
-            nullable=True,
-            null_meaning="no cap, causal-learn's default",
-            paper="not stated; maxP = p / 2 in the code",
-        ),
-        Option(
-            "cardinalities",
-            "str",
-            "observed",
-            "numbers of values in each client's BDeu: the client's own observed values "
-            "(causal-learn's) or the federation's level sets",
-            choices=CARDINALITIES,
-            paper="not stated; observed in the code (causal-learn's r_i_map)",
-        ),
-    )
-)
-
-
-@documented_by(OPTIONS)
 def make_strategy(options: Mapping[str, Any]) -> RFCDStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'rfcd'")
-    return RFCDStrategy(**values)
+    """RFCD's strategy from its options (raw keywords work too)."""
+    return RFCDStrategy(options)
 
 
 register_method(
     "rfcd",
-    make_strategy,
+    RFCDStrategy,
     "fedcausal_flwr.clients.rfcd:RFCDClient",
-    options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
     paper="RFCD (Mian et al.), as run in the FedC2SL paper (Wang et al.)",

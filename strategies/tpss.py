@@ -79,7 +79,7 @@ over all clients' variables.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -96,6 +96,7 @@ from fedcausal_flwr.discovery.tpss import (
     PairDecision,
     TPSSOptions,
     adjacency_share,
+    band_edges,
     majority_adjacency,
     observed_mask,
     overlap_matrix,
@@ -113,7 +114,7 @@ from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
-from fedcausal_flwr.options import Option, OptionSet, documented_by, say
+from fedcausal_flwr.options import Option, OptionSet, say
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.protocols.tpss import (
     DISCLOSURES,
@@ -126,12 +127,8 @@ from fedcausal_flwr.protocols.tpss import (
 )
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy
-from fedcausal_flwr.strategies.discrete import TESTS
+from fedcausal_flwr.strategies.base import MethodStrategy, Options
 
-METHODS = {"fedcdnv": "tpss", "fedcdnv-vote": "vote", "fci-base": "weighted"}
-POSSIBLE_DSEP = shared.POSSIBLE_DSEP
-FCI_RULES = shared.FCI_RULES
 Pair = tuple[int, int]
 SCORE_KEYS = (
     "adj_precision",
@@ -143,42 +140,168 @@ SCORE_KEYS = (
 )
 
 
-class FedCDnvStrategy(ProtocolStrategy):
-    """FedCDnv (``method="fedcdnv"``) and its baselines ``fedcdnv-vote`` and ``fci-base``."""
+# ============================================================================ options
+_TPSS = TPSSOptions()  # the core's defaults, declared once there
 
+
+def _theta_band(values: Mapping[str, Any], door: str) -> str | None:
+    """Theorem 3's band needs ``0 < theta1 < alpha`` and ``0 < theta2 < 1 - alpha``."""
+    alpha, theta1, theta2 = values["alpha"], values["theta1"], values["theta2"]
+    if not theta1 < alpha:
+        return f"{say('theta1', theta1, door)} must be below {say('alpha', alpha, door)}"
+    if not theta2 < 1 - alpha:
+        return f"{say('theta2', theta2, door)} must be below 1 - alpha = {1 - alpha:g}"
+    return None
+
+
+BASE_OPTIONS = OptionSet(
+    (
+        shared.alpha(_TPSS.alpha, paper="0.05"),
+        shared.test("g2", paper="G2"),
+        shared.max_depth(help="largest conditioning set of the clients' local FCI"),
+        *shared.fci_engine(),
+        Option(
+            "lemma_scope",
+            "str",
+            _TPSS.lemma_scope,
+            "apply Lemmas 3.2 / 3.3 to every overlapping pair (all) or only downgrade learned "
+            "adjacencies (adjacent)",
+            choices=LEMMA_SCOPES,
+        ),
+        Option(
+            "tails",
+            "str",
+            _TPSS.tails,
+            "FedG's marks: the client PAGs' arrowheads plus tails every reporting client agrees "
+            "on (consensus), or arrowheads only (drop)",
+            choices=TAIL_RULES,
+            paper="drop (Algorithm 3, line 17)",
+            why="a tail every reporting client agrees on is knowledge: with perfect tests FedG "
+            "is then exactly the true PAG (arrowhead metrics are the same)",
+        ),
+        Option(
+            "feddg_status",
+            "str",
+            _TPSS.feddg_status,
+            "FeddG keeps the pairs definite by the status matrix of G0 or of FedG",
+            choices=FEDDG_STATUS,
+        ),
+    )
+)
+UPDATE_OPTIONS = BASE_OPTIONS.extend(
+    replace(  # a depth cap like the local FCI's, under C-Update's name
+        shared.max_depth(
+            _TPSS.update_depth, help="largest conditioning set of C-Update's extra tests"
+        ),
+        name="update_depth",
+    ),
+    Option(
+        "update_rules",
+        "bool",
+        _TPSS.update_rules,
+        "re-run Zhang's rules on the client after C-Update (off: Algorithm 2 as written)",
+    ),
+)
+
+
+def _half_width(name: str, help: str, paper: str) -> Option:
+    """``theta1`` or ``theta2``: a half-width of Eq. (2)'s band (> 0; :func:`_theta_band`)."""
+    default = getattr(_TPSS, name)
+    return Option(name, "float", default, help, minimum=0.0, min_exclusive=True, paper=paper)
+
+
+FEDCDNV_OPTIONS = UPDATE_OPTIONS.extend(
+    _half_width(
+        "theta1",
+        "lower half-width of the uncertain p-value band [alpha - theta1, alpha + theta2]",
+        "0.049",
+    ),
+    _half_width("theta2", "upper half-width of the uncertain band", "0.45"),
+    Option(
+        "level1",
+        "str",
+        _TPSS.level1,
+        "TPSS Level 1: fire when every adjacency-reporting client is explained by its edge "
+        "type's condition (per_edge_type), when one is (any), or never (off)",
+        choices=LEVEL1_RULES,
+    ),
+    Option(
+        "tail_at_confounder",
+        "bool",
+        _TPSS.tail_at_confounder,
+        "Condition 3.6 also accepts tails at the confounder",
+    ),
+    Option(
+        "w_numerator",
+        "str",
+        _TPSS.w_numerator,
+        "Eq. (3)'s numerator: phat times all observing clients, or times the non-stable ones",
+        choices=NUMERATORS,
+    ),
+    Option("clip_w", "bool", _TPSS.clip_w, "clip Eq. (3)'s weight to 1"),
+    Option(
+        "out_of_band",
+        "str",
+        _TPSS.out_of_band,
+        "phat of a non-stable relationship outside the band: its raw p-value, or 1",
+        choices=OUT_OF_BAND,
+    ),
+    Option(
+        "stable_reading",
+        "str",
+        _TPSS.stable_reading,
+        "'definite' in Defs. 3.4 / 3.5 as |status| = 2 with the client's own adjacency (abs), "
+        "or as the status sign matching the client's report (signed)",
+        choices=STABLE_READINGS,
+    ),
+    checks=(_theta_band,),
+)
+
+
+def tpss_options(values: Mapping[str, Any]) -> TPSSOptions:
+    """The TPSS core's options of a method's resolved options. Fields the method does not
+    declare keep the core's defaults; the baselines' unused thetas are moved inside the band
+    when ``alpha`` would put them outside (half of it)."""
+    tpss = {k: v for k, v in values.items() if k in TPSSOptions.__dataclass_fields__}
+    alpha = values["alpha"]
+    tpss.setdefault("theta1", _TPSS.theta1 if _TPSS.theta1 < alpha else alpha / 2)
+    tpss.setdefault("theta2", _TPSS.theta2 if _TPSS.theta2 < 1 - alpha else (1 - alpha) / 2)
+    return TPSSOptions(**tpss)
+
+
+class FedCDnvOptions(Options):
+    """FedCDnv's resolved options, and the uncertain p-value band its thetas set (``band``)."""
+
+    __slots__ = ()
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """Eq. (2)'s band ``[alpha - theta1, alpha + theta2]`` (fedcdnv's options only)."""
+        return band_edges(self.alpha, self.theta1, self.theta2)
+
+
+class FedCDnvStrategy(MethodStrategy):
+    """FedCDnv (its baselines: :class:`FedCDnvVoteStrategy`, :class:`FciBaseStrategy`)."""
+
+    name = "fedcdnv"
+    #: how round 2 (round 1 for ``weighted``) decides the adjacencies: TPSS, a majority, a vote
+    #: weighted by the clients' rows
+    aggregation = "tpss"
+    OPTIONS = FEDCDNV_OPTIONS
     #: Non-identical variable sets by design; discrete columns; local FCI on each client's rows.
     needs = InputNeeds(same_columns=False, values="discrete", local_tests=True)
 
-    def __init__(
-        self,
-        method: str = "fedcdnv",
-        test: str = "g2",
-        max_depth: int | None = None,
-        possible_dsep: str = "sequential",
-        pds_max_size: int | None = None,
-        fci_rules: str = "zhang",
-        options: TPSSOptions | None = None,
-    ):
-        super().__init__()
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; expected one of {sorted(METHODS)}")
-        if test not in TESTS:
-            raise ValueError(f"unknown test {test!r} for {method}; expected one of {TESTS}")
-        if max_depth is not None and max_depth < 0:
-            raise ValueError(f"max_depth must be >= 0 or None, got {max_depth}")
-        if possible_dsep not in POSSIBLE_DSEP:
-            raise ValueError(f"unknown possible_dsep {possible_dsep!r}; expected {POSSIBLE_DSEP}")
-        if fci_rules not in FCI_RULES:
-            raise ValueError(f"unknown fci_rules {fci_rules!r}; expected one of {FCI_RULES}")
-        self.name = method
-        self.aggregation = METHODS[method]
-        self.test = test
-        self.options = options or TPSSOptions()
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        self.options = FedCDnvOptions(self.options)  # the same values, and their band
+        #: the TPSS core's options (:func:`tpss_options`)
+        self.tpss = tpss_options(self.options)
+        #: the clients' FCI options, as they travel
         self.fci = {
-            "max_depth": max_depth,
-            "possible_dsep": possible_dsep,
-            "pds_max_size": pds_max_size,
-            "rules": fci_rules,
+            "max_depth": self.options.max_depth,
+            "possible_dsep": self.options.possible_dsep,
+            "pds_max_size": self.options.pds_max_size,
+            "rules": self.options.fci_rules,
         }
         self.union: list[str] = []
         self.levels: dict[str, list] = {}
@@ -205,7 +328,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         return list(self.union) if self.union else super().variables
 
     def input_needs(self) -> InputNeeds:
-        return replace(self.needs, test=self.test)
+        return replace(self.needs, test=self.options.test)
 
     def _start(self) -> None:
         pids = sorted(self.client_info)
@@ -228,7 +351,9 @@ class FedCDnvStrategy(ProtocolStrategy):
 
     def _fci_request(self) -> LocalFciRequest:
         """Round 1's request, which round 2's extends."""
-        return LocalFciRequest(self.union, self.levels, self.test, self.options.alpha, self.fci)
+        return LocalFciRequest(
+            self.union, self.levels, self.options.test, self.tpss.alpha, self.fci
+        )
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
@@ -240,13 +365,13 @@ class FedCDnvStrategy(ProtocolStrategy):
         payload = UpdateRequest(
             self.union,
             self.levels,
-            self.test,
-            self.options.alpha,
+            self.options.test,
+            self.tpss.alpha,
             self.fci,
-            update_depth=self.options.update_depth,
-            update_rules=self.options.update_rules,
-            theta1=self.options.theta1,
-            theta2=self.options.theta2,
+            update_depth=self.tpss.update_depth,
+            update_rules=self.tpss.update_rules,
+            theta1=self.tpss.theta1,
+            theta2=self.tpss.theta2,
             send_statistics=self.aggregation == "tpss",
         )
         return Request(FCDNV_UPDATE, payload, arrays=[self.g0], nan_ok=True)
@@ -303,7 +428,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         mask = observed_mask([self.observed[p] for p in pids], d)
         self.overlap = overlap_matrix(mask)
         self.g0 = union_graph(np.stack([self.initial[p] for p in pids]))
-        self.status = status_matrix(self.g0 != NONE, self.overlap, self.options.lemma_scope)
+        self.status = status_matrix(self.g0 != NONE, self.overlap, self.tpss.lemma_scope)
         counts = self._status_counts(self.status)
         self.annotate(g0_edges=int(np.count_nonzero(np.triu(self.g0 != NONE))), **counts)
 
@@ -314,7 +439,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         adjacency = weighted_adjacency(marks, mask, [self.sizes[p] for p in pids])
         self.adjacency_share = adjacency_share(marks, mask, [self.sizes[p] for p in pids])
         self.aggregated_clients = pids
-        self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
+        self.fedg = transfer_arrowheads(adjacency, marks, self.tpss.tails)
 
     # ------------------------------------------------------------------ round 2
     def _statistics(self, reply: Reply, marks: np.ndarray) -> None:
@@ -393,7 +518,7 @@ class FedCDnvStrategy(ProtocolStrategy):
                 [self.sizes[p] for p in pids],
                 self.status,
                 [self.sepsets[p] for p in pids],
-                self.options,
+                self.tpss,
             )
             # decisions index clients by position: report partition ids
             for dec in self.decisions:
@@ -403,7 +528,7 @@ class FedCDnvStrategy(ProtocolStrategy):
         else:
             adjacency = majority_adjacency(marks, mask)
         self.adjacency_share = adjacency_share(marks, mask, [1] * len(pids))
-        self.fedg = transfer_arrowheads(adjacency, marks, self.options.tails)
+        self.fedg = transfer_arrowheads(adjacency, marks, self.tpss.tails)
         level1 = sum(d.level == 1 for d in self.decisions)
         self.annotate(fedg_edges=int(np.count_nonzero(np.triu(adjacency))), level1_removed=level1)
 
@@ -421,9 +546,9 @@ class FedCDnvStrategy(ProtocolStrategy):
 
     def feddg_status(self) -> np.ndarray:
         assert self.status is not None and self.overlap is not None  # round 1 set them
-        if self.options.feddg_status == "fedg":
+        if self.tpss.feddg_status == "fedg":
             assert self.fedg is not None  # the run has finished
-            return status_matrix(self.fedg != NONE, self.overlap, self.options.lemma_scope)
+            return status_matrix(self.fedg != NONE, self.overlap, self.tpss.lemma_scope)
         return self.status
 
     def result_payload(self) -> dict:
@@ -460,7 +585,7 @@ class FedCDnvStrategy(ProtocolStrategy):
             "feddg": Graph(names, feddg, "PAG").to_json(),
             "g0": Graph(names, self.g0, "PAG").to_json(),
             "status": status.astype(int).tolist(),
-            "status_source": self.options.feddg_status,
+            "status_source": self.tpss.feddg_status,
             "status_counts": self._status_counts(status),
             "definite_edges": int(np.count_nonzero(np.triu(definite_edges))),
             "definite_non_edges": int(np.count_nonzero(np.triu(definite_non_edges))),
@@ -480,7 +605,7 @@ class FedCDnvStrategy(ProtocolStrategy):
                 }
                 for d in self.decisions
             ],
-            "options": {"test": self.test, "fci": dict(self.fci), **asdict(self.options)},
+            "options": {"test": self.options.test, "fci": dict(self.fci), **asdict(self.tpss)},
             "edge_votes": self.edge_votes(),
         }
 
@@ -491,6 +616,30 @@ class FedCDnvStrategy(ProtocolStrategy):
         assert self.fedg is not None and self.adjacency_share is not None  # the run has finished
         share = self.adjacency_share
         return split_by_graph(self.union, share, np.nan_to_num(share) > 0, self.fedg != NONE)
+
+
+class FedCDnvVoteStrategy(FedCDnvStrategy):
+    """``fedcdnv-vote``: FedCDnv with TPSS replaced by a plain majority of the observing clients
+    (a tie is no edge); its clients send no p-values and no separating sets."""
+
+    name = "fedcdnv-vote"
+    aggregation = "vote"
+    OPTIONS = UPDATE_OPTIONS
+
+
+class FciBaseStrategy(FedCDnvStrategy):
+    """``fci-base``: FCI on each client, a sample-size-weighted vote and the arrowhead union; one
+    round, no C-Update."""
+
+    name = "fci-base"
+    aggregation = "weighted"
+    OPTIONS = BASE_OPTIONS
+
+
+#: the methods of this module: name -> strategy class
+STRATEGIES: dict[str, type[FedCDnvStrategy]] = {
+    s.name: s for s in (FedCDnvStrategy, FedCDnvVoteStrategy, FciBaseStrategy)
+}
 
 
 # ============================================================================ scoring
@@ -519,156 +668,12 @@ def score_result(result: Result, truth: Graph) -> dict[str, float]:
     }
 
 
-# ============================================================================ options
-_TPSS = TPSSOptions()  # the core's defaults, declared once there
-
-
-def _theta_band(values: Mapping[str, Any], door: str) -> str | None:
-    """Theorem 3's band needs ``0 < theta1 < alpha`` and ``0 < theta2 < 1 - alpha``."""
-    alpha, theta1, theta2 = values["alpha"], values["theta1"], values["theta2"]
-    if not theta1 < alpha:
-        return f"{say('theta1', theta1, door)} must be below {say('alpha', alpha, door)}"
-    if not theta2 < 1 - alpha:
-        return f"{say('theta2', theta2, door)} must be below 1 - alpha = {1 - alpha:g}"
-    return None
-
-
-BASE_OPTIONS = OptionSet(
-    (
-        shared.alpha(_TPSS.alpha, paper="0.05"),
-        shared.test("g2", paper="G2"),
-        shared.max_depth(help="largest conditioning set of the clients' local FCI"),
-        *shared.fci_engine(),
-        Option(
-            "lemma_scope",
-            "str",
-            _TPSS.lemma_scope,
-            "apply Lemmas 3.2 / 3.3 to every overlapping pair (all) or only downgrade learned "
-            "adjacencies (adjacent)",
-            choices=LEMMA_SCOPES,
-        ),
-        Option(
-            "tails",
-            "str",
-            _TPSS.tails,
-            "FedG's marks: the client PAGs' arrowheads plus tails every reporting client agrees "
-            "on (consensus), or arrowheads only (drop)",
-            choices=TAIL_RULES,
-            paper="drop (Algorithm 3, line 17)",
-            why="a tail every reporting client agrees on is knowledge: with perfect tests FedG "
-            "is then exactly the true PAG (arrowhead metrics are the same)",
-        ),
-        Option(
-            "feddg_status",
-            "str",
-            _TPSS.feddg_status,
-            "FeddG keeps the pairs definite by the status matrix of G0 or of FedG",
-            choices=FEDDG_STATUS,
-        ),
-    )
-)
-UPDATE_OPTIONS = BASE_OPTIONS.extend(
-    Option(
-        "update_depth",
-        "int",
-        _TPSS.update_depth,
-        "largest conditioning set of C-Update's extra tests",
-        minimum=0,
-        nullable=True,
-        null_values=(-1,),
-        null_meaning="no cap",
-    ),
-    Option(
-        "update_rules",
-        "bool",
-        _TPSS.update_rules,
-        "re-run Zhang's rules on the client after C-Update (off: Algorithm 2 as written)",
-    ),
-)
-FEDCDNV_OPTIONS = UPDATE_OPTIONS.extend(
-    Option(
-        "theta1",
-        "float",
-        _TPSS.theta1,
-        "lower half-width of the uncertain p-value band [alpha - theta1, alpha + theta2]",
-        minimum=0.0,
-        min_exclusive=True,
-        paper="0.049",
-    ),  # fmt: skip
-    Option(
-        "theta2",
-        "float",
-        _TPSS.theta2,
-        "upper half-width of the uncertain band",
-        minimum=0.0,
-        min_exclusive=True,
-        paper="0.45",
-    ),  # fmt: skip
-    Option(
-        "level1",
-        "str",
-        _TPSS.level1,
-        "TPSS Level 1: fire when every adjacency-reporting client is explained by its edge "
-        "type's condition (per_edge_type), when one is (any), or never (off)",
-        choices=LEVEL1_RULES,
-    ),
-    Option(
-        "tail_at_confounder",
-        "bool",
-        _TPSS.tail_at_confounder,
-        "Condition 3.6 also accepts tails at the confounder",
-    ),
-    Option(
-        "w_numerator",
-        "str",
-        _TPSS.w_numerator,
-        "Eq. (3)'s numerator: phat times all observing clients, or times the non-stable ones",
-        choices=NUMERATORS,
-    ),
-    Option("clip_w", "bool", _TPSS.clip_w, "clip Eq. (3)'s weight to 1"),
-    Option(
-        "out_of_band",
-        "str",
-        _TPSS.out_of_band,
-        "phat of a non-stable relationship outside the band: its raw p-value, or 1",
-        choices=OUT_OF_BAND,
-    ),
-    Option(
-        "stable_reading",
-        "str",
-        _TPSS.stable_reading,
-        "'definite' in Defs. 3.4 / 3.5 as |status| = 2 with the client's own adjacency (abs), "
-        "or as the status sign matching the client's report (signed)",
-        choices=STABLE_READINGS,
-    ),
-    checks=(_theta_band,),
-)
-OPTIONS = {"fedcdnv": FEDCDNV_OPTIONS, "fedcdnv-vote": UPDATE_OPTIONS, "fci-base": BASE_OPTIONS}
-
-
 # ============================================================================ registration
-@documented_by(FEDCDNV_OPTIONS)
 def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
-    """From its options (resolved here, so raw keywords work too). TPSS fields a method does not
-    declare keep the core's defaults (the unused thetas are moved inside the band when ``alpha``
-    would put them outside)."""
-    if method not in OPTIONS:
-        raise ValueError(f"unknown method {method!r}; expected one of {sorted(OPTIONS)}")
-    values = OPTIONS[method].resolve(options, owner=f"method {method!r}")
-    tpss = {k: v for k, v in values.items() if k in TPSSOptions.__dataclass_fields__}
-    if method != "fedcdnv":  # the thetas are unused; keep the core's unless alpha rules them out
-        alpha = values["alpha"]
-        tpss["theta1"] = _TPSS.theta1 if _TPSS.theta1 < alpha else alpha / 2
-        tpss["theta2"] = _TPSS.theta2 if _TPSS.theta2 < 1 - alpha else (1 - alpha) / 2
-    return FedCDnvStrategy(
-        method,
-        test=values["test"],
-        max_depth=values["max_depth"],
-        possible_dsep=values["possible_dsep"],
-        pds_max_size=values["pds_max_size"],
-        fci_rules=values["fci_rules"],
-        options=TPSSOptions(**tpss),
-    )
+    """Method ``method``'s strategy from its options (raw keywords work too)."""
+    if method not in STRATEGIES:
+        raise ValueError(f"unknown method {method!r}; expected one of {sorted(STRATEGIES)}")
+    return STRATEGIES[method](options)
 
 
 DESCRIPTIONS = {
@@ -678,25 +683,22 @@ DESCRIPTIONS = {
     "fci-base": "local FCI per client, sample-size-weighted adjacency vote, arrowhead union",
 }
 
-
-def _for_method(
-    make: Callable[[Mapping[str, Any], str], FedCDnvStrategy], method: str
-) -> Callable[[Mapping[str, Any]], FedCDnvStrategy]:
-    """``make`` for one method, as registered: a lambda of this module, since the registry tells
-    the built-in methods by their factory's module."""
-    return lambda options: make(options, method)
-
-
-for _method in METHODS:
+for _method, _strategy in STRATEGIES.items():
     register_method(
         _method,
-        _for_method(make_strategy, _method),
+        _strategy,
         "fedcausal_flwr.clients.tpss:FedCDnvClient",
-        options=OPTIONS[_method],
         disclosures=DISCLOSURES,
         paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",
         description=DESCRIPTIONS[_method],
         min_sites=2,
     )
 
-__all__ = ["FedCDnvStrategy", "make_strategy", "score_result"]
+__all__ = [
+    "FciBaseStrategy",
+    "FedCDnvStrategy",
+    "FedCDnvVoteStrategy",
+    "make_strategy",
+    "score_result",
+    "tpss_options",
+]
