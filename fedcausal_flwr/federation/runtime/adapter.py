@@ -68,26 +68,26 @@ class FlowerStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[Any, FitIns]]:
-        session = self.run
+        protocol_run = self.run
         proxies = {p.node_id: p for p in client_manager.all().values()}
-        if session.state is RunState.UNBOUND:  # Flower's own workflow: every node connected
-            session.bind(num_clients=len(proxies), min_clients=None, secure=False)
-        if session.begun_round != server_round:  # Flower's own workflow drives the rounds
-            session.begin_round(server_round)
-        request = session.pending
+        if protocol_run.state is RunState.UNBOUND:  # Flower's own workflow: every node connected
+            protocol_run.bind(num_clients=len(proxies), min_clients=None, secure=False)
+        if protocol_run.begun_round != server_round:  # Flower's own workflow drives the rounds
+            protocol_run.begin_round(server_round)
+        request = protocol_run.pending
         if request is None:
             return []
-        targets = session.open_round(server_round, proxies)
+        targets = protocol_run.open_round(server_round, proxies)
         payload_json = encode_payload(request.payload, f"request {request.action!r}")
         params = ndarrays_to_parameters(request.arrays)
         per_client_down = array_nbytes(params.tensors) + len(payload_json) + len(request.action)
-        clip = session.start_round(server_round, {node: per_client_down for node in targets})
+        clip = protocol_run.start_round(server_round, {node: per_client_down for node in targets})
         config: dict[str, Scalar] = {
             KEY_ACTION: request.action,
             KEY_PAYLOAD: payload_json,
             KEY_ROUND: int(server_round),
             KEY_SECURE: bool(request.secure),
-            KEY_SECAGG: bool(request.secure and session.secure_mode),
+            KEY_SECAGG: bool(request.secure and protocol_run.secure_mode),
             KEY_CLIP: int(clip),
         }
         ins = FitIns(params, config)

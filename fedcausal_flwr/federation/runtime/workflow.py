@@ -182,17 +182,17 @@ class ProtocolWorkflow:
         if not isinstance(context, LegacyContext):
             raise TypeError(f"expected a LegacyContext, got {type(context).__name__}")
         adapter: FlowerStrategy = context.strategy  # type: ignore[assignment]
-        session = adapter.run
+        protocol_run = adapter.run
         settings = self.settings
         thread, f_stop, c_done = start_update_client_manager_thread(grid, context.client_manager)
         c_done.wait()
-        session.progress = settings.progress  # the strategy's report() lines go there too
+        protocol_run.progress = settings.progress  # the strategy's report() lines go there too
         heartbeat = Heartbeat(settings.progress)
         try:
             nodes = wait_for_nodes(
                 grid, settings.num_clients, settings.connect_timeout, progress=settings.progress
             )
-            session.bind(
+            protocol_run.bind(
                 num_clients=settings.num_clients or len(nodes),
                 min_clients=settings.min_clients,
                 secure=settings.secure,
@@ -202,7 +202,7 @@ class ProtocolWorkflow:
             cfg = ConfigRecord({Key.START_TIME: timeit.default_timer()})
             context.state.config_records[MAIN_CONFIGS_RECORD] = cfg
             server_round = 0
-            while (request := session.begin_round(server_round + 1)) is not None:
+            while (request := protocol_run.begin_round(server_round + 1)) is not None:
                 server_round += 1
                 if server_round > settings.max_rounds:
                     raise FederationError(
@@ -212,12 +212,12 @@ class ProtocolWorkflow:
                 cfg[Key.CURRENT_ROUND] = server_round
                 started = time.monotonic()
                 heartbeat.begin(server_round, request.action)
-                if request.secure and session.secure_mode:
-                    self._secure_round(grid, context, session, server_round)
+                if request.secure and protocol_run.secure_mode:
+                    self._secure_round(grid, context, protocol_run, server_round)
                 else:
                     self._plain_round(grid, context, adapter, server_round)
                 if settings.progress is not None:
-                    settings.progress(round_summary(session, server_round, started))
+                    settings.progress(round_summary(protocol_run, server_round, started))
         finally:
             heartbeat.stop()
             f_stop.set()
@@ -267,11 +267,11 @@ class ProtocolWorkflow:
         adapter.aggregate_fit(server_round, results, failures)
 
     def _secure_round(
-        self, grid: Grid, context: LegacyContext, session: ProtocolRun, server_round: int
+        self, grid: Grid, context: LegacyContext, protocol_run: ProtocolRun, server_round: int
     ) -> None:
-        clip = session.secure_bound
+        clip = protocol_run.secure_bound
         sec = self.secure_config
-        num_shares, threshold = sec.topology(session.planned_clients())
+        num_shares, threshold = sec.topology(protocol_run.planned_clients())
         workflow = TrackedSecAggPlusWorkflow(
             num_shares=num_shares,
             reconstruction_threshold=threshold,
@@ -286,8 +286,9 @@ class ProtocolWorkflow:
         try:
             workflow(traffic, context)  # type: ignore[arg-type]  # a Grid by duck typing
         finally:
-            session.recorder.record_secagg(server_round, traffic.by_stage(session.members.pid_of))
-        if session.awaiting_replies(server_round):
+            stages = traffic.by_stage(protocol_run.members.pid_of)
+            protocol_run.recorder.record_secagg(server_round, stages)
+        if protocol_run.awaiting_replies(server_round):
             state = workflow.last_state
             if state is None:
                 raise FederationError(f"round {server_round}: SecAgg+ did not start")
@@ -297,7 +298,7 @@ class ProtocolWorkflow:
             text = "; ".join(f.reason for f in failures) or "left the SecAgg+ protocol"
             # SecAgg+ does not say which node an error reply came from: a refusal names its
             # client itself; any other failure is charged to every node that left the protocol
-            session.report_failed_round(
+            protocol_run.report_failed_round(
                 server_round,
                 {node: Failure(None, text) for node in dead},
                 refusals or failures,
@@ -352,10 +353,10 @@ PROGRESS_FIELDS = (
 )
 
 
-def round_summary(session: ProtocolRun, server_round: int, started: float) -> str:
+def round_summary(protocol_run: ProtocolRun, server_round: int, started: float) -> str:
     """One progress line per round: what was asked (and at which stage, level or batch), of how
     many clients, how many CI tests where the round log counts them, how long it took."""
-    entry = session.recorder.log[-1] if session.recorder.log else {}
+    entry = protocol_run.recorder.log[-1] if protocol_run.recorder.log else {}
     action = entry.get("action", "?")
     where = [text.format(entry[key]) for key, text in PROGRESS_FIELDS if key in entry]
     status = "" if entry.get("status", "ok") == "ok" else f", {entry['status']}"
