@@ -4,8 +4,10 @@ A site's rows as codes over the global level sets the server sends, tested with 
 :class:`~fedcausal_flwr.stats.oracles.DiscreteOracle`, and the actions several methods ask
 (:mod:`fedcausal_flwr.protocols.voting`): ``prune`` (one layer of the layer-wise vote: fedpc-vote,
 FedECD), ``pvalues`` (local p-values of the server's tests), ``local_graph`` (a whole PC/FCI search
-on the site's rows) and ``raw_data`` (the rows themselves, for the pooled references). Unlike a
-FedPC client, such a client *decides* things on its own data.
+on the site's rows) and ``raw_data`` (the rows themselves, for the pooled references). Each reads
+its request as a record of :mod:`fedcausal_flwr.protocols.voting` (built on
+:mod:`fedcausal_flwr.protocols.discrete`'s). Unlike a FedPC client, such a client *decides* things
+on its own data.
 """
 
 from __future__ import annotations
@@ -18,8 +20,19 @@ from fedcausal_flwr.discovery.layerwise import prune_level
 from fedcausal_flwr.discovery.pc import PCResult, pc
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.knowledge import Knowledge
+from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
-from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PRUNE, PVALUES, RAW_DATA
+from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.voting import (
+    LOCAL_GRAPH,
+    PRUNE,
+    PVALUES,
+    RAW_DATA,
+    LocalGraphRequest,
+    PruneRequest,
+    PValuesRequest,
+    RawDataRequest,
+)
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
 
@@ -27,74 +40,77 @@ class DiscreteClient(ProtocolClient):
     """One site's data, answering the shared actions; each method's client (a subclass) adds
     its own, and its declared disclosures decide which of these it answers."""
 
-    def _codes(self, payload: dict) -> np.ndarray:
-        missing = payload.get("missing", "error")
+    def _codes(self, request: LevelSets, missing: str = "error") -> np.ndarray:
+        """The site's rows as codes over the request's level sets (``missing``: the mode)."""
         return cached_codes(
-            self.data, payload["variables"], payload["levels"], self.partition_id, missing
+            self.data, request.variables, request.levels, self.partition_id, missing
         )
 
-    def _oracle(self, payload: dict, rows: np.ndarray | None = None) -> DiscreteOracle:
+    def _oracle(
+        self, request: DiscreteScope | PValuesRequest, rows: np.ndarray | None = None
+    ) -> DiscreteOracle:
         """A local oracle over the global levels (on ``rows`` of the data if given).
 
-        ``payload["reliability"]`` (optional, FedECD): tests with fewer than that many rows per
-        cell are unreliable, p = NaN, which every rule here reads as dependent.
+        ``request.reliability`` (None: off): tests with fewer than that many rows per cell are
+        unreliable, p = NaN, which every rule here reads as dependent.
         """
-        variables = payload["variables"]
-        cards = [len(payload["levels"][v]) for v in variables]
-        codes = self._codes(payload)
-        reliability = payload.get("reliability")
+        variables = request.variables
+        cards = [len(request.levels[v]) for v in variables]
+        codes = self._codes(request)
+        reliability = request.reliability
         return DiscreteOracle(
             codes if rows is None else codes[rows],
             cards,
             variables,
-            test=payload["test"],
+            test=request.test,
             reliability=None if reliability is None else float(reliability),
             client=f"client {self.partition_id}",
         )
 
-    @action(PRUNE)
-    def prune(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(PRUNE, PruneRequest)
+    def prune(self, request: PruneRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """Prune the broadcast global skeleton at one conditioning-set size with local tests."""
         adjacency = np.asarray(arrays[0]).astype(bool)
-        p = len(payload["variables"])
+        p = len(request.variables)
         if adjacency.shape != (p, p):
             raise ProtocolError(
                 self.partition_id,
                 f"the broadcast skeleton is {adjacency.shape}, expected {p}x{p} for the "
-                f"variables {payload['variables']}",
+                f"variables {request.variables}",
             )
-        oracle = self._oracle(payload)
-        level = int(payload["level"])
-        skeleton = prune_level(oracle, adjacency, level, float(payload["alpha"]))
+        oracle = self._oracle(request)
+        level = int(request.level)
+        skeleton = prune_level(oracle, adjacency, level, float(request.alpha))
         rows = [(x, y, s) for (x, y), sets in sorted(skeleton.sepsets.items()) for s in sets]
         kept = skeleton.adjacency.astype(np.uint8)
-        return [kept, encode_queries(rows)], {"tests": oracle.n_computed}
+        return [kept, encode_queries(rows)], ComputedTests(oracle.n_computed)
 
-    @action(PVALUES)
-    def pvalues(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(PVALUES, PValuesRequest)
+    def pvalues(self, request: PValuesRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """Local p-values of a batch of CI queries (the server combines them)."""
-        oracle = self._oracle(payload)
+        oracle = self._oracle(request)
         return [oracle.test_batch(decode_queries(arrays[0])).astype(np.float64)], {}
 
-    @action(LOCAL_GRAPH)
-    def local_graph(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LOCAL_GRAPH, LocalGraphRequest)
+    def local_graph(self, request: LocalGraphRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """Run PC or FCI on the local data alone; send the endpoint-mark matrix."""
-        oracle = self._oracle(payload)
-        depth = payload.get("max_depth")
-        text = payload.get("knowledge")
-        known = None if text is None else Knowledge.parse(text).matrix(payload["variables"])
+        oracle = self._oracle(request)
+        depth = request.max_depth
+        text = request.knowledge
+        known = None if text is None else Knowledge.parse(text).matrix(request.variables)
         result: PCResult | FCIResult
-        if payload["algorithm"] == "pc":
-            result = pc(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
-        elif payload["algorithm"] == "fci":
-            result = fci(oracle, float(payload["alpha"]), max_depth=depth, knowledge=known)
+        if request.algorithm == "pc":
+            result = pc(oracle, float(request.alpha), max_depth=depth, knowledge=known)
+        elif request.algorithm == "fci":
+            result = fci(oracle, float(request.alpha), max_depth=depth, knowledge=known)
         else:
             raise ProtocolError(
-                self.partition_id, f"unknown algorithm {payload['algorithm']!r}; expected pc|fci"
+                self.partition_id, f"unknown algorithm {request.algorithm!r}; expected pc|fci"
             )
-        return [result.graph.marks.astype(np.int8)], {"tests": oracle.n_computed}
+        return [result.graph.marks.astype(np.int8)], ComputedTests(oracle.n_computed)
 
-    @action(RAW_DATA)
-    def raw_data(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(RAW_DATA, RawDataRequest)
+    def raw_data(self, request: RawDataRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """The whole local data set, encoded over the global levels (pooled reference only)."""
-        return [self._codes(payload).astype(np.int64)], {}
+        missing = "error" if request.missing is None else request.missing
+        return [self._codes(request, missing).astype(np.int64)], {}

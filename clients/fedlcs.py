@@ -4,9 +4,10 @@ Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (see its wire-protocol table).
 client object per message, so the local oracle (and its test cache) is remembered per data frame,
 like the table codes (:func:`~fedcausal_flwr.clients.base.cached_codes`), and scoped to the run (the
 server's ``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches)
-is computed once. ``meta["tests"]`` is the number of tests computed for this message. The baselines'
-client (:class:`LCSBaselineClient`) adds ``lcs_local`` (``fedlcs-local``: the whole search on the
-site's rows); ``raw_data`` (``lcs-pooled``) it inherits.
+is computed once. The reply meta (:class:`~fedcausal_flwr.protocols.records.ComputedTests`) is the
+number of tests computed for this message. The baselines' client (:class:`LCSBaselineClient`) adds
+``lcs_local`` (``fedlcs-local``: the whole search on the site's rows); ``raw_data``
+(``lcs-pooled``) it inherits. Requests are the records of :mod:`fedcausal_flwr.protocols.fedlcs`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from fedcausal_flwr.discovery.lcs import (
     local_structure,
 )
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
+from fedcausal_flwr.protocols.fedlcs import (
+    LCS_LOCAL,
+    LCS_PRUNE,
+    LCS_SEPSETS,
+    LCSLocalRequest,
+    LCSPruneRequest,
+    LCSScope,
+    LCSSepsetsRequest,
+)
+from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 _ORACLES = FrameCache()
@@ -36,23 +46,23 @@ _ORACLES = FrameCache()
 class FedLCSClient(DiscreteClient):
     """One site's data; answers ``lcs_prune`` and ``lcs_sepsets`` with local G2/chi2 tests."""
 
-    def lcs_oracle(self, payload: dict) -> CIOracle:
-        """The site's CI oracle for this payload, kept for the life of the data frame."""
-        names = payload["variables"]
-        levels = [payload["levels"][v] for v in names]
-        scope = [names, levels, payload["test"], payload.get("reliability"), payload.get("session")]
+    def lcs_oracle(self, request: LCSScope) -> CIOracle:
+        """The site's CI oracle for this request, kept for the life of the data frame."""
+        names = request.variables
+        levels = [request.levels[v] for v in names]
+        scope = [names, levels, request.test, request.reliability, request.session]
         key = json.dumps(scope, default=str)
-        return _ORACLES.get(self.data, key, lambda: self._oracle(payload))
+        return _ORACLES.get(self.data, key, lambda: self._oracle(request))
 
-    def _flag(self, payload: dict, name: str) -> bool:
-        value = payload.get(name, False)
+    def _flag(self, value: object, name: str) -> bool:
+        """The request's flag ``name`` (``value``), checked to be a boolean."""
         if not isinstance(value, bool):
             raise ProtocolError(self.partition_id, f"{name} must be true or false, got {value!r}")
         return value
 
-    def _jobs(self, payload: dict, width: int) -> list:
-        jobs = payload.get("jobs")
-        p = len(payload["variables"])
+    def _jobs(self, request: LCSPruneRequest | LCSSepsetsRequest, width: int) -> list:
+        jobs = request.jobs
+        p = len(request.variables)
         if not isinstance(jobs, list):
             raise ProtocolError(self.partition_id, "the request carries no list of jobs")
         out: list[PruneJob | SepsetJob] = []
@@ -68,35 +78,36 @@ class FedLCSClient(DiscreteClient):
             out.append((*(int(v) for v in job[:-2]), pool, int(job[-1])))  # type: ignore[arg-type]
         return out
 
-    @action(LCS_PRUNE)
-    def lcs_prune(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LCS_PRUNE, LCSPruneRequest)
+    def lcs_prune(self, request: LCSPruneRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """PCsimple layer ``l`` of every job's candidate set: one keep flag per candidate."""
-        oracle = self.lcs_oracle(payload)
+        oracle = self.lcs_oracle(request)
         before = oracle.n_computed
-        jobs = self._jobs(payload, 3)
-        kept = answer_prune(oracle, jobs, float(payload["alpha"]), self._flag(payload, "stable"))
+        jobs = self._jobs(request, 3)
+        stable = self._flag(request.stable, "stable")
+        kept = answer_prune(oracle, jobs, float(request.alpha), stable)
         flags = [int(v in k) for (_, cpc, _), k in zip(jobs, kept, strict=True) for v in cpc]
-        return [np.array(flags, dtype=np.uint8)], {"tests": oracle.n_computed - before}
+        return [np.array(flags, dtype=np.uint8)], ComputedTests(oracle.n_computed - before)
 
-    @action(LCS_SEPSETS)
-    def lcs_sepsets(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LCS_SEPSETS, LCSSepsetsRequest)
+    def lcs_sepsets(self, request: LCSSepsetsRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """p-values of every subset of size ``l`` of the pool; NaN unless independent (all of
         them if ``reveal_all``, the ``fisher`` rule)."""
-        oracle = self.lcs_oracle(payload)
+        oracle = self.lcs_oracle(request)
         before = oracle.n_computed
-        reveal = self._flag(payload, "reveal_all")
-        values = answer_sepsets(oracle, self._jobs(payload, 4), float(payload["alpha"]), reveal)
-        return [values.astype(np.float64)], {"tests": oracle.n_computed - before}
+        reveal = self._flag(request.reveal_all, "reveal_all")
+        values = answer_sepsets(oracle, self._jobs(request, 4), float(request.alpha), reveal)
+        return [values.astype(np.float64)], ComputedTests(oracle.n_computed - before)
 
 
 class LCSBaselineClient(FedLCSClient):
     """A FedLCS site that can also run the search alone or hand over its rows."""
 
-    @action(LCS_LOCAL)
-    def lcs_local(self, payload: dict, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(LCS_LOCAL, LCSLocalRequest)
+    def lcs_local(self, request: LCSLocalRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """``fedlcs-local``: the whole search on this site's rows; one p x p graph per target."""
-        names = payload["variables"]
-        targets = payload.get("targets")
+        names = request.variables
+        targets = request.targets
         if not isinstance(targets, list) or not targets:
             raise ProtocolError(self.partition_id, "the request carries no list of targets")
         if any(not 0 <= int(t) < len(names) for t in targets):
@@ -104,12 +115,12 @@ class LCSBaselineClient(FedLCSClient):
                 self.partition_id, f"targets {targets} name a variable outside 0..{len(names) - 1}"
             )
         try:
-            options = LCSOptions(**payload["lcs"])
+            options = LCSOptions(**request.lcs)
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"bad LCS options: {err}") from None
-        oracle = self._oracle(payload)
+        oracle = self._oracle(request)
         found, _ = local_structure(oracle, [int(t) for t in targets], options)
         stack = np.stack(
             [full_graph(found[int(t)].graph(names), names).marks for t in targets]
         ).astype(np.int8)
-        return [stack], {"tests": oracle.n_computed}
+        return [stack], ComputedTests(oracle.n_computed)

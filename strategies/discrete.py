@@ -3,15 +3,16 @@
 The voting baselines, layer-wise voting FedPC, FedECD, FedCSL, FedLCS and its baselines run
 discrete CI tests (G2 or Pearson chi2) over the clients' global level sets: their options
 ``alpha``, ``test``, ``max_depth`` and ``reliability`` (:func:`common_options`), their strategies'
-set-up (:class:`DiscreteMethodStrategy`: levels fixed after hello, the mark matrices clients send
-checked), the pooled reference's oracle over raw rows (:func:`pooled_oracle`).
+set-up (:class:`DiscreteMethodStrategy`: levels fixed after hello, every request built on their
+shared record :class:`~fedcausal_flwr.protocols.discrete.DiscreteScope`, the mark matrices clients
+send checked), the pooled reference's oracle over raw rows (:func:`pooled_oracle`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,11 +20,13 @@ from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constan
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet
+from fedcausal_flwr.protocols.discrete import DiscreteScope
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 
 TESTS = shared.DISCRETE_TESTS
+Scoped = TypeVar("Scoped", bound=DiscreteScope)
 
 
 COMMON_KEYS = ("alpha", "test", "max_depth", "reliability")
@@ -111,14 +114,12 @@ class DiscreteMethodStrategy(ProtocolStrategy):
                     "CI test needs at least two"
                 )
 
-    def base_payload(self) -> dict[str, Any]:
-        return {
-            "variables": self.variables,
-            "levels": self.levels,
-            "test": self.test,
-            "alpha": self.alpha,
-            "reliability": self.reliability,
-        }
+    def scoped(self, record: type[Scoped], **fields: Any) -> Scoped:
+        """An action's request ``record`` (a :class:`DiscreteScope`): this run's variables, level
+        sets, test, alpha and reliability, then the action's own ``fields``."""
+        return record(
+            self.variables, self.levels, self.test, self.alpha, self.reliability, **fields
+        )
 
     def client_marks(self, reply: Reply) -> np.ndarray:
         """A client's mark matrix, checked (shape, codes, both ends marked)."""

@@ -41,16 +41,19 @@ here):
 * a client without a reliable unconditional test has weight 0 (the code: NaN); all weights 0 is
   an error.
 
-Wire protocol (after ``hello``; ``variables, levels, test, alpha, reliability`` in every payload):
+Wire protocol (after ``hello``; every payload starts with ``variables, levels, test, alpha,
+reliability``: the records ``NeighboursRequest`` and ``LocalDagRequest`` of
+:mod:`fedcausal_flwr.protocols.fedcsl`, keys in wire order):
 
 ==============  ======================================  =================================  ======
 action          payload                                 reply (per client)                 summed
 ==============  ======================================  =================================  ======
 ``neighbours``  ``max_depth``                           uint8 ``p x p`` ``[t, v]`` = v in  no
-                                                        PC(t); float64 ``[weight]``
+                                                        PC(t); float64 ``[weight]``; meta
+                                                        ``tests, unreliable_pairs``
 ``local_dag``   ``ess, structure_prior, tabu_length,    uint8 ``p x p`` DAG (``[i, j]`` =  no
-                max_barren, lower_triangle_compat`` +   i -> j)
-                uint8 federated skeleton
+                max_barren, lower_triangle_compat`` +   i -> j); meta ``score_seconds,
+                uint8 federated skeleton                local_evaluations``
 ==============  ======================================  =================================  ======
 
 What the server learns: every client's neighbour set of every variable, one number summarising
@@ -75,13 +78,19 @@ from fedcausal_flwr.discovery.fedcsl import (
     federated_skeleton,
     weighted_direction_votes,
 )
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import documented_by
-from fedcausal_flwr.protocols.fedcsl import LOCAL_DAG, NEIGHBOURS
+from fedcausal_flwr.protocols.fedcsl import (
+    DISCLOSURES,
+    LOCAL_DAG,
+    NEIGHBOURS,
+    LocalDagRequest,
+    NeighboursReply,
+    NeighboursRequest,
+)
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy, common_options
 
@@ -136,9 +145,9 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         if not self.started:
             self.start()
         if self.skeleton is None:
-            return Request(NEIGHBOURS, {**self.base_payload(), "max_depth": self.max_depth})
+            return Request(NEIGHBOURS, self.scoped(NeighboursRequest, max_depth=self.max_depth))
         arrays = [self.skeleton.skeleton.astype(np.uint8)]
-        return Request(LOCAL_DAG, {**self.base_payload(), **self.search}, arrays=arrays)
+        return Request(LOCAL_DAG, self.scoped(LocalDagRequest, **self.search), arrays=arrays)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == NEIGHBOURS:
@@ -172,7 +181,7 @@ class FedCSLStrategy(DiscreteMethodStrategy):
             weights.append(float(weight[0]))
             self.neighbour_sets[r.client] = members
             self.weights[r.client] = float(weight[0])
-            self.client_tests[r.client] = int(r.meta.get("tests", 0))
+            self.client_tests[r.client] = int(NeighboursReply.of_reply(r).tests)
         if not any(weights):
             raise ValueError(
                 "fedcsl: every client's weight is 0 (no client has a reliable unconditional "
@@ -303,10 +312,6 @@ def make_strategy(options: Mapping[str, Any]) -> FedCSLStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'fedcsl'")
     return FedCSLStrategy(**values)
-
-
-#: each client's HITON-PC sets with its weight, and its own BDeu DAG
-DISCLOSURES = {NEIGHBOURS: PER_CLIENT, LOCAL_DAG: PER_CLIENT}
 
 
 register_method(

@@ -49,21 +49,26 @@ order clients answer in, the same in both phases. ``resample=False`` uses the fu
 every replicate (with ``bootstraps=1`` and ``tau=0`` phase 1 is then exactly the plain voting
 skeleton: an edge that lost the vote has evidence > 0 from the clients that removed it).
 
-Wire protocol (after ``hello``; ``variables, levels, test, alpha, reliability`` in every payload):
+Wire protocol (after ``hello``; every payload starts with ``variables, levels, test, alpha,
+reliability``: the records ``PruneRequest`` of :mod:`fedcausal_flwr.protocols.voting`,
+``BootstrapWeightsRequest`` and ``OrientRequest`` of :mod:`fedcausal_flwr.protocols.fedecd`, keys
+in wire order):
 
 =====================  ===================================  ==========================  ======
 action                 payload                              reply (per client)          summed
 =====================  ===================================  ==========================  ======
 ``prune``              ``level`` + uint8 global skeleton    uint8 kept skeleton + int64 no
-                                                            sepset rows (unused here)
-``bootstrap_weights``  ``level, bootstraps, seed,           float64 mean weight per     no
-                       resample, evidence`` + uint8         ``E_del`` pair
-                       skeleton at the layer's start +
-                       int64 ``E_del`` pairs
+                                                            sepset rows (unused here);
+                                                            meta ``tests``
+``bootstrap_weights``  ``bootstraps, seed, resample,        float64 mean weight per     no
+                       level, evidence`` + uint8 skeleton   ``E_del`` pair; meta
+                       at the layer's start + int64         ``tests``
+                       ``E_del`` pairs
 ``orient``             ``bootstraps, seed, resample, ess,   uint8 ``p x p`` voted       no
                        structure_prior, tabu_length,        directions (both entries:
-                       max_barren, lower_triangle_compat,   undirected)
-                       tie_rule`` + uint8 skeleton S*
+                       max_barren, lower_triangle_compat,   undirected); meta
+                       tie_rule`` + uint8 skeleton S*       ``score_seconds,
+                                                            local_evaluations``
 =====================  ===================================  ==========================  ======
 
 What the server learns: each client's keep/remove decision on every edge at every layer (and the
@@ -85,12 +90,19 @@ from fedcausal_flwr.discovery.bootstrap import (
     TIE_RULES,
     voted_dag_marks,
 )
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, Graph
 from fedcausal_flwr.options import Option, documented_by
-from fedcausal_flwr.protocols.fedecd import BOOTSTRAP_WEIGHTS, ORIENT
+from fedcausal_flwr.protocols.discrete import HillClimbReply
+from fedcausal_flwr.protocols.fedecd import (
+    BOOTSTRAP_WEIGHTS,
+    DISCLOSURES,
+    ORIENT,
+    BootstrapWeightsRequest,
+    OrientRequest,
+)
+from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import common_options
@@ -161,14 +173,6 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         self.graph: Graph | None = None
         self.score_seconds: dict[str, float] = {}
 
-    def bootstrap_payload(self) -> dict[str, Any]:
-        return {
-            **self.base_payload(),
-            "bootstraps": self.bootstraps,
-            "seed": self.seed,
-            "resample": self.resample,
-        }
-
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
         if self.graph is not None:
@@ -177,15 +181,29 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         assert self.adjacency is not None  # start_skeleton has run
         if self.phase == "evidence":
             assert self.layer_start is not None  # the layer that lost edges set it
-            payload = {**self.bootstrap_payload(), "level": self.level, "evidence": self.evidence}
+            weights = self.scoped(
+                BootstrapWeightsRequest,
+                bootstraps=self.bootstraps,
+                seed=self.seed,
+                resample=self.resample,
+                level=self.level,
+                evidence=self.evidence,
+            )
             arrays = [self.layer_start.astype(np.uint8), self.removed]
-            return Request(BOOTSTRAP_WEIGHTS, payload, arrays=arrays)
+            return Request(BOOTSTRAP_WEIGHTS, weights, arrays=arrays)
         if self.phase == "skeleton":
             if self.layer_due():
                 return self.prune_request()
             self.phase = "orient"
-        payload = {**self.bootstrap_payload(), **self.search, "tie_rule": self.tie_rule}
-        return Request(ORIENT, payload, arrays=[self.adjacency.astype(np.uint8)])
+        orient = self.scoped(
+            OrientRequest,
+            bootstraps=self.bootstraps,
+            seed=self.seed,
+            resample=self.resample,
+            **self.search,
+            tie_rule=self.tie_rule,
+        )
+        return Request(ORIENT, orient, arrays=[self.adjacency.astype(np.uint8)])
 
     def layer_due(self) -> bool:
         """The shared rule, and with ``stop="no_removal"`` no layer after one that removed
@@ -217,7 +235,9 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 "lost_vote": len(self.removed),
                 "restored": 0,
                 "removed": len(self.removed),
-                "client_tests": {str(r.client): int(r.meta.get("tests", 0)) for r in replies},
+                "client_tests": {
+                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
+                },
             }
         )
         self.annotate(level=self.level, threshold=threshold, lost_vote=len(self.removed))
@@ -247,7 +267,8 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         layer["restored"] = int(restore.sum())
         layer["removed"] = n - int(restore.sum())
         layer["client_tests"] = {
-            str(r.client): layer["client_tests"].get(str(r.client), 0) + int(r.meta.get("tests", 0))
+            str(r.client): layer["client_tests"].get(str(r.client), 0)
+            + int(ComputedTests.of_reply(r).tests)
             for r in replies
         }
         layer["weights"] = {
@@ -277,7 +298,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                     f"client {r.client} sent edges outside the skeleton it was given"
                 )
             votes += graph
-            self.score_seconds[str(r.client)] = float(r.meta.get("score_seconds", 0.0))
+            self.score_seconds[str(r.client)] = float(HillClimbReply.of_reply(r).score_seconds)
         self.votes = votes
         marks, self.dropped, undirected = voted_dag_marks(votes, self.tie_rule, self.allow_cycles)
         self.graph = Graph(tuple(self.variables), marks, "DAG")
@@ -384,10 +405,6 @@ def make_strategy(options: Mapping[str, Any]) -> FedECDStrategy:
     """From its options (resolved here, so raw keywords work too)."""
     values = OPTIONS.resolve(options, owner="method 'fedecd'")
     return FedECDStrategy(**values)
-
-
-#: each client's layer votes, its bootstrap evidence per removed edge and its voted directions
-DISCLOSURES = {PRUNE: PER_CLIENT, BOOTSTRAP_WEIGHTS: PER_CLIENT, ORIENT: PER_CLIENT}
 
 
 register_method(

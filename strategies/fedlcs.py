@@ -34,7 +34,10 @@ stays undirected is reported so (``random_orient=True``: the paper's random orie
 and separating-set decisions are shared across targets (``target="A,B"`` or ``"all"``: the same
 rounds, exactly the per-target results).
 
-Wire protocol (after ``hello``; ``variables, levels, test, alpha, session`` in every payload):
+Wire protocol (after ``hello``; every payload but ``raw_data``'s starts with ``variables, levels,
+test, alpha, reliability``, then ``session`` in ``lcs_prune`` and ``lcs_sepsets``: the records of
+:mod:`fedcausal_flwr.protocols.fedlcs`, keys in wire order; every reply but ``raw_data``'s carries
+meta ``tests``, the CI tests computed for the message):
 
 ================  ========================================  =====================================
 action            payload                                    reply (per client, server sees each)
@@ -46,7 +49,7 @@ action            payload                                    reply (per client, 
                                                              ``reveal_all``), concatenated
 ``lcs_local``     ``targets``, ``lcs`` (search options)      int8 ``targets x p x p`` local graphs
                   (``fedlcs-local``)                         (each embedded in all variables)
-``raw_data``      (``lcs-pooled``)                           the client's encoded rows
+``raw_data``      ``variables, levels`` (``lcs-pooled``)     the client's encoded rows
 ================  ========================================  =====================================
 
 What the server learns: each client's keep/remove flag for every candidate of every layer and the
@@ -83,7 +86,6 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, RAW
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -91,8 +93,19 @@ from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.sepsets import SEPSET_RULES
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.options import REQUIRED, Option, OptionSet, documented_by
-from fedcausal_flwr.protocols.fedlcs import LCS_LOCAL, LCS_PRUNE, LCS_SEPSETS
-from fedcausal_flwr.protocols.voting import RAW_DATA
+from fedcausal_flwr.protocols.fedlcs import (
+    DISCLOSURES,
+    LCS_LOCAL,
+    LCS_PRUNE,
+    LCS_SEPSETS,
+    LOCAL_DISCLOSURES,
+    POOLED_DISCLOSURES,
+    LCSLocalRequest,
+    LCSPruneRequest,
+    LCSSepsetsRequest,
+)
+from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.voting import RAW_DATA, RawDataRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (
@@ -133,20 +146,22 @@ class FedLCSStrategy(DiscreteMethodStrategy):
         request = self.runner.pending
         if request is None:
             return None
-        payload = {**self.base_payload(), "session": self.session}
         if isinstance(request, PruneRequest):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in request.jobs]
-            return Request(LCS_PRUNE, {**payload, "jobs": jobs, "stable": self.options.stable})
+            prune = self.scoped(
+                LCSPruneRequest, session=self.session, jobs=jobs, stable=self.options.stable
+            )
+            return Request(LCS_PRUNE, prune)
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in request.jobs]
         reveal = self.options.sep_rule == "fisher"
-        return Request(LCS_SEPSETS, {**payload, "jobs": jobs, "reveal_all": reveal}, nan_ok=True)
+        sepsets = self.scoped(LCSSepsetsRequest, session=self.session, jobs=jobs, reveal_all=reveal)
+        return Request(LCS_SEPSETS, sepsets, nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None  # next_request started the search
         for r in replies:
-            self.client_tests[r.client] = self.client_tests.get(r.client, 0) + r.meta.get(
-                "tests", 0
-            )
+            tests = ComputedTests.of_reply(r).tests
+            self.client_tests[r.client] = self.client_tests.get(r.client, 0) + tests
         jobs = self.runner.pending.jobs
         if request.action == LCS_PRUNE:
             answer: list = self._vote(jobs, replies)
@@ -312,9 +327,6 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
 
 OPTIONS = _lcs_options(with_ratio=True)
 BASELINE_OPTIONS = _lcs_options(with_ratio=False)
-#: each client's keep flags of a layer's candidate sets, and its p-values of the separating-set
-#: search
-DISCLOSURES = {LCS_PRUNE: PER_CLIENT, LCS_SEPSETS: PER_CLIENT}
 
 
 def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
@@ -403,8 +415,8 @@ class LCSLocalStrategy(LCSBaselineStrategy):
             return None
         self.start()
         self.targets = parse_targets(self.target_option, self.variables)
-        payload = {**self.base_payload(), "targets": self.targets}
-        return Request(LCS_LOCAL, {**payload, "lcs": options_dict(self.options)})
+        asked = self.scoped(LCSLocalRequest, targets=self.targets, lcs=options_dict(self.options))
+        return Request(LCS_LOCAL, asked)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         p, names = len(self.variables), tuple(self.variables)
@@ -427,7 +439,7 @@ class LCSLocalStrategy(LCSBaselineStrategy):
                     f"client {r.client} sent an invalid graph: {err}"
                 ) from None
             self.client_graphs[r.client] = graphs
-            self.client_tests[r.client] = int(r.meta.get("tests", 0))
+            self.client_tests[r.client] = int(ComputedTests.of_reply(r).tests)
         self.annotate(clients=len(replies))
 
     def result_payload(self) -> dict:
@@ -513,7 +525,7 @@ class LCSPooledStrategy(LCSBaselineStrategy):
             return None
         self.start()
         self.targets = parse_targets(self.target_option, self.variables)
-        return Request(RAW_DATA, {"variables": self.variables, "levels": self.levels})
+        return Request(RAW_DATA, RawDataRequest(self.variables, self.levels))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         oracle = pooled_oracle(
@@ -558,11 +570,6 @@ def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
         "fedlcs-local-avg": summary["fedlcs-local-avg"],
         "fedlcs-local-best-oracle": summary["fedlcs-local-best"],
     }
-
-
-#: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
-LOCAL_DISCLOSURES = {LCS_LOCAL: PER_CLIENT}
-POOLED_DISCLOSURES = {RAW_DATA: RAW}
 
 
 register_method(

@@ -46,10 +46,14 @@ of rows ``[x, y, S..., -1 padding]``):
 action       payload                               reply (per client; server sees each)   summed
 ===========  ====================================  =====================================  ======
 ``prune``    ``variables, levels, test, alpha,     uint8 ``p x p`` kept skeleton + int64  no
-             level`` + uint8 global skeleton       rows ``[x, y, S...]`` (its sepsets)
-``pvalues``  ``variables, levels, test``           float64 local p-value per candidate    no
-             + candidate queries
+             reliability, level`` + uint8 global   rows ``[x, y, S...]`` (its sepsets);
+             skeleton                              meta ``tests``
+``pvalues``  ``variables, levels, test,            float64 local p-value per candidate    no
+             reliability`` + candidate queries
 ===========  ====================================  =====================================  ======
+
+The payloads are the records of :mod:`fedcausal_flwr.protocols.voting` (``PruneRequest``,
+``PValuesRequest``), keys in wire order.
 
 What the server learns: each client's keep/remove decision on every edge at every layer, the
 separating sets that removed them, and, in the orientation round, each client's p-value of every
@@ -68,7 +72,6 @@ import numpy as np
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.colliders import ColliderOrientation
@@ -76,7 +79,13 @@ from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.meek import orient_cpdag
 from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
-from fedcausal_flwr.protocols.voting import PRUNE, PVALUES
+from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.voting import (
+    FEDPC_VOTE_DISCLOSURES,
+    PRUNE,
+    PVALUES,
+    PValuesRequest,
+)
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import common_options, common_values
@@ -142,8 +151,8 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         if self.orientation == "sepsets" or not self.candidates:
             self._orient()
             return None
-        payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request(PVALUES, payload, arrays=[encode_queries(self.candidates)], nan_ok=True)
+        asked = PValuesRequest(self.variables, self.levels, self.test, self.reliability)
+        return Request(PVALUES, asked, arrays=[encode_queries(self.candidates)], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -177,7 +186,9 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                     f"{names[a]}|{names[b]}": int(votes[a, b])
                     for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
                 },
-                "client_tests": {str(r.client): int(r.meta.get("tests", 0)) for r in replies},
+                "client_tests": {
+                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
+                },
             }
         )
         self.annotate(level=self.level, threshold=threshold, removed=len(removed))
@@ -336,16 +347,12 @@ def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
     )
 
 
-#: each client's kept edges and separating sets of a layer, and its own p-values
-DISCLOSURES = {PRUNE: PER_CLIENT, PVALUES: PER_CLIENT}
-
-
 register_method(
     "fedpc-vote",
     make_strategy,
     "fedcausal_flwr.clients.fedpc_vote:FedPCVoteClient",
     options=OPTIONS,
-    disclosures=DISCLOSURES,
+    disclosures=FEDPC_VOTE_DISCLOSURES,
     bootstrap=True,
     paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.protocols.voting import PRUNE
+from fedcausal_flwr.protocols.voting import PRUNE, PruneRequest
 from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy
 
 
@@ -95,8 +95,8 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
 
     def prune_request(self) -> Request:
         assert self.adjacency is not None  # start_skeleton has run
-        payload = {**self.base_payload(), "level": self.level}
-        return Request(PRUNE, payload, arrays=[self.adjacency.astype(np.uint8)])
+        asked = self.scoped(PruneRequest, level=self.level)
+        return Request(PRUNE, asked, arrays=[self.adjacency.astype(np.uint8)])
 
     def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
         """The clients' kept skeletons (checked) and the skeleton that keeps ``ratio`` of votes."""

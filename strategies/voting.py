@@ -38,16 +38,18 @@ Rules, with ties (all order-independent: they depend on counts, not on client or
   + 1); otherwise its p-value is NaN, i.e. dependent.
 
 Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; queries travel
-as an int64 matrix of rows ``[x, y, S..., -1 padding]``):
+as an int64 matrix of rows ``[x, y, S..., -1 padding]``; the payloads are the records of
+:mod:`fedcausal_flwr.protocols.voting`, keys in wire order, ``knowledge`` only when given):
 
 ================  ==================================  ===================================  ======
 action            payload                             reply (per client; server sees each)  summed
 ================  ==================================  ===================================  ======
 ``local_graph``   ``variables, levels, test, alpha,   int8 ``p x p`` endpoint marks of the   no
-                  max_depth, algorithm``              client's own PC/FCI graph
-``pvalues``       ``variables, levels, test``         float64 local p-values, one per       no
-                  + queries                           query
-``raw_data``      ``variables, levels``               int64 ``n_k x p`` data codes          no
+                  reliability, max_depth, algorithm,  client's own PC/FCI graph
+                  knowledge``
+``pvalues``       ``variables, levels, test,          float64 local p-values, one per       no
+                  reliability`` + queries             query
+``raw_data``      ``variables, levels, missing``      int64 ``n_k x p`` data codes          no
 ================  ==================================  ===================================  ======
 
 What the server learns: ``local_graph``: every client's whole local graph; ``pvalues``: every
@@ -66,7 +68,6 @@ import numpy as np
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
-from fedcausal_flwr.federation.core.disclosure import PER_CLIENT, RAW
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import for_variant, register_method
@@ -77,7 +78,18 @@ from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import Option, documented_by
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.protocols.voting import LOCAL_GRAPH, PVALUES, RAW_DATA
+from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.voting import (
+    CIT_VOTE_DISCLOSURES,
+    GRAPH_VOTE_DISCLOSURES,
+    LOCAL_GRAPH,
+    POOLED_DISCLOSURES,
+    PVALUES,
+    RAW_DATA,
+    LocalGraphRequest,
+    PValuesRequest,
+    RawDataRequest,
+)
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
@@ -174,17 +186,23 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
             return None
         if not self.started:
             self.start()
-        payload = {**self.base_payload(), "max_depth": self.max_depth, "algorithm": self.algorithm}
+        knowledge = None
         if self.knowledge is not None:
             self.knowledge.matrix(self.variables)  # an unknown name stops the run here
-            payload["knowledge"] = self.knowledge.to_text()
-        return Request(LOCAL_GRAPH, payload)
+            knowledge = self.knowledge.to_text()
+        asked = self.scoped(
+            LocalGraphRequest,
+            max_depth=self.max_depth,
+            algorithm=self.algorithm,
+            knowledge=knowledge,
+        )
+        return Request(LOCAL_GRAPH, asked)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         kind = GRAPH_KIND[self.algorithm]
         names = tuple(self.variables)
         self.client_graphs = {r.client: Graph(names, self.client_marks(r), kind) for r in replies}
-        self.client_tests = {r.client: int(r.meta.get("tests", 0)) for r in replies}
+        self.client_tests = {r.client: int(ComputedTests.of_reply(r).tests) for r in replies}
         self.graph = self.combine()
         self.annotate(clients=len(replies))
 
@@ -297,8 +315,8 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             self.runner = StepRunner(with_cache(steps, self.cache))
         if self.runner.pending is None:  # the search has finished
             return None
-        payload = {k: v for k, v in self.base_payload().items() if k != "alpha"}
-        return Request(PVALUES, payload, arrays=[encode_queries(self.runner.pending)], nan_ok=True)
+        asked = PValuesRequest(self.variables, self.levels, self.test, self.reliability)
+        return Request(PVALUES, asked, arrays=[encode_queries(self.runner.pending)], nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
@@ -367,8 +385,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             return None
         if not self.started:
             self.start()
-        payload = {"variables": self.variables, "levels": self.levels, "missing": self.missing}
-        return Request(RAW_DATA, payload)
+        return Request(RAW_DATA, RawDataRequest(self.variables, self.levels, self.missing))
 
     def input_needs(self) -> InputNeeds:
         return replace(self.needs, missing=self.missing)
@@ -439,13 +456,6 @@ def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
         missing=values["missing"],
         **common_values(values),
     )
-
-
-#: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
-#: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
-GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: PER_CLIENT}
-CIT_VOTE_DISCLOSURES = {PVALUES: PER_CLIENT}
-POOLED_DISCLOSURES = {RAW_DATA: RAW}
 
 
 for _alg in ALGORITHMS:

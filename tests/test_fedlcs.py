@@ -28,7 +28,7 @@ class TableClient(FedLCSClient):
     table = TABLE
 
     def _oracle(self, payload):
-        return TableOracle(self.table, payload["variables"], default=0.0)
+        return TableOracle(self.table, payload.variables, default=0.0)
 
 
 class DSepClient(FedLCSClient):
@@ -37,7 +37,7 @@ class DSepClient(FedLCSClient):
     dag = None
 
     def _oracle(self, payload):
-        assert list(self.dag.names) == payload["variables"]
+        assert list(self.dag.names) == payload.variables
         return DSeparationOracle(self.dag)
 
 
@@ -72,7 +72,7 @@ def test_votes_follow_the_ratio_threshold():
     class Lonely(TableClient):
         def _oracle(self, payload):
             table = TABLE if self.partition_id == 0 else {}
-            return TableOracle(table, payload["variables"], default=0.0)
+            return TableOracle(table, payload.variables, default=0.0)
 
     frames = binary_frames(NAMES, 3)
     kept = run_with(Lonely, frames, {"target": "T"})

@@ -176,7 +176,7 @@ class SplitClient(FedLCSClient):
         table = {("A", "B", ()): 0.5}
         if self.partition_id == 0:
             table[("A", "B", ("T",))] = 0.9
-        return TableOracle(table, payload["variables"], default=0.0)
+        return TableOracle(table, payload.variables, default=0.0)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +203,7 @@ class TwoOfThreeClient(FedLCSClient):
 
     def _oracle(self, payload):
         table = {("A", "B", ()): 0.5} if self.partition_id < 2 else {}
-        return TableOracle(table, payload["variables"], default=0.0)
+        return TableOracle(table, payload.variables, default=0.0)
 
 
 @pytest.mark.parametrize("ratio, collider", [(0.4, True), (0.9, False)])
@@ -230,7 +230,7 @@ class LowFirstClient(FedLCSClient):
 
     def _oracle(self, payload):
         table = {("A", "B", ()): 0.04 if self.partition_id == 0 else 0.9}
-        return TableOracle(table, payload["variables"], default=0.0)
+        return TableOracle(table, payload.variables, default=0.0)
 
 
 def test_fisher_clients_reveal_every_pvalue():

@@ -1,7 +1,45 @@
-"""FedCSL's actions (the wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedcsl`)."""
+"""FedCSL's actions, their payloads and what each discloses (the wire protocol is documented in
+:mod:`fedcausal_flwr.strategies.fedcsl`; ``local_dag`` replies with
+:class:`fedcausal_flwr.protocols.discrete.HillClimbReply`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.protocols.discrete import DiscreteScope
+from fedcausal_flwr.protocols.records import ComputedTests
 
 NEIGHBOURS = "neighbours"  # every variable's HITON-PC set + the client weight from its p-values
 LOCAL_DAG = "local_dag"  # the client's BDeu hill-climbing DAG inside the federated skeleton
 ACTIONS = (NEIGHBOURS, LOCAL_DAG)
+
+#: each client's HITON-PC sets with its weight, and its own BDeu DAG
+DISCLOSURES = {NEIGHBOURS: disclosure.PER_CLIENT, LOCAL_DAG: disclosure.PER_CLIENT}
+
+
+@dataclass(frozen=True)
+class NeighboursRequest(DiscreteScope):
+    """``neighbours``: HITON-PC of every variable, conditioning sets up to ``max_depth``."""
+
+    max_depth: int | None = field(kw_only=True)
+
+
+@dataclass(frozen=True)
+class NeighboursReply(ComputedTests):
+    """Reply meta of ``neighbours``: the tests HITON-PC computed and how many pairs had no
+    reliable unconditional test."""
+
+    unreliable_pairs: int = 0
+
+
+@dataclass(frozen=True)
+class LocalDagRequest(DiscreteScope):
+    """``local_dag``: one BDeu tabu hill climbing on all rows inside the federated skeleton (the
+    first array)."""
+
+    ess: float = field(kw_only=True)
+    structure_prior: bool = field(kw_only=True)
+    tabu_length: int = field(kw_only=True)
+    max_barren: int = field(kw_only=True)
+    lower_triangle_compat: bool = field(kw_only=True)
