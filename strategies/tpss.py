@@ -159,7 +159,8 @@ BASE_OPTIONS = OptionSet(
         shared.alpha(_TPSS.alpha, paper="0.05"),
         shared.test("g2", paper="G2"),
         shared.max_depth(help="largest conditioning set of the clients' local FCI"),
-        *shared.fci_engine(),
+        # no background knowledge: the sites' local FCI runs on their own variable sets
+        *(o for o in shared.fci_engine() if o.name != "knowledge"),
         Option(
             "lemma_scope",
             "str",
