@@ -35,14 +35,15 @@ coefficients at every iteration (including fixed site coefficients for ``site_ef
 the summed information matrices, scores, log-likelihoods, RSS and row counts of each model.
 
 ``ci="fisher"`` (baseline, PC or FCI): the ``local_lrt`` action with payload ``schema``,
-``tests`` (rows ``[x, y, S]``), ``ridge``, ``tol``, ``max_iter``; each client runs the same
-symmetric LRT on its own rows and replies with one float64 vector of p-values (nan where it lacks a
-variable). The server combines them by Fisher's method, one round per batch; it learns every local
-p-value (not securely summable).
+``tests`` (rows ``[x, y, S]``), ``ridge``, ``missing``, ``tol``, ``max_iter``; each client runs
+the same symmetric LRT on its own rows and replies with one float64 vector of p-values (nan where
+it lacks a variable). The server combines them by Fisher's method, one round per batch; it learns
+every local p-value (not securely summable).
 
-Missing values (``missing``, sent with every request): ``testwise`` gives each model the test's
-variables as ``rows`` (the fifth field of a model row), so a client counts a test's four GLMs over
-its rows observed on x, y and S, and the summed fit equals the pooled fit on the complete rows;
+Missing values (``missing``, carried by every ``glm`` and ``local_lrt`` request; iod-pooled's
+``raw_rows`` carries only the schema): ``testwise`` gives each model the test's variables as
+``rows`` (the fifth field of a model row), so a client counts a test's four GLMs over its rows
+observed on x, y and S, and the summed fit equals the pooled fit on the complete rows;
 ``listwise`` makes each client drop its incomplete rows first.
 
 ``schema``: a :class:`~fedcausal_flwr.data.schema.Schema` JSON string. Without it, kinds come from
@@ -55,12 +56,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedcausal_flwr.federation.core.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedci import DISCLOSURES
-from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.glm_tests import (
-    ALGORITHMS,
     FEDCI_FCI_OPTIONS,
     FEDCI_PC_OPTIONS,
     FedCIStrategy,
@@ -68,41 +67,41 @@ from fedcausal_flwr.strategies.glm_tests import (
 )
 
 
+class FedCIPCStrategy(FedCIStrategy):
+    """fedCI-PC: PC-stable with fedCI's federated GLM tests (FCI: :class:`FedCIFCIStrategy`)."""
+
+    name = "fedci-pc"
+    algorithm = "pc"
+    OPTIONS = FEDCI_PC_OPTIONS
+
+
+class FedCIFCIStrategy(FedCIPCStrategy):
+    """fedCI-FCI: FCI with fedCI-PC's federated GLM tests (PAG output)."""
+
+    name = "fedci-fci"
+    algorithm = "fci"
+    OPTIONS = FEDCI_FCI_OPTIONS
+
+
+#: algorithm -> its method's strategy
+STRATEGIES: dict[str, type[FedCIStrategy]] = {"pc": FedCIPCStrategy, "fci": FedCIFCIStrategy}
+
+
 @documented_by(FEDCI_PC_OPTIONS)
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStrategy:
-    """fedCI-PC / fedCI-FCI from its options (resolved here, so raw keywords work too)."""
-    spec = FEDCI_PC_OPTIONS if algorithm == "pc" else FEDCI_FCI_OPTIONS
-    values = spec.resolve(options, owner=f"method 'fedci-{algorithm}'")
-    engine = shared.search_engine_options(algorithm, values)
-    return FedCIStrategy(
-        algorithm=algorithm,
-        alpha=values["alpha"],
-        max_depth=values["max_depth"],
-        site_effect=values["site_effect"],
-        ridge=values["ridge"],
-        tol=values["tol"],
-        max_iter=values["max_iter"],
-        schema=values["schema"],
-        engine_options=engine,
-        encoding=values["encoding"],
-        fixed_fraction_bits=values["fixed_fraction_bits"],
-        fixed_limbs=values["fixed_limbs"],
-        ci=values["ci"],
-        max_categories=values["max_categories"],
-        missing=values["missing"],
-    )
+    """fedCI-PC / fedCI-FCI from its options (raw keywords work too)."""
+    return STRATEGIES[algorithm](options)
 
 
-for _algorithm in ALGORITHMS:
+for _strategy in STRATEGIES.values():
     register_method(
-        f"fedci-{_algorithm}",
-        for_variant(make_strategy, _algorithm),
+        _strategy.name,
+        _strategy,
         "fedcausal_flwr.clients.fedci:FedCIClient",
-        options=FEDCI_PC_OPTIONS if _algorithm == "pc" else FEDCI_FCI_OPTIONS,
         disclosures=DISCLOSURES,
         bootstrap=True,
         secure=secure_support,
         paper="fedCI (Hahn et al.)",
-        description=f"fedCI: {'PC-stable' if _algorithm == 'pc' else 'FCI'} with a federated GLM "
-        "likelihood-ratio test on mixed data",
+        description=f"fedCI: {'PC-stable' if _strategy.algorithm == 'pc' else 'FCI'} with a "
+        "federated GLM likelihood-ratio test on mixed data",
     )

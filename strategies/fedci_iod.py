@@ -58,7 +58,7 @@ from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.core.protocol import Reply, Request
-from fedcausal_flwr.federation.core.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.registry import SecureSupport, register_method
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
@@ -73,212 +73,10 @@ from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import glm_tests
 from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.base import Options
 
 LOG = logging.getLogger(__name__)
 POSSIBLE_DSEP = ("stable", "sequential", "off")
-
-
-#: evidence source -> method name
-METHOD_OF_EVIDENCE = {"fedci": "fedci-iod", "fisher": "iod-fisher", "pooled": "iod-pooled"}
-
-
-class FedCIIODStrategy(glm_tests.FedCIStrategy):
-    """IOD on fedCI (``ci="fedci"``), Fisher-combined (``ci="fisher"``) or pooled
-    (``ci="pooled"``) evidence."""
-
-    name = "fedci-iod"
-    #: fedCI's sources plus ``pooled``: the server runs the tests on the rows (iod-pooled)
-    ci_tests = (*glm_tests.CI_TESTS, "pooled")
-
-    def __init__(
-        self,
-        procedure: str = "original",
-        max_candidates: int | None = 100_000,
-        partial: bool = False,
-        possible_dsep: str = "stable",
-        pds_max_size: int | None = None,
-        **fedci_options: Any,
-    ):
-        super().__init__(algorithm="fci", **fedci_options)
-        self.evidence: SiteEvidence | None = None
-        if procedure not in PROCEDURES:
-            raise ValueError(f"unknown IOD procedure {procedure!r}; use one of {PROCEDURES}")
-        if possible_dsep not in POSSIBLE_DSEP:
-            raise ValueError(f"unknown possible_dsep {possible_dsep!r}; use one of {POSSIBLE_DSEP}")
-        self.name = METHOD_OF_EVIDENCE[self.ci]
-        self.procedure, self.max_candidates, self.partial = procedure, max_candidates, partial
-        self.possible_dsep, self.pds_max_size = possible_dsep, pds_max_size
-        self.progress_lines: list[str] = []
-        self.datasets: list[tuple[int, ...]] = []
-        self.dropped: set[int] = set()
-
-    def input_needs(self) -> InputNeeds:
-        """fedCI's needs, except that the sites may hold different columns."""
-        return replace(super().input_needs(), same_columns=False)
-
-    # ------------------------------------------------------------------ iod-pooled
-    def next_request(self) -> Request | None:
-        if self.ci != "pooled":
-            return super().next_request()
-        runner = self.runner if self.runner is not None else self._start()
-        if runner.pending is None:
-            return None
-        assert self.schema is not None  # validate_clients has set it
-        return Request(RAW_ROWS, RawRowsRequest(self.schema.to_json()))
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action != RAW_ROWS:
-            super().handle_replies(request, replies)
-            return
-        assert self.schema is not None and self.runner is not None  # set by next_request
-        pids = [reply.client for reply in replies]
-        frames = [self._rows_frame(reply, self.schema) for reply in replies]
-        self.evidence = SiteEvidence(
-            frames, self.schema, "pooled", ridge=self.ridge, **self.fit_options
-        )
-        self.annotate(rows=sum(len(f) for f in frames))
-        while (queries := self.runner.pending) is not None:
-            pvalues = self.evidence.compute_batch(queries)
-            for query in queries:
-                res = self.evidence.results[query]
-                self.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
-            self.batches.append({"round": self.current_round, "tests": len(queries), "rounds": 0})
-            self.runner.answer(pvalues)
-
-    def _rows_frame(self, reply: Reply, schema: Schema) -> pd.DataFrame:
-        """A site's ``raw_rows`` reply as a frame over its own columns, levels restored."""
-        own = [v for v in schema.names if v in self.client_info[reply.client].columns]
-        rows = np.asarray(reply.arrays[0], dtype=np.float64)
-        if rows.ndim != 2 or rows.shape[1] != len(own):
-            raise ProtocolError(
-                reply.client, f"sent rows of shape {rows.shape}, expected n x {len(own)} ({own})"
-            )
-        columns = {}
-        for j, name in enumerate(own):
-            spec = schema[name]
-            if spec.kind == "continuous":
-                columns[name] = rows[:, j]
-                continue
-            codes = rows[:, j].astype(np.int64)
-            if (
-                (codes != rows[:, j]).any()
-                or codes.min(initial=0) < 0
-                or codes.max(initial=0) >= spec.card
-            ):
-                raise ProtocolError(
-                    reply.client, f"sent level codes of {name!r} outside 0..{spec.card - 1}"
-                )
-            columns[name] = np.asarray(spec.levels)[codes]  # the levels' own dtype
-        return pd.DataFrame(columns)
-
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
-        super().validate_clients(info)
-        for pid in sorted(info):
-            if len(info[pid].columns) < 2:
-                raise InputError(
-                    f"has only the column(s) {list(info[pid].columns)}; IOD needs at least two "
-                    "variables per site",
-                    client=pid,
-                    fix="give the site at least two of the variables, or leave it out",
-                    door=self.door,
-                )
-
-    def _progress(self, line: str) -> None:
-        """IOD's own lines: kept in the result, logged, and shown with the run's progress (the
-        enumeration runs on the server after the last round, possibly for minutes)."""
-        self.progress_lines.append(line)
-        LOG.info("%s", line)
-        self.report(line)
-
-    def _start(self) -> StepRunner:
-        assert self.schema is not None  # validate_clients has set it
-        self._names = list(self.schema.names)
-        if self.encoding == "auto":
-            self.encoding = "fixed" if self.secure_mode else "float"
-        if self.encoding == "float" and self.secure_mode:
-            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
-        where = {v: i for i, v in enumerate(self._names)}
-        sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
-        self.datasets = check_datasets(self._names, sets)
-        steps = iod_steps(
-            self._names,
-            self.datasets,
-            self.alpha,
-            procedure=self.procedure,  # type: ignore[arg-type]
-            max_depth=self.max_depth,
-            possible_dsep=self.possible_dsep,  # type: ignore[arg-type]
-            pds_max_size=self.pds_max_size,
-            max_candidates=self.max_candidates,
-            partial=self.partial,
-            progress=self._progress,
-        )
-        self.runner = StepRunner(with_cache(steps, self.cache))
-        return self.runner
-
-    def on_clients_dropped(self, dropped: list[int]) -> None:
-        super().on_clients_dropped(dropped)
-        self.dropped.update(dropped)
-
-    def result_payload(self) -> dict:
-        assert self.runner is not None  # the search has run
-        result: IODResult = self.runner.result
-        # a dataset's sites: those still in the run at its end (a dropped site is listed under
-        # the result's dropped clients, with the round it left)
-        sites: dict[tuple[int, ...], list[int]] = {}
-        where = {v: i for i, v in enumerate(self._names)}
-        for pid in sorted(set(self.client_info) - self.dropped):
-            key = tuple(sorted(where[c] for c in self.client_info[pid].columns))
-            sites.setdefault(key, []).append(pid)
-        enum = result.enumeration
-        return {
-            "graph": result.pags[0] if len(result.pags) == 1 else None,
-            "variables": list(result.names),
-            "pags": [g.to_json() for g in result.pags],
-            "n_pags": len(result.pags),
-            "message": result.message,
-            "procedure": result.procedure,
-            "candidates": result.candidates,
-            "partial": result.partial,
-            "enumeration": {
-                "size": enum.size,
-                "size_exact": enum.size_exact,
-                "enumerated": enum.enumerated,
-                "removable_edges": [[result.names[x], result.names[y]] for x, y in enum.removable],
-                "rejected": dict(enum.rejected),
-            },
-            "enumeration_seconds": enum.seconds,
-            "local_pags": [
-                {
-                    "variables": list(d.pag.names),
-                    "sites": sites.get(d.variables, []),
-                    "pag": d.pag.to_json(),
-                }
-                for d in result.local
-            ],  # fmt: skip
-            "progress": self.progress_lines,
-            **self.test_report(),
-        }
-
-
-def result_pags(result: Result) -> list[Graph]:
-    """The PAG list of a fedci-iod / iod-fisher result."""
-    return [Graph.from_json(g) for g in result.extra.get("pags", [])]
-
-
-#: what score_pag_list's numbers are
-SCORE_VIEW = "the list of PAGs against the true PAG"
-
-
-def score_pag_list(result: Result, dag: Graph) -> dict[str, float]:
-    """The list's metrics (:func:`~fedcausal_flwr.discovery.iod_metrics.pag_list_metrics`)
-    against the PAG of ``dag`` over the result's variables (the others are latent)."""
-    variables = list(result.variables)
-    unknown = [v for v in variables if v not in dag.names]
-    if unknown:
-        raise ValueError(f"the true graph lacks the learned variables {unknown}")
-    truth = dag_to_pag(dag, [v for v in dag.names if v not in variables])
-    return pag_list_metrics(result_pags(result), truth)
 
 
 def _options(ci: str) -> OptionSet:
@@ -347,93 +145,279 @@ def _options(ci: str) -> OptionSet:
 FEDCI_IOD_OPTIONS = _options("fedci")
 IOD_FISHER_OPTIONS = _options("fisher")
 IOD_POOLED_OPTIONS = _options("pooled")
-#: fedci-iod: fedCI's GLM blocks (and local LRTs); iod-fisher: each site's own LRT p-values;
-#: iod-pooled: the sites' rows
-DISCLOSURES_OF_EVIDENCE = {
-    "fedci": DISCLOSURES,
-    "fisher": FISHER_DISCLOSURES,
-    "pooled": POOLED_DISCLOSURES,
-}
-OPTIONS_OF_EVIDENCE = {
-    "fedci": FEDCI_IOD_OPTIONS,
-    "fisher": IOD_FISHER_OPTIONS,
-    "pooled": IOD_POOLED_OPTIONS,
+#: fedCI's option values the IOD methods run with where they offer none
+FEDCI_DEFAULTS = glm_tests.FEDCI_FCI_OPTIONS.defaults()
+
+
+class FedCIIODStrategy(glm_tests.FedCIStrategy):
+    """fedci-iod: IOD on fedCI's federated GLM tests (its evidence, fedCI's ``ci``, fixed per
+    method: :class:`IODFisherStrategy`, :class:`IODPooledStrategy`)."""
+
+    name = "fedci-iod"
+    algorithm = "fci"
+    OPTIONS = FEDCI_IOD_OPTIONS
+    #: the tests' evidence (fedCI's ``ci`` option, fixed per method): ``fedci``, ``fisher``, or
+    #: ``pooled`` (the server runs them on the sites' rows)
+    ci = "fedci"
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        # fedCI's core reads every fedCI option: ci is the method's evidence, and those IOD does
+        # not offer (missing values, the search engine's) keep fedCI's defaults
+        self.options = Options({**FEDCI_DEFAULTS, **self.options, "ci": self.ci})
+        self.evidence: SiteEvidence | None = None
+        self.progress_lines: list[str] = []
+        self.datasets: list[tuple[int, ...]] = []
+        self.dropped: set[int] = set()
+
+    def input_needs(self) -> InputNeeds:
+        """fedCI's needs, except that the sites may hold different columns."""
+        return replace(super().input_needs(), same_columns=False)
+
+    # ------------------------------------------------------------------ iod-pooled
+    def next_request(self) -> Request | None:
+        if self.ci != "pooled":
+            return super().next_request()
+        runner = self.runner if self.runner is not None else self._start()
+        if runner.pending is None:
+            return None
+        assert self.schema is not None  # validate_clients has set it
+        return Request(RAW_ROWS, RawRowsRequest(self.schema.to_json()))
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action != RAW_ROWS:
+            super().handle_replies(request, replies)
+            return
+        assert self.schema is not None and self.runner is not None  # set by next_request
+        pids = [reply.client for reply in replies]
+        frames = [self._rows_frame(reply, self.schema) for reply in replies]
+        self.evidence = SiteEvidence(
+            frames, self.schema, "pooled", ridge=self.options.ridge, **self.fit_options
+        )
+        self.annotate(rows=sum(len(f) for f in frames))
+        while (queries := self.runner.pending) is not None:
+            pvalues = self.evidence.compute_batch(queries)
+            for query in queries:
+                res = self.evidence.results[query]
+                self.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
+            self.batches.append({"round": self.current_round, "tests": len(queries), "rounds": 0})
+            self.runner.answer(pvalues)
+
+    def _rows_frame(self, reply: Reply, schema: Schema) -> pd.DataFrame:
+        """A site's ``raw_rows`` reply as a frame over its own columns, levels restored."""
+        own = [v for v in schema.names if v in self.client_info[reply.client].columns]
+        rows = np.asarray(reply.arrays[0], dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != len(own):
+            raise ProtocolError(
+                reply.client, f"sent rows of shape {rows.shape}, expected n x {len(own)} ({own})"
+            )
+        columns = {}
+        for j, name in enumerate(own):
+            spec = schema[name]
+            if spec.kind == "continuous":
+                columns[name] = rows[:, j]
+                continue
+            codes = rows[:, j].astype(np.int64)
+            if (
+                (codes != rows[:, j]).any()
+                or codes.min(initial=0) < 0
+                or codes.max(initial=0) >= spec.card
+            ):
+                raise ProtocolError(
+                    reply.client, f"sent level codes of {name!r} outside 0..{spec.card - 1}"
+                )
+            columns[name] = np.asarray(spec.levels)[codes]  # the levels' own dtype
+        return pd.DataFrame(columns)
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
+        super().validate_clients(info)
+        for pid in sorted(info):
+            if len(info[pid].columns) < 2:
+                raise InputError(
+                    f"has only the column(s) {list(info[pid].columns)}; IOD needs at least two "
+                    "variables per site",
+                    client=pid,
+                    fix="give the site at least two of the variables, or leave it out",
+                    door=self.door,
+                )
+
+    def _progress(self, line: str) -> None:
+        """IOD's own lines: kept in the result, logged, and shown with the run's progress (the
+        enumeration runs on the server after the last round, possibly for minutes)."""
+        self.progress_lines.append(line)
+        LOG.info("%s", line)
+        self.report(line)
+
+    def _start(self) -> StepRunner:
+        self._begin()
+        where = {v: i for i, v in enumerate(self._names)}
+        sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
+        self.datasets = check_datasets(self._names, sets)
+        options = self.options
+        steps = iod_steps(
+            self._names,
+            self.datasets,
+            options.alpha,
+            procedure=options.procedure,
+            max_depth=options.max_depth,
+            possible_dsep=options.possible_dsep,
+            pds_max_size=options.pds_max_size,
+            max_candidates=options.max_candidates,
+            partial=options.partial,
+            progress=self._progress,
+        )
+        self.runner = StepRunner(with_cache(steps, self.cache))
+        return self.runner
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        super().on_clients_dropped(dropped)
+        self.dropped.update(dropped)
+
+    def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
+        result: IODResult = self.runner.result
+        # a dataset's sites: those still in the run at its end (a dropped site is listed under
+        # the result's dropped clients, with the round it left)
+        sites: dict[tuple[int, ...], list[int]] = {}
+        where = {v: i for i, v in enumerate(self._names)}
+        for pid in sorted(set(self.client_info) - self.dropped):
+            key = tuple(sorted(where[c] for c in self.client_info[pid].columns))
+            sites.setdefault(key, []).append(pid)
+        enum = result.enumeration
+        return {
+            "graph": result.pags[0] if len(result.pags) == 1 else None,
+            "variables": list(result.names),
+            "pags": [g.to_json() for g in result.pags],
+            "n_pags": len(result.pags),
+            "message": result.message,
+            "procedure": result.procedure,
+            "candidates": result.candidates,
+            "partial": result.partial,
+            "enumeration": {
+                "size": enum.size,
+                "size_exact": enum.size_exact,
+                "enumerated": enum.enumerated,
+                "removable_edges": [[result.names[x], result.names[y]] for x, y in enum.removable],
+                "rejected": dict(enum.rejected),
+            },
+            "enumeration_seconds": enum.seconds,
+            "local_pags": [
+                {
+                    "variables": list(d.pag.names),
+                    "sites": sites.get(d.variables, []),
+                    "pag": d.pag.to_json(),
+                }
+                for d in result.local
+            ],  # fmt: skip
+            "progress": self.progress_lines,
+            **self.test_report(),
+        }
+
+
+class IODFisherStrategy(FedCIIODStrategy):
+    """iod-fisher: IOD on each site's own likelihood-ratio p-values, combined by Fisher's method
+    (``local_lrt``; the fedCI paper's baseline)."""
+
+    name = "iod-fisher"
+    ci = "fisher"
+    OPTIONS = IOD_FISHER_OPTIONS
+
+
+class IODPooledStrategy(FedCIIODStrategy):
+    """iod-pooled: IOD on tests of the sites' rows pooled at the server, the site a covariate
+    (``raw_rows``; the upper bound, NOT private)."""
+
+    name = "iod-pooled"
+    ci = "pooled"
+    OPTIONS = IOD_POOLED_OPTIONS
+
+
+#: evidence (``ci``) -> its method's strategy
+STRATEGIES: dict[str, type[FedCIIODStrategy]] = {
+    s.ci: s for s in (FedCIIODStrategy, IODFisherStrategy, IODPooledStrategy)
 }
 
 
 @documented_by(FEDCI_IOD_OPTIONS)
 def make_strategy(options: Mapping[str, Any], ci: str = "fedci") -> FedCIIODStrategy:
     """fedci-iod (``ci="fedci"``), iod-fisher or iod-pooled from its options."""
-    method = METHOD_OF_EVIDENCE[ci]
-    values = OPTIONS_OF_EVIDENCE[ci].resolve(options, owner=f"method {method!r}")
-    extra = {}
-    if ci == "fedci":
-        extra = {
-            "site_effect": values["site_effect"],
-            "encoding": values["encoding"],
-            "fixed_fraction_bits": values["fixed_fraction_bits"],
-            "fixed_limbs": values["fixed_limbs"],
-        }
-    return FedCIIODStrategy(
-        procedure=values["procedure"],
-        max_candidates=values["max_candidates"],
-        partial=values["partial"],
-        possible_dsep=values["possible_dsep"],
-        pds_max_size=values["pds_max_size"],
-        alpha=values["alpha"],
-        max_depth=values["max_depth"],
-        ridge=values["ridge"],
-        tol=values["tol"],
-        max_iter=values["max_iter"],
-        schema=values["schema"],
-        ci=ci,
-        max_categories=values["max_categories"],
-        **extra,
+    return STRATEGIES[ci](options)
+
+
+def result_pags(result: Result) -> list[Graph]:
+    """The PAG list of a fedci-iod / iod-fisher result."""
+    return [Graph.from_json(g) for g in result.extra.get("pags", [])]
+
+
+#: what score_pag_list's numbers are
+SCORE_VIEW = "the list of PAGs against the true PAG"
+
+
+def score_pag_list(result: Result, dag: Graph) -> dict[str, float]:
+    """The list's metrics (:func:`~fedcausal_flwr.discovery.iod_metrics.pag_list_metrics`)
+    against the PAG of ``dag`` over the result's variables (the others are latent)."""
+    variables = list(result.variables)
+    unknown = [v for v in variables if v not in dag.names]
+    if unknown:
+        raise ValueError(f"the true graph lacks the learned variables {unknown}")
+    truth = dag_to_pag(dag, [v for v in dag.names if v not in variables])
+    return pag_list_metrics(result_pags(result), truth)
+
+
+def _not_summable(what: str) -> SecureSupport:
+    """The SecAgg+ support of a method whose clients send ``what``: none."""
+    return lambda options: f"{what}, which cannot be summed"
+
+
+#: each IOD method's strategy and what its registration says of it alone
+METHODS: tuple[tuple[type[FedCIIODStrategy], dict[str, Any]], ...] = (
+    (
+        FedCIIODStrategy,
+        {
+            "disclosures": DISCLOSURES,
+            "secure": glm_tests.secure_support,
+            "paper": "fedCI-IOD (Hahn et al.)",
+            "description": "IOD over sites with different, overlapping variable sets (latent "
+            "confounding) on federated fedCI likelihood-ratio tests; returns every consistent PAG",
+        },
+    ),
+    (
+        IODFisherStrategy,
+        {
+            "disclosures": FISHER_DISCLOSURES,
+            "secure": _not_summable("Fisher's combination collects each client's p-values"),
+            "paper": "baseline (Hahn et al.: IOD with meta-analysis)",
+            "description": "IOD over sites with different variable sets on Fisher-combined local "
+            "likelihood-ratio tests (the fedCI paper's baseline)",
+        },
+    ),
+    (
+        IODPooledStrategy,
+        {
+            "disclosures": POOLED_DISCLOSURES,
+            "secure": _not_summable("the pooled upper bound collects every site's rows"),
+            "paper": "upper bound (Hahn et al.: IOD on the pooled data)",
+            "description": "IOD on the sites' rows pooled at the server (the site as a covariate): "
+            "the upper bound for fedci-iod; NOT private, every site sends its rows",
+        },
+    ),
+)
+for _strategy, _own in METHODS:
+    register_method(
+        _strategy.name,
+        _strategy,
+        "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
+        score=score_pag_list,
+        score_view=SCORE_VIEW,
+        **_own,
     )
 
-
-register_method(
-    "fedci-iod",
-    for_variant(make_strategy, "fedci"),
-    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
-    options=FEDCI_IOD_OPTIONS,
-    disclosures=DISCLOSURES_OF_EVIDENCE["fedci"],
-    secure=glm_tests.secure_support,
-    score=score_pag_list,
-    score_view=SCORE_VIEW,
-    paper="fedCI-IOD (Hahn et al.)",
-    description="IOD over sites with different, overlapping variable sets (latent confounding) "
-    "on federated fedCI likelihood-ratio tests; returns every consistent PAG",
-)
-register_method(
-    "iod-fisher",
-    for_variant(make_strategy, "fisher"),
-    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
-    options=IOD_FISHER_OPTIONS,
-    disclosures=DISCLOSURES_OF_EVIDENCE["fisher"],
-    secure=lambda options: (
-        "Fisher's combination collects each client's p-values, which cannot be summed"
-    ),
-    score=score_pag_list,
-    score_view=SCORE_VIEW,
-    paper="baseline (Hahn et al.: IOD with meta-analysis)",
-    description="IOD over sites with different variable sets on Fisher-combined local "
-    "likelihood-ratio tests (the fedCI paper's baseline)",
-)
-register_method(
-    "iod-pooled",
-    for_variant(make_strategy, "pooled"),
-    "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
-    options=IOD_POOLED_OPTIONS,
-    disclosures=DISCLOSURES_OF_EVIDENCE["pooled"],
-    secure=lambda options: (
-        "the pooled upper bound collects every site's rows, which cannot be summed"
-    ),
-    score=score_pag_list,
-    score_view=SCORE_VIEW,
-    paper="upper bound (Hahn et al.: IOD on the pooled data)",
-    description="IOD on the sites' rows pooled at the server (the site as a covariate): the "
-    "upper bound for fedci-iod; NOT private, every site sends its rows",
-)
-
-__all__ = ["FedCIIODStrategy", "make_strategy", "result_pags", "score_pag_list"]
+__all__ = [
+    "FedCIIODStrategy",
+    "IODFisherStrategy",
+    "IODPooledStrategy",
+    "make_strategy",
+    "result_pags",
+    "score_pag_list",
+]

@@ -3,7 +3,7 @@ fitted by federated IRLS (the clients' summed blocks), or Fisher's combination o
 own p-values, inside the batched PC/FCI engine (Flower-free).
 
 ``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`, whose docstring holds the
-wire protocol) run :class:`FedCIStrategy` as it is; fedCI-IOD
+wire protocol) are :class:`FedCIStrategy` with PC's or FCI's search and options; fedCI-IOD
 (:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
 Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
 declared here once; their payloads and disclosures beside the actions, in
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -49,9 +49,8 @@ from fedcausal_flwr.stats.glm import (
     test_models,
 )
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
 
-ALGORITHMS = ("pc", "fci")
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
 
@@ -96,60 +95,146 @@ def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Sche
     return Schema(tuple(specs.values()))
 
 
-class FedCIStrategy(ProtocolStrategy):
-    """fedCI-PC (``algorithm="pc"``) or fedCI-FCI (``algorithm="fci"``) on mixed data."""
+def schema_value(value: Any) -> str:
+    """A schema option as Schema JSON: a :class:`Schema`, its JSON text, or a JSON file's path."""
+    if isinstance(value, Schema):
+        return value.dumps()
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a schema (JSON text or a JSON file), got {value!r}")
+    text = value.strip()
+    if not text.startswith("{"):
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise ValueError(f"{text!r} is neither schema JSON nor an existing file")
+        text = path.read_text()
+    try:
+        return Schema.from_json(text).dumps()
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a valid schema: {err}") from None
 
-    name = "fedci"
-    #: the evidence sources this strategy serves (``ci``)
-    ci_tests: tuple[str, ...] = CI_TESTS
 
-    def __init__(
-        self,
-        algorithm: str = "pc",
-        alpha: float = 0.05,
-        max_depth: int | None = None,
-        site_effect: str = "none",
-        ridge: float = 0.0,
-        tol: float = 1e-5,
-        max_iter: int = 25,
-        schema: Schema | str | None = None,
-        engine_options: dict[str, Any] | None = None,
-        encoding: str = "auto",
-        fixed_fraction_bits: int = FIXED_FRACTION_BITS,
-        fixed_limbs: int = FIXED_LIMBS,
-        ci: str = "fedci",
-        max_categories: int = 20,
-        missing: str = "error",
-    ):
-        super().__init__()
-        if missing not in shared.MISSING_MODES:
-            raise ValueError(f"unknown missing {missing!r}; expected one of {shared.MISSING_MODES}")
-        self.missing = missing
-        if ci not in self.ci_tests:
-            raise ValueError(f"unknown ci {ci!r}; use one of {self.ci_tests}")
-        self.ci = ci
-        self.max_categories = int(max_categories)
-        if encoding not in ENCODINGS:
-            raise ValueError(f"unknown encoding {encoding!r}; use one of {ENCODINGS}")
-        if not 0 <= fixed_fraction_bits <= 60 or not 1 <= fixed_limbs <= 8:
-            raise ValueError(
-                f"fixed point needs 0 <= fixed_fraction_bits <= 60 and 1 <= fixed_limbs <= 8, got "
-                f"{fixed_fraction_bits} and {fixed_limbs}"
-            )
-        self.encoding = encoding
-        self.fixed_fraction_bits, self.fixed_limbs = int(fixed_fraction_bits), int(fixed_limbs)
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-        if site_effect not in SITE_EFFECTS:
-            raise ValueError(f"unknown site_effect {site_effect!r}; use one of {SITE_EFFECTS}")
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-        self.name = f"fedci-{algorithm}"
-        self.algorithm, self.alpha, self.max_depth = algorithm, float(alpha), max_depth
-        self.site_effect, self.ridge = site_effect, float(ridge)
-        self.fit_options: dict[str, Any] = {"tol": float(tol), "max_iter": int(max_iter)}
-        self.schema = Schema.from_json(schema) if isinstance(schema, str) else schema
-        self.engine_options = dict(engine_options or {})
+#: fedCI's own options, in the order the doors list them (the search engine's follow)
+GLM_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "ci",
+        "str",
+        "fedci",
+        "CI test: federated IRLS likelihood-ratio tests equal to the pooled GLM tests "
+        "(fedci), or Fisher's combination of the clients' local tests (fisher)",
+        choices=CI_TESTS,
+        paper="fedci; fisher is the paper's meta-analysis baseline",
+    ),
+    shared.alpha(0.05, paper="0.05"),
+    shared.max_depth(),
+    Option(
+        "site_effect",
+        "str",
+        "none",
+        "client (site) effects in the GLMs: none, fixed site dummies in every model "
+        "(fedCI), or private per-site intercepts that never leave the client",
+        choices=SITE_EFFECTS,
+        paper="fixed (fedCI in the paper); private (coordinate ascent) in the code",
+        why="without site differences the test is exactly the pooled GLM test and the "
+        "server learns no site coefficients; choose fixed or private for heterogeneous "
+        "sites",
+    ),
+    Option(
+        "ridge",
+        "float",
+        0.0,
+        "ridge penalty of the IRLS steps",
+        minimum=0.0,
+        paper="1e-4 in the authors' code",
+        why="unpenalised fits equal statsmodels' pooled GLM exactly",
+    ),  # fmt: skip
+    Option(
+        "tol",
+        "float",
+        1e-5,
+        "IRLS stops when the log-likelihood changes less",
+        minimum=0.0,
+        min_exclusive=True,
+        paper="1e-5",
+    ),  # fmt: skip
+    Option(
+        "max_iter", "int", 25, "IRLS iterations per model at most", minimum=1, paper="25"
+    ),  # fmt: skip
+    Option(
+        "schema",
+        "str",
+        None,
+        "variable kinds (continuous, binary, ordinal, categorical): Schema JSON or a "
+        "JSON file; without it kinds come from the dtypes (ordinal needs a schema)",
+        nullable=True,
+        convert=schema_value,
+    ),
+    Option(
+        "encoding",
+        "str",
+        "auto",
+        "how GLM blocks travel: float64, or fixed-point digits that SecAgg+ sums exactly "
+        "(auto: fixed in a secure run)",
+        choices=ENCODINGS,
+        requires=("ci", ("fedci",)),
+    ),
+    Option(
+        "max_categories",
+        "int",
+        20,
+        "largest number of levels of a categorical or ordinal variable (each level adds "
+        "a block of coefficients to every model it enters; a column over the cap is "
+        "refused before the first round)",
+        minimum=2,
+    ),
+    Option(
+        "fixed_fraction_bits",
+        "int",
+        FIXED_FRACTION_BITS,
+        "fraction bits f of the fixed-point encoding",
+        minimum=0,
+        maximum=60,
+    ),  # fmt: skip
+    Option(
+        "fixed_limbs",
+        "int",
+        FIXED_LIMBS,
+        "digits L per value of the fixed-point encoding",
+        minimum=1,
+        maximum=8,
+    ),  # fmt: skip
+    shared.missing(),
+)
+
+
+def _options(algorithm: str) -> OptionSet:
+    """fedCI-PC's (``pc``) or fedCI-FCI's (``fci``) declared options."""
+    engine = shared.search_engine(algorithm)
+    return OptionSet((*GLM_OPTIONS, *engine), checks=(shared.search_engine_problem,))
+
+
+FEDCI_PC_OPTIONS = _options("pc")
+FEDCI_FCI_OPTIONS = _options("fci")
+
+
+class FedCIStrategy(MethodStrategy):
+    """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
+    fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`, which set :attr:`algorithm`
+    and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`."""
+
+    #: the search: ``pc`` or ``fci`` (each method's class sets it)
+    algorithm: ClassVar[str]
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        schema = self.options.schema  # checked Schema JSON, or None: kinds from the dtypes
+        self.schema: Schema | None = None if schema is None else Schema.from_json(schema)
+        #: the IRLS keywords of every fit (:func:`~fedcausal_flwr.stats.glm.new_state`)
+        self.fit_options: dict[str, Any] = {
+            "tol": self.options.tol,
+            "max_iter": self.options.max_iter,
+        }
+        #: how the GLM blocks travel (``fixed`` or ``float``), settled when the search starts
+        self.encoding: str | None = None
         self.cache: dict[Query, float] = {}
         self.tests: dict[Query, CITestResult] = {}
         self.runner: StepRunner | None = None
@@ -162,11 +247,11 @@ class FedCIStrategy(ProtocolStrategy):
     def input_needs(self) -> InputNeeds:
         """The same variables at every site; without a schema each column's kind comes from the
         dtypes, so it must be the same everywhere; Fisher's baseline tests on each client's rows."""
-        local = self.ci == "fisher"
+        local = self.options.ci == "fisher"
         if self.schema is not None:
-            return InputNeeds(values="any", local_tests=local, missing=self.missing)
+            return InputNeeds(values="any", local_tests=local, missing=self.options.missing)
         return InputNeeds(
-            values="mixed", local_tests=local, kind_fix=SCHEMA_FIX, missing=self.missing
+            values="mixed", local_tests=local, kind_fix=SCHEMA_FIX, missing=self.options.missing
         )
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
@@ -183,29 +268,36 @@ class FedCIStrategy(ProtocolStrategy):
                     fix="declare them in the schema or drop them",
                     door=self.door,
                 )
+        cap = self.options.max_categories
         for spec in self.schema:
-            if spec.kind in ("categorical", "ordinal") and spec.card > self.max_categories:
+            if spec.kind in ("categorical", "ordinal") and spec.card > cap:
                 raise ValueError(
                     f"column {spec.name!r} has {spec.card} levels; fedCI's {spec.kind} models "
-                    f"take at most max_categories={self.max_categories} (each level adds a "
+                    f"take at most max_categories={cap} (each level adds a "
                     f"block of coefficients to every model it enters). Drop or recode the "
                     f"column, or raise the cap: --max-categories {spec.card} (Python: "
                     f"max_categories={spec.card})"
                 )
 
     def _start(self) -> StepRunner:
-        assert self.schema is not None  # validate_clients has set it
-        self._names = list(self.schema.names)
-        if self.encoding == "auto":
-            self.encoding = "fixed" if self.secure_mode else "float"
-        if self.encoding == "float" and self.secure_mode:
-            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
-        if self.algorithm == "pc":
-            steps = pc_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
-        else:
-            steps = fci_steps(self._names, self.alpha, self.max_depth, **self.engine_options)
+        self._begin()
+        engine = shared.search_engine_options(self.algorithm, self.options)
+        search = pc_steps if self.algorithm == "pc" else fci_steps
+        steps = search(self._names, self.options.alpha, self.options.max_depth, **engine)
         self.runner = StepRunner(with_cache(steps, self.cache))
         return self.runner
+
+    def _begin(self) -> None:
+        """The variables in the schema's order, and the run's encoding (``auto``: fixed-point
+        digits in a secure run, float64 otherwise)."""
+        assert self.schema is not None  # validate_clients has set it
+        self._names = list(self.schema.names)
+        encoding = self.options.encoding
+        if encoding == "auto":
+            encoding = "fixed" if self.secure_mode else "float"
+        if encoding == "float" and self.secure_mode:
+            raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
+        self.encoding = encoding
 
     def _open_batch(self, queries: list[Query], schema: Schema) -> None:
         self._fits = []
@@ -224,11 +316,11 @@ class FedCIStrategy(ProtocolStrategy):
                     f"CI test {x} _||_ {y} | {s}: no client observes all of {needed}; the engine "
                     "asked a test the federation cannot answer"
                 )
-            testwise = self.missing == "testwise"
-            models = test_models(x, y, s, self.site_effect, clients, testwise)
-            states = [new_state(m, schema, self.ridge, **self.fit_options) for m in models]
+            testwise = self.options.missing == "testwise"
+            models = test_models(x, y, s, self.options.site_effect, clients, testwise)
+            states = [new_state(m, schema, self.options.ridge, **self.fit_options) for m in models]
             if self.encoding == "fixed":  # quantisation must not look like a worse fit
-                noise = 16.0 * len(self.alive_clients) * 2.0**-self.fixed_fraction_bits
+                noise = 16.0 * len(self.alive_clients) * 2.0**-self.options.fixed_fraction_bits
                 for state in states:
                     state.objective_noise = noise
             self._fits.append((query, states, clients))
@@ -240,7 +332,7 @@ class FedCIStrategy(ProtocolStrategy):
         if queries is None:  # the search has finished
             return None
         assert self.schema is not None  # validate_clients has set it
-        if self.ci == "fisher":
+        if self.options.ci == "fisher":
             return self._fisher_request(queries, self.schema)
         if not self._fits:
             self._open_batch(queries, self.schema)
@@ -249,18 +341,19 @@ class FedCIStrategy(ProtocolStrategy):
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
         if self.encoding == "fixed":
             fixed = list(self._fixed_format())
-            payload = GLMRequest(schema, self.missing, models, fixed)
+            payload = GLMRequest(schema, self.options.missing, models, fixed)
             return Request(GLM, payload, arrays=[betas], secure=True)
-        return Request(GLM, GLMRequest(schema, self.missing, models), arrays=[betas])
+        return Request(GLM, GLMRequest(schema, self.options.missing, models), arrays=[betas])
 
     def _fixed_format(self) -> tuple[int, int, int]:
-        return self.fixed_fraction_bits, digit_bits(self.secure_bound), self.fixed_limbs
+        bits = digit_bits(self.secure_bound)
+        return self.options.fixed_fraction_bits, bits, self.options.fixed_limbs
 
     def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
         rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
                 for q in queries]  # fmt: skip
-        payload = LocalLRTRequest(schema.to_json(), rows, self.ridge, self.missing,
-                                  **self.fit_options)  # fmt: skip
+        payload = LocalLRTRequest(schema.to_json(), rows, self.options.ridge,
+                                  self.options.missing, **self.fit_options)  # fmt: skip
         return Request(LOCAL_LRT, payload, nan_ok=True)
 
     def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
@@ -341,7 +434,7 @@ class FedCIStrategy(ProtocolStrategy):
             "graph": result.graph,
             "variables": list(names),
             **search_evidence(result),
-            **self.missing_report(self.missing),
+            **self.missing_report(self.options.missing),
             **self.test_report(),
         }
 
@@ -363,126 +456,6 @@ class FedCIStrategy(ProtocolStrategy):
                 for r in self.tests.values()
             ],
         }
-
-
-def schema_value(value: Any) -> str:
-    """A schema option as Schema JSON: a :class:`Schema`, its JSON text, or a JSON file's path."""
-    if isinstance(value, Schema):
-        return value.dumps()
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a schema (JSON text or a JSON file), got {value!r}")
-    text = value.strip()
-    if not text.startswith("{"):
-        path = Path(text).expanduser()
-        if not path.is_file():
-            raise ValueError(f"{text!r} is neither schema JSON nor an existing file")
-        text = path.read_text()
-    try:
-        return Schema.from_json(text).dumps()
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"not a valid schema: {err}") from None
-
-
-def _options(algorithm: str) -> OptionSet:
-    engine = shared.search_engine(algorithm)
-    return OptionSet(
-        (
-            Option(
-                "ci",
-                "str",
-                "fedci",
-                "CI test: federated IRLS likelihood-ratio tests equal to the pooled GLM tests "
-                "(fedci), or Fisher's combination of the clients' local tests (fisher)",
-                choices=CI_TESTS,
-                paper="fedci; fisher is the paper's meta-analysis baseline",
-            ),
-            shared.alpha(0.05, paper="0.05"),
-            shared.max_depth(),
-            Option(
-                "site_effect",
-                "str",
-                "none",
-                "client (site) effects in the GLMs: none, fixed site dummies in every model "
-                "(fedCI), or private per-site intercepts that never leave the client",
-                choices=SITE_EFFECTS,
-                paper="fixed (fedCI in the paper); private (coordinate ascent) in the code",
-                why="without site differences the test is exactly the pooled GLM test and the "
-                "server learns no site coefficients; choose fixed or private for heterogeneous "
-                "sites",
-            ),
-            Option(
-                "ridge",
-                "float",
-                0.0,
-                "ridge penalty of the IRLS steps",
-                minimum=0.0,
-                paper="1e-4 in the authors' code",
-                why="unpenalised fits equal statsmodels' pooled GLM exactly",
-            ),  # fmt: skip
-            Option(
-                "tol",
-                "float",
-                1e-5,
-                "IRLS stops when the log-likelihood changes less",
-                minimum=0.0,
-                min_exclusive=True,
-                paper="1e-5",
-            ),  # fmt: skip
-            Option(
-                "max_iter", "int", 25, "IRLS iterations per model at most", minimum=1, paper="25"
-            ),  # fmt: skip
-            Option(
-                "schema",
-                "str",
-                None,
-                "variable kinds (continuous, binary, ordinal, categorical): Schema JSON or a "
-                "JSON file; without it kinds come from the dtypes (ordinal needs a schema)",
-                nullable=True,
-                convert=schema_value,
-            ),
-            Option(
-                "encoding",
-                "str",
-                "auto",
-                "how GLM blocks travel: float64, or fixed-point digits that SecAgg+ sums exactly "
-                "(auto: fixed in a secure run)",
-                choices=ENCODINGS,
-                requires=("ci", ("fedci",)),
-            ),
-            Option(
-                "max_categories",
-                "int",
-                20,
-                "largest number of levels of a categorical or ordinal variable (each level adds "
-                "a block of coefficients to every model it enters; a column over the cap is "
-                "refused before the first round)",
-                minimum=2,
-            ),
-            Option(
-                "fixed_fraction_bits",
-                "int",
-                FIXED_FRACTION_BITS,
-                "fraction bits f of the fixed-point encoding",
-                minimum=0,
-                maximum=60,
-            ),  # fmt: skip
-            Option(
-                "fixed_limbs",
-                "int",
-                FIXED_LIMBS,
-                "digits L per value of the fixed-point encoding",
-                minimum=1,
-                maximum=8,
-            ),  # fmt: skip
-            shared.missing(),
-            *engine,
-        ),
-        checks=(shared.search_engine_problem,),
-    )
-
-
-FEDCI_PC_OPTIONS = _options("pc")
-FEDCI_FCI_OPTIONS = _options("fci")
 
 
 def secure_support(options: Mapping[str, Any]) -> str | None:
