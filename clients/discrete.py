@@ -16,7 +16,7 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.fci import FCIResult, fci
-from fedcausal_flwr.discovery.layerwise import prune_level
+from fedcausal_flwr.discovery.layerwise import prune_depth
 from fedcausal_flwr.discovery.pc import PCResult, pc
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.knowledge import Knowledge
@@ -80,7 +80,7 @@ class DiscreteClient(ProtocolClient):
             )
         oracle = self._oracle(request)
         level = int(request.level)
-        skeleton = prune_level(oracle, adjacency, level, float(request.alpha))
+        skeleton = prune_depth(oracle, adjacency, level, float(request.alpha))
         rows = [(x, y, s) for (x, y), sets in sorted(skeleton.sepsets.items()) for s in sets]
         kept = skeleton.adjacency.astype(np.uint8)
         return [kept, encode_queries(rows)], ComputedTests(oracle.n_computed)

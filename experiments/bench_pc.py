@@ -81,7 +81,7 @@ def bench_network(name: str, samples: int, seed: int, alpha: float, repeats: int
                 "cl_s": cl_s,
                 "ratio": ours_s / cl_s,
                 "tests": oracle.n_computed,
-                "levels": len(result.skeleton.levels),
+                "levels": len(result.skeleton.depths),
                 "batches": oracle.n_batches,
                 "edges": result.graph.n_edges(),
                 "equal": result.graph == cl_graph,

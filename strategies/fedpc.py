@@ -135,7 +135,7 @@ CI_MODES = ("exact", "sketch")
 DEFAULT_MAX_SERVER_CELLS = 2**27
 #: Budget cells per test a level may hold before it is asked in batches (a test is a few hundred
 #: bytes on the server): max_server_cells 2**27 gives 2**21 tests at a time.
-LEVEL_BATCH_CELLS = 64
+DEPTH_BATCH_CELLS = 64
 
 
 def _options(algorithm: str) -> OptionSet:
@@ -277,13 +277,13 @@ class FedPCStrategy(MethodStrategy):
                 self.name, self.levels, self.options.ci == "exact"
             )
         # a level's tests held at once: bounded by the server's budget like its tables
-        level_batch = max(1, self.options.max_server_cells // LEVEL_BATCH_CELLS)
+        depth_batch = max(1, self.options.max_server_cells // DEPTH_BATCH_CELLS)
         engine = pc_steps if self.algorithm == "pc" else fci_steps
         steps = engine(
             variables,
             self.options.alpha,
             self.options.max_depth,
-            level_batch=level_batch,
+            depth_batch=depth_batch,
             **self.engine_options,
         )
         self.runner = StepRunner(with_cache(steps, self.cache))
@@ -592,8 +592,8 @@ class FedPCStrategy(MethodStrategy):
         return {
             "graph": result.graph,
             "variables": list(result.graph.names),
-            "levels": [lv["level"] for lv in skeleton.levels],
-            "pc_levels": len(skeleton.levels),
+            "levels": [lv["level"] for lv in skeleton.depths],
+            "pc_levels": len(skeleton.depths),
             "constant_columns": list(self.constant),
             **self.missing_report(self.options.missing),
             **search_evidence(result),

@@ -278,7 +278,7 @@ def test_candidate_sets_follow_max_depth():
         oracle.batches = []
         result = pc(oracle, 0.05, max_depth=depth, uc_rule=rule)
         extra = oracle.batches[-1]  # the candidate-set batch, after the skeleton's levels
-        assert len(oracle.batches) == len(result.skeleton.levels) + 1
+        assert len(oracle.batches) == len(result.skeleton.depths) + 1
         largest = max(len(s) for _, _, s in extra)
         if depth is None:
             assert largest > 2

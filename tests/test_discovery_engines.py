@@ -40,7 +40,7 @@ def test_pc_with_dseparation_oracle_returns_true_cpdag(name):
     result = pc(oracle, alpha=0.5)
     assert result.graph == dag_to_cpdag(dag)
     # one oracle batch per skeleton level: a federated run needs one round per level
-    assert oracle.n_batches == len(result.skeleton.levels)
+    assert oracle.n_batches == len(result.skeleton.depths)
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_collider_rules_run_and_conservative_leaves_ambiguity_unoriented():
         assert np.array_equal(result.graph.adjacency(), base.graph.adjacency())
         if rule in ("conservative", "majority"):
             assert result.extra_tests > 0
-            assert oracle.n_batches == len(result.skeleton.levels) + 1
+            assert oracle.n_batches == len(result.skeleton.depths) + 1
             # Sachs has ambiguous triples under both rules (7 and 3), so the loop below runs
             assert result.colliders.ambiguous, rule
             assert set(result.colliders.ambiguous) == expected[rule], rule
@@ -210,7 +210,7 @@ def test_max_depth_caps_conditioning_sets():
     names = padded_names(data.shape[1])
     oracle = DiscreteOracle(data, data.max(axis=0) + 1, names)
     result = pc(oracle, alpha=0.05, max_depth=1)
-    assert [lv["level"] for lv in result.skeleton.levels] == [0, 1]
+    assert [lv["level"] for lv in result.skeleton.depths] == [0, 1]
     assert max(len(q[2]) for q in oracle.cache) == 1
 
 

@@ -53,7 +53,7 @@ def test_exact_fedpc_equals_pooled_pc(alarm, alarm_pooled_pc, k):
     result = run_method("fedpc", part.clients, {"alpha": 0.05, "test": "chi2"}, backend="inprocess")
     assert result.graph == alarm_pooled_pc.graph
     levels = result.extra["pc_levels"]
-    assert levels == len(alarm_pooled_pc.skeleton.levels)
+    assert levels == len(alarm_pooled_pc.skeleton.depths)
     assert result.rounds <= levels + 2  # hello + one round per PC level
     assert 0 < result.extra["tests"] <= alarm_pooled_pc.n_tests
     # only tables leave a client: summed dense vectors, or the nonzero cells of a batch whose

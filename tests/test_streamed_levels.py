@@ -1,4 +1,4 @@
-"""A level with more tests than ``level_batch`` is asked in batches generated as they are sent:
+"""A level with more tests than ``depth_batch`` is asked in batches generated as they are sent:
 the same skeleton, separating sets, p-values, graph and test counts as the level asked at once,
 in-process and federated; its batches are fresh (a cache keeps none of their answers)."""
 
@@ -11,7 +11,7 @@ from fedcausal_flwr.data import Schema, load_network
 from fedcausal_flwr.discovery.driver import with_cache
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.discovery.skeleton import FreshQueries, level_queries, level_size
+from fedcausal_flwr.discovery.skeleton import FreshQueries, depth_queries, depth_size
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.stats.oracles import DiscreteOracle
@@ -26,7 +26,7 @@ def oracle_of(network: str, rows: int, seed: int = 1) -> DiscreteOracle:
 
 def skeleton_record(found) -> tuple:
     s = found.skeleton
-    return (s.adjacency.tolist(), s.sepsets, s.max_pvalue, s.removed_at, s.levels)
+    return (s.adjacency.tolist(), s.sepsets, s.max_pvalue, s.removed_at, s.depths)
 
 
 @pytest.mark.parametrize("network", ["alarm", "insurance"])
@@ -34,7 +34,7 @@ def skeleton_record(found) -> tuple:
 def test_a_streamed_level_equals_the_level_asked_at_once(network, batch):
     oracle = oracle_of(network, 2000)
     whole = pc(oracle, 0.05)
-    streamed = pc(oracle, 0.05, level_batch=batch)
+    streamed = pc(oracle, 0.05, depth_batch=batch)
     assert streamed.graph == whole.graph
     assert skeleton_record(streamed) == skeleton_record(whole)
     assert whole.skeleton.n_tests > 400  # the largest batch streams some levels, not all
@@ -44,10 +44,10 @@ def test_streaming_keeps_required_edges_and_fci_graphs():
     oracle = oracle_of("alarm", 2000)
     names = oracle.variables
     knowledge = Knowledge(required=[(names[0], names[5])], forbidden=[(names[1], names[2])])
-    assert skeleton_record(pc(oracle, 0.05, knowledge=knowledge, level_batch=5)) == skeleton_record(
+    assert skeleton_record(pc(oracle, 0.05, knowledge=knowledge, depth_batch=5)) == skeleton_record(
         pc(oracle, 0.05, knowledge=knowledge)
     )
-    assert fci(oracle, 0.05, level_batch=11).graph == fci(oracle, 0.05).graph
+    assert fci(oracle, 0.05, depth_batch=11).graph == fci(oracle, 0.05).graph
 
 
 def test_level_size_counts_what_level_queries_lists():
@@ -58,10 +58,10 @@ def test_level_size_counts_what_level_queries_lists():
     keep = np.zeros_like(adjacency)
     keep[0, 3] = keep[3, 0] = True
     for level in range(4):
-        listed = level_queries(adjacency, level)
-        assert level_size(adjacency, level) == len(listed)
+        listed = depth_queries(adjacency, level)
+        assert depth_size(adjacency, level) == len(listed)
         kept = [q for q in listed if not keep[q[0], q[1]]]
-        assert level_size(adjacency, level, keep) == len(kept)
+        assert depth_size(adjacency, level, keep) == len(kept)
 
 
 def test_a_cache_passes_fresh_batches_through_and_keeps_the_others():
@@ -95,7 +95,7 @@ def test_fedpc_streams_a_level_over_its_server_budget_and_learns_the_pooled_grap
 
 def _reference_order(adjacency, level, keep):
     """The tests of a level, each once, in the order a cache first meets them (the definition
-    level_rows vectorises)."""
+    depth_rows vectorises)."""
     from itertools import combinations
 
     neighbours = [np.flatnonzero(row).tolist() for row in adjacency]
@@ -116,7 +116,7 @@ def _reference_order(adjacency, level, keep):
 
 @pytest.mark.parametrize("batch", [1, 3, 50, 10_000])
 def test_level_rows_list_each_test_once_in_the_order_a_cache_meets_them(batch):
-    from fedcausal_flwr.discovery.skeleton import _exact_batches, level_rows
+    from fedcausal_flwr.discovery.skeleton import _exact_batches, depth_rows
 
     rng = np.random.default_rng(batch)
     for _ in range(20):
@@ -127,7 +127,7 @@ def test_level_rows_list_each_test_once_in_the_order_a_cache_meets_them(batch):
         keep[0, n - 1] = keep[n - 1, 0] = True
         for level in range(4):
             for kept in (None, keep):
-                batches = list(_exact_batches(level_rows(adjacency, level, kept, batch), batch))
+                batches = list(_exact_batches(depth_rows(adjacency, level, kept, batch), batch))
                 listed = [q for rows in batches for q in FreshQueries(rows)]
                 assert listed == _reference_order(adjacency, level, kept)
                 assert all(len(rows) == batch for rows in batches[:-1])

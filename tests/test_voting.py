@@ -15,7 +15,7 @@ from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.clients.voting import VotingClient
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.discovery.fci import fci
-from fedcausal_flwr.discovery.layerwise import prune_level
+from fedcausal_flwr.discovery.layerwise import prune_depth
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
@@ -165,9 +165,9 @@ def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
     }
     assert result.extra["sepsets"] == expected
     assert [lv["level"] for lv in result.extra["layers"]] == [
-        lv["level"] for lv in alarm_pc.skeleton.levels
+        lv["level"] for lv in alarm_pc.skeleton.depths
     ]
-    assert result.rounds == 1 + len(alarm_pc.skeleton.levels)  # hello + one round per layer
+    assert result.rounds == 1 + len(alarm_pc.skeleton.depths)  # hello + one round per layer
 
 
 def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
@@ -213,7 +213,7 @@ def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
     expected = Graph.from_causallearn(oriented.G.graph, names, "CPDAG")
     assert np.any(expected.marks == ARROW)
     assert result.graph == expected
-    assert result.rounds == 1 + len(alarm_pc.skeleton.levels) + 1
+    assert result.rounds == 1 + len(alarm_pc.skeleton.depths) + 1
     assert [e["kind"] for e in result.ledger][-1] == "pvalues"
 
 
@@ -442,14 +442,14 @@ def test_bad_options_and_data_are_clear_errors():
 def test_prune_level_is_one_level_of_the_pc_skeleton(alarm_oracle, alarm_pc):
     """The client step, level by level, equals PC-stable written out independently."""
     adjacency = ~np.eye(alarm_oracle.n_vars, dtype=bool)
-    for level in range(len(alarm_pc.skeleton.levels)):
-        pruned = prune_level(alarm_oracle, adjacency, level, 0.05).adjacency
+    for level in range(len(alarm_pc.skeleton.depths)):
+        pruned = prune_depth(alarm_oracle, adjacency, level, 0.05).adjacency
         expected = pc_stable_level(alarm_oracle, adjacency, level)
         assert np.array_equal(pruned, expected), level
         assert level > 2 or np.any(adjacency & ~pruned)  # levels 0-2 remove edges
         adjacency = pruned
     with pytest.raises(ValueError, match="symmetric"):
-        prune_level(alarm_oracle, np.ones((3, 3), dtype=bool), 0, 0.05)
+        prune_depth(alarm_oracle, np.ones((3, 3), dtype=bool), 0, 0.05)
 
 
 # ============================================================================ Ray engine

@@ -34,7 +34,7 @@ def with_cache(steps: Steps[R], cache: dict[Query, float]) -> Steps[R]:
     """Wrap ``steps`` so only queries missing from ``cache`` are yielded (distinct, normalised).
 
     A batch answered entirely from the cache costs no round. ``cache`` is filled as answers arrive,
-    except for a :class:`~.skeleton.FreshQueries` batch (a streamed level), which passes through.
+    except for a :class:`~.skeleton.FreshQueries` batch (a streamed depth), which passes through.
     """
     try:
         batch = next(steps)

@@ -1,7 +1,7 @@
 """FCI over a batched CI oracle: adjacency search, R0, Possible-D-Sep, then the FCI rules.
 
 The defaults reproduce causal-learn 0.1.4.8's ``fci(data, test, alpha)``: the PC-stable adjacency
-search (its ``fas``, same as our skeleton phase), R0 with the union of the removal level's
+search (its ``fas``, same as our skeleton phase), R0 with the union of the removal depth's
 separating sets, the sequential Possible-D-Sep phase, R0 again, then its rule loop in which R4
 runs two extra CI tests per discriminating path. Those extra tests are asked through
 :func:`~.driver.replay`, so a federated run pays one round per batch of them.
@@ -64,11 +64,11 @@ def fci_steps(
     rules: Literal["causallearn", "zhang"] = "zhang",
     initial: np.ndarray | None = None,
     knowledge: Knowledge | KnowledgeMatrix | None = None,
-    level_batch: int | None = None,
+    depth_batch: int | None = None,
 ):
-    """Generator: skeleton level batches, Possible-D-Sep batches, then R4's test batches. A
-    skeleton level of more than ``level_batch`` tests is asked in batches
-    (:func:`~.skeleton.skeleton_steps`; a later phase asks such a level's tests again).
+    """Generator: skeleton depth batches, Possible-D-Sep batches, then R4's test batches. A
+    skeleton depth of more than ``depth_batch`` tests is asked in batches
+    (:func:`~.skeleton.skeleton_steps`; a later phase asks such a depth's tests again).
 
     ``knowledge`` (Zhang's rules only): pairs forbidden both ways are never tested, required
     edges never tested nor removed (Possible-D-Sep included), and its marks
@@ -92,7 +92,7 @@ def fci_steps(
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
     sepset_rule = "causallearn" if rules == "causallearn" else "standard"
     skeleton = yield from skeleton_steps(
-        len(variables), alpha, max_depth, initial, keep=keep, level_batch=level_batch
+        len(variables), alpha, max_depth, initial, keep=keep, depth_batch=depth_batch
     )
     sepsets: MutableMapping = copy_sepsets(skeleton.sepsets)
     applied: dict[str, list] = {}

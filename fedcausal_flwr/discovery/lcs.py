@@ -2,7 +2,7 @@
 
 :func:`lcs_search` is a generator over the local structures of some target variables: it yields
 one request per round, a :class:`PruneRequest` (a PCsimple layer for several variables, FLSke) or a
-:class:`SepsetRequest` (one level of the consistent separating-set search for several pairs), and
+:class:`SepsetRequest` (one depth of the consistent separating-set search for several pairs), and
 returns every target's :class:`LocalStructure` plus the shared :class:`Knowledge` (PC sets and
 separating-set decisions, shared by all targets). A federation answers a request with votes and
 separating-set choices over its clients (:mod:`~fedcausal_flwr.discovery.sepset_choice`;
@@ -48,7 +48,7 @@ from fedcausal_flwr.stats.batch_oracle import CIOracle
 SEP_STOPS = ("after_found", "first_empty", "first_found")
 EDGE_RULES = ("and", "or")
 Pair = tuple[int, int]
-PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, level)
+PruneJob = tuple[int, tuple[int, ...], int]  # (variable, candidates, depth)
 
 
 # ============================================================================ options and state
@@ -99,7 +99,7 @@ class PruneRequest:
 
 @dataclass(frozen=True)
 class SepsetRequest:
-    """One level of the consistent separating-set search for several pairs."""
+    """One depth of the consistent separating-set search for several pairs."""
 
     jobs: list[SepsetJob]
 
@@ -155,7 +155,7 @@ def lcs_search(n_vars: int, targets: Sequence[int], options: LCSOptions) -> LCSS
     """Generator: yields requests (one round each), returns per-target structures + knowledge.
 
     A :class:`PruneRequest` is answered with the kept candidates per job (list of tuples), a
-    :class:`SepsetRequest` with the level's best ``(set, p, client)`` per job or ``None``.
+    :class:`SepsetRequest` with the depth's best ``(set, p, client)`` per job or ``None``.
     """
     for t in targets:
         if not 0 <= t < n_vars:
@@ -189,19 +189,19 @@ def lcs_search(n_vars: int, targets: Sequence[int], options: LCSOptions) -> LCSS
 def _flske(n_vars: int, variables: list[int], kb: Knowledge, options: LCSOptions):
     """Batched FLSke: every variable's layer l in the same request."""
     cpc = {v: tuple(u for u in range(n_vars) if u != v) for v in variables}
-    level = dict.fromkeys(variables, 0)
+    depth = dict.fromkeys(variables, 0)
     active = [v for v in variables if len(cpc[v]) > 0 and options.max_level >= 0]
     for v in variables:
         kb.layers[v] = []
     while active:
-        jobs = [(v, cpc[v], level[v]) for v in active]
+        jobs = [(v, cpc[v], depth[v]) for v in active]
         kept = yield PruneRequest(jobs)
         still = []
         for (v, before, lv), now in zip(jobs, kept, strict=True):
             now = tuple(now)
             removed = [u for u in before if u not in now]
             kb.layers[v].append({"level": lv, "candidates": len(before), "removed": removed})
-            cpc[v], level[v] = now, lv + 1
+            cpc[v], depth[v] = now, lv + 1
             unchanged = options.stop_unchanged and lv >= 1 and not removed
             if not unchanged and len(now) > lv + 1 and lv + 1 <= options.max_level:
                 still.append(v)
@@ -210,15 +210,15 @@ def _flske(n_vars: int, variables: list[int], kb: Knowledge, options: LCSOptions
 
 
 def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, options: LCSOptions):
-    """Batched consistent separating-set search, one level per request; each answer is a level's
+    """Batched consistent separating-set search, one depth per request; each answer is a depth's
     (choice or None, every subset found independent)."""
     best: dict[Pair, dict | None] = dict.fromkeys((p for p, _ in pairs), None)
     found: dict[Pair, list[tuple[int, ...]]] = {p: [] for p, _ in pairs}
     pools = dict(pairs)
-    level = dict.fromkeys(pools, 0)
+    depth = dict.fromkeys(pools, 0)
     active = list(pools)
     while active:
-        jobs = [(a, b, pools[(a, b)], level[(a, b)]) for a, b in active]
+        jobs = [(a, b, pools[(a, b)], depth[(a, b)]) for a, b in active]
         answers = yield SepsetRequest(jobs)
         still = []
         for (a, b, pool, lv), (answer, independent) in zip(jobs, answers, strict=True):
@@ -237,7 +237,7 @@ def _sepset_search(pairs: list[tuple[Pair, tuple[int, ...]]], kb: Knowledge, opt
                 if options.sep_stop == "first_found":
                     continue
             if lv + 1 <= min(options.sep_depth, len(pool)):
-                level[key] = lv + 1
+                depth[key] = lv + 1
                 still.append(key)
         active = still
     for key, choice in best.items():
@@ -358,7 +358,7 @@ def _orient(kb: Knowledge, known: set[int], examined: set[Pair]) -> tuple[list[i
 
 def _deciding_sets(kb: Knowledge, choice: dict) -> list[tuple[int, ...]]:
     """The sets that decide a pair's triples: the chosen one (``standard``), or every set found
-    independent at the searched levels (the chosen one among them)."""
+    independent at the searched depths (the chosen one among them)."""
     return [choice["set"]] if kb.collider_rule == "standard" else choice["independent"]
 
 
@@ -431,8 +431,8 @@ def _reaches(marks: np.ndarray, start: int, goal: int) -> bool:
 # ============================================================================ answering
 def sepset_queries(job: SepsetJob) -> list[tuple[int, int, tuple[int, ...]]]:
     """The tests of one separating-set job, in ``itertools.combinations`` order."""
-    a, b, pool, level = job
-    return [(a, b, z) for z in combinations(pool, level)]
+    a, b, pool, depth = job
+    return [(a, b, z) for z in combinations(pool, depth)]
 
 
 class _Scan:
@@ -477,17 +477,17 @@ class _PruneJob:
     ``served`` are the open candidates whose next test conditions on no earlier open one.
     """
 
-    def __init__(self, target: int, candidates: tuple[int, ...], level: int, stable: bool):
-        if level < 0:
-            raise ValueError(f"prune job for variable {target}: level {level} is negative")
+    def __init__(self, target: int, candidates: tuple[int, ...], depth: int, stable: bool):
+        if depth < 0:
+            raise ValueError(f"prune job for variable {target}: level {depth} is negative")
         if target in candidates:
             raise ValueError(f"prune job for variable {target} lists it among its candidates")
         if len(set(candidates)) != len(candidates):
             raise ValueError(f"prune job for variable {target} repeats a candidate: {candidates}")
-        self.target, self.level, self.size, self.stable = target, level, len(candidates), stable
+        self.target, self.depth, self.size, self.stable = target, depth, len(candidates), stable
         self.candidates = np.asarray(candidates, dtype=np.int64)
         self.ascending = bool(np.all(np.diff(self.candidates) > 0))
-        total = math.comb(self.size - 1, level) if self.size else 0
+        total = math.comb(self.size - 1, depth) if self.size else 0
         self.scans = [_Scan(total) for _ in range(self.size)]
         self.lookup: np.ndarray | None = None  # variable -> position, -1 if not a candidate
         self.at = [0] * self.size
@@ -499,7 +499,7 @@ class _PruneJob:
         self.served: set[int] = set()
 
     def members(self, x: int, start: int, stop: int) -> np.ndarray:
-        return subset_members(self.size, self.level, x, start, stop)
+        return subset_members(self.size, self.depth, x, start, stop)
 
     def conditioning(self, members: np.ndarray) -> np.ndarray:
         """Conditioning sets given as candidate positions -> their variables, ascending."""
@@ -540,14 +540,14 @@ class _PruneJob:
             if not self.stable and self.removed[:x].any():
                 gone = self.removed.copy()
                 gone[x:] = False  # candidates after x are still in its pool
-            at = first_stop(scan.dependent, self.size, self.level, x, start, gone)
+            at = first_stop(scan.dependent, self.size, self.depth, x, start, gone)
             was_removed, was_open = self.removed[x], self.open[x]
             settled = at < len(scan.known) and scan.known[at]
             self.removed[x] = settled and at < scan.total
             self.open[x] = at < scan.total and not settled
             row: tuple[int, ...] = ()
             if at < scan.total:
-                subset = combination_rows(self.size - 1, self.level, at, at + 1)[0].tolist()
+                subset = combination_rows(self.size - 1, self.depth, at, at + 1)[0].tolist()
                 row = tuple(u + (u >= x) for u in subset)
             self.at[x] = at
             if self.stable:
@@ -606,13 +606,13 @@ def answer_prune(
     Each candidate's scan is an array over its subsets (:func:`first_stop`), redone only when
     its tests or its pool changed (:class:`_PruneJob`), so a pass costs work per change rather
     than Python work per subset, and only fetched tests become query tuples; a fetched test is
-    recorded in every job that scans the same pair and level.
+    recorded in every job that scans the same pair and depth.
     """
     prunes = [_PruneJob(int(v), tuple(int(u) for u in cpc), int(lv), stable) for v, cpc, lv in jobs]
     by_pair: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
     for j, job in enumerate(prunes):
         for x, u in enumerate(job.candidates.tolist()):
-            by_pair.setdefault((min(u, job.target), max(u, job.target), job.level), []).append(
+            by_pair.setdefault((min(u, job.target), max(u, job.target), job.depth), []).append(
                 (j, x)
             )
     for slots in by_pair.values():

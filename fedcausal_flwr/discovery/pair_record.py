@@ -1,9 +1,9 @@
 """A dict keyed by variable pairs whose bulk is two arrays.
 
-The skeleton search records, per tested pair, its largest p-value, the level that removed it and
-its separating sets. On wide data level 0 alone tests millions of pairs; held as a dict that is
+The skeleton search records, per tested pair, its largest p-value, the depth that removed it and
+its separating sets. On wide data depth 0 alone tests millions of pairs; held as a dict that is
 millions of tuples and objects, built and read one at a time. A :class:`PairRecord` keeps such a
-level as sorted pair codes with their values (or one shared value), and anything else in a dict:
+depth as sorted pair codes with their values (or one shared value), and anything else in a dict:
 it reads, writes, iterates and compares like a dict, while vectorised readers take the arrays
 (:meth:`PairRecord.arrays`).
 """
@@ -24,7 +24,7 @@ class PairRecord(MutableMapping[Pair, Any]):
     """Values by pair ``(x, y)``; a bulk of pairs may be held as arrays (:meth:`set_bulk`).
 
     Iteration runs over the bulk in pair order, then the other keys as inserted (the order a dict
-    filled level by level has). A bulk value is made when read (``shared`` builds it, e.g. a fresh
+    filled depth by depth has). A bulk value is made when read (``shared`` builds it, e.g. a fresh
     ``[()]``), so change a value by assigning it, not in place.
     """
 

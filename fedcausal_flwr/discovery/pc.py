@@ -1,8 +1,8 @@
-"""PC-stable over a batched CI oracle: skeleton level by level, then colliders and Meek's rules.
+"""PC-stable over a batched CI oracle: skeleton depth by depth, then colliders and Meek's rules.
 
 The defaults reproduce causal-learn 0.1.4.8's ``pc(data, alpha, test, stable=True)`` (``uc_rule=0``,
 ``uc_priority=2``): a triple ``x - y - z`` is a collider iff ``y`` is in none of the separating sets
-found at the level that removed ``x - z``; a collider is skipped if ``y --> x`` or ``y --> z`` is
+found at the depth that removed ``x - z``; a collider is skipped if ``y --> x`` or ``y --> z`` is
 already oriented; Meek's R1-R3 run in causal-learn's order with its cycle check.
 
 ``collider_rule="standard"`` uses the first separating set only (textbook PC).
@@ -19,10 +19,10 @@ for definiteMaxP); ``uc_rule`` 1 (maxP) and 2 (definiteMaxP, followed by causal-
 separating set of the unshielded triples: one more batch after the skeleton (subsets of at most
 ``max_depth`` variables when a cap is set; causal-learn's own caps only the skeleton).
 
-``stable=False`` is causal-learn's order-dependent PC: within a level, x's tests run in index
+``stable=False`` is causal-learn's order-dependent PC: within a depth, x's tests run in index
 order on the live graph, so an edge removed for x changes the neighbours of later nodes. Every
-test such a level can ask is among the PC-stable level's tests (adjacency only shrinks), so the
-level is still one batch; the answers are then read in causal-learn's order.
+test such a depth can ask is among the PC-stable depth's tests (adjacency only shrinks), so the
+depth is still one batch; the answers are then read in causal-learn's order.
 """
 
 from __future__ import annotations
@@ -123,11 +123,11 @@ def pc_steps(
     uc_priority: int = 2,
     stable: bool = True,
     knowledge: Knowledge | KnowledgeMatrix | None = None,
-    level_batch: int | None = None,
+    depth_batch: int | None = None,
 ):
-    """Generator: the skeleton's level batches, then one batch for the collider rules that read
-    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2). A level of more
-    than ``level_batch`` tests is asked in batches (:func:`~.skeleton.skeleton_steps`).
+    """Generator: the skeleton's depth batches, then one batch for the collider rules that read
+    more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2). A depth of more
+    than ``depth_batch`` tests is asked in batches (:func:`~.skeleton.skeleton_steps`).
 
     ``knowledge`` (:mod:`~fedcausal_flwr.graphs.knowledge`): pairs forbidden both ways are never
     tested, required edges never tested nor removed, the edges it orients are oriented before the
@@ -156,7 +156,7 @@ def pc_steps(
         start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
     skeleton = yield from skeleton_steps(
-        len(variables), alpha, max_depth, initial, stable, keep, level_batch
+        len(variables), alpha, max_depth, initial, stable, keep, depth_batch
     )
     sepsets = copy_sepsets(skeleton.sepsets)
     extra = 0
@@ -244,7 +244,7 @@ def knowledge_report(result: PCResult | FCIResult) -> dict[str, list[list[str]]]
 
 def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
     """Each tested pair's deciding p-value, by name: the largest p over the sets it was tested
-    on. A ``removed`` pair ``[x, y, p, level]``: the p that removed it (p > alpha) and its level
+    on. A ``removed`` pair ``[x, y, p, depth]``: the p that removed it (p > alpha) and its depth
     (``"possible-dsep"`` for FCI's Possible-D-Sep phase); a ``kept`` edge ``[x, y, p]``: its
     weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
     tested (background knowledge) are in neither."""
@@ -258,13 +258,13 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
     pairs, pvalues, _ = sorted_entries(largest)
     a, b = pairs[:, 0], pairs[:, 1]
     adjacent = result.graph.adjacency()[a, b]
-    levels_at, levels, _ = sorted_entries(skeleton.removed_at)
+    depths_at, depths, _ = sorted_entries(skeleton.removed_at)
     n = len(names)
-    where = np.searchsorted(levels_at[:, 0] * n + levels_at[:, 1], a * n + b)
-    where = np.minimum(where, max(len(levels) - 1, 0))
+    where = np.searchsorted(depths_at[:, 0] * n + depths_at[:, 1], a * n + b)
+    where = np.minimum(where, max(len(depths) - 1, 0))
     found = (
-        (levels_at[where, 0] == a) & (levels_at[where, 1] == b)
-        if len(levels)
+        (depths_at[where, 0] == a) & (depths_at[where, 1] == b)
+        if len(depths)
         else np.zeros(len(a), dtype=bool)
     )
     kept_at, removed_at = np.flatnonzero(adjacent), np.flatnonzero(~adjacent)
@@ -274,17 +274,17 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
             names[a[kept_at]].tolist(), names[b[kept_at]].tolist(), kept_at.tolist(), strict=True
         )
     ]
-    level_of = [
-        levels[w] if f else "possible-dsep"
+    depth_of = [
+        depths[w] if f else "possible-dsep"
         for w, f in zip(where[removed_at].tolist(), found[removed_at].tolist(), strict=True)
     ]
     removed = [
-        [x, y, pvalues[i], level]
-        for x, y, i, level in zip(
+        [x, y, pvalues[i], depth]
+        for x, y, i, depth in zip(
             names[a[removed_at]].tolist(),
             names[b[removed_at]].tolist(),
             removed_at.tolist(),
-            level_of,
+            depth_of,
             strict=True,
         )
     ]
@@ -303,7 +303,7 @@ def _named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[lis
     named = np.array(names, dtype=object)
     firsts, seconds = named[pairs[:, 0]].tolist(), named[pairs[:, 1]].tolist()
     keys = [f"{x}|{y}" for x, y in zip(firsts, seconds, strict=True)]
-    empty = shared.any() and values[int(np.argmax(shared))] == [()]  # level 0's shared value
+    empty = shared.any() and values[int(np.argmax(shared))] == [()]  # depth 0's shared value
     out: list[list[list[str]]] = [[[]] for _ in range(len(values))]
     for i in np.flatnonzero(~shared).tolist() if empty else range(len(values)):
         out[i] = [[names[v] for v in s] for s in values[i]]

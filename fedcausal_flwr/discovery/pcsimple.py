@@ -10,7 +10,7 @@ used in later conditioning sets of the same layer), as in the FedLCS paper's Tab
 a superset at the layer start (on-the-fly pools only shrink), so a layer is **one batch**: the
 superset is asked, then the layer is replayed sequentially against the answers.
 
-The search stops when ``|CPC| <= l`` or after ``max_level``.
+The search stops when ``|CPC| <= l`` or after ``max_depth``.
 
 :func:`apply_layer` replays a layer one test at a time; :func:`first_stop` is the same scan of one
 candidate as array work over its subsets (indexed in combination order by
@@ -29,7 +29,7 @@ import numpy as np
 
 from fedcausal_flwr.stats.batch_oracle import Query, normalise_query
 
-#: Combination tables up to this many entries (rows x level) are kept in memory.
+#: Combination tables up to this many entries (rows x depth) are kept in memory.
 COMBINATION_CACHE_ENTRIES = 1 << 22
 
 
@@ -42,26 +42,26 @@ class LocalSkeleton:
     pc: list[int]
     sepsets: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removed_at: dict[int, int] = field(default_factory=dict)
-    layers: list[dict] = field(default_factory=list)  # {"level", "tests", "removed"}
+    layers: list[dict] = field(default_factory=list)  # {"depth", "tests", "removed"}
 
     @property
     def n_tests(self) -> int:
         return sum(lv["tests"] for lv in self.layers)
 
 
-def layer_queries(target: int, candidates: Sequence[int], level: int) -> list[Query]:
-    """All tests layer ``level`` may need (the superset when the pool shrinks on the fly)."""
+def layer_queries(target: int, candidates: Sequence[int], depth: int) -> list[Query]:
+    """All tests layer ``depth`` may need (the superset when the pool shrinks on the fly)."""
     out: list[Query] = []
     for x in candidates:
         others = [v for v in candidates if v != x]
-        out.extend(normalise_query(x, target, z) for z in combinations(others, level))
+        out.extend(normalise_query(x, target, z) for z in combinations(others, depth))
     return list(dict.fromkeys(out))
 
 
 def apply_layer(
     target: int,
     candidates: Sequence[int],
-    level: int,
+    depth: int,
     pvalue: Callable[[Query], float],
     alpha: float,
     stable: bool = False,
@@ -75,7 +75,7 @@ def apply_layer(
     found: dict[int, tuple[int, ...]] = {}
     for x in candidates:
         pool = [v for v in (candidates if stable else current) if v != x]
-        for z in combinations(pool, level):
+        for z in combinations(pool, depth):
             if pvalue(normalise_query(x, target, z)) > alpha:
                 found[x] = tuple(z)
                 current.remove(x)
@@ -135,17 +135,17 @@ def combination_ranks(rows: np.ndarray, n: int) -> np.ndarray:
     return comb(n, k) - 1 - mirror.sum(axis=1, dtype=np.int64)
 
 
-def subset_members(n_candidates: int, level: int, x: int, start: int, stop: int) -> np.ndarray:
+def subset_members(n_candidates: int, depth: int, x: int, start: int, stop: int) -> np.ndarray:
     """Candidate positions of the conditioning sets ``start:stop`` of candidate ``x``'s scan
-    (the ``level``-subsets of the other candidates, in combination order)."""
-    rows = combination_rows(n_candidates - 1, level, start, stop)
+    (the ``depth``-subsets of the other candidates, in combination order)."""
+    rows = combination_rows(n_candidates - 1, depth, start, stop)
     return rows + (rows >= x)
 
 
 def first_stop(
     dependent: np.ndarray,
     n_candidates: int,
-    level: int,
+    depth: int,
     x: int,
     start: int,
     gone: np.ndarray | None,
@@ -158,14 +158,14 @@ def first_stop(
     over. Returns the index of the first other subset (unknown, or independent), or the number
     of subsets if there is none. Every subset before ``start`` must be known dependent or gone.
     """
-    total = comb(n_candidates - 1, level)
+    total = comb(n_candidates - 1, depth)
     known_end = min(len(dependent), total)
     lo = start
     while lo < total:
         hi = known_end if lo < known_end else min(total, lo + chunk)
         stops = np.ones(hi - lo, dtype=bool) if lo >= known_end else ~dependent[lo:hi]
         if gone is not None:
-            stops &= ~gone[subset_members(n_candidates, level, x, lo, hi)].any(axis=1)
+            stops &= ~gone[subset_members(n_candidates, depth, x, lo, hi)].any(axis=1)
         hit = int(np.argmax(stops))
         if stops[hit]:
             return lo + hit
@@ -179,7 +179,7 @@ def pcsimple_steps(
     n_vars: int,
     target: int,
     alpha: float,
-    max_level: int = 3,
+    max_depth: int = 3,
     stable: bool = False,
     candidates: Sequence[int] | None = None,
 ):
@@ -190,16 +190,16 @@ def pcsimple_steps(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     cpc = sorted(v for v in (range(n_vars) if candidates is None else candidates) if v != target)
     result = LocalSkeleton(target=target, pc=cpc)
-    level = 0
-    while len(cpc) > level and level <= max_level:
-        queries = layer_queries(target, cpc, level)
+    depth = 0
+    while len(cpc) > depth and depth <= max_depth:
+        queries = layer_queries(target, cpc, depth)
         pvalues = yield queries
         answers = dict(zip(queries, (float(p) for p in pvalues), strict=True))
-        kept, found = apply_layer(target, cpc, level, answers.__getitem__, alpha, stable)
+        kept, found = apply_layer(target, cpc, depth, answers.__getitem__, alpha, stable)
         result.sepsets.update(found)
-        result.removed_at.update(dict.fromkeys(found, level))
-        result.layers.append({"level": level, "tests": len(queries), "removed": len(found)})
+        result.removed_at.update(dict.fromkeys(found, depth))
+        result.layers.append({"level": depth, "tests": len(queries), "removed": len(found)})
         cpc = kept
-        level += 1
+        depth += 1
     result.pc = cpc
     return result

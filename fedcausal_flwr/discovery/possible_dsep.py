@@ -66,13 +66,13 @@ def possible_dsep(graph: Graph, x: int, y: int, max_path_length: int = -1) -> li
     previous: dict[int, set[int]] = {}
     visited: set[tuple[int, int]] = set()
     queue: deque[tuple[int, int]] = deque()
-    level_end: tuple[int, int] | None = None
+    depth_end: tuple[int, int] | None = None
     for b in map(int, np.flatnonzero(adjacent[x])):
         if b == y:
             continue
         edge = (x, b)
-        if level_end is None:
-            level_end = edge
+        if depth_end is None:
+            depth_end = edge
         queue.append(edge)
         visited.add(edge)
         previous.setdefault(x, set()).add(b)
@@ -80,8 +80,8 @@ def possible_dsep(graph: Graph, x: int, y: int, max_path_length: int = -1) -> li
     distance = 0
     while queue:
         t = queue.popleft()
-        if level_end == t:
-            level_end = None
+        if depth_end == t:
+            depth_end = None
             distance += 1
             if distance > limit:
                 break
@@ -101,8 +101,8 @@ def possible_dsep(graph: Graph, x: int, y: int, max_path_length: int = -1) -> li
                     continue
                 visited.add(u)
                 queue.append(u)
-                if level_end is None:
-                    level_end = u
+                if depth_end is None:
+                    depth_end = u
     dsep.discard(x)
     dsep.discard(y)
     return sorted(dsep, reverse=True)

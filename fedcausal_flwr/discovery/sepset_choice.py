@@ -1,4 +1,4 @@
-"""How FedLCS's server chooses a level's separating set from its clients' p-values (``sep_rule``).
+"""How FedLCS's server chooses a depth's separating set from its clients' p-values (``sep_rule``).
 
 Each rule reads one job's ``clients x subsets`` block (subsets in ``itertools.combinations`` order,
 clients in partition order) and returns the chosen subset's column, a client position and the
@@ -15,7 +15,7 @@ import numpy as np
 from scipy.stats import chi2
 
 SEP_RULES = ("votes", "max_p", "fisher")
-SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, level)
+SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, depth)
 # (set, p, client position[, votes]): votes (clients that found the set) rank before p
 SepChoice = tuple[tuple[int, ...], float, int] | tuple[tuple[int, ...], float, int, int]
 
@@ -122,7 +122,7 @@ def choose_sepsets(
     rule: str = "max_p",
     need: int = 1,
 ) -> list[SepChoice | None]:
-    """Per job, the level's separating set from a ``clients x tests`` matrix by ``rule``:
+    """Per job, the depth's separating set from a ``clients x tests`` matrix by ``rule``:
     ``max_p`` (the paper's: largest p over subsets x clients, :func:`max_pvalue_choice`),
     ``votes`` (:func:`vote_choice`, ``need`` clients) or ``fisher`` (:func:`fisher_choice`).
     With one client all three choose the same set."""

@@ -1,26 +1,26 @@
-"""PC-stable adjacency search, one batch of CI tests per level.
+"""PC-stable adjacency search, one batch of CI tests per depth.
 
-At level ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S``
-of size ``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole level (PC-stable,
+At depth ``l`` every still-adjacent ordered pair ``(x, y)`` is tested given every subset ``S``
+of size ``l`` of ``adj(x) \\ {y}``, with adjacency sets frozen for the whole depth (PC-stable,
 Colombo and Maathuis 2014). All those tests form one batch, so a federated run spends one round
-per level. An edge is removed at the end of the level if any of its tests says independent
+per depth. An edge is removed at the end of the depth if any of its tests says independent
 (``p > alpha``).
 
-Because the whole level is tested anyway, *every* separating set of the removal level is
+Because the whole depth is tested anyway, *every* separating set of the removal depth is
 recorded, from x's side first, then y's (x < y), each side in ``itertools.combinations`` order.
 This is what the collider rules need: the standard rule reads the first set, causal-learn's rule
 reads all of them (``y`` is a collider iff it is in none), the majority/conservative rules count
 them.
 
-A level with more tests than ``level_batch`` (PC-stable) is asked in batches of that many distinct
-tests, generated as they are sent (:func:`streamed_level`): its tests are never all in memory,
+A depth with more tests than ``depth_batch`` (PC-stable) is asked in batches of that many distinct
+tests, generated as they are sent (:func:`streamed_depth`): its tests are never all in memory,
 nor their p-values, only each pair's largest p-value and the separating sets found. Such a batch
 is :class:`FreshQueries`: distinct, normalised and never asked before, held as int64 rows, so a
 p-value cache passes it through without keeping its answers (a later phase that reads one of them
-asks again). A streamed level 0 (wide data: millions of pairs) keeps its records as arrays
+asks again). A streamed depth 0 (wide data: millions of pairs) keeps its records as arrays
 (:class:`~.pair_record.PairRecord`), read by the orientation and the result without listing them.
 
-``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_level_
+``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_depth_
 sequential`): nodes in index order, each with its neighbours fixed when its turn comes, an edge
 removed at the first independence with that set recorded. The outcome depends on the column order.
 """
@@ -47,15 +47,15 @@ class Skeleton:
     """Outcome of an adjacency search."""
 
     adjacency: np.ndarray  # bool (p, p), symmetric
-    # dicts, or PairRecords when a streamed level 0 recorded its pairs as arrays
+    # dicts, or PairRecords when a streamed depth 0 recorded its pairs as arrays
     sepsets: MutableMapping[Pair, list[tuple[int, ...]]] = field(default_factory=dict)
     removed_at: MutableMapping[Pair, int] = field(default_factory=dict)
     max_pvalue: MutableMapping[Pair, float] = field(default_factory=dict)
-    levels: list[dict] = field(default_factory=list)  # {"level", "tests", "removed"} per batch
+    depths: list[dict] = field(default_factory=list)  # {"depth", "tests", "removed"} per batch
 
     @property
     def n_tests(self) -> int:
-        return sum(lv["tests"] for lv in self.levels)
+        return sum(lv["tests"] for lv in self.depths)
 
     def first_sepset(self, x: int, y: int) -> tuple[int, ...] | None:
         sets = self.sepsets.get(pair_key(x, y))
@@ -77,25 +77,25 @@ def keep_largest(largest: MutableMapping[Pair, float], key: Pair, p: float) -> N
         largest[key] = float(p)
 
 
-def level_queries(adjacency: np.ndarray, level: int) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Every ``(x, y, S)`` PC-stable asks at ``level``, in causal-learn's order (x, then y, then
+def depth_queries(adjacency: np.ndarray, depth: int) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Every ``(x, y, S)`` PC-stable asks at ``depth``, in causal-learn's order (x, then y, then
     S)."""
     out: list[tuple[int, int, tuple[int, ...]]] = []
     for x, row in enumerate(adjacency):
         nx = np.flatnonzero(row).tolist()
-        if len(nx) - 1 < level:
+        if len(nx) - 1 < depth:
             continue
-        if level == 0:
+        if depth == 0:
             out.extend((x, y, ()) for y in nx)
             continue
         for i, y in enumerate(nx):
-            out.extend((x, y, s) for s in combinations(nx[:i] + nx[i + 1 :], level))
+            out.extend((x, y, s) for s in combinations(nx[:i] + nx[i + 1 :], depth))
     return out
 
 
-#: Tests of one level above which PC-stable asks the level in batches of this many distinct
-#: tests (:func:`streamed_level`).
-LEVEL_BATCH = 2**21
+#: Tests of one depth above which PC-stable asks the depth in batches of this many distinct
+#: tests (:func:`streamed_depth`).
+DEPTH_BATCH = 2**21
 
 
 class FreshQueries(Sequence[Query]):
@@ -122,12 +122,12 @@ class FreshQueries(Sequence[Query]):
         return iter(rows_to_queries(self.rows))
 
 
-def level_size(adjacency: np.ndarray, level: int, keep: np.ndarray | None = None) -> int:
-    """How many ``(x, y, S)`` :func:`level_queries` would list (pairs of ``keep`` left out),
+def depth_size(adjacency: np.ndarray, depth: int, keep: np.ndarray | None = None) -> int:
+    """How many ``(x, y, S)`` :func:`depth_queries` would list (pairs of ``keep`` left out),
     counted without listing them."""
     degree = adjacency.sum(axis=1)
     asked = degree if keep is None else (adjacency & ~keep).sum(axis=1)
-    return sum(int(a) * comb(int(d) - 1, level) for a, d in zip(asked, degree, strict=True) if d)
+    return sum(int(a) * comb(int(d) - 1, depth) for a, d in zip(asked, degree, strict=True) if d)
 
 
 def skeleton_steps(
@@ -137,19 +137,19 @@ def skeleton_steps(
     initial: np.ndarray | None = None,
     stable: bool = True,
     keep: np.ndarray | None = None,
-    level_batch: int | None = None,
+    depth_batch: int | None = None,
 ):
-    """Generator: yields one batch of queries per level, returns a :class:`Skeleton`.
+    """Generator: yields one batch of queries per depth, returns a :class:`Skeleton`.
 
     ``initial`` (bool p x p) restricts the search to a given undirected graph; ``max_depth`` caps
     the conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's
     PC); the pairs of ``keep`` (bool p x p, symmetric: required edges) are never tested. A
-    PC-stable level of more than ``level_batch`` tests (default :data:`LEVEL_BATCH`) is asked
-    in batches of at most that many (:func:`streamed_level`).
+    PC-stable depth of more than ``depth_batch`` tests (default :data:`LEVEL_BATCH`) is asked
+    in batches of at most that many (:func:`streamed_depth`).
     """
-    batch = LEVEL_BATCH if level_batch is None else int(level_batch)
+    batch = DEPTH_BATCH if depth_batch is None else int(depth_batch)
     if batch < 1:
-        raise ValueError(f"level_batch must be at least 1, got {level_batch}")
+        raise ValueError(f"depth_batch must be at least 1, got {depth_batch}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if initial is None:
@@ -160,26 +160,26 @@ def skeleton_steps(
             raise ValueError(f"initial adjacency must be a symmetric {n_vars}x{n_vars} matrix")
         np.fill_diagonal(adjacency, False)
     result = Skeleton(adjacency=adjacency)
-    level = -1
-    while adjacency.sum(axis=1).max(initial=0) - 1 > level:
-        level += 1
-        if max_depth is not None and level > max_depth:
+    depth = -1
+    while adjacency.sum(axis=1).max(initial=0) - 1 > depth:
+        depth += 1
+        if max_depth is not None and depth > max_depth:
             break
-        tests = level_size(adjacency, level, keep)
+        tests = depth_size(adjacency, depth, keep)
         if not tests:
             continue
         if stable and tests > batch:
-            removed = yield from streamed_level(result, adjacency, level, alpha, keep, batch)
+            removed = yield from streamed_depth(result, adjacency, depth, alpha, keep, batch)
         else:
-            queries = level_queries(adjacency, level)
+            queries = depth_queries(adjacency, depth)
             if keep is not None:
                 queries = [q for q in queries if not keep[q[0], q[1]]]
             pvalues = np.asarray((yield queries), dtype=float)
             if stable:
-                removed = apply_level(result, queries, pvalues, alpha, level)
+                removed = apply_depth(result, queries, pvalues, alpha, depth)
             else:
-                removed = apply_level_sequential(
-                    result, adjacency, queries, pvalues, alpha, level, keep
+                removed = apply_depth_sequential(
+                    result, adjacency, queries, pvalues, alpha, depth, keep
                 )
         if isinstance(removed, np.ndarray):
             adjacency[removed[:, 0], removed[:, 1]] = False
@@ -187,15 +187,15 @@ def skeleton_steps(
         else:
             for x, y in removed:
                 adjacency[x, y] = adjacency[y, x] = False
-        result.levels.append({"level": level, "tests": tests, "removed": len(removed)})
+        result.depths.append({"level": depth, "tests": tests, "removed": len(removed)})
     result.adjacency = adjacency
     return result
 
 
-def apply_level(
-    result: Skeleton, queries: list[Query], pvalues: np.ndarray, alpha: float, level: int
+def apply_depth(
+    result: Skeleton, queries: list[Query], pvalues: np.ndarray, alpha: float, depth: int
 ) -> list[Pair]:
-    """Record p-values and separating sets of one level; return the pairs to remove."""
+    """Record p-values and separating sets of one depth; return the pairs to remove."""
     removed: dict[Pair, None] = {}
     for (x, y, s), p in zip(queries, np.asarray(pvalues, dtype=float).tolist(), strict=True):
         key = pair_key(x, y)
@@ -203,7 +203,7 @@ def apply_level(
         if p > alpha:
             removed[key] = None
             result.sepsets.setdefault(key, []).append(tuple(sorted(s)))
-            result.removed_at[key] = level
+            result.removed_at[key] = depth
     # Queries come lower endpoint's side first; a set found from both sides is kept once.
     for key in removed:
         sets = result.sepsets[key]
@@ -211,28 +211,28 @@ def apply_level(
     return list(removed)
 
 
-def streamed_level(
+def streamed_depth(
     result: Skeleton,
     adjacency: np.ndarray,
-    level: int,
+    depth: int,
     alpha: float,
     keep: np.ndarray | None,
     batch: int,
 ):
-    """Generator: one PC-stable level asked in :class:`FreshQueries` batches of ``batch`` tests
+    """Generator: one PC-stable depth asked in :class:`FreshQueries` batches of ``batch`` tests
     (the last may hold fewer); returns the pairs to remove as a (k, 2) array and records what
-    :func:`apply_level` records.
+    :func:`apply_depth` records.
 
-    The tests are those of :func:`level_queries`, each once, in the order a cache would first
-    meet them (:func:`level_rows`). Kept per level: each pair's largest p-value and the sets with
-    ``p > alpha``; a removed pair's separating sets are then listed as :func:`apply_level` lists
-    them (``x``'s side first, then ``y``'s, each once). Level 0 on an empty record is recorded as
+    The tests are those of :func:`depth_queries`, each once, in the order a cache would first
+    meet them (:func:`depth_rows`). Kept per depth: each pair's largest p-value and the sets with
+    ``p > alpha``; a removed pair's separating sets are then listed as :func:`apply_depth` lists
+    them (``x``'s side first, then ``y``'s, each once). Depth 0 on an empty record is recorded as
     arrays (:class:`~.pair_record.PairRecord`): wide data removes millions of pairs there."""
     n = adjacency.shape[0]
     best_codes, best_p = np.zeros(0, dtype=np.int64), np.zeros(0)
     found_codes: list[np.ndarray] = []
     found_sets: list[np.ndarray] = []
-    for rows in _exact_batches(level_rows(adjacency, level, keep, batch), batch):
+    for rows in _exact_batches(depth_rows(adjacency, depth, keep, batch), batch):
         pvalues = np.asarray((yield FreshQueries(rows)), dtype=float)
         codes = rows[:, 0] * n + rows[:, 1]
         best_codes, best_p = _largest_per_pair(
@@ -242,13 +242,13 @@ def streamed_level(
         found_codes.append(codes[hit])
         found_sets.append(rows[hit, 2:])
     codes = np.concatenate(found_codes) if found_codes else np.zeros(0, dtype=np.int64)
-    sets = np.concatenate(found_sets) if found_sets else np.zeros((0, level), dtype=np.int64)
-    removed_codes = np.sort(codes)  # distinct at level 0; a pair's sets repeat it above
+    sets = np.concatenate(found_sets) if found_sets else np.zeros((0, depth), dtype=np.int64)
+    removed_codes = np.sort(codes)  # distinct at depth 0; a pair's sets repeat it above
     if removed_codes.size:
         removed_codes = removed_codes[np.r_[True, removed_codes[1:] != removed_codes[:-1]]]
     removed = np.stack((removed_codes // n, removed_codes % n), axis=1)
     fresh = not (result.max_pvalue or result.sepsets or result.removed_at)
-    if level == 0 and fresh:
+    if depth == 0 and fresh:
         result.max_pvalue = PairRecord(n)
         result.max_pvalue.set_bulk(np.stack((best_codes // n, best_codes % n), axis=1), best_p)
         result.sepsets = PairRecord(n)
@@ -272,12 +272,12 @@ def streamed_level(
         from_x = [s for s in found if adjacency[x, list(s)].all()]
         from_y = [s for s in found if not adjacency[x, list(s)].all()]
         result.sepsets[(x, y)] = from_x + from_y
-        result.removed_at[(x, y)] = level
+        result.removed_at[(x, y)] = depth
     return removed
 
 
 def _no_set() -> list[tuple[int, ...]]:
-    """The separating sets of a pair removed at level 0: the empty set."""
+    """The separating sets of a pair removed at depth 0: the empty set."""
     return [()]
 
 
@@ -302,41 +302,41 @@ def _combinations(pool: int, size: int) -> np.ndarray:
     return out.reshape(-1, size)
 
 
-def level_rows(
-    adjacency: np.ndarray, level: int, keep: np.ndarray | None, batch: int
+def depth_rows(
+    adjacency: np.ndarray, depth: int, keep: np.ndarray | None, batch: int
 ) -> Iterator[np.ndarray]:
-    """The distinct tests of a PC-stable level as int64 blocks of rows ``[x, y, S...]`` (each at
+    """The distinct tests of a PC-stable depth as int64 blocks of rows ``[x, y, S...]`` (each at
     most about ``batch`` rows), in the order a cache would first meet them: ``x`` ascending,
     then ``y``, then ``S``; ``(x, y, S)`` with ``y < x`` was asked from ``y``'s side unless ``S``
     is not in ``adj(y)``, and is then written ``(y, x, S)``. Pairs of ``keep`` are left out."""
     for x in range(adjacency.shape[0]):
         near = np.flatnonzero(adjacency[x])
-        if near.size - 1 < level:
+        if near.size - 1 < depth:
             continue
         asked = np.arange(near.size)
         if keep is not None:
             asked = asked[~keep[x, near]]
-        if level == 0:
+        if depth == 0:
             ys = near[asked]
             ys = ys[ys > x]  # the empty set is in every adj(y): y < x asked it first
             if ys.size:
                 yield np.stack((np.full_like(ys, x), ys), axis=1)
             continue
-        n_sets = comb(near.size - 1, level)
+        n_sets = comb(near.size - 1, depth)
         if n_sets > batch:  # one y's sets alone exceed a batch: listed in slices
             for position in asked.tolist():
                 y = int(near[position])
-                pool = combinations(np.delete(near, position).tolist(), level)
+                pool = combinations(np.delete(near, position).tolist(), depth)
                 while chunk := list(islice(pool, batch)):
                     yield _oriented(adjacency, x, np.full(len(chunk), y), np.array(chunk))
             continue
-        subsets = _combinations(near.size - 1, level)
+        subsets = _combinations(near.size - 1, depth)
         span = np.arange(near.size - 1)
         step = max(1, batch // n_sets)
         for start in range(0, asked.size, step):
             positions = asked[start : start + step]
             others = span[None, :] + (span[None, :] >= positions[:, None])  # near without y
-            given = near[others[:, subsets]].reshape(-1, level)
+            given = near[others[:, subsets]].reshape(-1, depth)
             ys = np.repeat(near[positions], n_sets)
             yield _oriented(adjacency, x, ys, given)
 
@@ -371,16 +371,16 @@ def _exact_batches(blocks: Iterator[np.ndarray], batch: int) -> Iterator[np.ndar
         yield np.concatenate(held)
 
 
-def apply_level_sequential(
+def apply_depth_sequential(
     result: Skeleton,
     adjacency: np.ndarray,
     queries: list[Query],
     pvalues: np.ndarray,
     alpha: float,
-    level: int,
+    depth: int,
     keep: np.ndarray | None = None,
 ) -> list[Pair]:
-    """causal-learn's ``stable=False`` level from the PC-stable level's answers: x ascending, x's
+    """causal-learn's ``stable=False`` depth from the PC-stable depth's answers: x ascending, x's
     neighbours taken when its turn comes (edges it removes stay in its conditioning pool, as in
     causal-learn), each edge removed at its first independent set; pairs of ``keep`` (required
     edges) are not tested."""
@@ -393,14 +393,14 @@ def apply_level_sequential(
             if keep is not None and keep[x, y]:
                 continue
             others = [v for v in nx if v != y]
-            for s in combinations(others, level):
+            for s in combinations(others, depth):
                 p = answer[normalise(x, y, s)]
                 key = pair_key(x, y)
                 keep_largest(result.max_pvalue, key, p)
                 if p > alpha:
                     live[x, y] = live[y, x] = False
                     result.sepsets[key] = [tuple(sorted(s))]
-                    result.removed_at[key] = level
+                    result.removed_at[key] = depth
                     removed.append(key)
                     break
     return removed
