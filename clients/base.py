@@ -17,7 +17,7 @@ vector with ``|value| <= C`` (checked here, before anything is sent). The built-
 reports the partition id, row count, columns, dtypes, level sets and a fingerprint of the data (a
 hash that identifies it for reproducibility and reveals nothing else).
 
-A client built by its method's registration (``MethodSpec.client``: every door builds clients
+A client built by its method's registration (``MethodSpec.client``: every entry point builds clients
 there) carries a :class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`: it answers only the
 actions its method declares with a disclosure class, and at a site only what the site's policy
 allows, and logs each reply and refusal in the site's audit log. A client built by hand (a unit
@@ -241,7 +241,9 @@ class ProtocolClient(NumPyClient):
         try:
             report = frame_report(self.data, self.partition_id, cap)
         except InputError as err:  # the server names the client: the rest of the message
-            detail = InputError(err.problem, column=err.column, fix=err.fix, door=err.door)
+            detail = InputError(
+                err.problem, column=err.column, fix=err.fix, entry_point=err.entry_point
+            )
             raise ProtocolError(self.partition_id, str(detail)) from None
         if self.guard is None:
             return [], report

@@ -97,7 +97,7 @@ def run(
         sep=sep,
         keep_index=keep_index,
         truth=truth,
-        door="python",
+        entry_point="python",
     )
 
 
@@ -137,7 +137,7 @@ def execute(
     sep: str | None = None,
     keep_index: bool = False,
     truth: Graph | str | Path | None = None,
-    door: str = "python",
+    entry_point: str = "python",
     expect_fingerprint: str | None = None,
     source: Mapping[str, Any] | None = None,
     announce: Callable[[str], None] | None = None,
@@ -145,12 +145,12 @@ def execute(
     with_truth: Callable[[Result, Graph | None], None] | None = None,
     on_result: Callable[[Result], None] | None = None,
 ) -> Result:
-    """The body of every single-run door: settings and options as typed on ``door``.
+    """The body of every single-run entry_point: settings and options as typed on ``entry_point``.
 
     ``files``: one CSV per client, client ``k`` reading ``files[k]``, read and checked by
     :func:`~fedcausal_flwr.data.csv_input.read_client_csv` (``sep``: the delimiter, sniffed if
     ``None``; ``keep_index``: keep an index-like first column as a variable); recorded in the
-    result for :func:`rerun`. Every door's data then passes the server's input check
+    result for :func:`rerun`. Every entry point's data then passes the server's input check
     (:func:`check_frames`) before a backend starts.
     ``expect_fingerprint``: a re-run's recorded data fingerprint; other data is an error.
     ``source``: where in-memory ``data`` came from, for the result's provenance.
@@ -164,22 +164,22 @@ def execute(
     started = time.perf_counter()
     spec = get_method(method)
     with_data = data is not None or files is not None
-    settings = resolve_settings(settings_raw, with_data=with_data, door=door)
+    settings = resolve_settings(settings_raw, with_data=with_data, entry_point=entry_point)
     options = spec.resolve(
-        spec.seeded(options_raw, settings["seed"]), door
+        spec.seeded(options_raw, settings["seed"]), entry_point
     )  # fail on a bad option before reading any data
-    check_secure(spec, options, settings["secure"], door)
+    check_secure(spec, options, settings["secure"], entry_point)
     dag: Graph | None = None
     if files is None and (sep is not None or keep_index):
         reading = (("sep", sep), ("keep_index", keep_index))
-        given = " and ".join(setting_text(k, v, door) for k, v in reading if v)
+        given = " and ".join(setting_text(k, v, entry_point) for k, v in reading if v)
         raise OptionError(f"{given}: only for data read from files")
     if files is not None:
         frames = read_client_files(
             list(files),
             sep=sep,
             keep_index=keep_index,
-            door=door,
+            entry_point=entry_point,
             allow_missing=options.get("missing", "error") != "error",
         )
         provenance: dict[str, Any] = {
@@ -207,7 +207,7 @@ def execute(
         }
     if not frames:
         raise OptionError("no client data: give at least one frame or file")
-    check_frames(spec, options, frames, files, door)
+    check_frames(spec, options, frames, files, entry_point)
     if expect_fingerprint is not None and not matches_recorded(frames, expect_fingerprint):
         raise OptionError(
             f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
@@ -237,7 +237,7 @@ def execute(
         backend=settings["backend"],
         secure=settings["secure"],
         min_clients=settings["min_clients"],
-        door=door,
+        entry_point=entry_point,
         data=provenance,
         progress=progress,
         ray_address=settings["ray_address"],
@@ -259,14 +259,14 @@ def check_frames(
     options: Mapping[str, Any],
     frames: Sequence[pd.DataFrame],
     files: Sequence[str | Path] | None,
-    door: str,
+    entry_point: str,
 ) -> None:
     """The input check the server runs after hello, run on the frames before a backend starts
     (a Ray run fails in a second, not after Ray's start-up): the same reports, the same needs."""
     for k, frame in enumerate(frames):
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"client {k}: expected a pandas DataFrame, got {type(frame).__name__}")
-    strategy = spec.new_strategy(options, door)
+    strategy = spec.new_strategy(options, entry_point)
     names = None if files is None else {k: Path(f).name for k, f in enumerate(files)}
     info = {}
     for k, frame in enumerate(frames):
@@ -275,14 +275,14 @@ def check_frames(
         except InputError as error:  # a value no test can use: name the client's file
             if names is not None and error.file is None:
                 error.file = names.get(k)
-            raise error.in_door(door) from None
+            raise error.in_entry_point(entry_point) from None
     check_client_inputs(
         info,
         strategy.input_needs(),
         method=spec.name,
         min_sites=spec.min_sites,
         files=names,
-        door=door,
+        entry_point=entry_point,
     )
 
 
@@ -350,6 +350,6 @@ def rerun(result: Result | str | Path, **overrides: Any) -> Result:
         files=args["files"],
         **(args["reading"] if args["files"] is not None else {}),
         truth=truth,
-        door="python",
+        entry_point="python",
         expect_fingerprint=args["fingerprint"],
     )

@@ -211,7 +211,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
             spec.run_options,
             data=part,
             truth=dag,
-            door="spec",
+            entry_point="spec",
             source=source,
             on_result=finished.append,
         )
@@ -475,7 +475,7 @@ def compare(
 ) -> Study:
     """Run (or resume) a comparison sweep, then write results.csv, the summary and the plots.
 
-    ``samples``, ``partition`` and ``backend`` default as on every door
+    ``samples``, ``partition`` and ``backend`` default as on every entry point
     (:data:`~fedcausal_flwr.settings.RUN_SETTINGS`). ``options`` apply to every method that
     declares them (e.g. ``{"alpha": 0.01}``; ``warn`` hears about the others); a method spec's
     own options override them. ``graph_run``: the key of the run whose learned graph is drawn

@@ -1,22 +1,22 @@
-"""Declared options: each method states its options once, and every door reads the declaration.
+"""Declared options: each method states its options once, and every entry point reads them.
 
-A *door* is a place where a user sets an option, and each spells option names its own way:
+An *entry point* is a place where a user sets an option, and each spells option names its own way:
 
-==========  ============================================  ===================
-door        where                                         spelling
-==========  ============================================  ===================
-``python``  ``fedcausal_flwr.run(..., max_depth=3)``      ``max_depth``
-``cli``     ``fedcausal-flwr run ... --max-depth 3``      ``--max-depth``
-``spec``    ``compare --methods fedpc:max_depth=3``       ``max_depth``
-``config``  ``flwr run ... --run-config "options='max-depth=3'"``  ``max-depth``
-==========  ============================================  ===================
+===========  ============================================  ===================
+entry point  where                                         spelling
+===========  ============================================  ===================
+``python``   ``fedcausal_flwr.run(..., max_depth=3)``      ``max_depth``
+``cli``      ``fedcausal-flwr run ... --max-depth 3``      ``--max-depth``
+``spec``     ``compare --methods fedpc:max_depth=3``       ``max_depth``
+``config``   ``flwr run ... --run-config "options='max-depth=3'"``  ``max-depth``
+===========  ============================================  ===================
 
 :meth:`OptionSet.resolve` turns what a user typed into the complete, typed option values
 (defaults included): strings from the command line and the run config are converted by the
 declared type, one boolean rule holds everywhere (``true/false``, ``1/0``, ``yes/no``, ``on/off``),
 an unknown name fails with the closest valid one and the valid list, and every error names the
-option as the user wrote it on that door. Resolving resolved values again returns them unchanged,
-so a strategy can resolve its input whoever built it.
+option as the user wrote it on that entry point. Resolving resolved values again returns them
+unchanged, so a strategy can resolve its input whoever built it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 F = TypeVar("F", bound=Callable[..., Any])
-DOORS = ("python", "cli", "spec", "config")
+ENTRY_POINTS = ("python", "cli", "spec", "config")
 KINDS = ("int", "float", "bool", "str")
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
@@ -58,20 +58,22 @@ def canonical(name: str) -> str:
     return str(name).strip().lstrip("-").replace("-", "_")
 
 
-def spell(name: str, door: str) -> str:
-    """How ``door`` writes the option ``name``."""
-    if door == "cli":
+def spell(name: str, entry_point: str) -> str:
+    """How ``entry_point`` writes the option ``name``."""
+    if entry_point == "cli":
         return "--" + name.replace("_", "-")
-    if door == "config":
+    if entry_point == "config":
         return name.replace("_", "-")
-    if door in ("python", "spec"):
+    if entry_point in ("python", "spec"):
         return name
-    raise ValueError(f"unknown door {door!r}; expected one of {DOORS}")
+    raise ValueError(f"unknown entry point {entry_point!r}; expected one of {ENTRY_POINTS}")
 
 
 def seed_option(help: str) -> Option:
-    """A method's ``seed`` (the doors set it to the run's seed unless the user sets it)."""
-    return Option("seed", "int", 0, help + " (the doors set it to the run's seed)", minimum=0)
+    """A method's ``seed`` (the entry points set it to the run's seed unless the user sets it)."""
+    return Option(
+        "seed", "int", 0, help + " (the entry points set it to the run's seed)", minimum=0
+    )
 
 
 def show_value(value: Any) -> str:
@@ -83,13 +85,14 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
-def say(name: str, value: Any, door: str) -> str:
-    """An option setting written the door's way: ``--test chi2``, ``test='chi2'``, ``test=chi2``."""
-    if door == "cli":
-        return f"{spell(name, door)} {show_value(value)}"
-    if door == "python":
+def say(name: str, value: Any, entry_point: str) -> str:
+    """An option setting written the entry point's way: ``--test chi2``, ``test='chi2'``,
+    ``test=chi2``."""
+    if entry_point == "cli":
+        return f"{spell(name, entry_point)} {show_value(value)}"
+    if entry_point == "python":
         return f"{name}={value!r}"
-    return f"{spell(name, door)}={show_value(value)}"
+    return f"{spell(name, entry_point)}={show_value(value)}"
 
 
 def parse_bool(value: Any) -> bool:
@@ -247,14 +250,14 @@ def _parse_float(value: Any) -> float:
     return number
 
 
-#: A cross-option rule: ``check(values, door) -> message or None``; the message names options
-#: with :func:`say` / :func:`spell` for the door.
+#: A cross-option rule: ``check(values, entry_point) -> message or None``; the message names options
+#: with :func:`say` / :func:`spell` for the entry point.
 Check = Callable[[Mapping[str, Any], str], "str | None"]
 
 
 @dataclass(frozen=True)
 class OptionSet:
-    """A method's (or a door's) declared options plus cross-option rules."""
+    """A method's (or an entry point's) declared options plus cross-option rules."""
 
     options: tuple[Option, ...] = ()
     checks: tuple[Check, ...] = ()
@@ -314,26 +317,27 @@ class OptionSet:
         raw: Mapping[str, Any] | None,
         *,
         owner: str,
-        door: str = "python",
+        entry_point: str = "python",
     ) -> dict[str, Any]:
         """Every option's typed value (given, else default), checked.
 
-        ``raw`` maps names as typed on ``door`` (``--max-depth``, ``max-depth``, ``max_depth``)
-        to values; ``owner`` names what the options belong to in errors (``method 'fedecd'``).
+        ``raw`` maps names as typed on ``entry_point`` (``--max-depth``, ``max-depth``,
+        ``max_depth``) to values; ``owner`` names what the options belong to in errors
+        (``method 'fedecd'``).
         """
-        if door not in DOORS:
-            raise ValueError(f"unknown door {door!r}; expected one of {DOORS}")
+        if entry_point not in ENTRY_POINTS:
+            raise ValueError(f"unknown entry point {entry_point!r}; expected one of {ENTRY_POINTS}")
         given: dict[str, Any] = {}
         typed_as: dict[str, str] = {}
         for key, value in (raw or {}).items():
             name = canonical(key)
             if name in typed_as:
                 raise OptionError(
-                    f"{owner}: option {spell(name, door)} is given twice "
+                    f"{owner}: option {spell(name, entry_point)} is given twice "
                     f"(as {typed_as[name]!r} and {key!r})"
                 )
             if name not in self.by_name:
-                raise OptionError(self.unknown_message(str(key), owner, door))
+                raise OptionError(self.unknown_message(str(key), owner, entry_point))
             typed_as[name] = str(key)
             given[name] = value
         values: dict[str, Any] = {}
@@ -342,11 +346,15 @@ class OptionSet:
                 try:
                     values[option.name] = option.parse(given[option.name])
                 except ValueError as err:
-                    shown = typed_as[option.name] if door != "cli" else spell(option.name, door)
+                    shown = (
+                        typed_as[option.name]
+                        if entry_point != "cli"
+                        else spell(option.name, entry_point)
+                    )
                     raise OptionError(f"{owner}: option {shown}: {err}") from None
             elif option.required:
                 raise OptionError(
-                    f"{owner} needs option {spell(option.name, door)} ({option.help}; "
+                    f"{owner} needs option {spell(option.name, entry_point)} ({option.help}; "
                     f"{option.describe_type()})"
                 )
             else:
@@ -357,21 +365,21 @@ class OptionSet:
                 continue  # at its default an option changes nothing (resolved values stay valid)
             other, allowed = requirement
             if values[other] not in allowed:
-                wanted = " or ".join(say(other, v, door) for v in allowed)
+                wanted = " or ".join(say(other, v, entry_point) for v in allowed)
                 raise OptionError(
-                    f"{owner}: option {spell(name, door)} applies only with {wanted} "
-                    f"(here {say(other, values[other], door)})"
+                    f"{owner}: option {spell(name, entry_point)} applies only with {wanted} "
+                    f"(here {say(other, values[other], entry_point)})"
                 )
         for check in self.checks:
-            message = check(values, door)
+            message = check(values, entry_point)
             if message:
                 raise OptionError(f"{owner}: {message}")
         return values
 
-    def unknown_message(self, key: str, owner: str, door: str) -> str:
+    def unknown_message(self, key: str, owner: str, entry_point: str) -> str:
         """Unknown option: the owner, the name as typed, the closest valid name, the valid list."""
-        valid = [spell(n, door) for n in self.names]
-        hint = closest(spell(canonical(key), door), valid)
+        valid = [spell(n, entry_point) for n in self.names]
+        hint = closest(spell(canonical(key), entry_point), valid)
         listing = ", ".join(valid) if valid else "none"
         return (
             f"{owner} has no option {key!r}"
@@ -379,11 +387,11 @@ class OptionSet:
             + f"; its options: {listing}"
         )
 
-    def table(self, door: str = "cli") -> list[tuple[str, str, str, str, str]]:
+    def table(self, entry_point: str = "cli") -> list[tuple[str, str, str, str, str]]:
         """Rows ``(name, values, default, help, paper)`` for help texts and documentation."""
         return [
             (
-                spell(o.name, door),
+                spell(o.name, entry_point),
                 o.describe_type(),
                 "(required)" if o.required else show_value(o.default),
                 o.help,
@@ -444,7 +452,7 @@ def parse_spec(spec: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
     """``"fedpc:ci=sketch:alpha=0.01"`` -> ``("fedpc", {"ci": "sketch", "alpha": "0.01"})``.
 
     The syntax of method specs in ``compare`` and of network (``er:d=20``) and partition
-    (``dirichlet:alpha=0.5``) specs on every door. Values stay strings.
+    (``dirichlet:alpha=0.5``) specs on every entry point. Values stay strings.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise OptionError(f"a {what} must be a non-empty string, got {spec!r}")

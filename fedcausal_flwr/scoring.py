@@ -1,4 +1,4 @@
-"""Scoring a result against a ground truth, the same way on every door (Flower-free).
+"""Scoring a result against a ground truth, the same way on every entry point (Flower-free).
 
 One view per column. A result is scored as a whole graph in the common view of what it claims:
 a DAG or CPDAG output as a CPDAG against the true CPDAG (a DAG output is first reduced to its

@@ -1,9 +1,10 @@
-"""Run settings, declared once for every door (Python API, ``run``, ``compare``, ``flwr run``).
+"""Run settings, declared once for every entry point (Python API, ``run``, ``compare``,
+``flwr run``).
 
 Method options belong to a method (:mod:`fedcausal_flwr.options`, declared next to each strategy);
 run settings say what data a run sees and how it runs: the benchmark network and how its sample is
 split, the seed, the backend, dropout tolerance and secure aggregation. Their defaults are the same
-on every door.
+on every entry point.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ RUN_SETTINGS = OptionSet(
 
 
 def resolve_settings(
-    raw: Mapping[str, Any], *, with_data: bool, door: str = "python"
+    raw: Mapping[str, Any], *, with_data: bool, entry_point: str = "python"
 ) -> dict[str, Any]:
     """The run settings from what a user typed; network settings next to data are an error.
 
@@ -113,23 +114,23 @@ def resolve_settings(
     if with_data:
         clash = [k for k in NETWORK_SETTINGS if k in given]
         if clash:
-            data = "--data" if door == "cli" else "data"
+            data = "--data" if entry_point == "cli" else "data"
             raise OptionError(
-                f"{', '.join(spell(k, door) for k in clash)} "
+                f"{', '.join(spell(k, entry_point) for k in clash)} "
                 f"{'does' if len(clash) == 1 else 'do'} not apply with {data}: the clients are "
-                f"the data given (one {'file' if door == 'cli' else 'frame'} per client)"
+                f"the data given (one {'file' if entry_point == 'cli' else 'frame'} per client)"
             )
     elif "network" not in given:
-        data = "--data" if door == "cli" else "data="
+        data = "--data" if entry_point == "cli" else "data="
         raise OptionError(
-            f"give {spell('network', door)} (a benchmark network or er:d=...) or {data} "
+            f"give {spell('network', entry_point)} (a benchmark network or er:d=...) or {data} "
             "(one client per file)"
         )
-    settings = RUN_SETTINGS.resolve(given, owner="run", door=door)
+    settings = RUN_SETTINGS.resolve(given, owner="run", entry_point=entry_point)
     if settings["ray_address"] is not None and settings["backend"] != "ray":
         raise OptionError(
-            f"{spell('ray_address', door)} {settings['ray_address']} needs "
-            f"{spell('backend', door)} ray (it names the Ray cluster to run on); got "
-            f"{spell('backend', door)} {settings['backend']}"
+            f"{spell('ray_address', entry_point)} {settings['ray_address']} needs "
+            f"{spell('backend', entry_point)} ray (it names the Ray cluster to run on); got "
+            f"{spell('backend', entry_point)} {settings['backend']}"
         )
     return settings

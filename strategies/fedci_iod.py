@@ -239,7 +239,7 @@ class FedCIIODStrategy(glm_tests.FedCIStrategy):
                     "variables per site",
                     client=pid,
                     fix="give the site at least two of the variables, or leave it out",
-                    door=self.door,
+                    entry_point=self.entry_point,
                 )
 
     def _progress(self, line: str) -> None:

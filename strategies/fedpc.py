@@ -561,10 +561,10 @@ class FedPCStrategy(MethodStrategy):
         )
         if err.n < 4:
             fix = Fix("give at least 4 rows, or discretise the columns for {}", (("test", "chi2"),))
-            return InputError(problem, fix=fix, door=self.door)
+            return InputError(problem, fix=fix, entry_point=self.entry_point)
         deepest = (("max_depth", err.n - 4),)
         fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
-        return InputError(problem, fix=fix, door=self.door)
+        return InputError(problem, fix=fix, entry_point=self.entry_point)
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         # A sketch batch restarts from its margins with the survivors, a batch counted in parts

@@ -59,8 +59,8 @@ CI_TESTS = ("fedci", "fisher")
 SCHEMA_FIX = Fix("declare the variable kinds with {}", (("schema", "FILE"),))
 
 
-def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Schema:
-    """Kinds from the hello dtypes, levels as the union (see the module docstring); ``door``
+def schema_from_hello(info: dict[int, ClientInfo], entry_point: str = "python") -> Schema:
+    """Kinds from the hello dtypes, levels as the union (see the module docstring); ``entry_point``
     spells the option of the fix in an error."""
     specs: dict[str, VariableSpec] = {}
     for pid in sorted(info):
@@ -78,7 +78,7 @@ def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Sche
                         client=pid,
                         column=col,
                         fix=SCHEMA_FIX,
-                        door=door,
+                        entry_point=entry_point,
                     )
                 kind = "categorical"
                 # (no levels if another client's column is continuous: the kind check says so)
@@ -89,7 +89,7 @@ def schema_from_hello(info: dict[int, ClientInfo], door: str = "python") -> Sche
                     f"is {kind} at client {pid} but {specs[col].kind} at an earlier client",
                     column=col,
                     fix=SCHEMA_FIX,
-                    door=door,
+                    entry_point=entry_point,
                 )
             specs[col] = VariableSpec(col, kind, levels)
     return Schema(tuple(specs.values()))
@@ -113,7 +113,7 @@ def schema_value(value: Any) -> str:
         raise ValueError(f"not a valid schema: {err}") from None
 
 
-#: fedCI's own options, in the order the doors list them (the search engine's follow)
+#: fedCI's own options, in the order the entry points list them (the search engine's follow)
 GLM_OPTIONS: tuple[Option, ...] = (
     Option(
         "ci",
@@ -257,7 +257,7 @@ class FedCIStrategy(MethodStrategy):
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """The schema: inferred from the reports, or the given one, which must name every column."""
         if self.schema is None:
-            self.schema = schema_from_hello(info, self.door)
+            self.schema = schema_from_hello(info, self.entry_point)
         names = self.schema.names
         for pid in sorted(info):
             unknown = [c for c in info[pid].columns if c not in names]
@@ -266,7 +266,7 @@ class FedCIStrategy(MethodStrategy):
                     f"has columns {unknown} that the schema does not declare",
                     client=pid,
                     fix="declare them in the schema or drop them",
-                    door=self.door,
+                    entry_point=self.entry_point,
                 )
         cap = self.options.max_categories
         for spec in self.schema:

@@ -225,7 +225,7 @@ class NotearsAdmmStrategy(MethodStrategy):
                             "use {} (FedC2SL's map) or {}",
                             (("discrete", "frequency"), ("discrete", "as_numbers")),
                         ),
-                        door=self.door,
+                        entry_point=self.entry_point,
                     )
                 if self.options.discrete == "frequency" and report.levels.get(col) is None:
                     raise InputError(
@@ -236,7 +236,7 @@ class NotearsAdmmStrategy(MethodStrategy):
                         fix=Fix(
                             "code it as decimal numbers, or use {}", (("discrete", "as_numbers"),)
                         ),
-                        door=self.door,
+                        entry_point=self.entry_point,
                     )
 
     def discrete_columns(self) -> list[str]:

@@ -161,14 +161,14 @@ class RFCDStrategy(MethodStrategy):
         prior = self.options.structure_prior
         if prior is not None and not prior < p - 1:
             raise InputError(
-                f"the data have {p} variables, so {spell('structure_prior', self.door)} must be "
-                f"below "
+                f"the data have {p} variables, so "
+                f"{spell('structure_prior', self.entry_point)} must be below "
                 f"{p - 1} (each of the other {p - 1} variables is a parent with probability "
                 f"structure_prior / {p - 1}), but it is {prior:g}",
                 fix=Fix(
                     "set {} (no structure term) or a smaller value", (("structure_prior", None),)
                 ),
-                door=self.door,
+                entry_point=self.entry_point,
             )
 
     @property

@@ -144,13 +144,15 @@ SCORE_KEYS = (
 _TPSS = TPSSOptions()  # the core's defaults, declared once there
 
 
-def _theta_band(values: Mapping[str, Any], door: str) -> str | None:
+def _theta_band(values: Mapping[str, Any], entry_point: str) -> str | None:
     """Theorem 3's band needs ``0 < theta1 < alpha`` and ``0 < theta2 < 1 - alpha``."""
     alpha, theta1, theta2 = values["alpha"], values["theta1"], values["theta2"]
     if not theta1 < alpha:
-        return f"{say('theta1', theta1, door)} must be below {say('alpha', alpha, door)}"
+        return (
+            f"{say('theta1', theta1, entry_point)} must be below {say('alpha', alpha, entry_point)}"
+        )
     if not theta2 < 1 - alpha:
-        return f"{say('theta2', theta2, door)} must be below 1 - alpha = {1 - alpha:g}"
+        return f"{say('theta2', theta2, entry_point)} must be below 1 - alpha = {1 - alpha:g}"
     return None
 
 

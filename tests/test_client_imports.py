@@ -50,7 +50,7 @@ for step, (action, payload, arrays) in enumerate(requests, start=1):
 print(json.dumps({"replies": replies, "modules": sorted(sys.modules)}))
 """
 
-#: the server side and the user-facing doors: nothing a ClientApp answering a message needs
+#: the server side and the user-facing entry points: nothing a ClientApp answering a message needs
 SERVER_SIDE = (
     "fedcausal_flwr.federation.runtime.workflow",
     "fedcausal_flwr.federation.runtime.adapter",

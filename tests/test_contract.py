@@ -1,6 +1,6 @@
-"""One contract per method: declared options read by every door (Python API, `run`, `compare`,
-the `flwr run` apps), the same defaults everywhere, every effective option recorded, the method
-docs generated from the declarations, and nothing we start phoning out."""
+"""One contract per method: declared options read by every entry point (Python API, `run`,
+`compare`, the `flwr run` apps), the same defaults everywhere, every effective option recorded, the
+method docs generated from the declarations, and nothing we start phoning out."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_pyproject_declares_exactly_the_app_settings():
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert config["config"] == flwr_app.DEFAULT_RUN_CONFIG
     # every declared default is a valid value of its setting
-    flwr_app.APP_SETTINGS.resolve(config["config"], owner="pyproject", door="config")
+    flwr_app.APP_SETTINGS.resolve(config["config"], owner="pyproject", entry_point="config")
 
 
 def test_every_method_declares_its_options_and_resolves_its_defaults():

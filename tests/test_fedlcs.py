@@ -14,7 +14,7 @@ from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.stats.oracles import DSeparationOracle, TableOracle
 from fedcausal_flwr.strategies.fedlcs import OPTIONS, make_strategy
 
-#: the rows-per-cell rule every FedLCS door applies by default (a local oracle must match it)
+#: the rows-per-cell rule every FedLCS entry point applies by default (a local oracle must match it)
 DEFAULT_RELIABILITY = OPTIONS["reliability"].default
 
 NAMES = ["A", "B", "C", "E", "F", "T"]

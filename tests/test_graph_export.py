@@ -1,5 +1,5 @@
 """Learned graphs exported to other tools' formats: conventions checked by hand, every file
-format round-trips, and the ``run --draw`` / ``export`` doors."""
+format round-trips, and the ``run --draw`` / ``export`` entry points."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input is one clear error, on every door, for every method.
+"""Bad input is one clear error, on every entry_point, for every method.
 
 Each case the command line once answered with a wrong graph and exit code 0, a traceback, or a
 refusal for the wrong reason, through ``fedcausal-flwr run --data ... --backend inprocess`` for
@@ -428,15 +428,15 @@ def test_the_check_runs_before_any_backend_starts(monkeypatch, sites):
 
 
 def test_the_server_checks_the_hello_reports_too(sites):
-    """A door that skips the API's check (a deployment: each site reads its own file) is
+    """An entry point that skips the API's check (a deployment: each site reads its own file) is
     protected by the same check on the hello reports, before the method's first step."""
     frames, _, _ = sites
     bad = [*frames[:2], frames[2].assign(A=frames[2]["A"].map({0: "no", 1: "yes"}))]
     with pytest.raises(InputError, match="client 2 column 'A' holds text") as caught:
-        run_method("fedpc-vote", bad, door="config")
+        run_method("fedpc-vote", bad, entry_point="config")
     assert caught.value.client == 2 and caught.value.column == "A"
     with pytest.raises(InputError, match="use method=local .* or method=pooled"):
-        run_method("fedpc-vote", frames[:1], door="config")
+        run_method("fedpc-vote", frames[:1], entry_point="config")
 
 
 def test_a_supernode_reads_its_file_with_the_same_reader(tmp_path, sites):
@@ -657,7 +657,7 @@ def test_input_errors_render_for_each_door_and_survive_pickling():
     )
     assert err.render("cli").endswith("use --test fisherz or --keep-index")
     assert err.render("config").endswith("use test=fisherz or data-keep-index=true")
-    assert str(err.in_door("cli")) == err.render("cli") and err.args == (err.render("cli"),)
+    assert str(err.in_entry_point("cli")) == err.render("cli") and err.args == (err.render("cli"),)
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) and again.client == 2 and again.column == "x"
     assert [client_label(2), client_label(2, "c.csv"), client_label(None, "all.csv")] == [

@@ -210,7 +210,7 @@ def test_a_pair_knowledge_removed_leaves_its_triples_undecided():
     )
 
 
-# ------------------------------------------------------------------------------------ the doors
+# ------------------------------------------------------------------------------- the entry points
 ALARM_KNOWLEDGE = "forbidden HR -> CO\nforbidden HISTORY -- CO\nrequired INTUBATION -> SHUNT\n"
 
 

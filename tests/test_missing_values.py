@@ -112,7 +112,7 @@ def test_missing_codes_are_refused_unless_allowed():
         local_tables(codes, cards, [(0, 2, ())])
 
 
-# ------------------------------------------------------------------ FedPC and pooled, every door
+# ------------------------------------------------------------- FedPC and pooled, every entry point
 def holed_sample(rows: int, share: float, seed: int = 0) -> pd.DataFrame:
     """An ALARM sample (level labels) with a ``share`` of its values missing at random."""
     sample = load_network("alarm").sample(rows, seed=seed)
@@ -165,7 +165,7 @@ def test_fedpc_listwise_equals_pc_on_each_clients_complete_rows():
 def test_missing_values_are_refused_by_default_with_the_options_that_help():
     parts = split_iid(holed_sample(300, 0.05), 2, seed=0).clients
     with pytest.raises(InputError) as caught:
-        run_method("fedpc", parts, door="cli")
+        run_method("fedpc", parts, entry_point="cli")
     message = str(caught.value)
     assert message.startswith("client 0 column ") and "missing value" in message
     assert "--missing testwise" in message and "--missing listwise" in message
@@ -243,7 +243,7 @@ def test_fedpc_fisher_z_testwise_equals_pooled_testwise_pc(clients):
 def test_listwise_deletion_that_empties_a_client_is_refused_before_the_run():
     parts = split_iid(holed_sample(400, 0.3), 2, seed=0).clients  # 0.7^37: no complete row
     with pytest.raises(InputError) as caught:
-        run_method("fedpc", parts, {"missing": "listwise"}, door="cli")
+        run_method("fedpc", parts, {"missing": "listwise"}, entry_point="cli")
     message = str(caught.value)
     assert message.startswith("client 0 has no row without a missing value (200 rows)")
     assert message.endswith("(--missing testwise)")

@@ -1,5 +1,6 @@
-"""The option machinery every door shares (Flower-free): types, the boolean rule, ranges, unknown
-names with suggestions, door spellings, requirements between options and idempotent resolution."""
+"""The option machinery every entry point shares (Flower-free): types, the boolean rule, ranges,
+unknown names with suggestions, entry point spellings, requirements between options and idempotent
+resolution."""
 
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ SET = OptionSet(
 )
 
 
-def resolve(raw, door="python"):
-    return SET.resolve(raw, owner="method 'toy'", door=door)
+def resolve(raw, entry_point="python"):
+    return SET.resolve(raw, owner="method 'toy'", entry_point=entry_point)
 
 
 @pytest.mark.parametrize("given", [-1, "-1", None, "none", "None", " NONE "])
@@ -118,13 +119,13 @@ def test_unknown_option_names_method_option_closest_name_and_the_list():
 
 def test_errors_name_the_option_as_written_on_each_door():
     with pytest.raises(OptionError, match="has no option '--alhpa' \\(did you mean --alpha\\?\\)"):
-        resolve({"--alhpa": "0.01"}, door="cli")
+        resolve({"--alhpa": "0.01"}, entry_point="cli")
     with pytest.raises(OptionError, match="option --max-depth: "):
-        resolve({"--max-depth": "x"}, door="cli")
+        resolve({"--max-depth": "x"}, entry_point="cli")
     with pytest.raises(OptionError, match="option max-depth: "):
-        resolve({"max-depth": "x"}, door="config")
+        resolve({"max-depth": "x"}, entry_point="config")
     with pytest.raises(OptionError, match="did you mean sketch-length"):
-        resolve({"sketch-lenght": "3"}, door="config")
+        resolve({"sketch-lenght": "3"}, entry_point="config")
 
 
 def test_an_option_given_twice_in_two_spellings_is_an_error():
@@ -140,14 +141,14 @@ def test_choices_suggest_the_closest_value():
 def test_an_option_that_does_not_apply_is_an_error_not_silence():
     with pytest.raises(OptionError, match="--sketch-length applies only with --ci sketch \\(here "
                        "--ci exact\\)"):  # fmt: skip
-        resolve({"--sketch-length": "20"}, door="cli")
+        resolve({"--sketch-length": "20"}, entry_point="cli")
     assert resolve({"sketch_length": 20, "ci": "sketch"})["sketch_length"] == 20
 
 
 def test_required_options_and_cross_option_checks():
-    def both_or_none(values, door):
+    def both_or_none(values, entry_point):
         if values["a"] and not values["b"]:
-            return f"{say('a', True, door)} needs {spell('b', door)}"
+            return f"{say('a', True, entry_point)} needs {spell('b', entry_point)}"
         return None
 
     spec = OptionSet(
@@ -159,9 +160,9 @@ def test_required_options_and_cross_option_checks():
         checks=(both_or_none,),
     )
     with pytest.raises(OptionError, match="method 'x' needs option --target"):
-        spec.resolve({}, owner="method 'x'", door="cli")
+        spec.resolve({}, owner="method 'x'", entry_point="cli")
     with pytest.raises(OptionError, match="--a true needs --b"):
-        spec.resolve({"target": "T", "a": "yes"}, owner="method 'x'", door="cli")
+        spec.resolve({"target": "T", "a": "yes"}, owner="method 'x'", entry_point="cli")
     assert spec.resolve({"target": "T"}, owner="m")["target"] == "T"
 
 

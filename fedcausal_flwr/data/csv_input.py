@@ -1,4 +1,4 @@
-"""Reading one client's CSV file: every door that reads files reads them here.
+"""Reading one client's CSV file: every entry point that reads files reads them here.
 
 ``pandas.read_csv`` accepts almost anything and turns mistakes into data: a semicolon file becomes
 one column, a saved row index becomes a variable, a repeated name comes back renamed ``C.1``, a
@@ -107,8 +107,8 @@ def _is_number(text: str) -> bool:
 class _File:
     """One client's file while it is read: raises errors that name the client and the file."""
 
-    def __init__(self, path: Path, client: int | None, door: str):
-        self.path, self.client, self.door = path, client, door
+    def __init__(self, path: Path, client: int | None, entry_point: str):
+        self.path, self.client, self.entry_point = path, client, entry_point
 
     def error(self, problem: str, fix: Fix | str | None = None, column: str | None = None):
         return InputError(
@@ -117,7 +117,7 @@ class _File:
             file=self.path.name,
             column=column,
             fix=fix,
-            door=self.door,
+            entry_point=self.entry_point,
         )
 
     def text(self) -> str:
@@ -158,18 +158,18 @@ def read_client_csv(
     sep: str | None = None,
     keep_index: bool = False,
     dtype: Mapping[str, Any] | None = None,
-    door: str = "python",
+    entry_point: str = "python",
     allow_missing: bool = False,
 ) -> pd.DataFrame:
     """Client ``client``'s CSV file as a frame, checked as the module docstring says
     (``client=None``: a file read for no single client, such as a pooled file).
 
     ``sep``: the delimiter (sniffed if ``None``); ``keep_index``: keep an index-like first
-    column as a variable; ``dtype``: pandas dtypes of named columns; ``door``: where the user
+    column as a variable; ``dtype``: pandas dtypes of named columns; ``entry_point``: where the user
     typed the settings, for the spelling of the fixes; ``allow_missing``: missing values are
     read as NaN (for a method whose ``missing`` option deletes them), not refused.
     """
-    source = _File(Path(path), client, door)
+    source = _File(Path(path), client, entry_point)
     text = source.text()
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and lines[0].lstrip().startswith("#"):  # a data value may start with '#'
@@ -348,7 +348,7 @@ def read_client_files(
     sep: str | None = None,
     keep_index: bool = False,
     dtype: Mapping[str, Any] | None = None,
-    door: str = "python",
+    entry_point: str = "python",
     allow_missing: bool = False,
 ) -> list[pd.DataFrame]:
     """One frame per file, client ``k`` reading ``paths[k]`` (see :func:`read_client_csv`)."""
@@ -361,7 +361,7 @@ def read_client_files(
             sep=sep,
             keep_index=keep_index,
             dtype=dtype,
-            door=door,
+            entry_point=entry_point,
             allow_missing=allow_missing,
         )
         for k, path in enumerate(paths)
@@ -381,7 +381,7 @@ def write_site_files(
     folder: str | Path,
     *,
     force: bool = False,
-    door: str = "python",
+    entry_point: str = "python",
     source: str = "the data",
 ) -> tuple[list[Path], Path, list[Path]]:
     """Client ``k``'s frame as ``folder/site<k>.csv`` and ``edges`` as ``folder/truth.csv``
@@ -392,7 +392,7 @@ def write_site_files(
     earlier, larger sample (a ``site*.csv`` glob would read them). Nothing is replaced until every
     file has been written and read back. ``source`` names the data in errors (``network 'x'``)."""
     out = Path(folder)
-    flag, force_flag = spell("out", door), spell("force", door)
+    flag, force_flag = spell("out", entry_point), spell("force", entry_point)
     if out.exists() and not out.is_dir():
         raise OptionError(f"{flag} {folder}: is a file, not a folder")
     names = site_file_names(len(frames))
@@ -417,7 +417,7 @@ def write_site_files(
             written.append(temp)
             frame.to_csv(temp, index=False, lineterminator="\n", encoding="utf-8")
             try:
-                back = read_client_csv(temp, k, door=door)
+                back = read_client_csv(temp, k, entry_point=entry_point)
             except InputError as err:
                 column = "" if err.column is None else f" column {err.column!r}"
                 raise OptionError(

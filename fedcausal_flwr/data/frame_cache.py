@@ -40,7 +40,8 @@ def run_scope() -> Iterator[None]:
 
 
 def one_run(function: Callable[..., T]) -> Callable[..., T]:
-    """``function`` runs in a :func:`run_scope` (a decorator for the doors that start a run)."""
+    """``function`` runs in a :func:`run_scope` (a decorator for the entry points that start a
+    run)."""
 
     @functools.wraps(function)
     def scoped(*args: Any, **kwargs: Any) -> T:

@@ -2,10 +2,10 @@
 
 Input a method cannot use stops the run with an :class:`InputError` before anything is learned.
 It names the client the one way every message does, ``client <partition id>``, followed by
-``(<file name>)`` when the door read the client's data from a file, the column, and a fix. A fix
-may name an option or a run setting; it is written in the spelling of the door the user typed on
-(``--test fisherz`` on the command line, ``test='fisherz'`` in Python, ``test=fisherz`` in a run
-config), so the message says what to type where the user is.
+``(<file name>)`` when the entry point read the client's data from a file, the column, and a fix. A
+fix may name an option or a run setting; it is written in the spelling of the entry point the user
+typed on (``--test fisherz`` on the command line, ``test='fisherz'`` in Python, ``test=fisherz`` in
+a run config), so the message says what to type where the user is.
 
 :func:`frame_report` is what a client says about its data in the built-in ``hello`` round (row
 count, columns, dtypes, level sets, missing values, constant columns, columns a test cannot
@@ -39,43 +39,44 @@ NODE_KEYS = {"sep": "data-sep", "keep_index": "data-keep-index"}
 
 
 def client_label(client: int | None, file: str | None = None) -> str:
-    """``client 2`` or, when the door read a file, ``client 2 (site_c.csv)`` (a file read for
+    """``client 2`` or, when the entry point read a file, ``client 2 (site_c.csv)`` (a file read for
     no single client, e.g. a pooled file split later: ``file pooled.csv``)."""
     if client is None:
         return f"file {file}" if file else "a client"
     return f"client {client} ({file})" if file else f"client {client}"
 
 
-def setting_text(name: str, value: Any, door: str) -> str:
-    """One setting as the user types it on ``door``: ``--test fisherz``, ``test='fisherz'``."""
-    if door == "cli":
+def setting_text(name: str, value: Any, entry_point: str) -> str:
+    """One setting as the user types it on ``entry_point``: ``--test fisherz``,
+    ``test='fisherz'``."""
+    if entry_point == "cli":
         flag = spell(name, "cli")
         if value is True:
             return flag
         shown = "\\t" if value == "\t" else show_value(value)
         return f"{flag} {shlex.quote(shown)}"
-    if door == "python":
+    if entry_point == "python":
         return f"{name}={value!r}"
-    key = NODE_KEYS.get(name, spell(name, "config")) if door == "config" else name
+    key = NODE_KEYS.get(name, spell(name, "config")) if entry_point == "config" else name
     return f"{key}={shlex.quote(show_value(value))}"
 
 
 @dataclass(frozen=True)
 class Fix:
-    """A remedy: ``text`` with one ``{}`` per setting, each filled in the door's spelling."""
+    """A remedy: ``text`` with one ``{}`` per setting, each filled in the entry point's spelling."""
 
     text: str
     settings: tuple[tuple[str, Any], ...] = ()
 
-    def render(self, door: str) -> str:
-        return self.text.format(*(setting_text(n, v, door) for n, v in self.settings))
+    def render(self, entry_point: str) -> str:
+        return self.text.format(*(setting_text(n, v, entry_point) for n, v in self.settings))
 
 
 class InputError(DataError):
     """Client data a method cannot use: the client, the column, the problem and a fix.
 
     ``problem`` is a predicate of the subject (``has 3 missing values``); the message is
-    ``<client> column '<name>' <problem>; <fix>``, with the fix in the spelling of ``door``.
+    ``<client> column '<name>' <problem>; <fix>``, with the fix in the spelling of ``entry_point``.
     """
 
     def __init__(
@@ -86,11 +87,11 @@ class InputError(DataError):
         file: str | None = None,
         column: str | None = None,
         fix: Fix | str | None = None,
-        door: str = "python",
+        entry_point: str = "python",
     ):
         self.problem, self.client, self.file, self.column = problem, client, file, column
         self.fix = Fix(fix) if isinstance(fix, str) else fix
-        self.door = door
+        self.entry_point = entry_point
         super().__init__(self.render())
 
     @property
@@ -103,16 +104,17 @@ class InputError(DataError):
             parts.append(f"column {self.column!r}")
         return " ".join(parts)
 
-    def render(self, door: str | None = None) -> str:
-        """The message, its fix written for ``door`` (default: the door it was raised for)."""
+    def render(self, entry_point: str | None = None) -> str:
+        """The message, its fix written for ``entry_point`` (default: the entry point it was
+        raised for)."""
         text = " ".join(part for part in (self.subject, self.problem) if part)
         if self.fix is not None:
-            text += "; " + self.fix.render(door or self.door)
+            text += "; " + self.fix.render(entry_point or self.entry_point)
         return text
 
-    def in_door(self, door: str) -> InputError:
-        """This error, its fix spelled for ``door`` from now on."""
-        self.door = door
+    def in_entry_point(self, entry_point: str) -> InputError:
+        """This error, its fix spelled for ``entry_point`` from now on."""
+        self.entry_point = entry_point
         self.args = (self.render(),)
         return self
 
@@ -125,7 +127,7 @@ class InputError(DataError):
             "file": self.file,
             "column": self.column,
             "fix": self.fix,
-            "door": self.door,
+            "entry_point": self.entry_point,
         }
         return _rebuild_input_error, (self.problem, fields)
 
@@ -190,7 +192,7 @@ def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dic
     near-collinear set's condition number: :mod:`~fedcausal_flwr.data.dependence`), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
     names are reported, not merged. Infinite values are refused here (:func:`refuse_infinite`),
-    so every door stops on them the same way.
+    so every entry point stops on them the same way.
 
     Computed once per frame object (a copy each call): the API's check before a backend starts
     and an in-process client's ``hello`` describe the same frame, so the second is a lookup."""

@@ -1,4 +1,4 @@
-"""Network and partition specs, one spelling on every door.
+"""Network and partition specs, one spelling on every entry point.
 
 A network is a benchmark name (``alarm``; see :func:`~fedcausal_flwr.data.networks.list_networks`)
 or a random FedC2SL-style discrete Erdos-Renyi network ``er:d=20[:degree=2][:cards=2-5]`` whose
@@ -89,7 +89,7 @@ def parse_network(spec: str) -> tuple[str, dict[str, Any]]:
     name, raw = parse_spec(spec, what="network")
     key = name.lower()
     if key == "er":
-        return "er", ER_OPTIONS.resolve(raw, owner=f"network {spec!r}", door="spec")
+        return "er", ER_OPTIONS.resolve(raw, owner=f"network {spec!r}", entry_point="spec")
     if raw:
         raise OptionError(f"network {spec!r}: only random 'er:d=...' networks take options")
     known = list_networks()
@@ -154,7 +154,9 @@ def parse_partition(spec: str) -> tuple[str, dict[str, Any]]:
             + (f" (did you mean {hint!r}?)" if hint else "")
             + f"; expected one of {', '.join(PARTITIONS)} (dirichlet[:alpha=1.0][:min_rows=10])"
         )
-    return name, PARTITION_OPTIONS[name].resolve(raw, owner=f"partition {spec!r}", door="spec")
+    return name, PARTITION_OPTIONS[name].resolve(
+        raw, owner=f"partition {spec!r}", entry_point="spec"
+    )
 
 
 def make_partition(
@@ -177,7 +179,7 @@ def sample_partition(
     network: str, samples: int, clients: int, partition: str, seed: int
 ) -> tuple[Partition, Network]:
     """``samples`` rows of ``network`` drawn with ``seed``, split by ``partition``: the data every
-    door derives from a network (so competing methods see the same clients)."""
+    entry point derives from a network (so competing methods see the same clients)."""
     net = network_for(network, seed)
     pooled = net.sample(samples, seed=seed)
     return make_partition(pooled, clients, partition, seed), net
@@ -192,7 +194,7 @@ def write_sample(
     out: str | Path,
     *,
     force: bool = False,
-    door: str = "python",
+    entry_point: str = "python",
 ) -> list[str]:
     """Write the rows a run with these settings draws (:func:`sample_partition`) as one CSV per
     site and the network's DAG as ``truth.csv``, so ``run --data ... --truth ...`` sees what
@@ -201,7 +203,12 @@ def write_sample(
 
     part, net = sample_partition(network, samples, clients, partition, seed)
     sites, truth, removed = write_site_files(
-        part.clients, net.edges, out, force=force, door=door, source=f"network {network!r}"
+        part.clients,
+        net.edges,
+        out,
+        force=force,
+        entry_point=entry_point,
+        source=f"network {network!r}",
     )
     folder = shlex.quote(str(out).rstrip("/") or "/")
     lines = [
@@ -213,7 +220,7 @@ def write_sample(
         f"  {truth.name}: the network's {len(net.edges)} edges (cause,effect)",
         *(f"  removed {path.name} (left from an earlier sample)" for path in removed),
     ]
-    if door == "cli":
+    if entry_point == "cli":
         lines.append(
             f"run a method on them: fedcausal-flwr run --method NAME --data {folder}/site*.csv "
             f"--truth {folder}/truth.csv"

@@ -78,12 +78,12 @@ SAMPLE_OPTION = Option(
 )
 
 
-def sample_needs_bootstrap(values: Mapping[str, Any], door: str) -> str | None:
+def sample_needs_bootstrap(values: Mapping[str, Any], entry_point: str) -> str | None:
     """Cross-option rule: how to resample means nothing without resamples."""
     if values.get("bootstrap_sample", "subsample") != "subsample" and not values.get("bootstrap"):
         return (
-            f"{say('bootstrap_sample', values['bootstrap_sample'], door)} needs resamples: set "
-            f"{spell('bootstrap', door)} to their number"
+            f"{say('bootstrap_sample', values['bootstrap_sample'], entry_point)} needs resamples: "
+            f"set {spell('bootstrap', entry_point)} to their number"
         )
     return None
 
@@ -132,7 +132,7 @@ class BootstrapStrategy(ProtocolStrategy):
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         for replicate in self.replicates:
-            replicate.min_sites, replicate.door = self.min_sites, self.door
+            replicate.min_sites, replicate.entry_point = self.min_sites, self.entry_point
             replicate.protocol_run.follow(self.protocol_run)
             replicate.validate_clients(info)
 

@@ -168,10 +168,10 @@ class _Check:
         needs: InputNeeds,
         method: str,
         files: Mapping[int, str] | None,
-        door: str,
+        entry_point: str,
     ):
         self.info = {pid: info[pid] for pid in sorted(info)}
-        self.needs, self.method, self.door = needs, method, door
+        self.needs, self.method, self.entry_point = needs, method, entry_point
         self.files = dict(files or {})
 
     def error(
@@ -183,7 +183,9 @@ class _Check:
         fix: Fix | str | None = None,
     ) -> InputError:
         file = self.files.get(client) if client is not None else None
-        return InputError(problem, client=client, file=file, column=column, fix=fix, door=self.door)
+        return InputError(
+            problem, client=client, file=file, column=column, fix=fix, entry_point=self.entry_point
+        )
 
     def label(self, pid: int) -> str:
         return client_label(pid, self.files.get(pid))
@@ -483,12 +485,12 @@ def check_client_inputs(
     method: str,
     min_sites: int = 1,
     files: Mapping[int, str] | None = None,
-    door: str = "python",
+    entry_point: str = "python",
 ) -> None:
     """Raise an :class:`InputError` for the first problem of the clients' reports (the order of
-    the module docstring). ``files``: partition id -> file name, for the messages of doors that
-    read files; ``door``: the spelling of options in the fixes."""
-    check = _Check(info, needs, method, files, door)
+    the module docstring). ``files``: partition id -> file name, for the messages of entry points
+    that read files; ``entry_point``: the spelling of options in the fixes."""
+    check = _Check(info, needs, method, files, entry_point)
     check.clients(min_sites)
     check.column_sets()
     check.columns()
@@ -633,8 +635,8 @@ def require_same_columns(
     *,
     method: str = "this method",
     files: Mapping[int, str] | None = None,
-    door: str = "python",
+    entry_point: str = "python",
 ) -> None:
     """Only check 3 of :func:`check_client_inputs`: the same set of columns at every client, in
     any order (for a strategy that checks its reports itself)."""
-    _Check(info, InputNeeds(), method, files, door).column_sets()
+    _Check(info, InputNeeds(), method, files, entry_point).column_sets()

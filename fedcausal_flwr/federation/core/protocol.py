@@ -70,10 +70,10 @@ class ProtocolStrategy:
     #: refuse a constant column; a method's own declaration does (``InputNeeds()``'s default).
     needs: ClassVar[InputNeeds] = InputNeeds(varying=False)
     #: Set by the registry when it builds the strategy (``MethodSpec.new_strategy``): the
-    #: method's declared minimum number of clients, and the door whose spelling the input
+    #: method's declared minimum number of clients, and the entry point whose spelling the input
     #: errors use for options.
     min_sites: int = 1
-    door: str = "python"
+    entry_point: str = "python"
 
     def __init__(self) -> None:
         self.protocol_run = ProtocolRun(self)
@@ -571,7 +571,7 @@ class ProtocolRun:
             protocol.input_needs(),
             method=protocol.name or type(protocol).__name__,
             min_sites=protocol.min_sites,
-            door=protocol.door,
+            entry_point=protocol.entry_point,
         )
         # a method that combines the clients' own results never continues on fewer than it needs
         self.members.min_clients = max(self.members.min_clients, protocol.min_sites)

@@ -11,7 +11,7 @@ with ``make_strategy(options: dict) -> ProtocolStrategy`` and the client class a
 first client is built), or a factory
 ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) -> ProtocolClient``.
 ``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
-range, help, the paper's value); every door resolves what the user typed with
+range, help, the paper's value); every entry point resolves what the user typed with
 :func:`resolve_options` before the first round, and the factories get the complete, typed values.
 ``disclosures`` declares, next to the options, what each action of its clients discloses
 (:mod:`~fedcausal_flwr.federation.core.disclosure`): a client built by :meth:`MethodSpec.client`
@@ -93,21 +93,22 @@ class MethodSpec:
     def owner(self) -> str:
         return f"method {self.name!r}"
 
-    def resolve(self, raw: Mapping[str, Any] | None, door: str = "python") -> dict[str, Any]:
-        """The method's complete, typed options from what a user typed on ``door``."""
-        return self.options.resolve(raw, owner=self.owner, door=door)
+    def resolve(self, raw: Mapping[str, Any] | None, entry_point: str = "python") -> dict[str, Any]:
+        """The method's complete, typed options from what a user typed on ``entry_point``."""
+        return self.options.resolve(raw, owner=self.owner, entry_point=entry_point)
 
     def seeded(self, raw: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
         """``raw`` plus the run's ``seed`` as the method's seed, if the method has a seed option
-        and ``raw`` does not set it (the one rule every door uses)."""
+        and ``raw`` does not set it (the one rule every entry point uses)."""
         out = dict(raw or {})
         if "seed" in self.options and "seed" not in {canonical(k) for k in out}:
             out["seed"] = seed
         return out
 
-    def new_strategy(self, options: Mapping[str, Any], door: str = "python") -> Any:
+    def new_strategy(self, options: Mapping[str, Any], entry_point: str = "python") -> Any:
         """The method's strategy for resolved ``options``, told its declared ``min_sites`` and
-        the ``door`` whose spelling its input errors use (every door builds strategies here)."""
+        the ``entry_point`` whose spelling its input errors use (every entry point builds
+        strategies here)."""
         own = self.own_options(options)
         replicates = int(options.get("bootstrap") or 0) if self.bootstrap_keys else 0
         if replicates:
@@ -120,7 +121,7 @@ class MethodSpec:
         else:
             strategy = self.make_strategy(own)
         strategy.min_sites = self.min_sites
-        strategy.door = door
+        strategy.entry_point = entry_point
         return strategy
 
     def secure_problem(self, options: Mapping[str, Any]) -> str | None:
@@ -159,7 +160,7 @@ class MethodSpec:
         guard: SiteGuard | None = None,
     ) -> Any:
         """A client of this method for resolved ``options``, answering only what the method
-        declares (and ``guard``'s policy allows): how every door builds clients."""
+        declares (and ``guard``'s policy allows): how every entry point builds clients."""
         client = self.make_client(int(partition_id), data, self.own_options(options))
         client.guard = guard or self.guard(partition_id)
         return client
@@ -269,21 +270,6 @@ def client_class(path: str) -> MakeClient:
     return make_client
 
 
-def for_variant(
-    make: Callable[[Mapping[str, Any], str], Any], variant: str
-) -> Callable[[Mapping[str, Any]], Any]:
-    """``make`` for one variant (an algorithm, a kind of evidence), as registered under the
-    variant's own name. The registry tells a built-in method by its factory's module, so the
-    factory carries ``make``'s."""
-
-    def factory(options: Mapping[str, Any]) -> Any:
-        return make(options, variant)
-
-    factory.__module__ = make.__module__
-    factory.__qualname__ = f"{make.__qualname__}[{variant}]"
-    return factory
-
-
 def _signature(spec: MethodSpec) -> tuple:
     """Identity of a registration by where its callables live (re-imports register again)."""
     make_data = None if spec.make_data is None else _origin(spec.make_data)
@@ -363,19 +349,25 @@ def get_method(name: str) -> MethodSpec:
 
 
 def resolve_options(
-    name: str, raw: Mapping[str, Any] | None, door: str = "python"
+    name: str, raw: Mapping[str, Any] | None, entry_point: str = "python"
 ) -> dict[str, Any]:
-    """Method ``name``'s complete, typed options from ``raw`` as typed on ``door``."""
-    return get_method(name).resolve(raw, door)
+    """Method ``name``'s complete, typed options from ``raw`` as typed on ``entry_point``."""
+    return get_method(name).resolve(raw, entry_point)
 
 
-def check_secure(spec: MethodSpec, options: Mapping[str, Any], secure: bool, door: str) -> None:
+def check_secure(
+    spec: MethodSpec, options: Mapping[str, Any], secure: bool, entry_point: str
+) -> None:
     """A secure run of a method (or option set) that cannot sum through SecAgg+ is an error."""
     if not secure:
         return
     problem = spec.secure_problem(options)
     if problem:
-        flag = spell("secure", door) if door == "cli" else say("secure", True, door)
+        flag = (
+            spell("secure", entry_point)
+            if entry_point == "cli"
+            else say("secure", True, entry_point)
+        )
         raise OptionError(f"{spec.owner}: {flag} does not apply: {problem}")
 
 

@@ -15,10 +15,10 @@ this one key: every option of every method reaches a SuperLink. Both apps valida
 before the first round (an unknown key or option, a wrong type or range is an error naming it).
 
 Each SuperNode reads its own data from ``node_config["data-path"]`` (a CSV, read and checked as on
-every door; ``data-sep`` sets the delimiter, else it is sniffed, and ``data-keep-index=true`` keeps
-an index-like first column) and needs a distinct ``node_config["partition-id"]``; a simulated node
-without ``data-path`` generates its partition from the run config: the method's ``make_data`` if it
-has one, else ``samples`` rows of ``network`` (``seed``), split by ``partition`` into
+every entry point; ``data-sep`` sets the delimiter, else it is sniffed, and ``data-keep-index=true``
+keeps an index-like first column) and needs a distinct ``node_config["partition-id"]``; a simulated
+node without ``data-path`` generates its partition from the run config: the method's ``make_data``
+if it has one, else ``samples`` rows of ``network`` (``seed``), split by ``partition`` into
 ``num-partitions`` parts (:func:`sample_network_partition`). ``num-clients = 0`` (the default) runs
 with the SuperNodes that are connected (Flower's default local simulation has 2); a real deployment
 should name how many sites it waits for. The ServerApp writes the
@@ -158,7 +158,7 @@ def resolve_run_config(
     Imports the ``plugins`` first, so a plugin method is known, once ``check_plugins(plugins)``
     (the coordinator's or the site's rule) has let them through.
     """
-    settings = APP_SETTINGS.resolve(dict(run_config), owner="run config", door="config")
+    settings = APP_SETTINGS.resolve(dict(run_config), owner="run config", entry_point="config")
     if check_plugins is not None:
         check_plugins(settings["plugins"])
     import_plugins(settings["plugins"])
@@ -198,7 +198,7 @@ def read_site_csv(
     client: int = 0,
     allow_missing: bool = False,
 ) -> pd.DataFrame:
-    """Site ``client``'s CSV, read and checked as every door reads client files
+    """Site ``client``'s CSV, read and checked as every entry point reads client files
     (:func:`~fedcausal_flwr.data.csv_input.read_client_csv`: ``sep`` sniffed if ``None``),
     cached per process (simulation actors answer many messages)."""
     if not os.path.exists(path):
@@ -207,7 +207,12 @@ def read_site_csv(
     key = (os.path.abspath(path), sep, keep_index, allow_missing, stat.st_mtime_ns, stat.st_size)
     if key not in _CSV_CACHE:
         _CSV_CACHE[key] = read_client_csv(
-            path, client, sep=sep, keep_index=keep_index, door="config", allow_missing=allow_missing
+            path,
+            client,
+            sep=sep,
+            keep_index=keep_index,
+            entry_point="config",
+            allow_missing=allow_missing,
         )
     return _CSV_CACHE[key]
 

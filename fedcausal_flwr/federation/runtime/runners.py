@@ -294,25 +294,25 @@ def run_method(
     backend: str = "inprocess",
     secure: bool = False,
     min_clients: int | None = None,
-    door: str = "python",
+    entry_point: str = "python",
     data: Mapping[str, Any] | None = None,
     **run_kwargs: Any,
 ) -> Result:
     """Run the registered method ``name`` on in-memory partitions (one DataFrame per client).
 
-    ``options`` are the method's options as typed on ``door`` (validated before the first round;
-    see :mod:`fedcausal_flwr.options`); ``data`` describes where the partitions came from, for the
-    result's provenance. Other keywords go to :func:`run_protocol`.
+    ``options`` are the method's options as typed on ``entry_point`` (validated before the first
+    round; see :mod:`fedcausal_flwr.options`); ``data`` describes where the partitions came from,
+    for the result's provenance. Other keywords go to :func:`run_protocol`.
     """
     spec = get_method(name)
-    opts = spec.resolve(options, door)
-    check_secure(spec, opts, secure, door)
+    opts = spec.resolve(options, entry_point)
+    check_secure(spec, opts, secure, entry_point)
     if min_clients is not None and not 1 <= min_clients <= len(partitions):
         raise OptionError(
-            f"{spell('min_clients', door)} {min_clients}: must be between 1 and the number of "
-            f"clients ({len(partitions)})"
+            f"{spell('min_clients', entry_point)} {min_clients}: must be between 1 and the number "
+            f"of clients ({len(partitions)})"
         )
-    strategy = spec.new_strategy(opts, door)
+    strategy = spec.new_strategy(opts, entry_point)
     maker = BoundClientMaker(spec.make_client, spec.own_options(opts), spec.guard(0))
     factory = PartitionedClients(maker, partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
