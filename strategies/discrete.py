@@ -3,33 +3,35 @@
 The voting baselines, layer-wise voting FedPC, FedECD, FedCSL, FedLCS and its baselines run
 discrete CI tests (G2 or Pearson chi2) over the clients' global level sets: their options
 ``alpha``, ``test``, ``max_depth`` and ``reliability`` (:func:`common_options`), their strategies'
-set-up (:class:`DiscreteMethodStrategy`: levels fixed after hello, every request built on their
-shared record :class:`~fedcausal_flwr.protocols.discrete.DiscreteScope`, the mark matrices clients
-send checked), the pooled reference's oracle over raw rows (:func:`pooled_oracle`).
+set-up (:class:`DiscreteMethodStrategy`: the declared options resolved once, levels fixed after
+hello, every request built on their shared record
+:class:`~fedcausal_flwr.protocols.discrete.DiscreteScope`, the mark matrices clients send
+checked), the pooled reference's oracle over raw rows (:func:`pooled_oracle`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
-from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
+from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet
 from fedcausal_flwr.protocols.discrete import DiscreteScope
+from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.protocols.voting import PVALUES, PValuesRequest
+from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import ProtocolStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
 
-TESTS = shared.DISCRETE_TESTS
 Scoped = TypeVar("Scoped", bound=DiscreteScope)
-
-
-COMMON_KEYS = ("alpha", "test", "max_depth", "reliability")
+#: the options every discrete method declares (:func:`common_options`)
+COMMON = ("alpha", "test", "max_depth", "reliability")
 
 
 def common_options(
@@ -55,52 +57,44 @@ def common_options(
     )
 
 
-def common_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The :class:`DiscreteMethodStrategy` keywords of resolved options."""
-    return {key: values[key] for key in COMMON_KEYS}
+def option_attributes(*names: str) -> tuple[Any, ...]:
+    """Read-only attributes of a strategy, one per option of ``names``: in a class body,
+    ``alpha, test = option_attributes("alpha", "test")`` reads ``strategy.alpha`` as
+    ``strategy.options.alpha``."""
+
+    def attribute(name: str) -> property:
+        return property(lambda self: self.options[name], doc=f"option {name}")
+
+    return tuple(attribute(name) for name in names)
 
 
-class DiscreteMethodStrategy(ProtocolStrategy):
-    """Common set-up: options, global level sets and cardinalities; discrete data (checked
+class DiscreteMethodStrategy(MethodStrategy):
+    """Common set-up: the declared options (each subclass's :attr:`OPTIONS`, with at least
+    :func:`common_options`' four), global level sets and cardinalities; discrete data (checked
     after hello by the input check, as :attr:`needs` declares)."""
 
     #: Discrete columns; each client tests on its own rows (the pooled reference overrides this).
     needs = InputNeeds(values="discrete", local_tests=True)
+    #: the common options, read as attributes too
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
 
-    def __init__(
-        self,
-        alpha: float = 0.05,
-        test: str = "chi2",
-        max_depth: int | None = None,
-        reliability: float | None = None,
-    ):
-        super().__init__()
-        if test not in TESTS:
-            raise ValueError(
-                f"unknown test {test!r} for {self.name}; expected one of {TESTS} (these methods "
-                "run discrete tests only)"
-            )
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-        if max_depth is not None and max_depth < 0:
-            raise ValueError(f"max_depth must be >= 0 or None, got {max_depth}")
-        if reliability is not None and reliability < 0:
-            raise ValueError(f"reliability must be >= 0 or None, got {reliability}")
-        self.alpha, self.test, self.max_depth = float(alpha), test, max_depth
-        self.reliability = None if not reliability else float(reliability)
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
         self.constant: list[str] = []
 
     def input_needs(self) -> InputNeeds:
-        return replace(self.needs, test=self.test)
+        return replace(self.needs, test=self.options.test)
 
     @property
     def started(self) -> bool:
         return bool(self.levels)
 
     def start(self) -> None:
-        """Fix the global level sets (after hello); every client encodes over them."""
+        """Fix the global level sets (after hello; once), over which every client encodes."""
+        if self.started:
+            return
         levels = self.global_levels()
         # never None: the input check required every column to be discrete
         self.levels = {v: levels[v] or [] for v in self.variables}
@@ -117,9 +111,17 @@ class DiscreteMethodStrategy(ProtocolStrategy):
     def scoped(self, record: type[Scoped], **fields: Any) -> Scoped:
         """An action's request ``record`` (a :class:`DiscreteScope`): this run's variables, level
         sets, test, alpha and reliability, then the action's own ``fields``."""
+        options = self.options
         return record(
-            self.variables, self.levels, self.test, self.alpha, self.reliability, **fields
+            self.variables, self.levels, options.test, options.alpha, options.reliability, **fields
         )
+
+    def pvalues_request(self, queries: Sequence[Query]) -> Request:
+        """Action ``pvalues``: every client's own p-value of each of ``queries``."""
+        asked = PValuesRequest(
+            self.variables, self.levels, self.options.test, self.options.reliability
+        )
+        return Request(PVALUES, asked, arrays=[encode_queries(queries)], nan_ok=True)
 
     def client_marks(self, reply: Reply) -> np.ndarray:
         """A client's mark matrix, checked (shape, codes, both ends marked)."""

@@ -68,10 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.discovery.bootstrap import (
-    TIE_RULES,
-    voted_dag_marks,
-)
+from fedcausal_flwr.discovery.bootstrap import voted_dag_marks
 from fedcausal_flwr.discovery.fedcsl import (
     VOTE_SCALE,
     FederatedSkeleton,
@@ -82,7 +79,6 @@ from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, 
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import Graph
-from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedcsl import (
     DISCLOSURES,
     LOCAL_DAG,
@@ -94,42 +90,51 @@ from fedcausal_flwr.protocols.fedcsl import (
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy, common_options
 
+FEDCSL_OPTIONS = common_options(
+    alpha=0.01,
+    test="g2",
+    max_depth=3,
+    reliability=5.0,
+    paper={
+        "alpha": "0.01 in the code's example",
+        "test": "G2",
+        "max_depth": "3 in the code (maxK)",
+        "reliability": "the code's n / prod(arities) >= 5",
+    },
+).extend(
+    shared.dag_vote_option(
+        "tie_rule",
+        help="a weighted direction tie: leave the edge undirected (order-independent), or make "
+        "the lower or higher (the code) index the parent",
+        paper="higher_parent in the code (>=)",
+        why="the code's rule makes the graph depend on the column order",
+    ),
+    shared.dag_vote_option(
+        "allow_cycles",
+        help="keep directed cycles of the weighted merge (false: drop the weakest-weighted "
+        "edge on each)",
+        paper="true (the code does not remove cycles)",
+    ),
+    shared.dag_vote_option("ess"),
+    shared.dag_vote_option("structure_prior"),
+    shared.dag_vote_option("tabu_length"),
+    shared.dag_vote_option("max_barren"),
+    shared.dag_vote_option("lower_triangle_compat"),
+)
+
 
 class FedCSLStrategy(DiscreteMethodStrategy):
     """FedCSL's server; see the module docstring for the rules and the wire protocol."""
 
     name = "fedcsl"
+    OPTIONS = FEDCSL_OPTIONS
 
-    def __init__(
-        self,
-        *,
-        tie_rule: str = "undirected",
-        allow_cycles: bool = False,
-        ess: float = 10.0,
-        structure_prior: bool = True,
-        tabu_length: int = 100,
-        max_barren: int = 15,
-        lower_triangle_compat: bool = False,
-        alpha: float = 0.01,
-        test: str = "g2",
-        max_depth: int | None = 3,
-        reliability: float | None = 5.0,
-    ):
-        super().__init__(alpha=alpha, test=test, max_depth=max_depth, reliability=reliability)
-        if tie_rule not in TIE_RULES:
-            raise ValueError(f"unknown tie_rule {tie_rule!r}; expected one of {TIE_RULES}")
-        if ess <= 0:
-            raise ValueError(f"ess must be > 0, got {ess}")
-        if tabu_length < 0 or max_barren < 0:
-            raise ValueError("tabu_length and max_barren must be >= 0")
-        self.tie_rule, self.allow_cycles = tie_rule, bool(allow_cycles)
-        self.search = {
-            "ess": float(ess),
-            "structure_prior": bool(structure_prior),
-            "tabu_length": int(tabu_length),
-            "max_barren": int(max_barren),
-            "lower_triangle_compat": bool(lower_triangle_compat),
-        }
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the direction merge's tie rule (an attribute: a test switches it between merges)
+        self.tie_rule: str = self.options.tie_rule
+        #: the clients' BDeu hill climbing, as it travels
+        self.search = shared.hill_climb_keywords(self.options)
         self.weights: dict[int, float] = {}
         self.client_tests: dict[int, int] = {}
         self.neighbour_sets: dict[int, np.ndarray] = {}
@@ -142,10 +147,10 @@ class FedCSLStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        if not self.started:
-            self.start()
+        self.start()
         if self.skeleton is None:
-            return Request(NEIGHBOURS, self.scoped(NeighboursRequest, max_depth=self.max_depth))
+            asked = self.scoped(NeighboursRequest, max_depth=self.options.max_depth)
+            return Request(NEIGHBOURS, asked)
         arrays = [self.skeleton.skeleton.astype(np.uint8)]
         return Request(LOCAL_DAG, self.scoped(LocalDagRequest, **self.search), arrays=arrays)
 
@@ -215,7 +220,9 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         weights = [self.weights[r.client] for r in replies]
         votes = weighted_direction_votes(np.stack(dags).astype(np.uint8), weights)
         self.votes = votes
-        marks, self.dropped, undirected = voted_dag_marks(votes, self.tie_rule, self.allow_cycles)
+        marks, self.dropped, undirected = voted_dag_marks(
+            votes, self.tie_rule, self.options.allow_cycles
+        )
         self.graph = Graph(tuple(self.variables), marks, "DAG")
         self.annotate(edges=self.graph.n_edges(), undirected=undirected, dropped=len(self.dropped))
 
@@ -255,7 +262,7 @@ class FedCSLStrategy(DiscreteMethodStrategy):
             "edge_votes": self.edge_votes(),
             "options": {
                 "tie_rule": self.tie_rule,
-                "allow_cycles": self.allow_cycles,
+                "allow_cycles": self.options.allow_cycles,
                 **self.search,
             },
         }
@@ -274,51 +281,14 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         return split_by_graph(self.variables, share, np.any(listed, axis=0), adjacency)
 
 
-OPTIONS = common_options(
-    alpha=0.01,
-    test="g2",
-    max_depth=3,
-    reliability=5.0,
-    paper={
-        "alpha": "0.01 in the code's example",
-        "test": "G2",
-        "max_depth": "3 in the code (maxK)",
-        "reliability": "the code's n / prod(arities) >= 5",
-    },
-).extend(
-    shared.dag_vote_option(
-        "tie_rule",
-        help="a weighted direction tie: leave the edge undirected (order-independent), or make "
-        "the lower or higher (the code) index the parent",
-        paper="higher_parent in the code (>=)",
-        why="the code's rule makes the graph depend on the column order",
-    ),
-    shared.dag_vote_option(
-        "allow_cycles",
-        help="keep directed cycles of the weighted merge (false: drop the weakest-weighted "
-        "edge on each)",
-        paper="true (the code does not remove cycles)",
-    ),
-    shared.dag_vote_option("ess"),
-    shared.dag_vote_option("structure_prior"),
-    shared.dag_vote_option("tabu_length"),
-    shared.dag_vote_option("max_barren"),
-    shared.dag_vote_option("lower_triangle_compat"),
-)
-
-
-@documented_by(OPTIONS)
-def make_strategy(options: Mapping[str, Any]) -> FedCSLStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'fedcsl'")
-    return FedCSLStrategy(**values)
+#: FedCSL's strategy from its options (a mapping, keywords, or both)
+make_strategy = FedCSLStrategy
 
 
 register_method(
     "fedcsl",
-    make_strategy,
+    FedCSLStrategy,
     "fedcausal_flwr.clients.fedcsl:FedCSLClient",
-    options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
     paper="FedCSL (Guo et al. 2024)",

@@ -85,15 +85,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from fedcausal_flwr.discovery.bootstrap import (
-    EVIDENCE_RULES,
-    TIE_RULES,
-    voted_dag_marks,
-)
+from fedcausal_flwr.discovery.bootstrap import EVIDENCE_RULES, voted_dag_marks
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, Graph
-from fedcausal_flwr.options import Option, documented_by
+from fedcausal_flwr.options import Option
 from fedcausal_flwr.protocols.discrete import HillClimbReply
 from fedcausal_flwr.protocols.fedecd import (
     BOOTSTRAP_WEIGHTS,
@@ -105,241 +101,18 @@ from fedcausal_flwr.protocols.fedecd import (
 from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import common_options
+from fedcausal_flwr.strategies.discrete import common_options, option_attributes
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy
 
 STOP_RULES = ("levels", "no_removal")
+#: the options a result reports, in its order
+RESULT_OPTIONS = (
+    *("bootstraps", "tau", "reliability", "resample", "evidence", "stop", "tie_rule"),
+    *("allow_cycles", "seed", *shared.HILL_CLIMB),
+)
 
 
-class FedECDStrategy(LayerwiseVoteStrategy):
-    """FedECD's server; see the module docstring for the rules and the wire protocol."""
-
-    name = "fedecd"
-
-    def __init__(
-        self,
-        *,
-        bootstraps: int = 15,
-        tau: float = 0.05,
-        reliability: float | None = 5.0,
-        resample: bool = True,
-        evidence: str = "union",
-        stop: str = "levels",
-        tie_rule: str = "undirected",
-        allow_cycles: bool = False,
-        ess: float = 10.0,
-        structure_prior: bool = True,
-        tabu_length: int = 100,
-        max_barren: int = 15,
-        lower_triangle_compat: bool = False,
-        seed: int = 0,
-        alpha: float = 0.01,
-        test: str = "g2",
-        max_depth: int | None = 3,
-    ):
-        super().__init__(alpha=alpha, test=test, max_depth=max_depth, reliability=reliability)
-        if bootstraps < 1:
-            raise ValueError(f"bootstraps must be >= 1, got {bootstraps}")
-        if not 0 <= tau <= 1:
-            raise ValueError(f"tau must be in [0, 1], got {tau}")
-        for value, allowed, what in (
-            (evidence, EVIDENCE_RULES, "evidence"),
-            (stop, STOP_RULES, "stop"),
-            (tie_rule, TIE_RULES, "tie_rule"),
-        ):
-            if value not in allowed:
-                raise ValueError(f"unknown {what} {value!r}; expected one of {allowed}")
-        if ess <= 0:
-            raise ValueError(f"ess must be > 0, got {ess}")
-        if tabu_length < 0 or max_barren < 0:
-            raise ValueError("tabu_length and max_barren must be >= 0")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
-        self.bootstraps, self.tau = int(bootstraps), float(tau)
-        self.resample, self.evidence, self.stop = bool(resample), evidence, stop
-        self.tie_rule, self.allow_cycles = tie_rule, bool(allow_cycles)
-        self.search = {
-            "ess": float(ess),
-            "structure_prior": bool(structure_prior),
-            "tabu_length": int(tabu_length),
-            "max_barren": int(max_barren),
-            "lower_triangle_compat": bool(lower_triangle_compat),
-        }
-        self.seed = int(seed)
-        self.layer_start: np.ndarray | None = None
-        self.removed: np.ndarray = np.zeros((0, 2), dtype=np.int64)
-        self.votes: np.ndarray | None = None
-        self.dropped: list[tuple[int, int]] = []
-        self.graph: Graph | None = None
-        self.score_seconds: dict[str, float] = {}
-
-    # ------------------------------------------------------------------ protocol
-    def next_request(self) -> Request | None:
-        if self.graph is not None:
-            return None
-        self.start_skeleton()
-        assert self.adjacency is not None  # start_skeleton has run
-        if self.phase == "evidence":
-            assert self.layer_start is not None  # the layer that lost edges set it
-            weights = self.scoped(
-                BootstrapWeightsRequest,
-                bootstraps=self.bootstraps,
-                seed=self.seed,
-                resample=self.resample,
-                level=self.level,
-                evidence=self.evidence,
-            )
-            arrays = [self.layer_start.astype(np.uint8), self.removed]
-            return Request(BOOTSTRAP_WEIGHTS, weights, arrays=arrays)
-        if self.phase == "skeleton":
-            if self.layer_due():
-                return self.prune_request()
-            self.phase = "orient"
-        orient = self.scoped(
-            OrientRequest,
-            bootstraps=self.bootstraps,
-            seed=self.seed,
-            resample=self.resample,
-            **self.search,
-            tie_rule=self.tie_rule,
-        )
-        return Request(ORIENT, orient, arrays=[self.adjacency.astype(np.uint8)])
-
-    def layer_due(self) -> bool:
-        """The shared rule, and with ``stop="no_removal"`` no layer after one that removed
-        nothing."""
-        if self.stop == "no_removal" and self.layers and self.layers[-1]["removed"] == 0:
-            return False
-        return super().layer_due()
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        if request.action == PRUNE:
-            self._vote_layer(replies)
-        elif request.action == BOOTSTRAP_WEIGHTS:
-            self._restore(replies)
-        else:
-            self._vote_graphs(replies)
-
-    # ------------------------------------------------------------------ phase 1
-    def _vote_layer(self, replies: list[Reply]) -> None:
-        vote = self.vote_layer(replies, "0.5")  # a tie keeps the edge (Eq. 4)
-        before, threshold = vote.before, vote.threshold
-        self.removed = vote.lost
-        self.layer_start, self.adjacency = before, vote.after
-        self.layers.append(
-            {
-                "level": self.level,
-                "clients": [r.client for r in replies],
-                "threshold": threshold,
-                "edges_before": int(np.triu(before, k=1).sum()),
-                "lost_vote": len(self.removed),
-                "restored": 0,
-                "removed": len(self.removed),
-                "client_tests": {
-                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
-                },
-            }
-        )
-        self.annotate(level=self.level, threshold=threshold, lost_vote=len(self.removed))
-        if len(self.removed):
-            self.phase = "evidence"
-        else:
-            self.level += 1
-
-    def _restore(self, replies: list[Reply]) -> None:
-        n = len(self.removed)
-        weights = []
-        for r in replies:
-            w = np.asarray(r.arrays[0], dtype=np.float64) if r.arrays else np.zeros(0)
-            if w.shape != (n,) or np.any(~np.isfinite(w)) or np.any((w < 0) | (w > 1)):
-                raise ClientProtocolError(
-                    f"client {r.client} sent {w.shape} weights for {n} removed edges, expected "
-                    "one weight in [0, 1] per edge"
-                )
-            weights.append(w)
-        mean = np.mean(weights, axis=0)
-        restore = mean <= self.tau
-        assert self.adjacency is not None  # start_skeleton has run
-        for a, b in self.removed[restore].tolist():
-            self.adjacency[a, b] = self.adjacency[b, a] = True
-        layer = self.layers[-1]
-        names = self.variables
-        layer["restored"] = int(restore.sum())
-        layer["removed"] = n - int(restore.sum())
-        layer["client_tests"] = {
-            str(r.client): layer["client_tests"].get(str(r.client), 0)
-            + int(ComputedTests.of_reply(r).tests)
-            for r in replies
-        }
-        layer["weights"] = {
-            f"{names[a]}|{names[b]}": round(float(w), 6)
-            for (a, b), w in zip(self.removed.tolist(), mean.tolist(), strict=True)
-        }
-        self.annotate(level=self.level, restored=layer["restored"], removed=layer["removed"])
-        self.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
-        self.level += 1
-
-    # ------------------------------------------------------------------ phase 2
-    def _vote_graphs(self, replies: list[Reply]) -> None:
-        assert self.adjacency is not None  # start_skeleton has run
-        p = len(self.variables)
-        votes = np.zeros((p, p), dtype=np.int64)
-        for r in replies:
-            graph: np.ndarray = np.asarray(r.arrays[0]) if r.arrays else np.zeros(0)
-            if graph.shape != (p, p) or not np.isin(graph, (0, 1)).all():
-                raise ClientProtocolError(
-                    f"client {r.client} sent a graph of shape {graph.shape}, expected a 0/1 "
-                    f"{p}x{p} matrix"
-                )
-            graph = graph.astype(bool)
-            undirected = graph | graph.T
-            if np.any(undirected & ~self.adjacency) or np.any(np.diag(graph)):
-                raise ClientProtocolError(
-                    f"client {r.client} sent edges outside the skeleton it was given"
-                )
-            votes += graph
-            self.score_seconds[str(r.client)] = float(HillClimbReply.of_reply(r).score_seconds)
-        self.votes = votes
-        marks, self.dropped, undirected = voted_dag_marks(votes, self.tie_rule, self.allow_cycles)
-        self.graph = Graph(tuple(self.variables), marks, "DAG")
-        self.annotate(edges=self.graph.n_edges(), undirected=undirected, dropped=len(self.dropped))
-
-    # ------------------------------------------------------------------ result
-    def result_payload(self) -> dict:
-        assert self.adjacency is not None  # start_skeleton has run
-        names = self.variables
-        cycles_left = 0
-        if self.allow_cycles and self.graph is not None:
-            one_way = self.graph.marks == ARROW
-            dg = nx.DiGraph(list(zip(*np.nonzero(one_way), strict=True)))
-            cycles_left = sum(1 for c in nx.strongly_connected_components(dg) if len(c) > 1)
-        return {
-            "graph": self.graph,
-            "variables": list(names),
-            "skeleton": [
-                [names[a], names[b]] for a, b in np.argwhere(np.triu(self.adjacency, k=1)).tolist()
-            ],
-            "layers": self.layers,
-            "edge_votes": self.edge_votes(),  # the voting skeleton's (restored edges included)
-            "options": {
-                "bootstraps": self.bootstraps,
-                "tau": self.tau,
-                "reliability": self.reliability,
-                "resample": self.resample,
-                "evidence": self.evidence,
-                "stop": self.stop,
-                "tie_rule": self.tie_rule,
-                "allow_cycles": self.allow_cycles,
-                "seed": self.seed,
-                **self.search,
-            },
-            "dropped_for_cycles": [[names[a], names[b]] for a, b in self.dropped],
-            "cyclic_components": cycles_left,
-            "score_seconds": self.score_seconds,
-        }
-
-
-OPTIONS = common_options(
+FEDECD_OPTIONS = common_options(
     alpha=0.01,
     test="g2",
     max_depth=3,
@@ -400,18 +173,188 @@ OPTIONS = common_options(
 )
 
 
-@documented_by(OPTIONS)
-def make_strategy(options: Mapping[str, Any]) -> FedECDStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'fedecd'")
-    return FedECDStrategy(**values)
+class FedECDStrategy(LayerwiseVoteStrategy):
+    """FedECD's server; see the module docstring for the rules and the wire protocol."""
+
+    name = "fedecd"
+    OPTIONS = FEDECD_OPTIONS
+    #: options read as attributes too
+    tau, bootstraps = option_attributes("tau", "bootstraps")
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the clients' BDeu hill climbing, as it travels
+        self.search = shared.hill_climb_keywords(self.options)
+        self.layer_start: np.ndarray | None = None
+        self.removed: np.ndarray = np.zeros((0, 2), dtype=np.int64)
+        self.votes: np.ndarray | None = None
+        self.dropped: list[tuple[int, int]] = []
+        self.graph: Graph | None = None
+        self.score_seconds: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        self.start_skeleton()
+        assert self.adjacency is not None  # start_skeleton has run
+        if self.phase == "evidence":
+            assert self.layer_start is not None  # the layer that lost edges set it
+            weights = self.scoped(
+                BootstrapWeightsRequest,
+                **self.resamples(),
+                level=self.level,
+                evidence=self.options.evidence,
+            )
+            arrays = [self.layer_start.astype(np.uint8), self.removed]
+            return Request(BOOTSTRAP_WEIGHTS, weights, arrays=arrays)
+        if self.phase == "skeleton":
+            if self.layer_due():
+                return self.prune_request()
+            self.phase = "orient"
+        orient = self.scoped(
+            OrientRequest, **self.resamples(), **self.search, tie_rule=self.options.tie_rule
+        )
+        return Request(ORIENT, orient, arrays=[self.adjacency.astype(np.uint8)])
+
+    def resamples(self) -> dict[str, Any]:
+        """The bootstrap resamples both phases' requests name (``bootstraps, seed, resample``)."""
+        return {key: self.options[key] for key in ("bootstraps", "seed", "resample")}
+
+    def layer_due(self) -> bool:
+        """The shared rule, and with ``stop="no_removal"`` no layer after one that removed
+        nothing."""
+        if self.options.stop == "no_removal" and self.layers and self.layers[-1]["removed"] == 0:
+            return False
+        return super().layer_due()
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        if request.action == PRUNE:
+            self._vote_layer(replies)
+        elif request.action == BOOTSTRAP_WEIGHTS:
+            self._restore(replies)
+        else:
+            self._vote_graphs(replies)
+
+    # ------------------------------------------------------------------ phase 1
+    def _vote_layer(self, replies: list[Reply]) -> None:
+        vote = self.vote_layer(replies, "0.5")  # a tie keeps the edge (Eq. 4)
+        before, threshold = vote.before, vote.threshold
+        self.removed = vote.lost
+        self.layer_start, self.adjacency = before, vote.after
+        self.layers.append(
+            {
+                "level": self.level,
+                "clients": [r.client for r in replies],
+                "threshold": threshold,
+                "edges_before": int(np.triu(before, k=1).sum()),
+                "lost_vote": len(self.removed),
+                "restored": 0,
+                "removed": len(self.removed),
+                "client_tests": {
+                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
+                },
+            }
+        )
+        self.annotate(level=self.level, threshold=threshold, lost_vote=len(self.removed))
+        if len(self.removed):
+            self.phase = "evidence"
+        else:
+            self.level += 1
+
+    def _restore(self, replies: list[Reply]) -> None:
+        n = len(self.removed)
+        weights = []
+        for r in replies:
+            w = np.asarray(r.arrays[0], dtype=np.float64) if r.arrays else np.zeros(0)
+            if w.shape != (n,) or np.any(~np.isfinite(w)) or np.any((w < 0) | (w > 1)):
+                raise ClientProtocolError(
+                    f"client {r.client} sent {w.shape} weights for {n} removed edges, expected "
+                    "one weight in [0, 1] per edge"
+                )
+            weights.append(w)
+        mean = np.mean(weights, axis=0)
+        restore = mean <= self.options.tau
+        assert self.adjacency is not None  # start_skeleton has run
+        for a, b in self.removed[restore].tolist():
+            self.adjacency[a, b] = self.adjacency[b, a] = True
+        layer = self.layers[-1]
+        names = self.variables
+        layer["restored"] = int(restore.sum())
+        layer["removed"] = n - int(restore.sum())
+        layer["client_tests"] = {
+            str(r.client): layer["client_tests"].get(str(r.client), 0)
+            + int(ComputedTests.of_reply(r).tests)
+            for r in replies
+        }
+        layer["weights"] = {
+            f"{names[a]}|{names[b]}": round(float(w), 6)
+            for (a, b), w in zip(self.removed.tolist(), mean.tolist(), strict=True)
+        }
+        self.annotate(level=self.level, restored=layer["restored"], removed=layer["removed"])
+        self.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
+        self.level += 1
+
+    # ------------------------------------------------------------------ phase 2
+    def _vote_graphs(self, replies: list[Reply]) -> None:
+        assert self.adjacency is not None  # start_skeleton has run
+        p = len(self.variables)
+        votes = np.zeros((p, p), dtype=np.int64)
+        for r in replies:
+            graph: np.ndarray = np.asarray(r.arrays[0]) if r.arrays else np.zeros(0)
+            if graph.shape != (p, p) or not np.isin(graph, (0, 1)).all():
+                raise ClientProtocolError(
+                    f"client {r.client} sent a graph of shape {graph.shape}, expected a 0/1 "
+                    f"{p}x{p} matrix"
+                )
+            graph = graph.astype(bool)
+            undirected = graph | graph.T
+            if np.any(undirected & ~self.adjacency) or np.any(np.diag(graph)):
+                raise ClientProtocolError(
+                    f"client {r.client} sent edges outside the skeleton it was given"
+                )
+            votes += graph
+            self.score_seconds[str(r.client)] = float(HillClimbReply.of_reply(r).score_seconds)
+        self.votes = votes
+        options = self.options
+        marks, self.dropped, undirected = voted_dag_marks(
+            votes, options.tie_rule, options.allow_cycles
+        )
+        self.graph = Graph(tuple(self.variables), marks, "DAG")
+        self.annotate(edges=self.graph.n_edges(), undirected=undirected, dropped=len(self.dropped))
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        assert self.adjacency is not None  # start_skeleton has run
+        names = self.variables
+        cycles_left = 0
+        if self.options.allow_cycles and self.graph is not None:
+            one_way = self.graph.marks == ARROW
+            dg = nx.DiGraph(list(zip(*np.nonzero(one_way), strict=True)))
+            cycles_left = sum(1 for c in nx.strongly_connected_components(dg) if len(c) > 1)
+        return {
+            "graph": self.graph,
+            "variables": list(names),
+            "skeleton": [
+                [names[a], names[b]] for a, b in np.argwhere(np.triu(self.adjacency, k=1)).tolist()
+            ],
+            "layers": self.layers,
+            "edge_votes": self.edge_votes(),  # the voting skeleton's (restored edges included)
+            "options": {key: self.options[key] for key in RESULT_OPTIONS},
+            "dropped_for_cycles": [[names[a], names[b]] for a, b in self.dropped],
+            "cyclic_components": cycles_left,
+            "score_seconds": self.score_seconds,
+        }
+
+
+#: FedECD's strategy from its options (a mapping, keywords, or both)
+make_strategy = FedECDStrategy
 
 
 register_method(
     "fedecd",
-    make_strategy,
+    FedECDStrategy,
     "fedcausal_flwr.clients.fedecd:FedECDClient",
-    options=OPTIONS,
     disclosures=DISCLOSURES,
     bootstrap=True,
     paper="FedECD (Guo et al. 2024)",

@@ -92,7 +92,7 @@ from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.sepsets import SEPSET_RULES
 from fedcausal_flwr.metrics import local_metrics
-from fedcausal_flwr.options import REQUIRED, Option, OptionSet, documented_by
+from fedcausal_flwr.options import REQUIRED, Option, OptionSet
 from fedcausal_flwr.protocols.fedlcs import (
     DISCLOSURES,
     LCS_LOCAL,
@@ -111,132 +111,9 @@ from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (
     DiscreteMethodStrategy,
     common_options,
-    common_values,
     pooled_oracle,
 )
 from fedcausal_flwr.strategies.layer_vote import vote_threshold
-
-
-class FedLCSStrategy(DiscreteMethodStrategy):
-    """FedLCS server: see the module docstring for rules, ties and the wire protocol."""
-
-    name = "fedlcs"
-
-    def __init__(self, target: str | int | Sequence = "", ratio: float | str = 0.4,
-                 lcs: LCSOptions | None = None, **common: Any):  # fmt: skip
-        super().__init__(**common)
-        vote_threshold(ratio, 1)
-        self.target_option, self.ratio = target, ratio
-        self.options = lcs or LCSOptions(alpha=self.alpha)
-        if self.options.alpha != self.alpha:
-            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
-        self.targets: list[int] = []
-        self.runner: StepRunner | None = None  # drives lcs_search, one request per round
-        self.client_tests: dict[int, int] = {}
-        self.stage_rounds = {"prune": 0, "sepsets": 0}
-        self.session = uuid.uuid4().hex  # scopes the clients' test caches to this run
-        #: (variable, candidate) -> (share of clients keeping it at its last vote, that layer)
-        self.votes: dict[tuple[int, int], tuple[float, int]] = {}
-
-    def next_request(self) -> Request | None:
-        if self.runner is None:
-            self.start()
-            self.targets = parse_targets(self.target_option, self.variables)
-            self.runner = StepRunner(lcs_search(len(self.variables), self.targets, self.options))
-        request = self.runner.pending
-        if request is None:
-            return None
-        if isinstance(request, PruneRequest):
-            jobs = [[v, list(cpc), lv] for v, cpc, lv in request.jobs]
-            prune = self.scoped(
-                LCSPruneRequest, session=self.session, jobs=jobs, stable=self.options.stable
-            )
-            return Request(LCS_PRUNE, prune)
-        jobs = [[a, b, list(pool), lv] for a, b, pool, lv in request.jobs]
-        reveal = self.options.sep_rule == "fisher"
-        sepsets = self.scoped(LCSSepsetsRequest, session=self.session, jobs=jobs, reveal_all=reveal)
-        return Request(LCS_SEPSETS, sepsets, nan_ok=True)
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        assert self.runner is not None  # next_request started the search
-        for r in replies:
-            tests = ComputedTests.of_reply(r).tests
-            self.client_tests[r.client] = self.client_tests.get(r.client, 0) + tests
-        jobs = self.runner.pending.jobs
-        if request.action == LCS_PRUNE:
-            answer: list = self._vote(jobs, replies)
-            self.annotate(stage="flske", variables=len(answer))
-        else:
-            n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
-            values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
-            need = vote_threshold(self.ratio, len(replies))
-            decided = decide_sepsets(jobs, values, self.alpha, self.options.sep_rule, need)
-            clients = [r.client for r in replies]  # choices name a client position: its id
-            answer = [(a if a is None else (*a[:2], clients[a[2]], *a[3:]), found)
-                      for a, found in decided]  # fmt: skip
-            self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
-        self.stage_rounds["prune" if request.action == LCS_PRUNE else "sepsets"] += 1
-        self.runner.answer(answer)
-
-    def _vector(self, reply: Reply, n: int, dtype) -> np.ndarray:
-        values = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
-        if values.shape != (n,):
-            raise ClientProtocolError(
-                f"client {reply.client} sent {values.shape} values, expected {n} for this "
-                f"{self.runner.pending.__class__.__name__ if self.runner else 'request'}"
-            )
-        return values.astype(dtype)
-
-    def _vote(self, jobs: list[PruneJob], replies: list[Reply]) -> list[tuple[int, ...]]:
-        """FLSke's vote: the candidates kept by at least ``ceil(ratio * K)`` clients."""
-        n = sum(len(cpc) for _, cpc, _ in jobs)
-        flags = [self._vector(r, n, np.int64) for r in replies]
-        for r, f in zip(replies, flags, strict=True):
-            if not np.isin(f, (0, 1)).all():
-                raise ClientProtocolError(f"client {r.client} sent keep flags other than 0/1")
-        votes = np.sum(flags, axis=0)
-        keep = votes >= vote_threshold(self.ratio, len(replies))
-        shares = iter((votes / len(replies)).tolist())
-        for v, cpc, level in jobs:
-            for c in cpc:
-                self.votes[(v, c)] = (next(shares), level)
-        ends = np.cumsum([len(cpc) for _, cpc, _ in jobs])
-        return [tuple(np.asarray(cpc, dtype=int)[keep[e - len(cpc) : e]].tolist())
-                for (_, cpc, _), e in zip(jobs, ends, strict=True)]  # fmt: skip
-
-    def result_payload(self) -> dict:
-        assert self.runner is not None and self.runner.done  # the search has finished
-        results, knowledge = self.runner.result
-        return {
-            **structure_payload(self.variables, self.targets, results, knowledge),
-            "ratio": str(self.ratio),
-            "options": options_dict(self.options),
-            "stage_rounds": dict(self.stage_rounds),
-            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
-            "tests": int(sum(self.client_tests.values())),
-            "edge_votes": self.edge_votes(
-                results[self.targets[0]].graph(self.variables), knowledge.pc
-            ),
-        }
-
-    def edge_votes(self, graph: Graph, pc_sets: Mapping[int, Sequence[int]]) -> dict[str, list]:
-        """FLSke's vote shares, by name: each edge of ``graph`` ``[x, y, share]`` (the smaller
-        of its two PC-set votes: the edge needs both), and each candidate a layer removed from
-        a PC set ``[variable, candidate, share, layer]``."""
-        names = self.variables
-        where = [names.index(n) for n in graph.names]
-        kept = []
-        for a, b in zip(*np.nonzero(np.triu(graph.adjacency(), k=1)), strict=True):
-            u, v = where[a], where[b]
-            sides = [self.votes[k][0] for k in ((u, v), (v, u)) if k in self.votes]
-            if sides:
-                kept.append([names[u], names[v], min(sides)])
-        removed = [
-            [names[v], names[c], share, level]
-            for (v, c), (share, level) in sorted(self.votes.items())
-            if c not in pc_sets.get(v, ())
-        ]
-        return {"kept": kept, "removed": removed}
 
 
 def _lcs_options(with_ratio: bool) -> OptionSet:
@@ -325,8 +202,10 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
     )  # fmt: skip
 
 
-OPTIONS = _lcs_options(with_ratio=True)
+FEDLCS_OPTIONS = _lcs_options(with_ratio=True)
+#: the baselines' options (one oracle chooses the same separating set under every rule)
 BASELINE_OPTIONS = _lcs_options(with_ratio=False)
+OPTIONS = FEDLCS_OPTIONS  # fedlcs's, by the name the tests import
 
 
 def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
@@ -338,61 +217,145 @@ def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
     return LCSOptions(max_level=values["max_depth"], **given)
 
 
-@documented_by(OPTIONS)
-def make_strategy(options: Mapping[str, Any]) -> FedLCSStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'fedlcs'")
-    return FedLCSStrategy(
-        target=values["target"], ratio=values["ratio"], lcs=lcs_options(values),
-        **common_values(values),
-    )  # fmt: skip
+class LCSSearchStrategy(DiscreteMethodStrategy):
+    """Shared set-up of FedLCS and its baselines: the search's options and the targets."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the search's options (:class:`LCSOptions`) of the resolved ones
+        self.lcs = lcs_options(self.options)
+        self.targets: list[int] = []
+
+    def start_targets(self) -> None:
+        """After hello: the level sets, and the targets (option ``target``) as indices."""
+        self.start()
+        self.targets = parse_targets(self.options.target, self.variables)
 
 
-#: what score_local_structure's numbers are
-SCORE_VIEW = "the local structure of the target against the true DAG"
+class FedLCSStrategy(LCSSearchStrategy):
+    """FedLCS server: see the module docstring for rules, ties and the wire protocol."""
+
+    name = "fedlcs"
+    OPTIONS = FEDLCS_OPTIONS
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        self.runner: StepRunner | None = None  # drives lcs_search, one request per round
+        self.client_tests: dict[int, int] = {}
+        self.stage_rounds = {"prune": 0, "sepsets": 0}
+        self.session = uuid.uuid4().hex  # scopes the clients' test caches to this run
+        #: (variable, candidate) -> (share of clients keeping it at its last vote, that layer)
+        self.votes: dict[tuple[int, int], tuple[float, int]] = {}
+
+    def next_request(self) -> Request | None:
+        if self.runner is None:
+            self.start_targets()
+            self.runner = StepRunner(lcs_search(len(self.variables), self.targets, self.lcs))
+        request = self.runner.pending
+        if request is None:
+            return None
+        if isinstance(request, PruneRequest):
+            jobs = [[v, list(cpc), lv] for v, cpc, lv in request.jobs]
+            prune = self.scoped(
+                LCSPruneRequest, session=self.session, jobs=jobs, stable=self.options.stable
+            )
+            return Request(LCS_PRUNE, prune)
+        jobs = [[a, b, list(pool), lv] for a, b, pool, lv in request.jobs]
+        reveal = self.options.sep_rule == "fisher"
+        sepsets = self.scoped(LCSSepsetsRequest, session=self.session, jobs=jobs, reveal_all=reveal)
+        return Request(LCS_SEPSETS, sepsets, nan_ok=True)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        assert self.runner is not None  # next_request started the search
+        for r in replies:
+            tests = ComputedTests.of_reply(r).tests
+            self.client_tests[r.client] = self.client_tests.get(r.client, 0) + tests
+        jobs = self.runner.pending.jobs
+        if request.action == LCS_PRUNE:
+            answer: list = self._vote(jobs, replies)
+            self.annotate(stage="flske", variables=len(answer))
+        else:
+            n = sum(math.comb(len(pool), lv) for _, _, pool, lv in jobs)
+            values = np.stack([self._vector(r, n, np.float64) for r in replies]).astype(float)
+            need = vote_threshold(self.options.ratio, len(replies))
+            decided = decide_sepsets(jobs, values, self.options.alpha, self.options.sep_rule, need)
+            clients = [r.client for r in replies]  # choices name a client position: its id
+            answer = [(a if a is None else (*a[:2], clients[a[2]], *a[3:]), found)
+                      for a, found in decided]  # fmt: skip
+            self.annotate(stage="sepsets", pairs=len(jobs), tests=n)
+        self.stage_rounds["prune" if request.action == LCS_PRUNE else "sepsets"] += 1
+        self.runner.answer(answer)
+
+    def _vector(self, reply: Reply, n: int, dtype) -> np.ndarray:
+        values = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+        if values.shape != (n,):
+            raise ClientProtocolError(
+                f"client {reply.client} sent {values.shape} values, expected {n} for this "
+                f"{self.runner.pending.__class__.__name__ if self.runner else 'request'}"
+            )
+        return values.astype(dtype)
+
+    def _vote(self, jobs: list[PruneJob], replies: list[Reply]) -> list[tuple[int, ...]]:
+        """FLSke's vote: the candidates kept by at least ``ceil(ratio * K)`` clients."""
+        n = sum(len(cpc) for _, cpc, _ in jobs)
+        flags = [self._vector(r, n, np.int64) for r in replies]
+        for r, f in zip(replies, flags, strict=True):
+            if not np.isin(f, (0, 1)).all():
+                raise ClientProtocolError(f"client {r.client} sent keep flags other than 0/1")
+        votes = np.sum(flags, axis=0)
+        keep = votes >= vote_threshold(self.options.ratio, len(replies))
+        shares = iter((votes / len(replies)).tolist())
+        for v, cpc, level in jobs:
+            for c in cpc:
+                self.votes[(v, c)] = (next(shares), level)
+        ends = np.cumsum([len(cpc) for _, cpc, _ in jobs])
+        return [tuple(np.asarray(cpc, dtype=int)[keep[e - len(cpc) : e]].tolist())
+                for (_, cpc, _), e in zip(jobs, ends, strict=True)]  # fmt: skip
+
+    def result_payload(self) -> dict:
+        assert self.runner is not None and self.runner.done  # the search has finished
+        results, knowledge = self.runner.result
+        return {
+            **structure_payload(self.variables, self.targets, results, knowledge),
+            "ratio": str(self.options.ratio),
+            "options": options_dict(self.lcs),
+            "stage_rounds": dict(self.stage_rounds),
+            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+            "tests": int(sum(self.client_tests.values())),
+            "edge_votes": self.edge_votes(
+                results[self.targets[0]].graph(self.variables), knowledge.pc
+            ),
+        }
+
+    def edge_votes(self, graph: Graph, pc_sets: Mapping[int, Sequence[int]]) -> dict[str, list]:
+        """FLSke's vote shares, by name: each edge of ``graph`` ``[x, y, share]`` (the smaller
+        of its two PC-set votes: the edge needs both), and each candidate a layer removed from
+        a PC set ``[variable, candidate, share, layer]``."""
+        names = self.variables
+        where = [names.index(n) for n in graph.names]
+        kept = []
+        for a, b in zip(*np.nonzero(np.triu(graph.adjacency(), k=1)), strict=True):
+            u, v = where[a], where[b]
+            sides = [self.votes[k][0] for k in ((u, v), (v, u)) if k in self.votes]
+            if sides:
+                kept.append([names[u], names[v], min(sides)])
+        removed = [
+            [names[v], names[c], share, level]
+            for (v, c), (share, level) in sorted(self.votes.items())
+            if c not in pc_sets.get(v, ())
+        ]
+        return {"kept": kept, "removed": removed}
 
 
-def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:
-    """A ``LOCAL`` result scored as FedLCS does: the target's local structure (parents,
-    children, undirected neighbours) against the true DAG."""
-    if result.graph is None:
-        raise ValueError(f"the {result.method} result has no graph to score")
-    return local_metrics(full_graph(result.graph, dag.names), dag, result.extra["target"])
-
-
-register_method(
-    "fedlcs",
-    make_strategy,
-    "fedcausal_flwr.clients.fedlcs:FedLCSClient",
-    options=OPTIONS,
-    disclosures=DISCLOSURES,
-    bootstrap=True,
-    score=score_local_structure,
-    score_view=SCORE_VIEW,
-    paper="FedLCS (Yu et al., Sci China Inf Sci 2025)",
-    description="FedLCS (Yu et al. 2025): federated local structure of option 'target'",
-    min_sites=2,
-)
-__all__ = ["FedLCSStrategy", "lcs_options", "make_strategy"]
+#: FedLCS's strategy from its options (a mapping, keywords, or both)
+make_strategy = FedLCSStrategy
 
 
 # ============================================================================ baselines
 # ``fedlcs-local`` (each client alone) and ``lcs-pooled`` (LCS-All): the search above with its
-# options less ``ratio`` and ``sep_rule`` (one oracle chooses the same separating set under every
-# rule); their actions (``lcs_local``, ``raw_data``) are in the wire-protocol table above.
-class LCSBaselineStrategy(DiscreteMethodStrategy):
-    """Shared set-up of FedLCS's baselines: the target option and the search options."""
-
-    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
-        super().__init__(**common)
-        self.target_option = target
-        self.options = lcs or LCSOptions(alpha=self.alpha)
-        if self.options.alpha != self.alpha:
-            raise ValueError(f"alpha {self.alpha} differs from the LCS options' {self.options}")
-        self.targets: list[int] = []
-
-
-class LCSLocalStrategy(LCSBaselineStrategy):
+# options less ``ratio`` and ``sep_rule`` (:data:`BASELINE_OPTIONS`); their actions (``lcs_local``,
+# ``raw_data``) are in the wire-protocol table above.
+class LCSLocalStrategy(LCSSearchStrategy):
     """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
 
     One round (action ``lcs_local``, payload ``targets`` + ``lcs`` options): every client returns an
@@ -404,18 +367,18 @@ class LCSLocalStrategy(LCSBaselineStrategy):
     """
 
     name = "fedlcs-local"
+    OPTIONS = BASELINE_OPTIONS
 
-    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
-        super().__init__(target, lcs, **common)
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.client_graphs: dict[int, dict[str, Graph]] = {}
         self.client_tests: dict[int, int] = {}
 
     def next_request(self) -> Request | None:
         if self.client_graphs:
             return None
-        self.start()
-        self.targets = parse_targets(self.target_option, self.variables)
-        asked = self.scoped(LCSLocalRequest, targets=self.targets, lcs=options_dict(self.options))
+        self.start_targets()
+        asked = self.scoped(LCSLocalRequest, targets=self.targets, lcs=options_dict(self.lcs))
         return Request(LCS_LOCAL, asked)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -457,7 +420,7 @@ class LCSLocalStrategy(LCSBaselineStrategy):
                 {"client": c, "targets": {t: g.to_json() for t, g in graphs.items()}}
                 for c, graphs in sorted(self.client_graphs.items())
             ],
-            "options": options_dict(self.options),
+            "options": options_dict(self.lcs),
             "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
             "tests": int(sum(self.client_tests.values())),
         }
@@ -505,17 +468,18 @@ def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
     return {"fedlcs-local-avg": average, "fedlcs-local-best": best}
 
 
-class LCSPooledStrategy(LCSBaselineStrategy):
+class LCSPooledStrategy(LCSSearchStrategy):
     """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
     raw (encoded) rows (action ``raw_data``, as ``pooled``) and the server runs the same search on
     the union with one oracle (:func:`~fedcausal_flwr.discovery.lcs.local_structure`): the
     upper bound for ``fedlcs``."""
 
     name = "lcs-pooled"
+    OPTIONS = BASELINE_OPTIONS
     needs = InputNeeds(values="discrete")  # the server tests the pooled rows: any client size
 
-    def __init__(self, target: str | int | Sequence = "", lcs: LCSOptions | None = None, **common):
-        super().__init__(target, lcs, **common)
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.rows: dict[int, int] = {}
         self.found: tuple[dict[int, LocalStructure], Knowledge] | None = None
         self.n_tests = 0
@@ -523,15 +487,15 @@ class LCSPooledStrategy(LCSBaselineStrategy):
     def next_request(self) -> Request | None:
         if self.found is not None:
             return None
-        self.start()
-        self.targets = parse_targets(self.target_option, self.variables)
+        self.start_targets()
         return Request(RAW_DATA, RawDataRequest(self.variables, self.levels))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        options = self.options
         oracle = pooled_oracle(
-            replies, self.variables, self.cards, self.test, self.rows, self.reliability
+            replies, self.variables, self.cards, options.test, self.rows, options.reliability
         )
-        self.found = local_structure(oracle, self.targets, self.options)
+        self.found = local_structure(oracle, self.targets, self.lcs)
         self.n_tests = oracle.n_computed
         self.annotate(rows=int(sum(self.rows.values())))
 
@@ -541,26 +505,22 @@ class LCSPooledStrategy(LCSBaselineStrategy):
         return {
             **structure_payload(self.variables, self.targets, results, kb),
             "reference": "centralised: clients sent raw data (not private)",
-            "options": options_dict(self.options),
+            "options": options_dict(self.lcs),
             "rows": {str(c): n for c, n in sorted(self.rows.items())},
             "tests": int(self.n_tests),
         }
 
 
-@documented_by(BASELINE_OPTIONS)
-def make_local_strategy(options: Mapping[str, Any]) -> LCSLocalStrategy:
-    """``fedlcs-local`` (as ``fedlcs``, without ``ratio``)."""
-    values = BASELINE_OPTIONS.resolve(options, owner="method 'fedlcs-local'")
-    return LCSLocalStrategy(target=values["target"], lcs=lcs_options(values),
-                            **common_values(values))  # fmt: skip
+#: what score_local_structure's numbers are
+SCORE_VIEW = "the local structure of the target against the true DAG"
 
 
-@documented_by(BASELINE_OPTIONS)
-def make_pooled_strategy(options: Mapping[str, Any]) -> LCSPooledStrategy:
-    """``lcs-pooled`` (as ``fedlcs``, without ``ratio``)."""
-    values = BASELINE_OPTIONS.resolve(options, owner="method 'lcs-pooled'")
-    return LCSPooledStrategy(target=values["target"], lcs=lcs_options(values),
-                             **common_values(values))  # fmt: skip
+def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:
+    """A ``LOCAL`` result scored as FedLCS does: the target's local structure (parents,
+    children, undirected neighbours) against the true DAG."""
+    if result.graph is None:
+        raise ValueError(f"the {result.method} result has no graph to score")
+    return local_metrics(full_graph(result.graph, dag.names), dag, result.extra["target"])
 
 
 def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
@@ -572,29 +532,56 @@ def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
     }
 
 
-register_method(
-    "fedlcs-local",
-    make_local_strategy,
-    "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
-    options=BASELINE_OPTIONS,
-    disclosures=LOCAL_DISCLOSURES,
-    bootstrap=True,
-    score=score_local_structure,
-    score_view=SCORE_VIEW,
-    summaries=lcs_local_rows,
-    paper="baseline (FedLCS)",
-    description="each client alone runs the FedLCS search; see lcs_local_summary for avg/best",
+#: every method of this module: its strategy class, its client class and its own registry fields
+METHODS: tuple[tuple[type[LCSSearchStrategy], str, dict[str, Any]], ...] = (
+    (
+        FedLCSStrategy,
+        "fedcausal_flwr.clients.fedlcs:FedLCSClient",
+        {
+            "disclosures": DISCLOSURES,
+            "paper": "FedLCS (Yu et al., Sci China Inf Sci 2025)",
+            "description": "FedLCS (Yu et al. 2025): federated local structure of option 'target'",
+            "min_sites": 2,
+        },
+    ),
+    (
+        LCSLocalStrategy,
+        "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
+        {
+            "disclosures": LOCAL_DISCLOSURES,
+            "summaries": lcs_local_rows,
+            "paper": "baseline (FedLCS)",
+            "description": "each client alone runs the FedLCS search; see lcs_local_summary for "
+            "avg/best",
+        },
+    ),
+    (
+        LCSPooledStrategy,
+        "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
+        {
+            "disclosures": POOLED_DISCLOSURES,
+            "paper": "baseline (FedLCS: LCS-All)",
+            "description": "LCS-All, centralised reference (NOT private): raw data, the search on "
+            "the union",
+        },
+    ),
 )
-register_method(
-    "lcs-pooled",
-    make_pooled_strategy,
-    "fedcausal_flwr.clients.fedlcs:LCSBaselineClient",
-    options=BASELINE_OPTIONS,
-    disclosures=POOLED_DISCLOSURES,
-    bootstrap=True,
-    score=score_local_structure,
-    score_view=SCORE_VIEW,
-    paper="baseline (FedLCS: LCS-All)",
-    description="LCS-All, centralised reference (NOT private): raw data, the search on the union",
-)
-__all__ = ["LCSLocalStrategy", "LCSPooledStrategy", "lcs_local_summary"]
+for _strategy, _client, _own in METHODS:
+    register_method(
+        _strategy.name,
+        _strategy,
+        _client,
+        bootstrap=True,
+        score=score_local_structure,
+        score_view=SCORE_VIEW,
+        **_own,
+    )
+
+__all__ = [
+    "FedLCSStrategy",
+    "LCSLocalStrategy",
+    "LCSPooledStrategy",
+    "lcs_local_summary",
+    "lcs_options",
+    "make_strategy",
+]

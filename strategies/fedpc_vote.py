@@ -77,18 +77,13 @@ from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.colliders import ColliderOrientation
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.meek import orient_cpdag
-from fedcausal_flwr.options import Option, documented_by
-from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
+from fedcausal_flwr.options import Option
+from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.protocols.records import ComputedTests
-from fedcausal_flwr.protocols.voting import (
-    FEDPC_VOTE_DISCLOSURES,
-    PRUNE,
-    PVALUES,
-    PValuesRequest,
-)
+from fedcausal_flwr.protocols.voting import FEDPC_VOTE_DISCLOSURES, PRUNE
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import common_options, common_values
+from fedcausal_flwr.strategies.discrete import common_options
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy, vote_threshold
 
 ORIENTATIONS = ("maxp", "sepsets")
@@ -110,25 +105,44 @@ def candidate_queries(adjacency: np.ndarray, sep_depth: int) -> tuple[list[Query
     return queries, spans
 
 
+FEDPC_VOTE_OPTIONS = common_options(
+    paper={"alpha": "0.01 in the authors' code"},
+    why={"alpha": "the level of the other methods here, so a comparison changes only the method"},
+).extend(
+    replace(
+        shared.ratio(0.5, paper="0.3 in the authors' code"),
+        why="a majority of the clients, as every other voting method here; ratio=0.3 runs the "
+        "code's threshold (FedECD's grid does)",
+    ),
+    Option(
+        "sep_depth",
+        "int",
+        3,
+        "largest candidate separating set in the max-p orientation round",
+        minimum=0,
+        requires=("orientation", ("maxp",)),
+        paper="3 (the code's max order)",
+    ),
+    Option(
+        "orientation",
+        "str",
+        "maxp",
+        "separating sets for the colliders: the largest client p-value over candidate sets "
+        "(maxp), or the sets the skeleton layers voted (sepsets)",
+        choices=ORIENTATIONS,
+        paper="maxp",
+    ),
+)
+
+
 class FedPCVoteStrategy(LayerwiseVoteStrategy):
     """Layer-wise voting FedPC; see the module docstring for rules, ties and the wire protocol."""
 
     name = "fedpc-vote"
+    OPTIONS = FEDPC_VOTE_OPTIONS
 
-    def __init__(
-        self,
-        ratio: float | str = 0.5,
-        sep_depth: int = 3,
-        orientation: str = "maxp",
-        **common: Any,
-    ):
-        super().__init__(**common)
-        vote_threshold(ratio, 1)  # validates the ratio
-        if orientation not in ORIENTATIONS:
-            raise ValueError(f"unknown orientation {orientation!r}; expected one of {ORIENTATIONS}")
-        if sep_depth < 0:
-            raise ValueError(f"sep_depth must be >= 0, got {sep_depth}")
-        self.ratio, self.sep_depth, self.orientation = ratio, int(sep_depth), orientation
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.sepsets: dict[Pair, list[tuple[int, ...]]] = {}
         self.candidates: list[Query] = []
         self.spans: list[tuple] = []
@@ -145,14 +159,14 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             if self.layer_due():
                 return self.prune_request()
             self.phase = "orient"
-            if self.orientation == "maxp":
+            if self.options.orientation == "maxp":
                 assert self.adjacency is not None  # start_skeleton has run
-                self.candidates, self.spans = candidate_queries(self.adjacency, self.sep_depth)
-        if self.orientation == "sepsets" or not self.candidates:
+                sep_depth = self.options.sep_depth
+                self.candidates, self.spans = candidate_queries(self.adjacency, sep_depth)
+        if self.options.orientation == "sepsets" or not self.candidates:
             self._orient()
             return None
-        asked = PValuesRequest(self.variables, self.levels, self.test, self.reliability)
-        return Request(PVALUES, asked, arrays=[encode_queries(self.candidates)], nan_ok=True)
+        return self.pvalues_request(self.candidates)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -163,7 +177,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
 
     # ------------------------------------------------------------------ skeleton
     def _vote_layer(self, replies: list[Reply]) -> None:
-        vote = self.vote_layer(replies, self.ratio)
+        vote = self.vote_layer(replies, self.options.ratio)
         before, votes, threshold, after = vote.before, vote.votes, vote.threshold, vote.after
         client_sets = [
             self._client_sepsets(r, before, k) for r, k in zip(replies, vote.kept, strict=True)
@@ -235,7 +249,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             local.append(values)
         pvalues = np.stack(local)
         for x, z, start, stop in self.spans:
-            pick = max_pvalue_choice(pvalues[:, start:stop], self.alpha)
+            pick = max_pvalue_choice(pvalues[:, start:stop], self.options.alpha)
             if pick is None:
                 self.chosen[(x, z)] = None
                 continue
@@ -251,7 +265,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
     def _orient(self) -> None:
         assert self.adjacency is not None  # start_skeleton has run
         graph = undirected_graph(self.variables, self.adjacency)
-        if self.orientation == "sepsets":
+        if self.options.orientation == "sepsets":
             self.colliders = orient_cpdag(
                 graph, self.sepsets, rule="causallearn", conflict="existing", meek="causallearn"
             )
@@ -289,8 +303,8 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         return {
             "graph": self.graph,
             "variables": list(names),
-            "ratio": str(self.ratio),
-            "orientation": self.orientation,
+            "ratio": str(self.options.ratio),
+            "orientation": self.options.orientation,
             "layers": self.layers,
             "edge_votes": self.edge_votes(),
             "sepsets": {
@@ -305,56 +319,19 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         }
 
 
-OPTIONS = common_options(
-    paper={"alpha": "0.01 in the authors' code"},
-    why={"alpha": "the level of the other methods here, so a comparison changes only the method"},
-).extend(
-    replace(
-        shared.ratio(0.5, paper="0.3 in the authors' code"),
-        why="a majority of the clients, as every other voting method here; ratio=0.3 runs the "
-        "code's threshold (FedECD's grid does)",
-    ),
-    Option(
-        "sep_depth",
-        "int",
-        3,
-        "largest candidate separating set in the max-p orientation round",
-        minimum=0,
-        requires=("orientation", ("maxp",)),
-        paper="3 (the code's max order)",
-    ),
-    Option(
-        "orientation",
-        "str",
-        "maxp",
-        "separating sets for the colliders: the largest client p-value over candidate sets "
-        "(maxp), or the sets the skeleton layers voted (sepsets)",
-        choices=ORIENTATIONS,
-        paper="maxp",
-    ),
-)
-
-
-@documented_by(OPTIONS)
-def make_strategy(options: Mapping[str, Any]) -> FedPCVoteStrategy:
-    """From its options (resolved here, so raw keywords work too)."""
-    values = OPTIONS.resolve(options, owner="method 'fedpc-vote'")
-    return FedPCVoteStrategy(
-        ratio=values["ratio"],
-        sep_depth=values["sep_depth"],
-        orientation=values["orientation"],
-        **common_values(values),
-    )
+#: fedpc-vote's strategy from its options (a mapping, keywords, or both)
+make_strategy = FedPCVoteStrategy
 
 
 register_method(
     "fedpc-vote",
-    make_strategy,
+    FedPCVoteStrategy,
     "fedcausal_flwr.clients.fedpc_vote:FedPCVoteClient",
-    options=OPTIONS,
     disclosures=FEDPC_VOTE_DISCLOSURES,
     bootstrap=True,
     paper="FedPC (Huang et al.)",
     description="layer-wise voting FedPC (Huang et al.): per-layer client votes, max-p sepsets",
     min_sites=2,
 )
+
+__all__ = ["FedPCVoteStrategy", "candidate_queries", "make_strategy", "vote_threshold"]

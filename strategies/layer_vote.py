@@ -10,6 +10,7 @@ and the server keeps a pair that at least ``ratio`` of the clients kept
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -71,8 +72,8 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
     (action ``prune``) and the server keeps an edge with enough votes. A layer is due while
     ``l <= max_depth`` and some node has more than ``l`` neighbours."""
 
-    def __init__(self, **common: Any):
-        super().__init__(**common)
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.adjacency: np.ndarray | None = None
         self.level = 0
         self.phase = "skeleton"
@@ -88,7 +89,8 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
             self.adjacency = ~np.eye(len(self.variables), dtype=bool)
 
     def layer_due(self) -> bool:
-        if self.max_depth is not None and self.level > self.max_depth:
+        max_depth = self.options.max_depth
+        if max_depth is not None and self.level > max_depth:
             return False
         assert self.adjacency is not None  # start_skeleton has run
         return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level

@@ -223,35 +223,36 @@ def pc_engine() -> tuple[Option, ...]:
     )
 
 
-def search_engine_problem(values: Mapping[str, Any], door: str) -> str | None:
+def search_engine_problem(values: Mapping[str, Any], entry_point: str) -> str | None:
     """Cross-option rules of the search's orientation: PC's causal-learn pairs only, and
     background knowledge only with rules that never overwrite it."""
     if values.get("knowledge") and values.get("fci_rules", "zhang") != "zhang":
         return (
-            f"{spell('knowledge', door)} works with FCI's Zhang rules "
-            f"({say('fci_rules', 'zhang', door)}), which never overwrite a mark; causal-learn's "
-            f"rule set ({say('fci_rules', values['fci_rules'], door)}) does"
+            f"{spell('knowledge', entry_point)} works with FCI's Zhang rules "
+            f"({say('fci_rules', 'zhang', entry_point)}), which never overwrite a mark; "
+            f"causal-learn's rule set ({say('fci_rules', values['fci_rules'], entry_point)}) does"
         )
     if "uc_rule" not in values:
         return None
     rule, priority = values["uc_rule"], values["uc_priority"]
     if rule != 0 and values["collider_rule"] != "causallearn":
         return (
-            f"{say('uc_rule', rule, door)} decides colliders by p-values, not by separating "
-            f"sets: it takes {say('collider_rule', 'causallearn', door)}"
+            f"{say('uc_rule', rule, entry_point)} decides colliders by p-values, not by separating "
+            f"sets: it takes {say('collider_rule', 'causallearn', entry_point)}"
         )
     if rule == 2 and priority in (0, 1):
         return (
-            f"{say('uc_rule', 2, door)} (definiteMaxP) takes uc_priority -1, 2, 3 or 4, not "
-            f"{say('uc_priority', priority, door)} (causal-learn's definite_maxp has no "
+            f"{say('uc_rule', 2, entry_point)} (definiteMaxP) takes uc_priority -1, 2, 3 or 4, not "
+            f"{say('uc_priority', priority, entry_point)} (causal-learn's definite_maxp has no "
             "overwrite or bi-directed policy)"
         )
     if values.get("knowledge") and not knowledge_supported(values["collider_rule"], rule, priority):
         return (
-            f"{spell('knowledge', door)} works with the separating-set colliders "
-            f"({say('collider_rule', 'causallearn', door)} or standard, uc_rule 0, uc_priority "
-            f"0-2), not with {say('collider_rule', values['collider_rule'], door)}, "
-            f"{say('uc_rule', rule, door)}, {say('uc_priority', priority, door)}"
+            f"{spell('knowledge', entry_point)} works with the separating-set colliders "
+            f"({say('collider_rule', 'causallearn', entry_point)} or standard, uc_rule 0, "
+            f"uc_priority 0-2), not with "
+            f"{say('collider_rule', values['collider_rule'], entry_point)}, "
+            f"{say('uc_rule', rule, entry_point)}, {say('uc_priority', priority, entry_point)}"
         )
     return None
 
@@ -275,23 +276,33 @@ def parse_knowledge(text: str | None) -> Knowledge | None:
     return Knowledge.parse(text, source="knowledge") if text else None
 
 
-def fisherz_needs_exact(values: Mapping[str, Any], door: str) -> str | None:
+def fisherz_needs_exact(values: Mapping[str, Any], entry_point: str) -> str | None:
     """Cross-option rule: the Gaussian test sums float moments, which only exact mode carries."""
     if values.get("test") == "fisherz" and values.get("ci", "exact") != "exact":
         return (
-            f"{say('ci', values['ci'], door)} needs discrete data: the Fisher-z test sums float "
-            f"moments, which the sketch cannot carry; use {say('ci', 'exact', door)}"
+            f"{say('ci', values['ci'], entry_point)} needs discrete data: the Fisher-z test sums "
+            f"float moments, which the sketch cannot carry; use {say('ci', 'exact', entry_point)}"
         )
     return None
 
 
-def sketch_needs_chi2(values: Mapping[str, Any], door: str) -> str | None:
+def sketch_needs_chi2(values: Mapping[str, Any], entry_point: str) -> str | None:
     if values.get("ci") == "sketch" and values.get("test") != "chi2":
         return (
-            f"the sketch estimates Pearson's chi2: use {say('test', 'chi2', door)} with "
-            f"{say('ci', 'sketch', door)}"
+            f"the sketch estimates Pearson's chi2: use {say('test', 'chi2', entry_point)} with "
+            f"{say('ci', 'sketch', entry_point)}"
         )
     return None
+
+
+def empty_strata_add_dof(**changes: Any) -> Option:
+    """The FedC2SL code's degrees of freedom as an option, with a method's ``changes``
+    (``requires``, ``paper``, ``why``)."""
+    help = (
+        "add one degree of freedom per empty stratum, as the FedC2SL code does "
+        "(default: causal-learn's count)"
+    )
+    return Option("empty_strata_add_dof", "bool", False, help, **changes)
 
 
 MISSING_MODES = ("error", "testwise", "listwise")
@@ -381,3 +392,12 @@ def dag_vote_option(name: str, **changes: Any) -> Option:
     """One of :data:`DAG_VOTE`, with ``changes`` (help, paper, why) for a method's paper."""
     (option,) = [o for o in DAG_VOTE if o.name == name]
     return replace(option, **changes)
+
+
+#: the BDeu hill climbing's options among :data:`DAG_VOTE` (as its requests carry them)
+HILL_CLIMB = ("ess", "structure_prior", "tabu_length", "max_barren", "lower_triangle_compat")
+
+
+def hill_climb_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The BDeu hill climbing's keywords (:data:`HILL_CLIMB`) of resolved options."""
+    return {key: values[key] for key in HILL_CLIMB}

@@ -70,24 +70,20 @@ from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.core.registry import for_variant, register_method
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
-from fedcausal_flwr.options import Option, documented_by
-from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.options import Option
 from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import (
     CIT_VOTE_DISCLOSURES,
     GRAPH_VOTE_DISCLOSURES,
     LOCAL_GRAPH,
     POOLED_DISCLOSURES,
-    PVALUES,
     RAW_DATA,
     LocalGraphRequest,
-    PValuesRequest,
     RawDataRequest,
 )
 from fedcausal_flwr.result import Result
@@ -96,7 +92,6 @@ from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (
     DiscreteMethodStrategy,
     common_options,
-    common_values,
     pooled_oracle,
 )
 
@@ -155,13 +150,7 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
     *(_for_search(o, "pc") for o in shared.search_engine("pc")),
     *(_for_search(o, "fci") for o in shared.search_engine("fci")),
     shared.knowledge(),  # both searches take it
-    Option(
-        "empty_strata_add_dof",
-        "bool",
-        False,
-        "add one degree of freedom per empty stratum, as the FedC2SL code does "
-        "(default: causal-learn's count)",
-    ),
+    shared.empty_strata_add_dof(),
     shared.missing(),
     checks=(shared.search_engine_problem,),
 )
@@ -171,12 +160,13 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
 class LocalGraphsStrategy(DiscreteMethodStrategy):
     """One round: every client runs PC/FCI alone and sends its graph. Subclasses combine them."""
 
-    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-        self.algorithm = algorithm
-        self.knowledge = knowledge  # each client's search takes it
-        super().__init__(**common)
+    #: the search each client runs (``local``: its option ``algorithm``)
+    algorithm = "pc"
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the background knowledge each client's search takes
+        self.knowledge = shared.parse_knowledge(self.options.knowledge)
         self.client_graphs: dict[int, Graph] = {}
         self.client_tests: dict[int, int] = {}
         self.graph: Graph | None = None
@@ -184,15 +174,14 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        if not self.started:
-            self.start()
+        self.start()
         knowledge = None
         if self.knowledge is not None:
             self.knowledge.matrix(self.variables)  # an unknown name stops the run here
             knowledge = self.knowledge.to_text()
         asked = self.scoped(
             LocalGraphRequest,
-            max_depth=self.max_depth,
+            max_depth=self.options.max_depth,
             algorithm=self.algorithm,
             knowledge=knowledge,
         )
@@ -211,11 +200,11 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
 
 
 class GraphVoteStrategy(LocalGraphsStrategy):
-    """PC-Voting / FCI-Voting: entry-wise vote over the clients' graphs (may be inconsistent)."""
+    """PC-Voting: entry-wise vote over the clients' graphs (may be inconsistent; FCI-Voting:
+    :class:`FCIVoteStrategy`)."""
 
-    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
-        self.name = f"{algorithm}-vote"
-        super().__init__(algorithm, knowledge, **common)
+    name = "pc-vote"
+    OPTIONS = VOTING_OPTIONS
 
     def combine(self) -> Graph:
         stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
@@ -240,10 +229,22 @@ class GraphVoteStrategy(LocalGraphsStrategy):
         }
 
 
+class FCIVoteStrategy(GraphVoteStrategy):
+    """FCI-Voting: PC-Voting's vote over the clients' FCI graphs (PAGs)."""
+
+    name = "fci-vote"
+    algorithm = "fci"
+
+
 class LocalStrategy(LocalGraphsStrategy):
     """Each client alone: no combination. Main graph = lowest partition id's graph."""
 
     name = "local"
+    OPTIONS = LOCAL_OPTIONS
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        self.algorithm = self.options.algorithm
 
     def combine(self) -> Graph:
         return self.client_graphs[min(self.client_graphs)]
@@ -294,15 +295,18 @@ def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 
 # ============================================================================ CI-test voting
 class CITVoteStrategy(DiscreteMethodStrategy):
-    """PC-CIT-Voting / FCI-CIT-Voting: server-side search, each CI test decided by client vote."""
+    """PC-CIT-Voting: server-side search, each CI test decided by client vote (FCI-CIT-Voting:
+    :class:`FCICITVoteStrategy`)."""
 
-    def __init__(self, algorithm: str = "pc", knowledge: Knowledge | None = None, **common: Any):
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-        self.name = f"{algorithm}-cit-vote"
-        super().__init__(**common)
-        self.algorithm = algorithm
-        self.knowledge = knowledge
+    name = "pc-cit-vote"
+    #: the server's search
+    algorithm = "pc"
+    OPTIONS = VOTING_OPTIONS
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the background knowledge the server's search takes
+        self.knowledge = shared.parse_knowledge(self.options.knowledge)
         self.cache: dict[Query, float] = {}
         self.runner: StepRunner | None = None
         self.batches: list[dict] = []
@@ -311,19 +315,21 @@ class CITVoteStrategy(DiscreteMethodStrategy):
         if self.runner is None:
             self.start()
             engine = pc_steps if self.algorithm == "pc" else fci_steps
-            steps = engine(self.variables, self.alpha, self.max_depth, knowledge=self.knowledge)
+            options = self.options
+            steps = engine(
+                self.variables, options.alpha, options.max_depth, knowledge=self.knowledge
+            )
             self.runner = StepRunner(with_cache(steps, self.cache))
         if self.runner.pending is None:  # the search has finished
             return None
-        asked = PValuesRequest(self.variables, self.levels, self.test, self.reliability)
-        return Request(PVALUES, asked, arrays=[encode_queries(self.runner.pending)], nan_ok=True)
+        return self.pvalues_request(self.runner.pending)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
         n_queries = len(self.runner.pending)
         local = np.stack([_pvalue_vector(r, n_queries) for r in replies])
-        combined = vote_pvalues(local, self.alpha)
-        independent = int(np.count_nonzero(combined > self.alpha))
+        combined = vote_pvalues(local, self.options.alpha)
+        independent = int(np.count_nonzero(combined > self.options.alpha))
         self.batches.append(
             {"round": self.current_round, "tests": n_queries, "independent": independent}
         )
@@ -338,9 +344,16 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             "variables": list(result.graph.names),
             "tests": len(self.cache),
             "batches": self.batches,
-            "pc_levels": len(result.skeleton.levels),
+            "pc_levels": len(result.skeleton.depths),
             **search_evidence(result),  # the voted p-values'
         }
+
+
+class FCICITVoteStrategy(CITVoteStrategy):
+    """FCI-CIT-Voting: FCI on the server, each CI test decided by client vote."""
+
+    name = "fci-cit-vote"
+    algorithm = "fci"
 
 
 def _pvalue_vector(reply: Reply, n_queries: int) -> np.ndarray:
@@ -357,52 +370,44 @@ class PooledStrategy(DiscreteMethodStrategy):
     """Centralised reference: raw data to the server, PC/FCI on the union. NOT private."""
 
     name = "pooled"
+    OPTIONS = POOLED_OPTIONS
     #: the server tests the pooled rows: any client size; a single-level column is isolated
     needs = InputNeeds(values="discrete", isolates_constants=True)
 
-    def __init__(
-        self,
-        algorithm: str = "pc",
-        engine_options: Mapping[str, Any] | None = None,
-        empty_strata_add_dof: bool = False,
-        missing: str = "error",
-        **common: Any,
-    ):
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-        if missing not in shared.MISSING_MODES:
-            raise ValueError(f"unknown missing {missing!r}; expected one of {shared.MISSING_MODES}")
-        super().__init__(**common)
-        self.missing = missing
-        self.algorithm = algorithm
-        self.engine_options = dict(engine_options or {})
-        self.empty_strata_add_dof = bool(empty_strata_add_dof)
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
+        #: the server's search (option ``algorithm``) and its engine's keywords
+        self.algorithm = self.options.algorithm
+        self.engine_options = shared.search_engine_options(self.algorithm, self.options)
         self.result: PCResult | FCIResult | None = None
         self.rows: dict[int, int] = {}
 
     def next_request(self) -> Request | None:
         if self.result is not None:
             return None
-        if not self.started:
-            self.start()
-        return Request(RAW_DATA, RawDataRequest(self.variables, self.levels, self.missing))
+        self.start()
+        asked = RawDataRequest(self.variables, self.levels, self.options.missing)
+        return Request(RAW_DATA, asked)
 
     def input_needs(self) -> InputNeeds:
-        return replace(self.needs, missing=self.missing)
+        return replace(self.needs, missing=self.options.missing)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        options = self.options
         oracle = pooled_oracle(
             replies,
             self.variables,
             self.cards,
-            self.test,
+            options.test,
             self.rows,
-            self.reliability,
-            self.empty_strata_add_dof,
-            allow_missing=self.missing == "testwise",
+            options.reliability,
+            options.empty_strata_add_dof,
+            allow_missing=options.missing == "testwise",
         )
         search = pc if self.algorithm == "pc" else fci
-        self.result = search(oracle, self.alpha, max_depth=self.max_depth, **self.engine_options)
+        self.result = search(
+            oracle, options.alpha, max_depth=options.max_depth, **self.engine_options
+        )
         self.annotate(rows=int(sum(self.rows.values())))
 
     def result_payload(self) -> dict:
@@ -414,76 +419,14 @@ class PooledStrategy(DiscreteMethodStrategy):
             "rows": {str(c): n for c, n in sorted(self.rows.items())},
             "tests": self.result.n_tests,
             "constant_columns": list(self.constant),
-            **self.missing_report(self.missing),
+            **self.missing_report(self.options.missing),
             **search_evidence(self.result),
         }
 
 
 # ============================================================================ registration
-@documented_by(VOTING_OPTIONS)
-def make_graph_vote(options: Mapping[str, Any], algorithm: str) -> GraphVoteStrategy:
-    """PC-Voting / FCI-Voting from its options."""
-    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-vote'")
-    knowledge = shared.parse_knowledge(values["knowledge"])
-    return GraphVoteStrategy(algorithm, knowledge, **common_values(values))
-
-
-@documented_by(VOTING_OPTIONS)
-def make_cit_vote(options: Mapping[str, Any], algorithm: str) -> CITVoteStrategy:
-    """PC-CIT-Voting / FCI-CIT-Voting from its options."""
-    values = VOTING_OPTIONS.resolve(options, owner=f"method '{algorithm}-cit-vote'")
-    knowledge = shared.parse_knowledge(values["knowledge"])
-    return CITVoteStrategy(algorithm, knowledge, **common_values(values))
-
-
-@documented_by(LOCAL_OPTIONS)
-def make_local(options: Mapping[str, Any]) -> LocalStrategy:
-    """``local`` from its options."""
-    values = LOCAL_OPTIONS.resolve(options, owner="method 'local'")
-    knowledge = shared.parse_knowledge(values["knowledge"])
-    return LocalStrategy(values["algorithm"], knowledge, **common_values(values))
-
-
-@documented_by(POOLED_OPTIONS)
-def make_pooled(options: Mapping[str, Any]) -> PooledStrategy:
-    """``pooled`` from its options (the search engine's options of its algorithm)."""
-    values = POOLED_OPTIONS.resolve(options, owner="method 'pooled'")
-    algorithm = values["algorithm"]
-    return PooledStrategy(
-        algorithm,
-        engine_options=shared.search_engine_options(algorithm, values),
-        empty_strata_add_dof=values["empty_strata_add_dof"],
-        missing=values["missing"],
-        **common_values(values),
-    )
-
-
-for _alg in ALGORITHMS:
-    register_method(
-        f"{_alg}-vote",
-        for_variant(make_graph_vote, _alg),
-        "fedcausal_flwr.clients.voting:VotingClient",
-        options=VOTING_OPTIONS,
-        disclosures=GRAPH_VOTE_DISCLOSURES,
-        bootstrap=True,
-        paper="baseline (FedC2SL)",
-        description=f"{_alg.upper()}-Voting: local {_alg.upper()} per client, entry-wise mark vote",
-        min_sites=2,
-    )
-    register_method(
-        f"{_alg}-cit-vote",
-        for_variant(make_cit_vote, _alg),
-        "fedcausal_flwr.clients.voting:VotingClient",
-        options=VOTING_OPTIONS,
-        disclosures=CIT_VOTE_DISCLOSURES,
-        bootstrap=True,
-        paper="baseline (FedC2SL)",
-        description=(
-            f"{_alg.upper()}-CIT-Voting: server-side {_alg.upper()}, each CI test by client "
-            "majority (max p if independent, else min p)"
-        ),
-        min_sites=2,
-    )
+#: the votes, on the clients' graphs and on their CI tests: PC's, then FCI's
+VOTES = (GraphVoteStrategy, CITVoteStrategy, FCIVoteStrategy, FCICITVoteStrategy)
 
 
 def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
@@ -492,30 +435,58 @@ def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
     return {"local-avg": summary["local-avg"], "local-best-oracle": summary["local-best"]}
 
 
-register_method(
-    "local",
-    make_local,
-    "fedcausal_flwr.clients.voting:VotingClient",
-    options=LOCAL_OPTIONS,
-    disclosures=GRAPH_VOTE_DISCLOSURES,
-    bootstrap=True,
-    summaries=local_rows,
-    paper="baseline",
-    description="each client alone runs PC (algorithm=fci: FCI); see local_summary for avg/best",
+def _vote_fields(strategy: type[GraphVoteStrategy] | type[CITVoteStrategy]) -> dict[str, Any]:
+    """The registry fields of PC/FCI-Voting and PC/FCI-CIT-Voting (FedC2SL's baselines)."""
+    alg = strategy.algorithm.upper()
+    if issubclass(strategy, GraphVoteStrategy):
+        disclosures = GRAPH_VOTE_DISCLOSURES
+        description = f"{alg}-Voting: local {alg} per client, entry-wise mark vote"
+    else:
+        disclosures = CIT_VOTE_DISCLOSURES
+        description = (
+            f"{alg}-CIT-Voting: server-side {alg}, each CI test by client majority (max p if "
+            "independent, else min p)"
+        )
+    paper = "baseline (FedC2SL)"
+    return {"disclosures": disclosures, "paper": paper, "description": description, "min_sites": 2}
+
+
+#: every method of this module: its strategy class and its own registry fields
+METHODS: tuple[tuple[type[DiscreteMethodStrategy], dict[str, Any]], ...] = (
+    *((s, _vote_fields(s)) for s in VOTES),
+    (
+        LocalStrategy,
+        {
+            "disclosures": GRAPH_VOTE_DISCLOSURES,
+            "summaries": local_rows,
+            "paper": "baseline",
+            "description": "each client alone runs PC (algorithm=fci: FCI); see local_summary for "
+            "avg/best",
+        },
+    ),
+    (
+        PooledStrategy,
+        {
+            "disclosures": POOLED_DISCLOSURES,
+            "paper": "upper bound",
+            "description": "centralised reference (NOT private): raw data to the server, PC/FCI on "
+            "the union",
+        },
+    ),
 )
-register_method(
-    "pooled",
-    make_pooled,
-    "fedcausal_flwr.clients.voting:VotingClient",
-    options=POOLED_OPTIONS,
-    disclosures=POOLED_DISCLOSURES,
-    bootstrap=True,
-    paper="upper bound",
-    description="centralised reference (NOT private): raw data to the server, PC/FCI on the union",
-)
+for _strategy, _own in METHODS:
+    register_method(
+        _strategy.name,
+        _strategy,
+        "fedcausal_flwr.clients.voting:VotingClient",
+        bootstrap=True,
+        **_own,
+    )
 
 __all__ = [
     "CITVoteStrategy",
+    "FCICITVoteStrategy",
+    "FCIVoteStrategy",
     "GraphVoteStrategy",
     "LocalStrategy",
     "PooledStrategy",
