@@ -79,8 +79,8 @@ class DiscreteClient(ProtocolClient):
                 f"variables {request.variables}",
             )
         oracle = self._oracle(request)
-        level = int(request.level)
-        skeleton = prune_depth(oracle, adjacency, level, float(request.alpha))
+        depth = int(request.depth)
+        skeleton = prune_depth(oracle, adjacency, depth, float(request.alpha))
         rows = [(x, y, s) for (x, y), sets in sorted(skeleton.sepsets.items()) for s in sets]
         kept = skeleton.adjacency.astype(np.uint8)
         return [kept, encode_queries(rows)], ComputedTests(oracle.n_computed)

@@ -61,7 +61,7 @@ class FedECDClient(DiscreteClient):
         pairs = np.asarray(arrays[1], dtype=np.int64).reshape(-1, 2)
         alpha, rule = float(request.alpha), str(request.evidence)
         try:
-            queries, owner, side = evidence_queries(skeleton, pairs, int(request.level), rule)
+            queries, owner, side = evidence_queries(skeleton, pairs, int(request.depth), rule)
         except ValueError as err:
             raise ProtocolError(self.partition_id, str(err)) from None
         n_boot = int(request.bootstraps)

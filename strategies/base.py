@@ -67,4 +67,22 @@ class MethodStrategy(ProtocolStrategy):
         self.options = Options(self.OPTIONS.resolve(raw, owner=f"method {self.name!r}"))
 
 
-__all__ = ["InputNeeds", "MethodStrategy", "Options", "ProtocolStrategy", "require_same_columns"]
+def option_attributes(*names: str) -> tuple[Any, ...]:
+    """Read-only attributes of a strategy, one per option of ``names``: in a class body,
+    ``alpha, test = option_attributes("alpha", "test")`` reads ``strategy.alpha`` as
+    ``strategy.options.alpha``."""
+
+    def attribute(name: str) -> property:
+        return property(lambda self: self.options[name], doc=f"option {name}")
+
+    return tuple(attribute(name) for name in names)
+
+
+__all__ = [
+    "InputNeeds",
+    "MethodStrategy",
+    "Options",
+    "ProtocolStrategy",
+    "option_attributes",
+    "require_same_columns",
+]

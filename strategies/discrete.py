@@ -27,7 +27,7 @@ from fedcausal_flwr.protocols.voting import PVALUES, PValuesRequest
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
 
 Scoped = TypeVar("Scoped", bound=DiscreteScope)
 #: the options every discrete method declares (:func:`common_options`)
@@ -55,17 +55,6 @@ def common_options(
     return OptionSet(
         tuple(replace(o, paper=said.get(o.name, ""), why=reason.get(o.name, "")) for o in options)
     )
-
-
-def option_attributes(*names: str) -> tuple[Any, ...]:
-    """Read-only attributes of a strategy, one per option of ``names``: in a class body,
-    ``alpha, test = option_attributes("alpha", "test")`` reads ``strategy.alpha`` as
-    ``strategy.options.alpha``."""
-
-    def attribute(name: str) -> property:
-        return property(lambda self: self.options[name], doc=f"option {name}")
-
-    return tuple(attribute(name) for name in names)
 
 
 class DiscreteMethodStrategy(MethodStrategy):

@@ -8,7 +8,7 @@ authors' MATLAB code (github.com/Xianjie-Guo/FedECD) where it is not, except whe
 
 1. ``prune``: each client prunes the broadcast skeleton once at size ``l`` with its own tests and
    returns the edges it kept. The local pass is the layer step of ``fedpc-vote``
-   (:func:`~fedcausal_flwr.discovery.layerwise.prune_level`, PC-stable within the layer); the
+   (:func:`~fedcausal_flwr.discovery.layerwise.prune_depth`, PC-stable within the layer); the
    authors' code runs order-dependent original PC inside a layer (not copied: the result would
    depend on the column order). Tests follow the code's ``my_g2_test``: zero-margin degrees of
    freedom, ``p = 1`` when they are 0, and the reliability rule ``n / (a_x a_y prod a_s) >= 5``
@@ -101,7 +101,8 @@ from fedcausal_flwr.protocols.fedecd import (
 from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import common_options, option_attributes
+from fedcausal_flwr.strategies.base import option_attributes
+from fedcausal_flwr.strategies.discrete import common_options
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy
 
 STOP_RULES = ("levels", "no_removal")
@@ -203,7 +204,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             weights = self.scoped(
                 BootstrapWeightsRequest,
                 **self.resamples(),
-                level=self.level,
+                depth=self.depth,
                 evidence=self.options.evidence,
             )
             arrays = [self.layer_start.astype(np.uint8), self.removed]
@@ -244,7 +245,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         self.layer_start, self.adjacency = before, vote.after
         self.layers.append(
             {
-                "level": self.level,
+                "level": self.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": int(np.triu(before, k=1).sum()),
@@ -256,11 +257,11 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(level=self.level, threshold=threshold, lost_vote=len(self.removed))
+        self.annotate(level=self.depth, threshold=threshold, lost_vote=len(self.removed))
         if len(self.removed):
             self.phase = "evidence"
         else:
-            self.level += 1
+            self.depth += 1
 
     def _restore(self, replies: list[Reply]) -> None:
         n = len(self.removed)
@@ -291,9 +292,9 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             f"{names[a]}|{names[b]}": round(float(w), 6)
             for (a, b), w in zip(self.removed.tolist(), mean.tolist(), strict=True)
         }
-        self.annotate(level=self.level, restored=layer["restored"], removed=layer["removed"])
+        self.annotate(level=self.depth, restored=layer["restored"], removed=layer["removed"])
         self.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
-        self.level += 1
+        self.depth += 1
 
     # ------------------------------------------------------------------ phase 2
     def _vote_graphs(self, replies: list[Reply]) -> None:

@@ -167,12 +167,7 @@ def _options(algorithm: str) -> OptionSet:
                 paper="50",
             ),
             shared.seed("seed of the sketch's projections"),
-            Option(
-                "empty_strata_add_dof",
-                "bool",
-                False,
-                "add one degree of freedom per empty stratum, as the FedC2SL code does "
-                "(default: causal-learn's count)",
+            shared.empty_strata_add_dof(
                 requires=("test", ("chi2", "g2")),
                 paper="true in the authors' code (not stated in the paper)",
                 why="causal-learn's count is the textbook one and keeps FedPC equal to pooled PC",

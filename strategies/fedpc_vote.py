@@ -191,7 +191,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         rows, cols = np.nonzero(np.triu(before, k=1))
         self.layers.append(
             {
-                "level": self.level,
+                "level": self.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": len(rows),
@@ -205,9 +205,9 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(level=self.level, threshold=threshold, removed=len(removed))
+        self.annotate(level=self.depth, threshold=threshold, removed=len(removed))
         self.adjacency = after
-        self.level += 1
+        self.depth += 1
 
     def _client_sepsets(
         self, reply: Reply, before: np.ndarray, kept: np.ndarray
@@ -221,10 +221,10 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                     f"client {reply.client} sent a separating set for the pair {key}, which it "
                     "did not remove at this layer"
                 )
-            if len(s) != self.level or any(v in key or not 0 <= v < len(kept) for v in s):
+            if len(s) != self.depth or any(v in key or not 0 <= v < len(kept) for v in s):
                 raise ClientProtocolError(
                     f"client {reply.client} sent the separating set {s} for {key} at layer "
-                    f"{self.level}"
+                    f"{self.depth}"
                 )
             out.setdefault(key, []).append(tuple(sorted(s)))
         dropped = np.triu(before & ~kept, k=1)

@@ -1,7 +1,7 @@
 """The layer-wise vote, owned by no method: ``fedpc-vote`` and FedECD both build their skeleton
 with it (Flower-free).
 
-At each level ``l = 0, 1, ...`` every client prunes the broadcast skeleton once with conditioning
+At each depth ``l = 0, 1, ...`` every client prunes the broadcast skeleton once with conditioning
 sets of size ``l`` on its own rows (action ``prune``, :mod:`~fedcausal_flwr.protocols.voting`)
 and the server keeps a pair that at least ``ratio`` of the clients kept
 (:func:`vote_threshold`, exact; FedLCS's vote uses the same threshold).
@@ -75,12 +75,12 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
         self.adjacency: np.ndarray | None = None
-        self.level = 0
+        self.depth = 0
         self.phase = "skeleton"
         self.layers: list[dict] = []
-        #: per pair, the share of clients keeping it at its last vote and that vote's level
+        #: per pair, the share of clients keeping it at its last vote and that vote's depth
         self.vote_share: np.ndarray | None = None
-        self.vote_level: np.ndarray | None = None
+        self.vote_depth: np.ndarray | None = None
 
     def start_skeleton(self) -> None:
         """After hello: the complete graph over the common variables."""
@@ -90,14 +90,14 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
 
     def layer_due(self) -> bool:
         max_depth = self.options.max_depth
-        if max_depth is not None and self.level > max_depth:
+        if max_depth is not None and self.depth > max_depth:
             return False
         assert self.adjacency is not None  # start_skeleton has run
-        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.level
+        return int(self.adjacency.sum(axis=1).max(initial=0)) > self.depth
 
     def prune_request(self) -> Request:
         assert self.adjacency is not None  # start_skeleton has run
-        asked = self.scoped(PruneRequest, level=self.level)
+        asked = self.scoped(PruneRequest, depth=self.depth)
         return Request(PRUNE, asked, arrays=[self.adjacency.astype(np.uint8)])
 
     def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
@@ -108,26 +108,26 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
         # asarray: numpy's stubs allow a scalar for a sum over axis 0
         votes = np.asarray(np.sum(kept, axis=0, dtype=np.int64))
         threshold = vote_threshold(ratio, len(replies))
-        if self.vote_share is None or self.vote_level is None:
+        if self.vote_share is None or self.vote_depth is None:
             self.vote_share = np.full(before.shape, np.nan)
-            self.vote_level = np.full(before.shape, -1, dtype=np.int64)
+            self.vote_depth = np.full(before.shape, -1, dtype=np.int64)
         self.vote_share[before] = votes[before] / len(replies)
-        self.vote_level[before] = self.level
+        self.vote_depth[before] = self.depth
         return LayerVote(before, kept, votes, threshold, before & (votes >= threshold))
 
     def edge_votes(self) -> dict[str, list[list]]:
         """Each voted pair's confidence, by name: the share of clients that kept it at the layer
         that decided it: ``kept`` edges ``[x, y, share]`` at their last layer, ``removed`` pairs
         ``[x, y, share, level]`` at the layer that removed them (the share fell below ratio)."""
-        if self.vote_share is None or self.vote_level is None or self.adjacency is None:
+        if self.vote_share is None or self.vote_depth is None or self.adjacency is None:
             return {"kept": [], "removed": []}
-        names, share, level = self.variables, self.vote_share, self.vote_level
-        rows, cols = np.nonzero(np.triu(level >= 0, k=1))
+        names, share, depth = self.variables, self.vote_share, self.vote_depth
+        rows, cols = np.nonzero(np.triu(depth >= 0, k=1))
         kept: list[list] = []
         removed: list[list] = []
         for a, b in zip(rows.tolist(), cols.tolist(), strict=True):
             if self.adjacency[a, b]:
                 kept.append([names[a], names[b], float(share[a, b])])
             else:
-                removed.append([names[a], names[b], float(share[a, b]), int(level[a, b])])
+                removed.append([names[a], names[b], float(share[a, b]), int(depth[a, b])])
         return {"kept": kept, "removed": removed}

@@ -79,7 +79,7 @@ from fedcausal_flwr.protocols.rfcd import (
     decode_families,
     encode_families,
 )
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
 
 RFCD_OPTIONS = OptionSet(
     (
@@ -128,11 +128,6 @@ RFCD_OPTIONS = OptionSet(
 )
 
 
-def _option(name: str) -> Any:
-    """A read-only attribute of the strategy that is its option ``name``."""
-    return property(lambda self: self.options[name], doc=f"option {name} (``options.{name}``)")
-
-
 class RFCDStrategy(MethodStrategy):
     """RFCD's server; see the module docstring for the rules and the wire protocol."""
 
@@ -141,10 +136,9 @@ class RFCDStrategy(MethodStrategy):
     #: discrete columns; no CI test, so a column constant everywhere is only an isolated node
     needs = InputNeeds(values="discrete", varying=False)
     #: the options, read as attributes too
-    ess = _option("ess")
-    structure_prior = _option("structure_prior")
-    max_parents_fraction = _option("max_parents_fraction")
-    cardinalities = _option("cardinalities")
+    ess, structure_prior, max_parents_fraction, cardinalities = option_attributes(
+        "ess", "structure_prior", "max_parents_fraction", "cardinalities"
+    )
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
+from fedcausal_flwr.protocols.records import wire
 
 BOOTSTRAP_WEIGHTS = "bootstrap_weights"  # bootstrap mean independence evidence per removed edge
 ORIENT = "orient"  # the directions voted over the client's bootstrap BDeu searches
@@ -32,7 +33,7 @@ class BootstrapScope(DiscreteScope):
 
     bootstraps: int = field(kw_only=True)
     seed: int = field(kw_only=True)
-    resample: bool = field(kw_only=True)
+    resample: bool = field(default=True, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class BootstrapWeightsRequest(BootstrapScope):
     """``bootstrap_weights``: the removed edges' evidence at layer ``level`` under the
     ``evidence`` rule (arrays: the skeleton at the layer's start, the removed pairs)."""
 
-    level: int = field(kw_only=True)
+    depth: int = wire("level", kw_only=True)  # PC depth: the conditioning-set size
     evidence: str = field(kw_only=True)
 
 

@@ -42,7 +42,7 @@ class LCSPruneRequest(LCSScope):
     on the pool frozen at the layer's start)."""
 
     jobs: list[list] = field(kw_only=True)
-    stable: bool = field(kw_only=True)
+    stable: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class LCSSepsetsRequest(LCSScope):
     size l of U (``reveal_all``: also those at or below alpha)."""
 
     jobs: list[list] = field(kw_only=True)
-    reveal_all: bool = field(kw_only=True)
+    reveal_all: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

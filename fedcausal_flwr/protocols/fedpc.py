@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.protocols.records import Payload, wire
+from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)
 SPARSE_TABLES = "sparse_tables"  # nonzero cells of a batch's tables, merged on the server (exact)
@@ -40,8 +41,8 @@ class TableRequest(Payload):
 
     variables: list[str]
     levels: dict[str, list]
-    max_cells: int
-    missing: str
+    max_cells: int = DEFAULT_MAX_CELLS
+    missing: str = "error"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
-from fedcausal_flwr.protocols.records import optional
+from fedcausal_flwr.protocols.records import optional, wire
 
 LOCAL_GRAPH = "local_graph"  # the client's own PC/FCI graph (endpoint marks)
 PVALUES = "pvalues"  # the client's p-value of every query of a batch
@@ -56,7 +56,7 @@ class PruneRequest(DiscreteScope):
     """``prune``: one PC-stable layer (conditioning sets of size ``level``) on the broadcast
     skeleton (the first array)."""
 
-    level: int = field(kw_only=True)
+    depth: int = wire("level", kw_only=True)  # PC depth: the conditioning-set size
 
 
 @dataclass(frozen=True)

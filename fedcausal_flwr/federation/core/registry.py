@@ -1,18 +1,18 @@
 """Method registry: how ``flwr run`` / the CLI find a method's strategy and client by name.
 
-A method module registers itself at import time, with its declared options::
+A method module registers itself at import time::
 
-    register_method("fedpc", make_strategy, "fedcausal_flwr.clients.fedpc:FedPCClient",
-                    options=FEDPC_OPTIONS,
-                    disclosures={TABLES: SUM, SPARSE_TABLES: PER_CLIENT, ...})
+    register_method("fedpc", FedPCStrategy, "fedcausal_flwr.clients.fedpc:FedPCClient",
+                    disclosures=DISCLOSURES, bootstrap=True, secure=secure_support)
 
-with ``make_strategy(options: dict) -> ProtocolStrategy`` and the client class as
-``"package.module:Class"`` (built as ``Class(partition_id, data)``, its module imported when the
-first client is built), or a factory
-``make_client(partition_id: int, data: pandas.DataFrame, options: dict) -> ProtocolClient``.
-``options`` is the method's :class:`~fedcausal_flwr.options.OptionSet` (name, type, default,
-range, help, the paper's value); every entry point resolves what the user typed with
-:func:`resolve_options` before the first round, and the factories get the complete, typed values.
+with the strategy class (a ``strategies.base.MethodStrategy``: built as ``Class(options)``, its
+``OPTIONS`` are the method's declared options) or any ``make_strategy(options: dict) ->
+ProtocolStrategy`` with ``options=`` given, and the client class as ``"package.module:Class"``
+(built as ``Class(partition_id, data)``, its module imported when the first client is built), or a
+factory ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) ->
+ProtocolClient``. The options are an :class:`~fedcausal_flwr.options.OptionSet` (name, type,
+default, range, help, the paper's value); every entry point resolves what the user typed with
+:func:`resolve_options` before the first round, and the strategy gets the complete, typed values.
 ``disclosures`` declares, next to the options, what each action of its clients discloses
 (:mod:`~fedcausal_flwr.federation.core.disclosure`): a client built by :meth:`MethodSpec.client`
 answers only those actions (:class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`).
