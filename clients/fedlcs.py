@@ -50,7 +50,7 @@ class FedLCSClient(DiscreteClient):
         """The site's CI oracle for this request, kept for the life of the data frame."""
         names = request.variables
         levels = [request.levels[v] for v in names]
-        scope = [names, levels, request.test, request.reliability, request.session]
+        scope = [names, levels, request.test, request.reliability, request.run_token]
         key = json.dumps(scope, default=str)
         return _ORACLES.get(self.data, key, lambda: self._oracle(request))
 

@@ -243,7 +243,7 @@ class FedLCSStrategy(LCSSearchStrategy):
         self.runner: StepRunner | None = None  # drives lcs_search, one request per round
         self.client_tests: dict[int, int] = {}
         self.stage_rounds = {"prune": 0, "sepsets": 0}
-        self.session = uuid.uuid4().hex  # scopes the clients' test caches to this run
+        self.run_token = uuid.uuid4().hex  # scopes the clients' test caches to this run
         #: (variable, candidate) -> (share of clients keeping it at its last vote, that layer)
         self.votes: dict[tuple[int, int], tuple[float, int]] = {}
 
@@ -257,12 +257,14 @@ class FedLCSStrategy(LCSSearchStrategy):
         if isinstance(request, PruneRequest):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in request.jobs]
             prune = self.scoped(
-                LCSPruneRequest, session=self.session, jobs=jobs, stable=self.options.stable
+                LCSPruneRequest, run_token=self.run_token, jobs=jobs, stable=self.options.stable
             )
             return Request(LCS_PRUNE, prune)
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in request.jobs]
         reveal = self.options.sep_rule == "fisher"
-        sepsets = self.scoped(LCSSepsetsRequest, session=self.session, jobs=jobs, reveal_all=reveal)
+        sepsets = self.scoped(
+            LCSSepsetsRequest, run_token=self.run_token, jobs=jobs, reveal_all=reveal
+        )
         return Request(LCS_SEPSETS, sepsets, nan_ok=True)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
+from fedcausal_flwr.protocols.records import wire
 
 LCS_PRUNE = "lcs_prune"  # one PCsimple layer of several candidate sets: keep flags
 LCS_SEPSETS = "lcs_sepsets"  # p-values of one level of the separating-set search (NaN if dependent)
@@ -30,10 +31,10 @@ POOLED_DISCLOSURES = {voting.RAW_DATA: disclosure.RAW}
 
 @dataclass(frozen=True)
 class LCSScope(DiscreteScope):
-    """Base of ``lcs_prune`` and ``lcs_sepsets``: the run's ``session`` token, which scopes the
-    client's test cache to the run."""
+    """Base of ``lcs_prune`` and ``lcs_sepsets``: the run's token (``session`` on the wire),
+    which scopes the client's test cache to the run."""
 
-    session: str = field(kw_only=True)
+    run_token: str = wire("session", kw_only=True)
 
 
 @dataclass(frozen=True)
