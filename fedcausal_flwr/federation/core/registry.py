@@ -129,7 +129,10 @@ class MethodSpec:
         if self.bootstrap_keys and options.get("bootstrap"):
             return BOOTSTRAP_SECURE_PROBLEM
         if self.secure is None:
-            return f"{self.name} sums no statistics on the server, so SecAgg+ has nothing to hide"
+            return (
+                f"{self.name} declares no sum SecAgg+ can carry (its registration has no "
+                "secure hook)"
+            )
         return self.secure(self.own_options(options))
 
     def guard(
