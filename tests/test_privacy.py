@@ -1,0 +1,67 @@
+"""The discrete Gaussian mechanism and its zCDP accountant (Flower-free)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedcausal_flwr.stats.privacy import (
+    PrivacyAccountant,
+    discrete_gaussian,
+    epsilon_of,
+    noise_variance,
+    recompute,
+    rho_for,
+)
+
+
+def test_rho_and_epsilon_convert_both_ways_by_hand():
+    # epsilon = 1, delta = 1e-6: L = ln(1e6) = 13.815510558; (sqrt(14.815510558) -
+    # sqrt(13.815510558))^2 = (3.849092173 - 3.716922189)^2 = 0.132169984^2 = 0.017468905
+    assert rho_for(1.0, 1e-6) == pytest.approx(0.017468905, rel=1e-6)
+    assert epsilon_of(0.017468905, 1e-6) == pytest.approx(1.0, rel=1e-6)
+    for epsilon in (0.5, 2, 8, 16):
+        assert epsilon_of(rho_for(epsilon, 1e-5), 1e-5) == pytest.approx(epsilon, rel=1e-12)
+    assert rho_for(math.inf, 1e-6) == math.inf and noise_variance(math.inf, 9.0) == 0.0
+    # a batch of 9 tables (L2 sensitivity 3) at rho = 0.5: sigma^2 = 9 / (2 * 0.5) = 9
+    assert noise_variance(0.5, 9.0) == 9.0
+    with pytest.raises(ValueError, match="delta"):
+        rho_for(1.0, 1.5)
+
+
+def test_the_discrete_gaussian_has_its_law():
+    rng = np.random.default_rng(7)
+    draws = discrete_gaussian(4.0, 200_000, rng)
+    assert draws.dtype == np.int64
+    assert abs(draws.mean()) < 0.02 and draws.var() == pytest.approx(4.0, rel=0.02)
+    # the pmf is proportional to exp(-x^2 / (2 sigma^2)) on the integers
+    support = np.arange(-12, 13)
+    pmf = np.exp(-(support**2) / 8.0)
+    pmf /= pmf.sum()
+    observed = np.array([(draws == x).sum() for x in support])
+    keep = pmf * draws.size > 5
+    expected = pmf[keep] / pmf[keep].sum() * observed[keep].sum()
+    assert stats.chisquare(observed[keep], expected).pvalue > 1e-3
+    assert not discrete_gaussian(0.0, 5, rng).any()
+
+
+def test_the_accountant_splits_the_target_and_recomputes_from_its_releases():
+    accountant = PrivacyAccountant(epsilon=2.0, delta=1e-6, planned=2)
+    target = rho_for(2.0, 1e-6)
+    assert accountant.batch_rho == pytest.approx(target / 2)
+    # batch 1: 12 tables in one round; batch 2: 10 tables in two rounds (6 + 4)
+    for tables, parts in ((12, [12]), (10, [6, 4])):
+        assert accountant.can_spend()
+        variance = accountant.batch_variance(tables)
+        assert variance == pytest.approx(tables / (2 * target / 2))
+        for round_, part in enumerate(parts):
+            accountant.record(round_, part, variance, tables)
+        accountant.close_batch()
+    assert not accountant.can_spend()  # a third batch would cross the target
+    report = accountant.report()
+    assert report["rho"] == pytest.approx(target) and report["epsilon"] == pytest.approx(2.0)
+    rho, epsilon = recompute(report["releases"], report["delta"])
+    assert rho == pytest.approx(report["rho"]) and epsilon == pytest.approx(report["epsilon"])
+    off = PrivacyAccountant(epsilon=math.inf, delta=1e-6, planned=1)
+    assert not off.noisy and off.batch_variance(5) == 0.0 and off.can_spend()
