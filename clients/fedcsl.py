@@ -1,7 +1,8 @@
 """Client of FedCSL: HITON-PC neighbour sets with a weight, then a BDeu hill climbing.
 
-Mirror of :mod:`fedcausal_flwr.strategies.fedcsl` (see its wire-protocol table). Tests run on a
-local :class:`~fedcausal_flwr.stats.oracles.DiscreteOracle` over the global level sets (the
+Mirror of :mod:`fedcausal_flwr.strategies.fedcsl` (wire protocol:
+:mod:`fedcausal_flwr.protocols.fedcsl`). Tests run on a local
+:class:`~fedcausal_flwr.stats.oracles.DiscreteOracle` over the global level sets (the
 voting client's, with the request's reliability rule: an unreliable test is NaN).
 """
 
@@ -27,7 +28,7 @@ from fedcausal_flwr.protocols.fedcsl import (
 
 
 class FedCSLClient(DiscreteClient):
-    """One site's data; see the strategy module for the actions."""
+    """One site's data; see :mod:`fedcausal_flwr.protocols.fedcsl` for the actions."""
 
     @action(NEIGHBOURS, NeighboursRequest)
     def neighbours(self, request: NeighboursRequest, arrays: list[np.ndarray]) -> HandlerResult:

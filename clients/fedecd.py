@@ -1,7 +1,7 @@
 """Client of FedECD: local layer pruning, bootstrap evidence, bootstrap BDeu searches.
 
-Mirror of :mod:`fedcausal_flwr.strategies.fedecd` (see its wire-protocol table). The ``prune``
-action is the shared discrete client's
+Mirror of :mod:`fedcausal_flwr.strategies.fedecd` (wire protocol:
+:mod:`fedcausal_flwr.protocols.fedecd`). The ``prune`` action is the shared discrete client's
 (:class:`~fedcausal_flwr.clients.discrete.DiscreteClient`), with the request's reliability rule.
 Resamples come from :func:`~fedcausal_flwr.discovery.bootstrap.bootstrap_rows` seeded by ``(seed,
 partition id, replicate)``: the same replicate is the same resample in both phases and on every
@@ -36,7 +36,7 @@ from fedcausal_flwr.protocols.records import ComputedTests
 
 
 class FedECDClient(DiscreteClient):
-    """One site's data; see the strategy module for the actions."""
+    """One site's data; see :mod:`fedcausal_flwr.protocols.fedecd` for the actions."""
 
     def _replicate_rows(self, request: BootstrapScope, replicate: int) -> np.ndarray | None:
         if not request.resample:

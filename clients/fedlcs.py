@@ -1,7 +1,8 @@
 """FedLCS client: PCsimple layers and separating-set p-values on its own rows.
 
-Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (see its wire-protocol table). Flower builds a new
-client object per message, so the local oracle (and its test cache) is remembered per data frame,
+Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (wire protocol:
+:mod:`fedcausal_flwr.protocols.fedlcs`). Flower builds a new client object per message, so the local
+oracle (and its test cache) is remembered per data frame,
 like the table codes (:func:`~fedcausal_flwr.clients.base.cached_codes`), and scoped to the run (the
 server's ``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches)
 is computed once. The reply meta (:class:`~fedcausal_flwr.protocols.records.ComputedTests`) is the

@@ -1,7 +1,8 @@
 """FedC2SL client: answers the server's batches with local sufficient statistics.
 
-Mirror of :mod:`fedcausal_flwr.strategies.fedpc` (see its wire protocol). The client never
-decides anything: it encodes its columns over the global level sets the server sends, counts one
+Mirror of :mod:`fedcausal_flwr.strategies.fedpc` (wire protocol:
+:mod:`fedcausal_flwr.protocols.fedpc`). The client never decides anything: it encodes its columns
+over the global level sets the server sends, counts one
 contingency table per query (one ``np.bincount`` per equal-|S| chunk), and returns the tables, their
 stratum margins, their projected residuals, or its data moments.
 """
@@ -55,7 +56,7 @@ _LAYOUTS: dict[tuple, TableLayout] = {}
 
 
 class FedPCClient(ProtocolClient):
-    """One site's data; see the strategy module for the actions."""
+    """One site's data; see :mod:`fedcausal_flwr.protocols.fedpc` for the actions."""
 
     def _tables(
         self, request: TableRequest, arrays: list[np.ndarray]

@@ -4,7 +4,7 @@ p-values (Fisher's combination).
 
 fedCI-PC / fedCI-FCI (:mod:`fedcausal_flwr.clients.fedci`) and fedCI-IOD
 (:mod:`fedcausal_flwr.clients.fedci_iod`) build on :class:`GLMTestsClient`; the wire protocol is
-in :mod:`fedcausal_flwr.strategies.fedci`. A model whose variables the client does not hold, or
+in :mod:`fedcausal_flwr.protocols.fedci`. A model whose variables the client does not hold, or
 whose site list excludes it, gets zeros; a model's blocks count only the rows observed on its
 ``rows`` and its own variables (test-wise deletion), and ``missing="listwise"`` drops incomplete
 rows first. Encodings and private intercepts (``site_effect="private"``, never sent) are cached
@@ -59,7 +59,7 @@ def cached_table(
 
 
 class GLMTestsClient(ProtocolClient):
-    """One site's data; see the strategy module for the ``glm`` action."""
+    """One site's data; see :mod:`fedcausal_flwr.protocols.fedci` for the ``glm`` action."""
 
     @action(GLM, GLMRequest)
     def glm(self, request: GLMRequest, arrays: list[np.ndarray]) -> HandlerResult:

@@ -1,8 +1,9 @@
 """Client of NOTEARS-ADMM: level counts of its discrete columns, then one local ADMM subproblem per
 round.
 
-Mirror of :mod:`fedcausal_flwr.strategies.notears_admm` (see its wire-protocol table). The client
-turns its columns into numbers as the server says (decimal columns as they are; discrete columns
+Mirror of :mod:`fedcausal_flwr.strategies.notears_admm` (wire protocol:
+:mod:`fedcausal_flwr.protocols.notears_admm`). The client turns its columns into numbers as the
+server says (decimal columns as they are; discrete columns
 by the pooled frequency map, or as their integer values), centres them on its own means and keeps
 ``X_k'X_k`` per frame (:class:`~fedcausal_flwr.clients.base.FrameCache`). Its ADMM dual ``B_k``
 and its last local matrix ``W_k`` live in the node's ``context.state`` (Flower persists it
@@ -75,7 +76,7 @@ def numeric_columns(
 
 
 class NotearsAdmmClient(ProtocolClient):
-    """One site's data; see the strategy module for the actions."""
+    """One site's data; see :mod:`fedcausal_flwr.protocols.notears_admm` for the actions."""
 
     def _gram(self, request: AdmmStepRequest) -> np.ndarray:
         variables = list(request.variables)

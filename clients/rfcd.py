@@ -1,7 +1,8 @@
 """Client of RFCD: its local BDeu score of every family the server's GES step asks.
 
-Mirror of :mod:`fedcausal_flwr.strategies.rfcd` (see its wire-protocol table). The client encodes
-its columns over the global level sets, then scores each family with
+Mirror of :mod:`fedcausal_flwr.strategies.rfcd` (wire protocol:
+:mod:`fedcausal_flwr.protocols.rfcd`). The client encodes its columns over the global level sets,
+then scores each family with
 :class:`~fedcausal_flwr.discovery.ges.CausalLearnBDeu` (causal-learn's ``local_score_BDeu``) over
 its own observed values per variable, or over the global level sets.
 """

@@ -1,7 +1,8 @@
 """FedCDnv client: FCI on its own variables, then C-Update and the Eq. (2) p-value transform.
 
-Mirror of :mod:`fedcausal_flwr.strategies.tpss` (see its wire-protocol table). The client works on
-the columns it holds, in the server's global variable order, with G2/chi2 tests over the global
+Mirror of :mod:`fedcausal_flwr.strategies.tpss` (wire protocol:
+:mod:`fedcausal_flwr.protocols.tpss`). The client works on the columns it holds, in the server's
+global variable order, with G2/chi2 tests over the global
 level sets. Round 2 needs round 1's PAG, p-values and separating sets: they are kept in the
 node's ``context.state`` (Flower persists it between messages) under a key of the request's
 options, and recomputed if absent (FCI is deterministic, so the result is the same).

@@ -1,7 +1,8 @@
 """Client of the voting baselines, the local-only baseline and the pooled reference.
 
-Mirror of :mod:`fedcausal_flwr.strategies.voting` (see its wire-protocol table): the shared
-actions of :class:`~fedcausal_flwr.clients.discrete.DiscreteClient` (local graphs, local
+Mirror of :mod:`fedcausal_flwr.strategies.voting` (wire protocol:
+:mod:`fedcausal_flwr.protocols.voting`): the shared actions of
+:class:`~fedcausal_flwr.clients.discrete.DiscreteClient` (local graphs, local
 p-values, raw rows), of which each baseline answers the one it declares.
 """
 

@@ -10,40 +10,23 @@ client lacking ``y`` would still answer the null model ``x ~ S`` but not ``x ~ y
 likelihood ratio of models fitted on different rows is meaningless. The result records which
 clients took part in each test.
 
-Wire protocol (after ``hello``):
+Wire protocol (actions, payload records, replies, the fixed-point encoding and its precision):
+:mod:`fedcausal_flwr.protocols.fedci`.
 
-========  =====================================================  ==============================
-action    payload + arrays                                       reply (not summed by SecAgg)
-========  =====================================================  ==============================
-``glm``   ``schema`` (JSON), ``missing``, ``models``: rows       float64: the packed blocks of
-          ``[response, predictors, site_effect, sites, rows]``;  every model, concatenated
-          array 0: the models' coefficient vectors, concatenated ``[obj, ll, rss, n, Hb+g, H]``
-========  =====================================================  ==============================
+``encoding``: ``float`` sends the GLM blocks as float64, summed by the server in partition order;
+``fixed`` (the default whenever the run is secure) sends them as fixed-point integer digits,
+summed exactly (through SecAgg+ in a secure run). What the server learns: the schema, every
+model's coefficients at every iteration (including fixed site coefficients for
+``site_effect="fixed"``), the summed information matrices, scores, log-likelihoods, RSS and row
+counts of each model.
 
-With ``encoding="float"`` the server sums the float64 replies in partition order. With
-``encoding="fixed"`` (the default whenever the run is secure) the ``glm`` request is a secure
-(summed) request and the payload also carries ``fixed = [f, b, L]``: every client rounds each float
-``v`` to the integer ``q = round(v * 2**f)`` and sends it as ``L`` balanced base-``2**b`` digits
-(``q = sum_j d_j 2**(b j)``, ``|d_j| <= 2**(b-1) <= C``), digit-major, as one int64 vector. ``b``
-is the largest width whose digits respect the runtime's exact-sum bound ``C`` (``n * 2C < 2**32``),
-so SecAgg+ sums every digit exactly and the server rebuilds ``sum_k q_k`` (float64, Horner) and
-divides by ``2**f``. Precision lost: at most ``n_clients * 2**-(f+1)`` absolute per summed entry
-(defaults ``f = 30``: < 5e-10 per client) plus float64 rounding; a value with
-``|v| >= 2**(b L - 1 - f)`` cannot be encoded and the client fails with a clear error naming the
-model (raise ``fixed_limbs``). What the server learns: the schema, every model's
-coefficients at every iteration (including fixed site coefficients for ``site_effect="fixed"``),
-the summed information matrices, scores, log-likelihoods, RSS and row counts of each model.
+``ci="fisher"`` (baseline, PC or FCI): each client runs the same symmetric LRT on its own rows
+(action ``local_lrt``) and replies with its p-values (and the rows each used); the server
+combines them by Fisher's method, one round per batch; it learns every local p-value (not
+securely summable).
 
-``ci="fisher"`` (baseline, PC or FCI): the ``local_lrt`` action with payload ``schema``,
-``tests`` (rows ``[x, y, S]``), ``ridge``, ``missing``, ``tol``, ``max_iter``; each client runs
-the same symmetric LRT on its own rows and replies with one float64 vector of p-values (nan where
-it lacks a variable). The server combines them by Fisher's method, one round per batch; it learns
-every local p-value (not securely summable).
-
-Missing values (``missing``, carried by every ``glm`` and ``local_lrt`` request; iod-pooled's
-``raw_rows`` carries only the schema): ``testwise`` gives each model the test's variables as
-``rows`` (the fifth field of a model row), so a client counts a test's four GLMs over its rows
-observed on x, y and S, and the summed fit equals the pooled fit on the complete rows;
+Missing values (``missing``): ``testwise`` counts each of a test's four GLMs over a client's rows
+observed on x, y and S, so the summed fit equals the pooled fit on the complete rows;
 ``listwise`` makes each client drop its incomplete rows first.
 
 ``schema``: a :class:`~fedcausal_flwr.data.schema.Schema` JSON string. Without it, kinds come from

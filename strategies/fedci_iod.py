@@ -26,16 +26,9 @@ Result: ``graph`` is the PAG when the list has exactly one, else None; ``extra["
 ``candidates`` (before validation), ``partial``, ``message``, the enumeration bookkeeping, and
 fedCI's ``ci_tests`` / ``batches``.
 
-Wire protocol (after ``hello``): fedCI's ``glm`` and ``local_lrt`` actions
-(:mod:`~fedcausal_flwr.strategies.fedci`), asked only of the sites observing a test's variables,
-and for ``iod-pooled``:
-
-============  ====================  ====================================================  ======
-action        payload               reply (per client)                                    summed
-============  ====================  ====================================================  ======
-``raw_rows``  ``schema`` (JSON)     float64 ``rows x own columns`` (schema order): level   no
-                                    codes (discrete) or values (continuous)
-============  ====================  ====================================================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.fedci`
+(fedCI's ``glm`` and ``local_lrt``, asked only of the sites observing a test's variables, and
+``iod-pooled``'s ``raw_rows``).
 """
 
 from __future__ import annotations

@@ -41,20 +41,7 @@ here):
 * a client without a reliable unconditional test has weight 0 (the code: NaN); all weights 0 is
   an error.
 
-Wire protocol (after ``hello``; every payload starts with ``variables, levels, test, alpha,
-reliability``: the records ``NeighboursRequest`` and ``LocalDagRequest`` of
-:mod:`fedcausal_flwr.protocols.fedcsl`, keys in wire order):
-
-==============  ======================================  =================================  ======
-action          payload                                 reply (per client)                 summed
-==============  ======================================  =================================  ======
-``neighbours``  ``max_depth``                           uint8 ``p x p`` ``[t, v]`` = v in  no
-                                                        PC(t); float64 ``[weight]``; meta
-                                                        ``tests, unreliable_pairs``
-``local_dag``   ``ess, structure_prior, tabu_length,    uint8 ``p x p`` DAG (``[i, j]`` =  no
-                max_barren, lower_triangle_compat`` +   i -> j); meta ``score_seconds,
-                uint8 federated skeleton                local_evaluations``
-==============  ======================================  =================================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.fedcsl`.
 
 What the server learns: every client's neighbour set of every variable, one number summarising
 the strength of its unconditional dependencies (which grows with its sample size: the paper's
@@ -124,7 +111,8 @@ FEDCSL_OPTIONS = common_options(
 
 
 class FedCSLStrategy(DiscreteMethodStrategy):
-    """FedCSL's server; see the module docstring for the rules and the wire protocol."""
+    """FedCSL's server; see the module docstring for the rules (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.fedcsl`)."""
 
     name = "fedcsl"
     OPTIONS = FEDCSL_OPTIONS

@@ -49,27 +49,8 @@ order clients answer in, the same in both phases. ``resample=False`` uses the fu
 every replicate (with ``bootstraps=1`` and ``tau=0`` phase 1 is then exactly the plain voting
 skeleton: an edge that lost the vote has evidence > 0 from the clients that removed it).
 
-Wire protocol (after ``hello``; every payload starts with ``variables, levels, test, alpha,
-reliability``: the records ``PruneRequest`` of :mod:`fedcausal_flwr.protocols.voting`,
-``BootstrapWeightsRequest`` and ``OrientRequest`` of :mod:`fedcausal_flwr.protocols.fedecd`, keys
-in wire order):
-
-=====================  ===================================  ==========================  ======
-action                 payload                              reply (per client)          summed
-=====================  ===================================  ==========================  ======
-``prune``              ``level`` + uint8 global skeleton    uint8 kept skeleton + int64 no
-                                                            sepset rows (unused here);
-                                                            meta ``tests``
-``bootstrap_weights``  ``bootstraps, seed, resample,        float64 mean weight per     no
-                       level, evidence`` + uint8 skeleton   ``E_del`` pair; meta
-                       at the layer's start + int64         ``tests``
-                       ``E_del`` pairs
-``orient``             ``bootstraps, seed, resample, ess,   uint8 ``p x p`` voted       no
-                       structure_prior, tabu_length,        directions (both entries:
-                       max_barren, lower_triangle_compat,   undirected); meta
-                       tie_rule`` + uint8 skeleton S*       ``score_seconds,
-                                                            local_evaluations``
-=====================  ===================================  ==========================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.fedecd`
+(``bootstrap_weights``, ``orient``) and :mod:`fedcausal_flwr.protocols.voting` (``prune``).
 
 What the server learns: each client's keep/remove decision on every edge at every layer (and the
 separating sets it used), its bootstrap-averaged weights of the removed edges (graded strength of
@@ -175,7 +156,8 @@ FEDECD_OPTIONS = common_options(
 
 
 class FedECDStrategy(LayerwiseVoteStrategy):
-    """FedECD's server; see the module docstring for the rules and the wire protocol."""
+    """FedECD's server; see the module docstring for the rules (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.fedecd`)."""
 
     name = "fedecd"
     OPTIONS = FEDECD_OPTIONS

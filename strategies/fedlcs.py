@@ -34,23 +34,8 @@ stays undirected is reported so (``random_orient=True``: the paper's random orie
 and separating-set decisions are shared across targets (``target="A,B"`` or ``"all"``: the same
 rounds, exactly the per-target results).
 
-Wire protocol (after ``hello``; every payload but ``raw_data``'s starts with ``variables, levels,
-test, alpha, reliability``, then ``session`` in ``lcs_prune`` and ``lcs_sepsets``: the records of
-:mod:`fedcausal_flwr.protocols.fedlcs`, keys in wire order; every reply but ``raw_data``'s carries
-meta ``tests``, the CI tests computed for the message):
-
-================  ========================================  =====================================
-action            payload                                    reply (per client, server sees each)
-================  ========================================  =====================================
-``lcs_prune``     ``jobs = [[V, [CPC...], l], ...]``,        uint8 keep flag per candidate, jobs
-                  ``stable``                                 concatenated
-``lcs_sepsets``   ``jobs = [[a, b, [U...], l], ...]``,       float64 p per subset of size l of U
-                  ``reveal_all``                             (NaN where p <= alpha unless
-                                                             ``reveal_all``), concatenated
-``lcs_local``     ``targets``, ``lcs`` (search options)      int8 ``targets x p x p`` local graphs
-                  (``fedlcs-local``)                         (each embedded in all variables)
-``raw_data``      ``variables, levels`` (``lcs-pooled``)     the client's encoded rows
-================  ========================================  =====================================
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.fedlcs`
+(``lcs-pooled``'s ``raw_data``: :mod:`fedcausal_flwr.protocols.voting`).
 
 What the server learns: each client's keep/remove flag for every candidate of every layer and the
 p-values of the sets under which a client found a triple's ends independent; with
@@ -233,7 +218,8 @@ class LCSSearchStrategy(DiscreteMethodStrategy):
 
 
 class FedLCSStrategy(LCSSearchStrategy):
-    """FedLCS server: see the module docstring for rules, ties and the wire protocol."""
+    """FedLCS server: see the module docstring for rules and ties (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.fedlcs`)."""
 
     name = "fedlcs"
     OPTIONS = FEDLCS_OPTIONS
@@ -355,14 +341,15 @@ make_strategy = FedLCSStrategy
 
 # ============================================================================ baselines
 # ``fedlcs-local`` (each client alone) and ``lcs-pooled`` (LCS-All): the search above with its
-# options less ``ratio`` and ``sep_rule`` (:data:`BASELINE_OPTIONS`); their actions (``lcs_local``,
-# ``raw_data``) are in the wire-protocol table above.
+# options less ``ratio`` and ``sep_rule`` (:data:`BASELINE_OPTIONS`); their actions are in the
+# wire-protocol tables of :mod:`fedcausal_flwr.protocols.fedlcs` (``lcs_local``) and
+# :mod:`fedcausal_flwr.protocols.voting` (``raw_data``).
 class LCSLocalStrategy(LCSSearchStrategy):
     """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
 
-    One round (action ``lcs_local``, payload ``targets`` + ``lcs`` options): every client returns an
-    int8 ``n_targets x p x p`` stack, each slice the target's local graph embedded into all
-    variables (:func:`~fedcausal_flwr.discovery.lcs.full_graph`). Nothing is combined: the main
+    One round (action ``lcs_local`` of :mod:`fedcausal_flwr.protocols.fedlcs`): every client
+    returns an int8 ``n_targets x p x p`` stack, each slice the target's local graph embedded into
+    all variables (:func:`~fedcausal_flwr.discovery.lcs.full_graph`). Nothing is combined: the main
     result is the lowest partition id's, ``extra["client_graphs"]`` holds all, and
     :func:`lcs_local_summary` scores them (``-avg`` and the oracle ``-best``, like ``local``'s
     :func:`local_summary`). The server learns every client's local structures.

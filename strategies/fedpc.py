@@ -19,36 +19,12 @@ A secure run (the run setting ``secure``: ``--secure``) sums the tables, margins
 through Flower's SecAgg+ (exact integer sums). Mixed data: the methods ``fedci-pc`` /
 ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`).
 
-Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; the queries of a
-batch travel as the first array, an int64 matrix of rows ``[x, y, S..., -1 padding]`` of variable
-indices; table layouts follow :func:`fedcausal_flwr.stats.contingency.make_layout`):
+Wire protocol (actions, payload records, replies, what travels when):
+:mod:`fedcausal_flwr.protocols.fedpc`.
 
-============  ==========================================  ==============================  ========
-action        payload                                     reply                           summed
-============  ==========================================  ==============================  ========
-``tables``    ``variables, levels`` + queries             int64 vector, all tables        yes
-``sparse_``   ``variables, levels`` + queries             int64 flat indices of the       no (*)
-``tables``                                                nonzero cells, int64 counts
-``margins``   ``variables, levels`` + queries             int64 vector, ``n_xz, n_yz``    yes
-``sketch``    ``variables, levels, seed, l, k`` + queries int64 vector, projected          yes
-              + expected counts (float64 array)           residuals x 2**8
-``moments``   ``variables``                               float64 ``[n, sum x, x x^T]``   no (*)
-``query_``    ``variables, missing`` + queries            float64, per query ``[n, sum v, no (*)
-``moments``                                               v v^T]`` over its complete rows
-============  ==========================================  ==============================  ========
-
-``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
-integer array in the smallest type that holds its values (counts of a 1,000-row client in 2
-bytes; ``@action(..., compact=True)``); the server reads them as int64.
-
-(*) summed on the server: moments in partition order (deterministic float sums), sparse tables
-merged exactly (int64).
-
-Missing values (``missing``): every request carries the mode. ``testwise``: a client codes a
-missing value as ``MISSING_CODE`` and leaves the row out of each table that uses its column
-(discrete), or answers ``query_moments`` for each batch instead of one ``moments`` round (Fisher-z:
-each test's moments over the rows complete on ``v = (x, y, S)``), so each summed test equals the
-pooled test with test-wise deletion. ``listwise``: a client drops its incomplete rows first.
+Missing values (``missing``): ``testwise`` makes each summed test equal the pooled test with
+test-wise deletion (each table, or each Fisher-z test's moments, over the rows complete on the
+test's variables); ``listwise`` makes each client drop its incomplete rows first.
 
 Exact mode plans each batch (:meth:`FedPCStrategy._plan_batch`): dense ``tables`` when they fit
 ``max_cells`` and are smaller than the clients' nonzero cells, otherwise ``sparse_tables`` (never a

@@ -39,21 +39,8 @@ skipped; causal-learn's Meek R1-R3).
 sets of the skeleton phase (collider iff ``y`` is in none of them, causal-learn's rule). With one
 client this is exactly PC-stable (:func:`fedcausal_flwr.discovery.pc.pc`).
 
-Wire protocol (after the built-in ``hello``; queries and separating sets travel as int64 matrices
-of rows ``[x, y, S..., -1 padding]``):
-
-===========  ====================================  =====================================  ======
-action       payload                               reply (per client; server sees each)   summed
-===========  ====================================  =====================================  ======
-``prune``    ``variables, levels, test, alpha,     uint8 ``p x p`` kept skeleton + int64  no
-             reliability, level`` + uint8 global   rows ``[x, y, S...]`` (its sepsets);
-             skeleton                              meta ``tests``
-``pvalues``  ``variables, levels, test,            float64 local p-value per candidate    no
-             reliability`` + candidate queries
-===========  ====================================  =====================================  ======
-
-The payloads are the records of :mod:`fedcausal_flwr.protocols.voting` (``PruneRequest``,
-``PValuesRequest``), keys in wire order.
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.voting`
+(``prune``, ``pvalues``).
 
 What the server learns: each client's keep/remove decision on every edge at every layer, the
 separating sets that removed them, and, in the orientation round, each client's p-value of every
@@ -136,7 +123,8 @@ FEDPC_VOTE_OPTIONS = common_options(
 
 
 class FedPCVoteStrategy(LayerwiseVoteStrategy):
-    """Layer-wise voting FedPC; see the module docstring for rules, ties and the wire protocol."""
+    """Layer-wise voting FedPC; see the module docstring for rules and ties (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.voting`)."""
 
     name = "fedpc-vote"
     OPTIONS = FEDPC_VOTE_OPTIONS

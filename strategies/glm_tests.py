@@ -2,12 +2,12 @@
 fitted by federated IRLS (the clients' summed blocks), or Fisher's combination of the clients'
 own p-values, inside the batched PC/FCI engine (Flower-free).
 
-``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`, whose docstring holds the
-wire protocol) are :class:`FedCIStrategy` with PC's or FCI's search and options; fedCI-IOD
+``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`) are :class:`FedCIStrategy`
+with PC's or FCI's search and options; fedCI-IOD
 (:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
 Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
-declared here once; their payloads and disclosures beside the actions, in
-:mod:`fedcausal_flwr.protocols.fedci`.
+declared here once; their wire protocol (payloads, replies, the fixed-point encoding) and
+disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
 """
 
 from __future__ import annotations

@@ -46,28 +46,8 @@ per run.
 The nonlinear (MLP) variant of the paper needs a deep-learning framework outside this project's
 dependencies and is not provided.
 
-Wire protocol (after ``hello``; ``variables`` in every payload):
-
-==================  ====================================  ==========================  ========
-action              payload                               reply (per client)          summed
-==================  ====================================  ==========================  ========
-``level_counts``    ``levels`` of the discrete columns    int64 count of every level  yes
-                    (only with ``discrete=frequency``     (columns in order, levels   (SecAgg+
-                    and some discrete column; once)       in the broadcast order)     or plain)
-``admm_step``       ``iteration t, rho`` (rho2 now),      float64 ``d x d`` local     no
-                    ``dual_rho`` (rho2 of the last dual   matrix ``W_k``
-                    update), ``rows`` (pooled N),
-                    ``zero_diagonal``,
-                    ``encoding`` (level -> number of the
-                    mapped columns) + float64 ``d x d``
-                    consensus ``Z`` of iteration t - 1
-==================  ====================================  ==========================  ========
-
-State: the server holds ``Z``, ``alpha``, ``rho1``, ``rho2`` and a copy of every client's dual
-``B_k``; each client holds its own ``B_k`` and last ``W_k`` in Flower's node state and applies
-the dual update ``B_k += rho2 (W_k - Z)`` itself when the next ``Z`` arrives (the same expression
-as the server, so both copies hold the same bits). Nothing but ``Z`` and the schedule is
-broadcast: no client sees another's dual.
+Wire protocol (actions, payload records, replies, the state each side keeps):
+:mod:`fedcausal_flwr.protocols.notears_admm`.
 
 What the server learns: the pooled level frequencies of the discrete columns (a sum), and every
 iteration each client's ``W_k``. In this linear model that reveals the client's covariance: the
@@ -186,7 +166,8 @@ NOTEARS_ADMM_OPTIONS = OptionSet(
 
 
 class NotearsAdmmStrategy(MethodStrategy):
-    """NOTEARS-ADMM's server; see the module docstring for the rules and the wire protocol."""
+    """NOTEARS-ADMM's server; see the module docstring for the rules (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.notears_admm`)."""
 
     name = "notears-admm"
     OPTIONS = NOTEARS_ADMM_OPTIONS

@@ -39,17 +39,7 @@ restarts from the empty graph over the survivors' stored scores (no round is spe
 they already scored), so the result is RFCD over the survivors, as if they had been the only
 clients (``Result.dropped_clients`` records the dropouts).
 
-Wire protocol (after the built-in ``hello``; families travel as an int64 matrix of rows
-``[child, parents ascending..., -1 padding]``):
-
-=================  ====================================  ==========================  ======
-action             payload                               reply (per client)          summed
-=================  ====================================  ==========================  ======
-``family_scores``  ``variables, levels, ess,             float64 local BDeu log      no
-                   structure_prior, cardinalities``      score, one per family
-                   + the families of one GES step not
-                   scored yet
-=================  ====================================  ==========================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.rfcd`.
 
 What the server learns: every client's local BDeu score of every family GES visits (the
 "individual graph fitness" the FedC2SL paper, Sec. 3.2, names as RFCD's leak): a function of
@@ -129,7 +119,8 @@ RFCD_OPTIONS = OptionSet(
 
 
 class RFCDStrategy(MethodStrategy):
-    """RFCD's server; see the module docstring for the rules and the wire protocol."""
+    """RFCD's server; see the module docstring for the rules (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.rfcd`)."""
 
     name = "rfcd"
     OPTIONS = RFCD_OPTIONS

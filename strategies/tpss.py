@@ -56,20 +56,7 @@ FedCDnv; all switchable through :class:`~fedcausal_flwr.discovery.tpss.TPSSOptio
   mark a circle; arrowhead metrics are the same under both);
 * clients that drop out after round 1 still shaped G0 and ``stat``; round 2 aggregates the rest.
 
-Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets, ``fci`` the
-FCI options; ids are global variable ids, matrices over the client's own variables in global
-order):
-
-================  ===================================  ====================================  ======
-action            payload                              reply (per client; server sees each)   summed
-================  ===================================  ====================================  ======
-``fcdnv_init``    ``variables, levels, test, alpha,    int64 ids ``d_k``; int8 ``d_k x d_k``   no
-                  fci``                                PAG marks (Pag0); meta ``n_rows``
-``fcdnv_update``  + ``update_depth, update_rules,      ids; int8 PagU; with statistics:       no
-                  theta1, theta2, send_statistics``    float64 ``d_k x d_k`` transformed
-                  + int8 ``d x d`` G0                  p-values, int64 sepset rows
-                                                       ``[x, y, S..., -1 padding]``
-================  ===================================  ====================================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.tpss`.
 
 What the server learns: each client's variable set and row count, its initial and updated PAGs,
 one p-value per pair (Eq. 2 is invertible given alpha, theta1, theta2 and the PAG's adjacency, so

@@ -37,20 +37,7 @@ Rules, with ties (all order-independent: they depend on counts, not on client or
   many rows per cell of its table (``n / (a_x a_y prod a_s)``, arities = highest observed code
   + 1); otherwise its p-value is NaN, i.e. dependent.
 
-Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; queries travel
-as an int64 matrix of rows ``[x, y, S..., -1 padding]``; the payloads are the records of
-:mod:`fedcausal_flwr.protocols.voting`, keys in wire order, ``knowledge`` only when given):
-
-================  ==================================  ===================================  ======
-action            payload                             reply (per client; server sees each)  summed
-================  ==================================  ===================================  ======
-``local_graph``   ``variables, levels, test, alpha,   int8 ``p x p`` endpoint marks of the   no
-                  reliability, max_depth, algorithm,  client's own PC/FCI graph
-                  knowledge``
-``pvalues``       ``variables, levels, test,          float64 local p-values, one per       no
-                  reliability`` + queries             query
-``raw_data``      ``variables, levels, missing``      int64 ``n_k x p`` data codes          no
-================  ==================================  ===================================  ======
+Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.voting`.
 
 What the server learns: ``local_graph``: every client's whole local graph; ``pvalues``: every
 client's p-value of every test the search asks (continuous statistics of its data, which reveal

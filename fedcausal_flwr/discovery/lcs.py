@@ -6,8 +6,8 @@ one request per round, a :class:`PruneRequest` (a PCsimple layer for several var
 returns every target's :class:`LocalStructure` plus the shared :class:`Knowledge` (PC sets and
 separating-set decisions, shared by all targets). A federation answers a request with votes and
 separating-set choices over its clients (:mod:`~fedcausal_flwr.discovery.sepset_choice`;
-:mod:`fedcausal_flwr.strategies.fedlcs`, whose module docstring documents the rules, defaults and
-wire protocol); one oracle answers it alone with
+:mod:`fedcausal_flwr.strategies.fedlcs`, whose module docstring documents the rules and defaults;
+the wire protocol is :mod:`fedcausal_flwr.protocols.fedlcs`'s); one oracle answers it alone with
 :func:`answer_prune`, :func:`answer_sepsets` and :func:`decide_sepsets`, which is
 :func:`local_structure` (a site's own search, or the pooled reference). A federated client answers
 its share of a request with the same :func:`answer_prune` and :func:`answer_sepsets`.

@@ -1,9 +1,10 @@
 """What a strategy and its client both need: action names, payload codecs, fixed-point scales.
 
-One module per method family; each module's docstring names the strategy module whose docstring
-documents the wire protocol. Clients import these modules, never a strategy, so the server and
-client sides of a method share one definition of every action name and encoding. The built-in
-``hello`` action is :data:`fedcausal_flwr.federation.core.messages.HELLO`.
+One module per method family; each module's docstring documents its wire protocol (actions, payload
+records and their keys, replies, what is summed and when each travels). Clients import these
+modules, never a strategy, so the server and client sides of a method share one definition of every
+action name and encoding. The built-in ``hello`` action is
+:data:`fedcausal_flwr.federation.core.messages.HELLO`.
 
 Flower-free: this package imports only numpy, the standard library and the core packages
 (``stats``, ``discovery``, ``graphs``, ``data``, ``federation.core.messages``).

@@ -1,8 +1,50 @@
 """fedCI's actions, payloads, what each discloses, GLM model rows and the fixed-point digits of
 its secure sums (fedCI-PC / fedCI-FCI and the IOD methods on its tests).
 
-The wire protocol (and the precision of the fixed-point encoding) is documented in
-:mod:`fedcausal_flwr.strategies.fedci` (``raw_rows``: :mod:`fedcausal_flwr.strategies.fedci_iod`).
+Wire protocol (after the built-in ``hello``). ``schema`` is the run's
+:class:`~fedcausal_flwr.data.schema.Schema` as a JSON object (its ``to_json()``); ``models`` are
+:func:`model_row` rows ``[response, predictors, site_effect, sites, rows]``; ``tests`` are rows
+``[x, y, [S...]]`` of variable names. fedCI-PC / fedCI-FCI ask one ``glm`` round per IRLS iteration
+for all unfinished models of a batch of CI tests, or with ``ci="fisher"`` one ``local_lrt`` round
+per batch; the IOD methods ask them only of the sites observing a test's variables, and
+``iod-pooled`` asks one ``raw_rows`` round instead. Payload keys in wire order; every reply's meta
+is empty:
+
+=============  =============  ===============================  ==========================  =======
+action         methods        payload (record: keys) + arrays  reply (per client)          summed
+=============  =============  ===============================  ==========================  =======
+``glm``        fedci-pc,      ``GLMRequest``: ``schema,        float64: the packed blocks  float:
+               fedci-fci,     missing, models, fixed``         ``[obj, ll, rss, n, Hb+g,   server;
+               fedci-iod      (``fixed`` only when fixed       H]`` of every model,        fixed:
+                              point) + float64 array 0:        concatenated; fixed point:  yes
+                              the models' coefficient          one int64 digit vector
+                              vectors, concatenated
+``local_lrt``  fedci-pc/-fci  ``LocalLRTRequest``:             float64 p-value per test    no
+               (fisher),      ``schema, tests, ridge,          (NaN where it lacks a
+               iod-fisher     missing, tol, max_iter``         variable), int64 rows each
+                                                               test used (0 there)
+``raw_rows``   iod-pooled     ``RawRowsRequest``: ``schema``   float64 ``rows x own        no
+                                                               columns`` (schema order):
+                                                               level codes (discrete) or
+                                                               values (continuous)
+=============  =============  ===============================  ==========================  =======
+
+With ``encoding="float"`` the server sums the float64 ``glm`` replies in partition order. With
+``encoding="fixed"`` (the default whenever the run is secure) the ``glm`` request is a secure
+(summed) request and the payload also carries ``fixed = [f, b, L]``: every client rounds each float
+``v`` to the integer ``q = round(v * 2**f)`` and sends it as ``L`` balanced base-``2**b`` digits
+(``q = sum_j d_j 2**(b j)``, ``|d_j| <= 2**(b-1) <= C``), digit-major, as one int64 vector
+(:func:`encode_fixed`). ``b`` is the largest width whose digits respect the runtime's exact-sum
+bound ``C`` (``n * 2C < 2**32``; :func:`digit_bits`), so SecAgg+ sums every digit exactly and the
+server rebuilds ``sum_k q_k`` (float64, Horner: :func:`decode_fixed`) and divides by ``2**f``.
+Precision lost: at most ``n_clients * 2**-(f+1)`` absolute per summed entry (defaults ``f = 30``:
+< 5e-10 per client) plus float64 rounding; a value with ``|v| >= 2**(b L - 1 - f)`` cannot be
+encoded and the client fails with a clear error naming the model (raise ``fixed_limbs``).
+
+Missing values: ``missing`` travels in every ``glm`` and ``local_lrt`` request (``raw_rows``
+carries only the schema). ``testwise`` gives each model the test's variables as ``rows`` (the
+fifth field of a model row), so a client counts a test's four GLMs over its rows observed on x,
+y and S; ``listwise`` makes each client drop its incomplete rows first.
 """
 
 from __future__ import annotations

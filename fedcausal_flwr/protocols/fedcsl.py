@@ -1,6 +1,26 @@
-"""FedCSL's actions, their payloads and what each discloses (the wire protocol is documented in
-:mod:`fedcausal_flwr.strategies.fedcsl`; ``local_dag`` replies with
-:class:`fedcausal_flwr.protocols.discrete.HillClimbReply`)."""
+"""FedCSL's actions, their payloads and what each discloses.
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets): one
+``neighbours`` round, then one ``local_dag`` round inside the skeleton the server built from the
+neighbour sets. Payload keys in wire order; every reply reaches the server per client:
+
+==============  ===========================================  ==============================  ======
+action          payload (record: keys) + arrays              reply (per client; meta)        summed
+==============  ===========================================  ==============================  ======
+``neighbours``  ``NeighboursRequest``: ``variables, levels,  uint8 ``p x p`` (``[t, v]``: v  no
+                test, alpha, reliability, max_depth``        in PC(t)), float64
+                                                             ``[weight]``; meta ``tests,
+                                                             unreliable_pairs``
+``local_dag``   ``LocalDagRequest``: ``variables, levels,    uint8 ``p x p`` DAG             no
+                test, alpha, reliability, ess,               (``[i, j]``: i -> j); meta
+                structure_prior, tabu_length, max_barren,    ``score_seconds,
+                lower_triangle_compat`` + uint8 ``p x p``    local_evaluations``
+                federated skeleton
+==============  ===========================================  ==============================  ======
+
+``neighbours`` replies with meta :class:`NeighboursReply`, ``local_dag`` with
+:class:`fedcausal_flwr.protocols.discrete.HillClimbReply`.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,33 @@
 """FedECD's own actions, their payloads and what FedECD discloses (its skeleton layers use
 :data:`fedcausal_flwr.protocols.voting.PRUNE` and its record).
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedecd`; ``orient`` replies
-with :class:`fedcausal_flwr.protocols.discrete.HillClimbReply`.
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets). Each layer of
+the skeleton is one ``prune`` round (``PruneRequest``, see :mod:`fedcausal_flwr.protocols.voting`;
+FedECD ignores the separating sets it returns); a layer whose vote removed edges (``E_del``) is
+followed by one ``bootstrap_weights`` round; after the last layer one ``orient`` round. Payload
+keys in wire order; every reply reaches the server per client:
+
+=====================  =========================================  =========================  ======
+action                 payload (record: keys) + arrays            reply (per client; meta)   summed
+=====================  =========================================  =========================  ======
+``bootstrap_weights``  ``BootstrapWeightsRequest``: ``variables,  float64 mean weight per    no
+                       levels, test, alpha, reliability,          ``E_del`` pair; meta
+                       bootstraps, seed, resample, level,         ``tests``
+                       evidence`` + uint8 ``p x p`` skeleton at
+                       the layer's start + int64 ``E_del``
+                       pairs ``(n, 2)``
+``orient``             ``OrientRequest``: ``variables, levels,    uint8 ``p x p`` voted      no
+                       test, alpha, reliability, bootstraps,      directions (both entries:
+                       seed, resample, ess, structure_prior,      undirected); meta
+                       tabu_length, max_barren,                   ``score_seconds,
+                       lower_triangle_compat, tie_rule``          local_evaluations``
+                       + uint8 ``p x p`` skeleton S*
+=====================  =========================================  =========================  ======
+
+``BootstrapWeightsRequest.depth`` (the layer's conditioning-set size) travels as ``level``;
+``bootstrap_weights`` replies one weight per broadcast pair, in their order, with meta
+:class:`~fedcausal_flwr.protocols.records.ComputedTests`; ``orient``'s meta is
+:class:`fedcausal_flwr.protocols.discrete.HillClimbReply`; S* is the final voted skeleton.
 """
 
 from __future__ import annotations

@@ -1,9 +1,42 @@
 """FedLCS's actions, their payloads and what FedLCS and its baselines disclose (its pooled
 reference uses :data:`fedcausal_flwr.protocols.voting.RAW_DATA` and its record).
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedlcs`; the search that both
-sides run lives in :mod:`fedcausal_flwr.discovery.lcs` (``LCSOptions`` travel as
-:func:`~fedcausal_flwr.discovery.lcs.options_dict`).
+The search that both sides run lives in :mod:`fedcausal_flwr.discovery.lcs` (``LCSOptions``
+travel as :func:`~fedcausal_flwr.discovery.lcs.options_dict`).
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; variables are
+indices into ``variables``). ``fedlcs`` asks one ``lcs_prune`` round per PCsimple layer (all
+pending variables together) and one ``lcs_sepsets`` round per level of the separating-set search
+(all pending pairs together), as the search yields them; ``fedlcs-local`` one ``lcs_local`` round;
+``lcs-pooled`` one ``raw_data`` round (``RawDataRequest`` of
+:mod:`fedcausal_flwr.protocols.voting`, ``variables, levels``: its ``missing`` left out; reply:
+the client's rows as int64 codes). Payload keys in wire order; every reply reaches the server per
+client:
+
+===============  ============  ===================================  ========================  ======
+action           methods       payload (record: keys)               reply (per client; meta)  summed
+===============  ============  ===================================  ========================  ======
+``lcs_prune``    fedlcs        ``LCSPruneRequest``: ``variables,    uint8 keep flag per       no
+                               levels, test, alpha, reliability,    candidate, jobs
+                               session, jobs, stable``; ``jobs``:   concatenated; meta
+                               ``[[V, [CPC...], l], ...]``          ``tests``
+``lcs_sepsets``  fedlcs        ``LCSSepsetsRequest``: ``variables,  float64 p per subset of   no
+                               levels, test, alpha, reliability,    size l of U (NaN where
+                               session, jobs, reveal_all``;         p <= alpha unless
+                               ``jobs``: ``[[a, b, [U...], l],      ``reveal_all``), jobs
+                               ...]``                               concatenated; meta
+                                                                    ``tests``
+``lcs_local``    fedlcs-local  ``LCSLocalRequest``: ``variables,    int8 ``targets x p x p``  no
+                               levels, test, alpha, reliability,    local graphs (each
+                               targets, lcs``                       embedded in all
+                                                                    variables); meta
+                                                                    ``tests``
+===============  ============  ===================================  ========================  ======
+
+``run_token`` travels as ``session`` (it scopes the client's test cache to the run). The meta
+``tests`` (:class:`~fedcausal_flwr.protocols.records.ComputedTests`) counts the CI tests the
+client computed for the message. ``lcs_sepsets`` takes the subsets of U in
+``itertools.combinations`` order; ``reveal_all`` is sent true with ``sep_rule="fisher"``.
 """
 
 from __future__ import annotations

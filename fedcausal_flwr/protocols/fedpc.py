@@ -1,7 +1,56 @@
 """FedPC / FedFCI (FedC2SL): actions, payloads, what each discloses, the sketch's fixed point.
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.fedpc`; queries travel as
-:func:`fedcausal_flwr.protocols.queries.encode_queries` matrices (the first array).
+Wire protocol (after the built-in ``hello``): ``levels`` are the global level sets (variable ->
+its levels); the queries of a batch travel as the first array, an int64 matrix of rows
+``[x, y, S..., -1 padding]`` of variable indices
+(:func:`fedcausal_flwr.protocols.queries.encode_queries`); table layouts follow
+:func:`fedcausal_flwr.stats.contingency.make_layout`. Payload keys are listed in wire order; every
+reply's meta is empty.
+
+=================  =======================================  =============================  ======
+action             payload (record: keys) + arrays          reply (arrays)                 summed
+=================  =======================================  =============================  ======
+``tables``         ``TableRequest``: ``variables, levels,   int64 vector, all tables of    yes
+                   max_cells, missing`` + queries           the batch
+``sparse_tables``  ``TableRequest`` (as ``tables``)         int64 flat indices of the      server
+                   + queries                                nonzero cells, int64 counts
+``margins``        ``TableRequest`` (as ``tables``)         int64 vector, ``n_xz, n_yz``   yes
+                   + queries                                of every table
+``sketch``         ``SketchRequest``: ``variables, levels,  int64 vector, projected        yes
+                   max_cells, missing, seed, l, k``         residuals ``x 2**8``
+                   + queries, float64 expected counts
+``moments``        ``MomentsRequest``: ``variables,         float64 ``[n, sum x, x x^T]``  server
+                   missing``                                over its rows
+``query_moments``  ``MomentsRequest`` (as ``moments``)      float64, per query ``[n,       server
+                   + queries                                sum v, v v^T]`` over its
+                                                            rows complete on ``v``
+=================  =======================================  =============================  ======
+
+summed ``yes``: the server uses only the sum over clients (added by SecAgg+ in a secure run, by the
+server otherwise); ``server``: each client's reply reaches the server, which sums it: the moments in
+partition order (deterministic float sums), the sparse tables merged exactly (int64). ``max_cells``
+is the most table cells a client holds at once (dense tables; ``sparse_tables`` ignores it);
+``sketch_length`` travels as ``l`` and ``clients`` (the K clients that share the expected counts
+``E``) as ``k``.
+
+``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
+integer array in the smallest type that holds its values (counts of a 1,000-row client in 2
+bytes; ``@action(..., compact=True)``); the server reads them as int64. ``sketch``: a client's
+share ``P (T_k - E/K) / sqrt(E)`` of the projected residuals (projection seeded by ``seed``,
+``l`` rows) travels in fixed point, ``rint(value * SKETCH_SCALE)`` (8 fractional bits).
+
+What travels when: ``ci="exact"`` asks each batch as dense ``tables`` or, where the clients' nonzero
+cells are the smaller reply or a dense table is over ``max_cells`` (never in a secure run), as
+``sparse_tables``; a batch over a memory budget travels in several rounds. ``ci="sketch"`` asks
+``margins``, then ``sketch`` with the expected counts the server computed from the summed margins
+(two rounds per batch). Gaussian data (``test="fisherz"``): one ``moments`` round for the run, or
+with ``missing="testwise"`` one ``query_moments`` round per batch instead.
+
+Missing values: every request carries the mode ``missing`` (``error``, ``testwise``,
+``listwise``). ``testwise``: a client codes a missing value as ``MISSING_CODE`` and leaves the row
+out of each table that uses its column (discrete), or answers ``query_moments`` (each test's
+moments over the rows complete on ``v = (x, y, S)``); ``listwise``: a client drops its incomplete
+rows first.
 """
 
 from __future__ import annotations

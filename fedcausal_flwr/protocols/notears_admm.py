@@ -1,6 +1,33 @@
 """NOTEARS-ADMM's actions, their payloads, what each discloses, and the discrete modes.
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.notears_admm`.
+Wire protocol (after the built-in ``hello``): with ``discrete="frequency"`` and some discrete
+column, one ``level_counts`` round first (summed: through SecAgg+ in a secure run, by the server
+otherwise); then one ``admm_step`` round per ADMM iteration, re-issued to the survivors when a
+client drops out. Payload keys in wire order; every reply's meta is empty:
+
+================  ======================================  ============================  ======
+action            payload (record: keys) + arrays         reply (per client)            summed
+================  ======================================  ============================  ======
+``level_counts``  ``LevelCountsRequest``: ``variables,    int64 count of every level    yes
+                  levels``: the discrete columns mapped   (columns in order, levels in
+                  by frequency, their level sets          the broadcast order)
+``admm_step``     ``AdmmStepRequest``: ``variables,       float64 ``d x d`` local       no
+                  iteration, rho, dual_rho, rows,         matrix ``W_k``
+                  zero_diagonal, encoding`` + float64
+                  ``d x d`` consensus ``Z`` of iteration
+                  t - 1
+================  ======================================  ============================  ======
+
+``admm_step``'s keys: ``iteration`` t (from 1), ``rho`` (rho2 now), ``dual_rho`` (rho2 of the
+last dual update; null at iteration 1), ``rows`` (the pooled N of the clients taking part),
+``zero_diagonal``, ``encoding`` (``levels`` and ``values``, level -> number, of the columns
+mapped by frequency).
+
+State: the server holds ``Z``, ``alpha``, ``rho1``, ``rho2`` and a copy of every client's dual
+``B_k``; each client holds its own ``B_k`` and last ``W_k`` in Flower's node state and applies
+the dual update ``B_k += rho2 (W_k - Z)`` itself when the next ``Z`` arrives (the same expression
+as the server, so both copies hold the same bits). Nothing but ``Z`` and the schedule is
+broadcast: no client sees another's dual.
 """
 
 from __future__ import annotations

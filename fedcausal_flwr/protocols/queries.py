@@ -1,9 +1,9 @@
 """Batches of CI queries on the wire: one int64 matrix of rows ``[x, y, S..., -1 padding]``.
 
 Used by the FedC2SL, voting, layer-wise FedPC and FedCDnv protocols (queries and separating sets);
-see the wire-protocol tables of :mod:`fedcausal_flwr.strategies.fedpc`,
-:mod:`fedcausal_flwr.strategies.voting`, :mod:`fedcausal_flwr.strategies.fedpc_vote` and
-:mod:`fedcausal_flwr.strategies.tpss`.
+see the wire-protocol tables of :mod:`fedcausal_flwr.protocols.fedpc`,
+:mod:`fedcausal_flwr.protocols.voting` (the voting baselines and layer-wise FedPC) and
+:mod:`fedcausal_flwr.protocols.tpss`.
 """
 
 from __future__ import annotations

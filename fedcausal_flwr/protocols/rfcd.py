@@ -1,8 +1,24 @@
 """RFCD's action, its payload, what it discloses and its family codec.
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.rfcd`; the search the server
-runs is :func:`fedcausal_flwr.discovery.ges.ges_steps`, the score each client computes is
-:class:`fedcausal_flwr.discovery.ges.CausalLearnBDeu`.
+The search the server runs is :func:`fedcausal_flwr.discovery.ges.ges_steps`, the score each
+client computes is :class:`fedcausal_flwr.discovery.ges.CausalLearnBDeu`.
+
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets): one
+``family_scores`` round per GES step whose operators need families not scored yet, carrying only
+those; families travel as an int64 matrix of rows ``[child, parents ascending..., -1 padding]``
+(:func:`encode_families`). Payload keys in wire order:
+
+=================  =============================================  ========================  ======
+action             payload (record: keys) + arrays                reply (per client; meta)  summed
+=================  =============================================  ========================  ======
+``family_scores``  ``FamilyScoresRequest``: ``variables, levels,  float64 local BDeu log    no
+                   ess, structure_prior, cardinalities``          score, one per family;
+                   + int64 families of one GES step not scored    meta ``families``
+                   yet
+=================  =============================================  ========================  ======
+
+``cardinalities`` is one of :data:`CARDINALITIES`; the meta is :class:`ScoredFamilies`. Every
+reply reaches the server per client (it keeps each family's worst, i.e. smallest, client score).
 """
 
 from __future__ import annotations

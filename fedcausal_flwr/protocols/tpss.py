@@ -1,7 +1,33 @@
 """FedCDnv's actions (two rounds after ``hello``), their payloads and what each discloses.
 
-The wire protocol is documented in :mod:`fedcausal_flwr.strategies.tpss`; separating sets travel
-as :func:`fedcausal_flwr.protocols.queries.encode_queries` matrices in global variable ids.
+Wire protocol (after the built-in ``hello``): ``variables`` are the union of the clients'
+variables (``d`` of them) with their global ``levels``, ``fci`` the FCI options; ids are global
+variable ids (indices into ``variables``), a client's matrices are over its own ``d_k`` variables
+in global order. ``fcdnv_init`` is one round (``fci-base`` stops after it); ``fcdnv_update``, with
+the union graph G0 the server built from the replies, the second. Payload keys in wire order;
+every reply reaches the server per client:
+
+================  =============  ===============================  =========================  ======
+action            methods        payload (record: keys) + arrays  reply (per client; meta)   summed
+================  =============  ===============================  =========================  ======
+``fcdnv_init``    fedcdnv,       ``LocalFciRequest``:             int64 ids ``d_k``, int8    no
+                  fedcdnv-vote,  ``variables, levels, test,       ``d_k x d_k`` PAG marks
+                  fci-base       alpha, fci``                     (Pag0); meta ``n_rows,
+                                                                  tests``
+``fcdnv_update``  fedcdnv,       ``UpdateRequest``:               ids, int8 PagU; with       no
+                  fedcdnv-vote   ``variables, levels, test,       statistics also float64
+                                 alpha, fci, update_depth,        ``d_k x d_k`` transformed
+                                 update_rules, theta1, theta2,    p-values, int64 sepset
+                                 send_statistics`` + int8         rows; meta ``tests,
+                                 ``d x d`` G0                     imported, propagated,
+                                                                  conflicts``
+================  =============  ===============================  =========================  ======
+
+``send_statistics`` is true for ``fedcdnv`` (TPSS needs the statistics) and false for
+``fedcdnv-vote``. The transformed p-values are Eq. (2)'s, the separating sets int64 rows
+``[x, y, S..., -1 padding]`` in global ids
+(:func:`fedcausal_flwr.protocols.queries.encode_queries`). Meta: :class:`LocalFciReply`,
+:class:`UpdateReply`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,44 @@
 """Actions answered by the voting client: local graphs, local p-values, layer pruning, raw data;
 their payloads and what each discloses.
 
-The wire protocols are documented in :mod:`fedcausal_flwr.strategies.voting` (``local_graph``,
-``pvalues``, ``raw_data``), :mod:`fedcausal_flwr.strategies.fedpc_vote` (``prune``, ``pvalues``)
-and :mod:`fedcausal_flwr.strategies.fedecd` (``prune``); ``raw_data`` is also the pooled reference
-of :mod:`fedcausal_flwr.strategies.fedlcs`. Queries and separating sets travel as
-:func:`fedcausal_flwr.protocols.queries.encode_queries` matrices. The base records are
-:mod:`fedcausal_flwr.protocols.discrete`'s.
+Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; queries and
+separating sets travel as int64 matrices of rows ``[x, y, S..., -1 padding]`` of variable indices,
+:func:`fedcausal_flwr.protocols.queries.encode_queries`). The payloads are the records below,
+built on :mod:`fedcausal_flwr.protocols.discrete`'s; keys in wire order. Every reply reaches the
+server per client (none is summed):
+
+===============  =============  ===============================  =========================  ======
+action           methods        payload (record: keys) + arrays  reply (arrays; meta)       summed
+===============  =============  ===============================  =========================  ======
+``local_graph``  pc-vote,       ``LocalGraphRequest``:           int8 ``p x p`` endpoint    no
+                 fci-vote,      ``variables, levels, test,       marks of the client's own
+                 local          alpha, reliability, max_depth,   PC/FCI graph; meta
+                                algorithm, knowledge``           ``tests``
+``pvalues``      pc-cit-vote,   ``PValuesRequest``:              float64 p-value per query  no
+                 fci-cit-vote,  ``variables, levels, test,
+                 fedpc-vote     reliability`` + queries
+``prune``        fedpc-vote,    ``PruneRequest``: ``variables,   uint8 ``p x p`` kept       no
+                 fedecd         levels, test, alpha,             skeleton, int64 rows
+                                reliability, level`` + uint8     ``[x, y, S...]`` (its
+                                ``p x p`` global skeleton        separating sets); meta
+                                                                 ``tests``
+``raw_data``     pooled,        ``RawDataRequest``:              int64 ``n_k x p`` codes    no
+                 lcs-pooled     ``variables, levels, missing``   of its rows over the
+                                                                 level sets
+===============  =============  ===============================  =========================  ======
+
+``PruneRequest.depth`` (the conditioning-set size) travels as ``level``. ``knowledge`` (the
+background knowledge's text) is left out while None; ``raw_data``'s ``missing`` too, which the
+client then reads as ``error`` (``lcs-pooled`` leaves it out, ``pooled`` sends its option). A
+``pvalues`` p-value is NaN where the client's test is unreliable (fewer than ``reliability`` rows
+per table cell), which every vote reads as dependent.
+
+What travels when: ``pc-vote``, ``fci-vote`` and ``local``: one ``local_graph`` round;
+``pc-cit-vote`` and ``fci-cit-vote``: one ``pvalues`` round per batch of CI tests of the server's
+PC (FCI) search; ``fedpc-vote``: one ``prune`` round per layer (the current global skeleton as the
+first array), then with ``orientation="maxp"`` one ``pvalues`` round with the candidate
+separating sets of every unshielded pair; FedECD's skeleton: one ``prune`` round per layer (its
+separating sets unused); ``pooled`` and ``lcs-pooled``: one ``raw_data`` round.
 """
 
 from __future__ import annotations
