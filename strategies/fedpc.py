@@ -100,6 +100,7 @@ from fedcausal_flwr.stats.gaussian import (
     query_block_sizes,
 )
 from fedcausal_flwr.stats.oracles import GaussianOracle
+from fedcausal_flwr.stats.privacy import PrivacyAccountant, discrete_gaussian
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import MethodStrategy
@@ -168,11 +169,13 @@ def _options(algorithm: str) -> OptionSet:
             ),
             shared.missing(),
             *engine,
+            *shared.dp_options(),
         ),
         checks=(
             shared.fisherz_needs_exact,
             shared.sketch_needs_chi2,
             shared.search_engine_problem,
+            shared.dp_needs_exact_tables,
         ),
     )
 
@@ -190,6 +193,7 @@ class BatchPlan:
     parts: list[np.ndarray]  # query positions
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     answered: list[np.ndarray] = field(default_factory=list)
+    noise_variance: float = 0.0  # per summed cell, when the run is differentially private
 
 
 class FedPCStrategy(MethodStrategy):
@@ -212,6 +216,15 @@ class FedPCStrategy(MethodStrategy):
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
         self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
+        options = self.options
+        #: the zCDP accountant of a differentially private run (None: dp off)
+        self.privacy = (
+            PrivacyAccountant(options.dp_epsilon, options.dp_delta, options.dp_batches)
+            if options.dp != "off"
+            else None
+        )
+        # fresh randomness from the operating system unless a simulation study fixes it
+        self._noise = np.random.default_rng(options.dp_noise_seed)
 
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
@@ -250,10 +263,14 @@ class FedPCStrategy(MethodStrategy):
         # a level's tests held at once: bounded by the server's budget like its tables
         depth_batch = max(1, self.options.max_server_cells // DEPTH_BATCH_CELLS)
         engine = pc_steps if self.algorithm == "pc" else fci_steps
+        max_depth = self.options.max_depth
+        if self.privacy is not None:  # one budget share per skeleton depth
+            cap = self.options.dp_batches - 1
+            max_depth = cap if max_depth is None else min(max_depth, cap)
         steps = engine(
             variables,
             self.options.alpha,
-            self.options.max_depth,
+            max_depth,
             depth_batch=depth_batch,
             **self.engine_options,
         )
@@ -278,6 +295,8 @@ class FedPCStrategy(MethodStrategy):
         )
         if self.options.ci == "exact":
             plan = self._plan or self._plan_batch(queries)
+            if self._plan is None and self.privacy is not None:
+                plan.noise_variance = self._batch_noise(len(queries))
             self._plan = plan
             part = encode_queries(_select(queries, plan.parts[len(plan.answered)]))
             if plan.sparse:
@@ -315,11 +334,11 @@ class FedPCStrategy(MethodStrategy):
         sparse_bytes = 16 * float(np.minimum(cells, most_rows).sum())
         # one round when a client's tables fit max_cells and all clients' max_server_cells
         if total <= self.options.max_cells and k * total <= self.options.max_server_cells:
-            sparse = not self.secure_mode and sparse_bytes < dense_bytes
+            sparse = not self.dense_only and sparse_bytes < dense_bytes
             return BatchPlan(sparse, everything, int(total))
         # entries the server holds
         sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
-        sparse = not self.secure_mode and (
+        sparse = not self.dense_only and (
             float(cells.max()) > self.options.max_cells or float(sparse_cost.sum()) < total
         )
         # (a client's cells, the server's cells) of each query in a round
@@ -440,8 +459,11 @@ class FedPCStrategy(MethodStrategy):
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
             (summed,) = replies
+            counts = summed.arrays[0]
+            if self.privacy is not None:
+                counts = self._noisy(counts, plan, len(part))
             pvalues = discrete_pvalues(
-                summed.arrays[0],
+                counts,
                 layout,
                 self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
@@ -477,7 +499,37 @@ class FedPCStrategy(MethodStrategy):
             "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
             "sparse": plan.sparse, "dense_cells": plan.dense_cells,
         })  # fmt: skip
+        if self.privacy is not None:
+            self.privacy.close_batch()
         self.runner.answer(np.concatenate(plan.answered))
+
+    # ------------------------------------------------------------------ differential privacy
+    @property
+    def dense_only(self) -> bool:
+        """Tables travel dense and summed: through SecAgg+, or to be noised as a sum."""
+        return self.secure_mode or self.privacy is not None
+
+    def _batch_noise(self, tables: int) -> float:
+        """The noise variance of every cell of a batch of ``tables`` tables (its share of the
+        run's budget); a batch beyond the planned ones is refused, never paid for."""
+        assert self.privacy is not None
+        if not self.privacy.can_spend():
+            raise ValueError(
+                f"{self.name}: the privacy budget is split over "
+                f"{self.privacy.planned} batches of tables and this run needs another (a depth "
+                "streamed in several batches): raise dp_batches or max_server_cells"
+            )
+        return self.privacy.batch_variance(tables)
+
+    def _noisy(self, counts: np.ndarray, plan: BatchPlan, tables: int) -> np.ndarray:
+        """The summed counts of one round with discrete Gaussian noise, recorded by the
+        accountant; a negative noisy count reads as 0 (post-processing: it costs nothing)."""
+        assert self.privacy is not None
+        noise = discrete_gaussian(plan.noise_variance, counts.size, self._noise)
+        rho = self.privacy.record(self.current_round, tables, plan.noise_variance, len(plan.parts))
+        noted = {"mechanism": "discrete Gaussian", "variance": plan.noise_variance, "rho": rho}
+        self.recorder.note_noise(self.current_round, TABLES, noted)
+        return np.maximum(np.asarray(counts, dtype=np.int64) + noise, 0)
 
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)
@@ -546,7 +598,9 @@ class FedPCStrategy(MethodStrategy):
         if self.options.ci == "sketch":
             self._margins, self._layout = None, None
             self.retract_request()
-        elif self._plan is not None and self._plan.answered:
+        elif self._plan is not None and self._plan.answered and self.privacy is None:
+            # (a private run keeps the parts it has: their noisy sums are released already, and
+            # asking them again would pay for them twice)
             self._plan = None
             self.retract_request()
 
@@ -574,6 +628,7 @@ class FedPCStrategy(MethodStrategy):
             else result.n_tests,
             "batches": self.batches,
             "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
+            **({"privacy": self.privacy.report()} if self.privacy is not None else {}),
         }
 
 

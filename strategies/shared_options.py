@@ -401,3 +401,106 @@ HILL_CLIMB = ("ess", "structure_prior", "tabu_length", "max_barren", "lower_tria
 def hill_climb_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
     """The BDeu hill climbing's keywords (:data:`HILL_CLIMB`) of resolved options."""
     return {key: values[key] for key in HILL_CLIMB}
+
+
+# ---------------------------------------------------------------- differential privacy
+DP_MODES = ("off", "central")
+
+
+def _epsilon(value: Any) -> float:
+    """A positive number, or ``inf`` (no noise)."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return float("inf")
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number > 0 or inf, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number > 0 or inf, got {value!r}") from None
+    if not number > 0:  # NaN too
+        raise ValueError(f"expected a number > 0 or inf, got {value!r}")
+    return number
+
+
+def dp_options() -> tuple[Option, ...]:
+    """Differential privacy of the summed tables (:mod:`fedcausal_flwr.stats.privacy`)."""
+    return (
+        Option(
+            "dp",
+            "str",
+            "off",
+            "differential privacy of the summed tables: off, or central (the server adds "
+            "discrete Gaussian noise to each batch's sum; the server is trusted with the sum)",
+            choices=DP_MODES,
+            paper="none (no method here states a formal privacy guarantee)",
+        ),
+        Option(
+            "dp_epsilon",
+            "float",
+            1.0,
+            "the run's privacy target epsilon (inf: no noise) at dp_delta, for one row at one site",
+            convert=_epsilon,
+            requires=("dp", ("central",)),
+        ),
+        Option(
+            "dp_delta",
+            "float",
+            1e-6,
+            "the run's privacy target delta",
+            minimum=0,
+            maximum=1,
+            min_exclusive=True,
+            max_exclusive=True,
+            requires=("dp", ("central",)),
+        ),
+        Option(
+            "dp_batches",
+            "int",
+            4,
+            "batches of tables the privacy budget is split over: the skeleton search stops at "
+            "depth dp_batches - 1 (as --max-depth would)",
+            minimum=1,
+            requires=("dp", ("central",)),
+        ),
+        Option(
+            "dp_noise_seed",
+            "int",
+            None,
+            "seed of the noise, for simulation studies only: a known seed lets anyone remove the "
+            "noise (default none: fresh randomness from the operating system)",
+            nullable=True,
+            minimum=0,
+            requires=("dp", ("central",)),
+        ),
+    )
+
+
+def dp_needs_exact_tables(values: Mapping[str, Any], entry_point: str) -> str | None:
+    """Cross-option rule: noise goes on summed contingency tables, batch by batch, so the other
+    statistics and the searches that ask tests after the skeleton are not covered."""
+    if values.get("dp", "off") == "off":
+        return None
+    dp = say("dp", values["dp"], entry_point)
+    if values.get("ci") != "exact" or values.get("test") == "fisherz":
+        return (
+            f"{dp} adds noise to summed contingency tables: it needs "
+            f"{say('ci', 'exact', entry_point)} and a discrete test (chi2 or g2)"
+        )
+    later = [
+        say(name, values[name], entry_point)
+        for name, fine in (
+            ("collider_rule", ("causallearn", "standard")),
+            ("uc_rule", (0,)),
+            ("uc_priority", (0, 1, 2)),
+            ("possible_dsep", ("off",)),
+            ("fci_rules", ("zhang",)),
+        )
+        if name in values and values[name] not in fine
+    ]
+    if later:
+        return (
+            f"{dp} covers the skeleton's batches only; {', '.join(later)} would ask tests after "
+            "them: use the defaults of the separating-set colliders (and, for FCI, "
+            f"{say('possible_dsep', 'off', entry_point)})"
+        )
+    return None

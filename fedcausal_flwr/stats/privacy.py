@@ -29,13 +29,14 @@ NO_NOISE = math.inf
 
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest zCDP ``rho`` whose ``(epsilon, delta)`` statement (Bun and Steinke, Prop. 1.3)
-    is within the target: ``(sqrt(epsilon + L) - sqrt(L))^2`` with ``L = ln(1/delta)``."""
+    is within the target: ``(sqrt(epsilon + L) - sqrt(L))^2`` with ``L = ln(1/delta)``, less one
+    part in 10^9 so that a sum of releases, rounded, never states more than the target."""
     if not epsilon > 0 or not 0 < delta < 1:
         raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
     if math.isinf(epsilon):
         return math.inf
     log_term = math.log(1 / delta)
-    return (math.sqrt(epsilon + log_term) - math.sqrt(log_term)) ** 2
+    return (math.sqrt(epsilon + log_term) - math.sqrt(log_term)) ** 2 * (1 - 1e-9)
 
 
 def epsilon_of(rho: float, delta: float) -> float:

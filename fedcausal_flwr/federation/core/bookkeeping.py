@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -135,6 +136,16 @@ class RunRecorder:
                 "meta_keys": sorted(meta_keys),
             }
         )
+
+    def note_noise(self, server_round: int, kind: str, noise: Mapping[str, Any]) -> None:
+        """The noise a differentially private run added to the sum it received in
+        ``server_round`` (``mechanism``, ``variance`` per cell, the release's ``rho``): kept on
+        that ledger entry, so the ledger says what the server saw and what it published."""
+        for entry in reversed(self.ledger):
+            if entry["round"] == server_round and entry["kind"] == kind:
+                entry["noise"] = dict(noise)
+                return
+        raise ValueError(f"no ledger entry {kind!r} in round {server_round} to note noise on")
 
     def record_secagg(self, server_round: int, stages: Sequence[Mapping]) -> None:
         """SecAgg+'s own traffic in a secure round: one entry per stage (``stage``,

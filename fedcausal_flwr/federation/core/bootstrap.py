@@ -88,6 +88,16 @@ def sample_needs_bootstrap(values: Mapping[str, Any], entry_point: str) -> str |
     return None
 
 
+def private_runs_no_bootstrap(values: Mapping[str, Any], entry_point: str) -> str | None:
+    """Cross-option rule: every replicate would spend the privacy budget again."""
+    if values.get("dp", "off") != "off" and values.get("bootstrap"):
+        return (
+            f"{say('dp', values['dp'], entry_point)} covers one run: "
+            f"{spell('bootstrap', entry_point)} would spend the privacy budget once per replicate"
+        )
+    return None
+
+
 #: what a secure run with the bootstrap is told
 SECURE_PROBLEM = (
     "a bootstrap run sends every replicate's statistics in one reply per client, which SecAgg+ "
@@ -100,7 +110,7 @@ def with_bootstrap(options: OptionSet) -> OptionSet:
     extra = [BOOTSTRAP_OPTION, SAMPLE_OPTION]
     if "seed" not in options:
         extra.append(seed_option("seed of the bootstrap resamples"))
-    return options.extend(*extra, checks=(sample_needs_bootstrap,))
+    return options.extend(*extra, checks=(sample_needs_bootstrap, private_runs_no_bootstrap))
 
 
 class BootstrapStrategy(ProtocolStrategy):

@@ -1,0 +1,99 @@
+"""Differentially private FedPC (``dp=central``): the noise is paid for batch by batch, the
+accountant's epsilon is what its releases add up to, epsilon = inf is the exact run."""
+
+import json
+import math
+
+import pytest
+
+import fedcausal_flwr
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.options import OptionError
+from fedcausal_flwr.stats.privacy import epsilon_of, recompute, rho_for
+
+
+@pytest.fixture(scope="module")
+def sites():
+    return split_iid(load_network("asia").sample(6000, seed=11), 3, seed=2).clients
+
+
+def test_epsilon_inf_is_the_exact_run(sites):
+    exact = fedcausal_flwr.run("fedpc", data=sites, max_depth=3)
+    free = fedcausal_flwr.run("fedpc", data=sites, dp="central", dp_epsilon="inf", dp_batches=4)
+    assert free.graph == exact.graph
+    privacy = free.extra["privacy"]
+    assert privacy["epsilon"] == math.inf and privacy["rho"] == 0
+    assert all(r["variance"] == 0 for r in privacy["releases"])
+    assert "privacy" not in exact.extra
+
+
+def test_the_accountant_adds_up_its_releases_and_stays_within_the_target(sites):
+    result = fedcausal_flwr.run(
+        "fedpc", data=sites, dp="central", dp_epsilon=4, dp_delta=1e-6, dp_batches=3,
+        dp_noise_seed=5,
+    )  # fmt: skip
+    privacy = result.extra["privacy"]
+    releases = privacy["releases"]
+    assert 1 <= privacy["batches"] <= 3 and len(releases) >= privacy["batches"]
+    # each batch's noise: sigma^2 = T / (2 rho_batch), rho_batch = rho_for(4, 1e-6) / 3
+    batch_rho = rho_for(4.0, 1e-6) / 3
+    for release in releases:
+        assert release["variance"] == pytest.approx(release["tables"] / (2 * batch_rho))
+    rho, epsilon = recompute(releases, 1e-6)
+    assert rho == pytest.approx(privacy["rho"]) and epsilon == pytest.approx(privacy["epsilon"])
+    assert rho == pytest.approx(privacy["batches"] * batch_rho)
+    assert epsilon <= 4.0 + 1e-9
+    assert epsilon == pytest.approx(epsilon_of(privacy["batches"] * batch_rho, 1e-6))
+    # the skeleton search stopped at depth dp_batches - 1
+    assert max(result.extra["levels"]) <= 2
+    again = fedcausal_flwr.run(
+        "fedpc", data=sites, dp="central", dp_epsilon=4, dp_batches=3, dp_noise_seed=5
+    )
+    assert again.graph == result.graph  # a fixed noise seed repeats the run (simulation only)
+
+
+def test_private_options_are_checked_with_their_reasons(sites):
+    with pytest.raises(OptionError, match="ci='exact'"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", ci="sketch")
+    with pytest.raises(OptionError, match="conservative"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", collider_rule="conservative")
+    with pytest.raises(OptionError, match="possible_dsep"):
+        fedcausal_flwr.run("fedfci", data=sites, dp="central")
+    with pytest.raises(OptionError, match="dp_epsilon"):
+        fedcausal_flwr.run("fedpc", data=sites, dp_epsilon=2)  # without dp=central
+    with pytest.raises(OptionError, match="dp_epsilon"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", dp_epsilon=0)
+
+
+def test_a_private_run_takes_no_bootstrap(sites):
+    with pytest.raises(OptionError, match="once per replicate"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", bootstrap=2)
+
+
+def test_the_ledger_says_which_sums_were_published_with_noise(sites):
+    result = fedcausal_flwr.run(
+        "fedpc", data=sites, dp="central", dp_epsilon=8, dp_batches=2, dp_noise_seed=1
+    )
+    noted = [entry for entry in result.ledger if "noise" in entry]
+    releases = result.extra["privacy"]["releases"]
+    assert [e["round"] for e in noted] == [r["round"] for r in releases]
+    for entry, release in zip(noted, releases, strict=True):
+        assert entry["kind"] == "tables" and entry["summed"]
+        assert entry["noise"]["variance"] == release["variance"] > 0
+        assert entry["noise"]["rho"] == pytest.approx(release["rho"])
+
+
+def test_the_documented_command_runs(capsys, tmp_path):
+    """docs/privacy.md's command (on a smaller sample): the run's privacy is in its JSON."""
+    from fedcausal_flwr.cli import main
+
+    out = tmp_path / "result.json"
+    code = main([
+        "run", "--method", "fedpc", "--network", "asia", "--samples", "3000", "--clients", "3",
+        "--dp", "central", "--dp-epsilon", "8", "--dp-delta", "1e-6", "--dp-batches", "4",
+        "--out", str(out),
+    ])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    privacy = json.loads(out.read_text())["extra"]["privacy"]
+    assert 0 < privacy["epsilon"] <= 8 and privacy["delta"] == 1e-6
