@@ -1,7 +1,7 @@
 """What differential privacy costs FedPC: F1 and SHD against epsilon (``dp=central``).
 
     python experiments/dp.py [--networks alarm sachs] [--rows 10000 100000] [--clients 10]
-        [--epsilons 0.5 1 2 4 8 16] [--seeds 0 1 2 3 4] [--batches 4] [--plot dp.png] [--quick]
+        [--epsilons 0.5 1 2 4 8 16] [--seeds 0 1 2 3 4] [--batches 2] [--plot dp.png] [--quick]
 
 Per network, row count and seed: the network's sample split IID over ``--clients`` sites; the
 exact run (FedPC, chi2, alpha 0.05, ``max_depth = batches - 1``, the depth a private run stops at)
@@ -48,7 +48,7 @@ def run_setting(network: str, rows: int, clients: int, epsilons, seeds, batches:
                 "fedpc", data=sites, truth=net.dag, dp_epsilon=epsilon,
                 dp_noise_seed=seed, **private,
             )  # fmt: skip
-            against_exact = adjacency_metrics(result.graph, exact.graph)["adj_f1"]
+            against_exact = adjacency_metrics(result.graph, exact.graph)["f1"]
             spent = result.extra["privacy"]["epsilon"]
             out["private"][epsilon].append({**result.metrics, "vs_exact": against_exact,
                                              "spent": spent})  # fmt: skip
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.5, 1, 2, 4, 8, 16])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--plot", help="write the F1-against-epsilon plot here (PNG)")
     parser.add_argument("--quick", action="store_true", help="asia, 5,000 rows, 2 seeds")
     args = parser.parse_args()

@@ -262,6 +262,8 @@ class FedPCStrategy(MethodStrategy):
             )
         # a level's tests held at once: bounded by the server's budget like its tables
         depth_batch = max(1, self.options.max_server_cells // DEPTH_BATCH_CELLS)
+        if self.privacy is not None:  # a depth is one batch: it is paid for once, as a whole
+            depth_batch = 2**62
         engine = pc_steps if self.algorithm == "pc" else fci_steps
         max_depth = self.options.max_depth
         if self.privacy is not None:  # one budget share per skeleton depth
@@ -467,6 +469,7 @@ class FedPCStrategy(MethodStrategy):
                 layout,
                 self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
+                noise_variance=plan.noise_variance,
             )
         else:
             cells = []

@@ -456,7 +456,7 @@ def dp_options() -> tuple[Option, ...]:
         Option(
             "dp_batches",
             "int",
-            4,
+            2,
             "batches of tables the privacy budget is split over: the skeleton search stops at "
             "depth dp_batches - 1 (as --max-depth would)",
             minimum=1,
@@ -481,10 +481,11 @@ def dp_needs_exact_tables(values: Mapping[str, Any], entry_point: str) -> str | 
     if values.get("dp", "off") == "off":
         return None
     dp = say("dp", values["dp"], entry_point)
-    if values.get("ci") != "exact" or values.get("test") == "fisherz":
+    if values.get("ci") != "exact" or values.get("test") != "chi2":
         return (
-            f"{dp} adds noise to summed contingency tables: it needs "
-            f"{say('ci', 'exact', entry_point)} and a discrete test (chi2 or g2)"
+            f"{dp} adds noise to summed contingency tables and tests them with Pearson's chi2, "
+            f"each cell's variance counting the noise: it needs {say('ci', 'exact', entry_point)} "
+            f"and {say('test', 'chi2', entry_point)}"
         )
     later = [
         say(name, values[name], entry_point)

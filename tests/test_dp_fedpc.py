@@ -56,6 +56,8 @@ def test_the_accountant_adds_up_its_releases_and_stays_within_the_target(sites):
 def test_private_options_are_checked_with_their_reasons(sites):
     with pytest.raises(OptionError, match="ci='exact'"):
         fedcausal_flwr.run("fedpc", data=sites, dp="central", ci="sketch")
+    with pytest.raises(OptionError, match="test='chi2'"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", test="g2")
     with pytest.raises(OptionError, match="conservative"):
         fedcausal_flwr.run("fedpc", data=sites, dp="central", collider_rule="conservative")
     with pytest.raises(OptionError, match="possible_dsep"):
@@ -91,7 +93,7 @@ def test_the_documented_command_runs(capsys, tmp_path):
     out = tmp_path / "result.json"
     code = main([
         "run", "--method", "fedpc", "--network", "asia", "--samples", "3000", "--clients", "3",
-        "--dp", "central", "--dp-epsilon", "8", "--dp-delta", "1e-6", "--dp-batches", "4",
+        "--dp", "central", "--dp-epsilon", "8", "--dp-delta", "1e-6", "--dp-batches", "2",
         "--out", str(out),
     ])  # fmt: skip
     assert code == 0, capsys.readouterr().err

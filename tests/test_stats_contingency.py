@@ -269,3 +269,29 @@ def test_queries_over_one_variable_set_read_one_joint_table(missing):
         expected = np.zeros([cards[v] for v in axes], dtype=np.int64)
         np.add.at(expected, tuple(codes[complete][:, axes].T), 1)
         assert np.array_equal(layout.table(tables, i), expected.reshape(layout.shapes[i]))
+
+
+def test_noisy_tables_are_tested_with_the_noise_in_each_cells_variance():
+    """Independent columns, tables with discrete Gaussian noise (variance 400, a small-sample
+    regime): plain chi2 reads the noise as dependence, the noise-aware statistic keeps its
+    level; without noise it is the plain statistic."""
+    from fedcausal_flwr.stats.contingency import discrete_pvalues, local_tables, make_layout
+    from fedcausal_flwr.stats.privacy import discrete_gaussian
+
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 3, size=(2000, 6))
+    queries = [(x, y, ()) for x in range(6) for y in range(x + 1, 6)]
+    layout = make_layout(queries, [3] * 6)
+    exact, _ = local_tables(codes, [3] * 6, layout)
+    plain, aware = [], []
+    for _ in range(40):
+        noisy = np.maximum(exact + discrete_gaussian(400.0, exact.size, rng), 0)
+        plain.append(discrete_pvalues(noisy, layout, "chi2"))
+        aware.append(discrete_pvalues(noisy, layout, "chi2", noise_variance=400.0))
+    plain_rejects = float(np.mean(np.concatenate(plain) <= 0.05))
+    aware_rejects = float(np.mean(np.concatenate(aware) <= 0.05))
+    assert plain_rejects > 0.3 and aware_rejects < 0.1, (plain_rejects, aware_rejects)
+    same = discrete_pvalues(exact, layout, "chi2", noise_variance=0.0)
+    assert np.array_equal(same, discrete_pvalues(exact, layout, "chi2"))
+    with pytest.raises(ValueError, match="chi2"):
+        discrete_pvalues(exact, layout, "g2", noise_variance=1.0)

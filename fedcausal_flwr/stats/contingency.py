@@ -142,23 +142,27 @@ def expected_from_margins(n_xz: np.ndarray, n_yz: np.ndarray) -> np.ndarray:
 
 
 def stacked_statistics(
-    t: np.ndarray, test: str
+    t: np.ndarray, test: str, noise_variance: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(statistic, dof, n, n_empty_strata)`` of stacked tables ``t`` of shape (g, S, X, Y).
 
     Many small tables are worked on with the stack as the last axis (every elementwise pass then
     runs one long inner loop instead of g * S loops of length X or Y: 2-4x faster); each cell's
     arithmetic, and the order of the final sum, are those of :func:`expected_from_margins` and
-    causal-learn's, so the statistics are bit-identical either way.
+    causal-learn's, so the statistics are bit-identical either way. ``noise_variance``: the
+    tables carry independent noise of that variance per cell (a differentially private release):
+    Pearson's terms are divided by ``expected + noise_variance``, each cell's variance under
+    independence, so the noise does not read as dependence.
     """
     if t.shape[0] < 8:
-        return _cell_statistics(t, test, stack_axis=0)
-    stat, dof, n, empty = _cell_statistics(np.ascontiguousarray(np.moveaxis(t, 0, -1)), test, -1)
+        return _cell_statistics(t, test, 0, noise_variance)
+    moved = np.ascontiguousarray(np.moveaxis(t, 0, -1))
+    stat, dof, n, empty = _cell_statistics(moved, test, -1, noise_variance)
     return stat, dof, n, empty
 
 
 def _cell_statistics(
-    t: np.ndarray, test: str, stack_axis: int
+    t: np.ndarray, test: str, stack_axis: int, noise_variance: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`stacked_statistics` on tables stacked along ``stack_axis`` (0 or -1)."""
     first = 1 if stack_axis == 0 else 0  # the S axis; X and Y follow it
@@ -170,8 +174,11 @@ def _cell_statistics(
     if test == "chi2":
         terms = t - expected
         terms *= terms
-        expected[expected == 0] = 1.0  # empty row or column: the cell's count and term are 0
-        terms /= expected
+        if noise_variance > 0:
+            terms /= expected + noise_variance
+        else:
+            expected[expected == 0] = 1.0  # empty row or column: the cell's count and term are 0
+            terms /= expected
     else:
         expected[expected == 0] = 1.0
         terms = t / expected
@@ -283,6 +290,7 @@ def discrete_tests(
     reliability_arity: Literal["max_observed", "global"] = "max_observed",
     unreliable_pvalue: float = np.nan,
     empty_strata_add_dof: bool = False,
+    noise_variance: float = 0.0,
 ) -> DiscreteTestResult:
     """G2 or Pearson chi2 for every query of ``layout`` from (possibly summed) table vectors.
 
@@ -297,8 +305,12 @@ def discrete_tests(
       tested data (FedECD's ``max(data)`` on 1-based codes); ``"global"`` uses the public cards.
       Tests on no data at all (n = 0) are unreliable too.
     * ``empty_strata_add_dof``: FedC2SL's public code adds 1 dof per empty stratum; off by default.
+    * ``noise_variance`` (Pearson chi2 only): the tables carry noise of that variance per cell
+      (:func:`stacked_statistics`).
     """
     test_name = resolve_test_name(test)
+    if noise_variance > 0 and test_name != "chi2":
+        raise ValueError("noisy tables are tested with Pearson's chi2 (test='chi2')")
     if reliability_arity not in ("max_observed", "global"):
         raise ValueError(
             f"reliability_arity must be 'max_observed' or 'global', got {reliability_arity!r}"
@@ -326,7 +338,7 @@ def discrete_tests(
         for start in range(0, members.size, chunk):
             qi = members[start : start + chunk]
             t = tables[layout.offsets[qi][:, None] + np.arange(size)].reshape(-1, cs, cx, cy)
-            stat[qi], dof[qi], n[qi], empty[qi] = stacked_statistics(t, test_name)
+            stat[qi], dof[qi], n[qi], empty[qi] = stacked_statistics(t, test_name, noise_variance)
             if reliability is not None:
                 if radices is None:  # global arities: the table's own size
                     arity_product[qi] = float(size)
