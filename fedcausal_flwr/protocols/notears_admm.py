@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.protocols.discrete import LevelSets
 from fedcausal_flwr.protocols.records import Payload
 
 LEVEL_COUNTS = "level_counts"  # summed counts of every level of the discrete columns
@@ -50,11 +51,8 @@ DISCLOSURES = {LEVEL_COUNTS: disclosure.SUM, ADMM_STEP: disclosure.PER_CLIENT}
 
 
 @dataclass(frozen=True)
-class LevelCountsRequest(Payload):
+class LevelCountsRequest(LevelSets):
     """``level_counts``: count each of the ``levels`` of the discrete columns ``variables``."""
-
-    variables: list[str]
-    levels: dict[str, list]
 
 
 @dataclass(frozen=True)
