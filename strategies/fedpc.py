@@ -53,7 +53,7 @@ then restarts from its margins so every sum in one test comes from the same clie
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,7 @@ from fedcausal_flwr.protocols.fedpc import (
     TableRequest,
 )
 from fedcausal_flwr.protocols.queries import encode_queries
+from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
@@ -300,9 +301,12 @@ class FedPCStrategy(MethodStrategy):
             if self._plan is None and self.privacy is not None:
                 plan.noise_variance = self._batch_noise(len(queries))
             self._plan = plan
-            part = encode_queries(_select(queries, plan.parts[len(plan.answered)]))
+            positions = plan.parts[len(plan.answered)]
+            part = encode_queries(_select(queries, positions))
             if plan.sparse:
                 return Request(SPARSE_TABLES, base, arrays=[part])
+            if self.privacy is not None:
+                base = replace(base, privacy=self._charge(len(positions), plan).encode())
             return Request(TABLES, base, arrays=[part], secure=True)
         batch = encode_queries(queries)
         self._check_table_budget(queries)
@@ -523,6 +527,19 @@ class FedPCStrategy(MethodStrategy):
                 "streamed in several batches): raise dp_batches or max_server_cells"
             )
         return self.privacy.batch_variance(tables)
+
+    def _charge(self, tables: int, plan: BatchPlan) -> PrivacyCharge:
+        """What the release of ``tables`` tables of ``plan`` costs each site (sent with it)."""
+        assert self.privacy is not None
+        variance = plan.noise_variance
+        return PrivacyCharge(
+            "discrete Gaussian",
+            tables,
+            variance,
+            tables / (2 * variance) if variance > 0 else None,
+            self.options.dp_epsilon if self.privacy.noisy else None,
+            self.options.dp_delta,
+        )
 
     def _noisy(self, counts: np.ndarray, plan: BatchPlan, tables: int) -> np.ndarray:
         """The summed counts of one round with discrete Gaussian noise, recorded by the

@@ -99,3 +99,24 @@ def test_the_documented_command_runs(capsys, tmp_path):
     assert code == 0, capsys.readouterr().err
     privacy = json.loads(out.read_text())["extra"]["privacy"]
     assert 0 < privacy["epsilon"] <= 8 and privacy["delta"] == 1e-6
+
+
+def test_each_site_logs_what_each_release_costs_it(tmp_path):
+    """A deployment-shaped run (sites with data files, hence audit logs): every tables reply a
+    site sends is logged with its privacy charge, and a site's charges add up to the run's."""
+    from test_site_policy import audit, run_app, write_sites
+
+    from fedcausal_flwr.result import Result
+
+    frames = split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
+    nodes = write_sites(tmp_path, frames)
+    options = "dp=central dp-epsilon=8 dp-noise-seed=1"
+    run_app(nodes, {"method": "fedpc", "options": options, "result-path": "dp.json"})
+    privacy = Result.load(tmp_path / "results" / "dp.json").extra["privacy"]
+    for node in nodes:
+        sent = [line for line in audit(node) if line["action"] == "tables"]
+        assert sent and all(line["privacy"]["mechanism"] == "discrete Gaussian" for line in sent)
+        rho = math.fsum(line["privacy"]["rho"] for line in sent)
+        assert rho == pytest.approx(privacy["rho"])
+        assert epsilon_of(rho, sent[0]["privacy"]["delta"]) <= 8
+        assert all("privacy" not in line for line in audit(node) if line["action"] == "hello")

@@ -31,7 +31,10 @@ server otherwise); ``server``: each client's reply reaches the server, which sum
 partition order (deterministic float sums), the sparse tables merged exactly (int64). ``max_cells``
 is the most table cells a client holds at once (dense tables; ``sparse_tables`` ignores it);
 ``sketch_length`` travels as ``l`` and ``clients`` (the K clients that share the expected counts
-``E``) as ``k``.
+``E``) as ``k``. In a differentially private run (``dp=central``) each ``tables`` request also
+carries ``privacy``: its :class:`~fedcausal_flwr.protocols.records.PrivacyCharge` (mechanism,
+tables, noise variance per cell, ``rho``, the run's target epsilon and delta), which each site logs
+with its reply; a run without it sends no ``privacy`` key.
 
 ``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
 integer array in the smallest type that holds its values (counts of a 1,000-row client in 2
@@ -56,9 +59,10 @@ rows first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.protocols.records import Payload, wire
+from fedcausal_flwr.protocols.records import Payload, optional, wire
 from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)
@@ -92,6 +96,8 @@ class TableRequest(Payload):
     levels: dict[str, list]
     max_cells: int = DEFAULT_MAX_CELLS
     missing: str = "error"
+    #: a private run's charge for this request (:class:`~.records.PrivacyCharge`; absent: none)
+    privacy: dict[str, Any] | None = optional()
 
 
 @dataclass(frozen=True)

@@ -118,3 +118,28 @@ class ComputedTests(Payload):
     """Reply meta of an action that ran CI tests at the site: how many it computed."""
 
     tests: int = 0
+
+
+#: the payload key under which a request carries its privacy charge (any method's)
+_privacy_key = "privacy"
+
+
+@dataclass(frozen=True)
+class PrivacyCharge(Payload):
+    """What one release of a differentially private run costs each site whose rows it sums:
+    ``tables`` tables with noise ``variance`` per cell (``mechanism``), so ``rho =
+    tables / (2 variance)`` zCDP (None: no noise, epsilon = inf), toward ``target_epsilon`` at
+    ``delta``. Sent with the request, so the site can log, and check, what its reply will cost."""
+
+    mechanism: str
+    tables: int
+    variance: float
+    rho: float | None
+    target_epsilon: float | None
+    delta: float
+
+    @classmethod
+    def of(cls, payload: Mapping[str, Any]) -> PrivacyCharge | None:
+        """The charge a request's payload carries (None: the request is not private)."""
+        charge = payload.get(_privacy_key)
+        return None if charge is None else cls.decode(charge)

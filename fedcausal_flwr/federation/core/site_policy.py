@@ -12,7 +12,8 @@ Three parts, all on the site's side and Flower-free:
   refusal naming the site and the policy key: the server stops the run).
 * :class:`AuditLog`: one JSON line per reply the site sends and per refusal (time, run, method,
   action, disclosure class, whether it went through SecAgg+, arrays' shapes and dtypes, bytes,
-  metadata keys, the policy key of a refusal), appended to a file the site chooses.
+  metadata keys, the privacy charge of a differentially private release, the policy key of a
+  refusal), appended to a file the site chooses.
   ``fedcausal-flwr audit LOG`` summarises it (:mod:`fedcausal_flwr.audit`).
 
 A simulated node (no ``data-path``: it generates its share of a benchmark network from the run
@@ -43,6 +44,7 @@ from fedcausal_flwr.federation.core.disclosure import (
     most_revealing,
 )
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
+from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -307,6 +309,8 @@ class SiteGuard:
     site: int = UNKNOWN_CLIENT
     run: str = ""
     audit: AuditLog | None = field(default=None, init=False)
+    #: the privacy charge of the message being answered (logged with its reply)
+    charge: dict[str, Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.policy is not None and self.policy.audit_log is not None:
@@ -338,6 +342,12 @@ class SiteGuard:
         many participants (None: it does not)."""
         kind = self.kind_of(action, payload)
         secure = secagg_participants is not None
+        try:
+            charge = PrivacyCharge.of(payload or {})
+        except MalformedPayload as err:
+            self.refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}",
+                        action=action, round_=round_, secure=secure, kind=kind)  # fmt: skip
+        self.charge = None if charge is None else charge.encode()
 
         def refuse(key: str, message: str) -> NoReturn:
             self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
@@ -433,9 +443,10 @@ class SiteGuard:
         if self.audit is None:
             return
         shapes, nbytes = describe(arrays)
+        private = {} if self.charge is None else {"privacy": self.charge}
         self._log(
             "sent", action, kind, round_, secure, arrays=shapes, bytes=nbytes,
-            meta_keys=sorted(meta),
+            meta_keys=sorted(meta), **private,
         )  # fmt: skip
 
     def refuse(
