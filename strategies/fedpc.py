@@ -81,7 +81,7 @@ from fedcausal_flwr.protocols.fedpc import (
     TableRequest,
 )
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.protocols.records import PrivacyCharge
+from fedcausal_flwr.protocols.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
@@ -511,6 +511,16 @@ class FedPCStrategy(MethodStrategy):
         self.runner.answer(np.concatenate(plan.answered))
 
     # ------------------------------------------------------------------ differential privacy
+    def privacy_plan(self) -> dict[str, Any] | None:
+        if self.privacy is None:
+            return None
+        noisy = self.privacy.noisy
+        return PrivacyPlan(
+            self.options.dp_epsilon if noisy else None,
+            self.options.dp_delta,
+            self.privacy.target_rho if noisy else None,
+        ).encode()
+
     @property
     def dense_only(self) -> bool:
         """Tables travel dense and summed: through SecAgg+, or to be noised as a sum."""

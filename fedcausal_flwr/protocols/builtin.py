@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fedcausal_flwr.protocols.records import Payload
+from fedcausal_flwr.protocols.records import Payload, optional
 
 #: the most levels a site lists for a column in its hello report, unless the server asks otherwise
 HELLO_MAX_LEVELS = 1000
@@ -20,9 +20,12 @@ HELLO_MAX_LEVELS = 1000
 
 @dataclass(frozen=True)
 class HelloRequest(Payload):
-    """``hello``: list at most ``max_levels`` levels of a column (more: reported as many-valued)."""
+    """``hello``: list at most ``max_levels`` levels of a column (more: reported as many-valued),
+    and, for a private run, what it plans to spend (``privacy``)."""
 
     max_levels: int = HELLO_MAX_LEVELS
+    #: a private run's plan (:class:`~.records.PrivacyPlan`; absent for any other run)
+    privacy: dict[str, Any] | None = optional()
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,20 @@ class PrivacyCharge(Payload):
         """The charge a request's payload carries (None: the request is not private)."""
         charge = payload.get(_privacy_key)
         return None if charge is None else cls.decode(charge)
+
+
+@dataclass(frozen=True)
+class PrivacyPlan(Payload):
+    """What a differentially private run plans to spend at each site, sent with ``hello``: its
+    target ``(target_epsilon, delta)`` and the zCDP ``rho`` of that target (None: no noise), so a
+    site can refuse a run it cannot afford before anything but its metadata leaves it."""
+
+    target_epsilon: float | None
+    delta: float
+    rho: float | None
+
+    @classmethod
+    def of(cls, payload: Mapping[str, Any]) -> PrivacyPlan | None:
+        """The plan a ``hello`` payload carries (None: the run is not private)."""
+        plan = payload.get(_privacy_key)
+        return None if plan is None else cls.decode(plan)

@@ -91,6 +91,12 @@ class ProtocolStrategy:
         """Method result: optional ``graph``/``variables``/``metrics`` plus any extra keys."""
         return {}
 
+    def privacy_plan(self) -> dict[str, Any] | None:
+        """What a differentially private run plans to spend at each site
+        (:class:`~fedcausal_flwr.protocols.records.PrivacyPlan`, encoded; sent with ``hello``).
+        None: the run adds no noise."""
+        return None
+
     def input_needs(self) -> InputNeeds:
         """What this method (with its options) needs of the clients' data."""
         return self.needs
@@ -258,7 +264,12 @@ class ProtocolRun:
         self.begun_round = server_round
         if self.pending is None and self.state is not RunState.FINISHED:
             if self.state is RunState.HELLO:
-                self.pending = Request(HELLO, HelloRequest(self.protocol.hello_max_levels))
+                self.pending = Request(
+                    HELLO,
+                    HelloRequest(
+                        self.protocol.hello_max_levels, privacy=self.protocol.privacy_plan()
+                    ),
+                )
             else:
                 request = self.protocol.next_request()
                 if request is not None and not isinstance(request, Request):

@@ -23,8 +23,10 @@ one user) enforce the declarations only.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
+import math
 import os
 import time
 import tomllib
@@ -44,7 +46,8 @@ from fedcausal_flwr.federation.core.disclosure import (
     most_revealing,
 )
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
-from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge
+from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
+from fedcausal_flwr.stats.privacy import rho_for
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -52,9 +55,24 @@ REQUIRE_SECURE = "require-secure"
 MAX_LEVELS = "max-levels"
 ALLOW_PLUGINS = "allow-plugins"
 AUDIT_LOG = "audit-log"
+DP_EPSILON = "dp-epsilon"
+DP_DELTA = "dp-delta"
+DP_PERIOD_EPSILON = "dp-period-epsilon"
+DP_PERIOD_DAYS = "dp-period-days"
 POLICY_FILE = "policy-file"
 #: the policy keys a site sets (node config, or a policy file)
-POLICY_KEYS = (ALLOW_METHODS, ALLOW_RAW_ROWS, REQUIRE_SECURE, MAX_LEVELS, ALLOW_PLUGINS, AUDIT_LOG)
+POLICY_KEYS = (
+    ALLOW_METHODS,
+    ALLOW_RAW_ROWS,
+    REQUIRE_SECURE,
+    MAX_LEVELS,
+    ALLOW_PLUGINS,
+    AUDIT_LOG,
+    DP_EPSILON,
+    DP_DELTA,
+    DP_PERIOD_EPSILON,
+    DP_PERIOD_DAYS,
+)
 #: every key a SuperNode's node config may hold (the data keys, the policy keys, the policy file)
 NODE_CONFIG_KEYS = (
     "partition-id",
@@ -107,6 +125,18 @@ def _names(value: Any, key: str, where: str) -> frozenset[str]:
     return frozenset(v for v in items if v)
 
 
+def _positive(value: Any, key: str, where: str, below_one: bool = False) -> float:
+    """A number > 0 (and < 1 with ``below_one``)."""
+    try:
+        number = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        number = math.nan
+    if not (0 < number < (1 if below_one else math.inf)):
+        bounds = "between 0 and 1" if below_one else "a number > 0"
+        raise PolicyConfigError(f"{where}: {key} must be {bounds}, got {value!r}")
+    return number
+
+
 def _flag(value: Any, key: str, where: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -127,7 +157,11 @@ class SitePolicy:
     SecAgg+ leave (every per-client statistic and every sum outside SecAgg+ is refused);
     ``max_levels``: the most distinct values of a column that ``hello`` may disclose (a column
     with more is refused, not truncated); ``allow_plugins``: run-config plugin modules this site
-    imports; ``audit_log``: the site's JSONL log (None: beside its data file)."""
+    imports; ``audit_log``: the site's JSONL log (None: beside its data file). ``dp_epsilon``:
+    the site answers only differentially private runs (a noise charge on every statistic), each
+    spending at most ``(dp_epsilon, dp_delta)`` of its rows; ``dp_period_epsilon`` caps what all
+    runs spend within the last ``dp_period_days`` days, as its audit log records it (None: no
+    budget)."""
 
     allow_methods: frozenset[str] | None = None
     allow_raw_rows: bool = False
@@ -135,6 +169,10 @@ class SitePolicy:
     max_levels: int = DEFAULT_MAX_LEVELS
     allow_plugins: frozenset[str] = frozenset()
     audit_log: str | None = None
+    dp_epsilon: float | None = None
+    dp_delta: float = 1e-6
+    dp_period_epsilon: float | None = None
+    dp_period_days: float | None = None
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], where: str) -> SitePolicy:
@@ -168,6 +206,22 @@ class SitePolicy:
             if not path:
                 raise PolicyConfigError(f"{where}: {AUDIT_LOG} is empty; name a file")
             kwargs["audit_log"] = path
+        for key, name in ((DP_EPSILON, "dp_epsilon"), (DP_PERIOD_EPSILON, "dp_period_epsilon"),
+                          (DP_PERIOD_DAYS, "dp_period_days")):  # fmt: skip
+            if key in values:
+                kwargs[name] = _positive(values[key], key, where)
+        if DP_DELTA in values:
+            kwargs["dp_delta"] = _positive(values[DP_DELTA], DP_DELTA, where, below_one=True)
+        budget = [k for k in (DP_DELTA, DP_PERIOD_EPSILON, DP_PERIOD_DAYS) if k in values]
+        if budget and DP_EPSILON not in values:
+            raise PolicyConfigError(f"{where}: {budget[0]} needs {DP_EPSILON} (the per-run cap)")
+        if (DP_PERIOD_EPSILON in values) != (DP_PERIOD_DAYS in values):
+            given, missing = (
+                (DP_PERIOD_EPSILON, DP_PERIOD_DAYS)
+                if DP_PERIOD_EPSILON in values
+                else (DP_PERIOD_DAYS, DP_PERIOD_EPSILON)
+            )
+            raise PolicyConfigError(f"{where}: {given} needs {missing}")
         return cls(**kwargs)
 
     @classmethod
@@ -342,8 +396,8 @@ class SiteGuard:
         many participants (None: it does not)."""
         kind = self.kind_of(action, payload)
         secure = secagg_participants is not None
-        try:
-            charge = PrivacyCharge.of(payload or {})
+        try:  # hello carries the run's plan instead (read in _check_privacy)
+            charge = None if action == HELLO else PrivacyCharge.of(payload or {})
         except MalformedPayload as err:
             self.refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}",
                         action=action, round_=round_, secure=secure, kind=kind)  # fmt: skip
@@ -394,7 +448,75 @@ class SiteGuard:
                     f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
                     f"and its policy has {REQUIRE_SECURE} = true",
                 )
+        self._check_privacy(action, kind, payload or {}, refuse)
         return kind
+
+    def _check_privacy(
+        self, action: str, kind: str, payload: Mapping[str, Any], refuse: Any
+    ) -> None:
+        """A site with a privacy budget answers only what it can afford: a run's plan at
+        ``hello``, and each statistic's charge, against the run's cap and the period's."""
+        policy = self.policy
+        if policy is None or policy.dp_epsilon is None or kind == METADATA and action != HELLO:
+            return
+        cap = rho_for(policy.dp_epsilon, policy.dp_delta) * (1 + 1e-9)
+        wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
+        if action == HELLO:
+            plan = PrivacyPlan.of(payload)
+            cost = None if plan is None else plan.rho
+            what = "the run plans to spend"
+        else:
+            cost = None if self.charge is None else self.charge.get("rho")
+            what = "this reply with the run's earlier ones would spend"
+        if cost is None:
+            refuse(
+                DP_EPSILON,
+                f"site {self.site} refuses a run without differential privacy: its policy "
+                f"{DP_EPSILON} = {policy.dp_epsilon:g} answers only runs that add noise "
+                "(e.g. fedpc with dp=central and a finite dp_epsilon)",
+            )
+        spent = self._spent(run_only=True) if action != HELLO else 0.0
+        if spent + cost > cap:
+            refuse(
+                DP_EPSILON,
+                f"site {self.site} refuses {action!r}: {what} rho {spent + cost:.4g}, over its "
+                f"policy {DP_EPSILON} {wording}, rho {cap:.4g}",
+            )
+        if policy.dp_period_epsilon is not None:
+            period_cap = rho_for(policy.dp_period_epsilon, policy.dp_delta) * (1 + 1e-9)
+            before = self._spent(run_only=False)
+            if before + cost > period_cap:
+                refuse(
+                    DP_PERIOD_EPSILON,
+                    f"site {self.site} refuses {action!r}: the last {policy.dp_period_days:g} "
+                    f"days spent rho {before:.4g} of its policy {DP_PERIOD_EPSILON} "
+                    f"{policy.dp_period_epsilon:g} (rho {period_cap:.4g}); {what} {cost:.4g} "
+                    "more",
+                )
+
+    def _spent(self, run_only: bool) -> float:
+        """The zCDP ``rho`` this site's audit log records as spent: by this run, or within the
+        policy's period (every run)."""
+        if self.audit is None or not self.audit.path.exists():
+            return 0.0
+        policy = self.policy
+        days = policy.dp_period_days if policy is not None else None
+        since = time.time() - (days or 0) * 86400
+        total = []
+        for line in self.audit.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            charge = record.get("privacy") if isinstance(record, dict) else None
+            if record.get("outcome") != "sent" or not isinstance(charge, dict):
+                continue
+            if run_only and record.get("run") != self.run:
+                continue
+            if not run_only and _seconds(record.get("time")) < since:
+                continue
+            total.append(float(charge.get("rho") or 0.0))
+        return math.fsum(total)
 
     def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
         """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
@@ -499,6 +621,14 @@ class SiteGuard:
             ) from None
 
 
+def _seconds(stamp: Any) -> float:
+    """The epoch seconds of an audit line's ``time`` (0: unreadable)."""
+    try:
+        return calendar.timegm(time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return 0.0
+
+
 def describe_policy(policy: SitePolicy) -> list[str]:
     """The policy in words, one line per key (for ``federation up`` and the docs)."""
     methods = (
@@ -511,4 +641,15 @@ def describe_policy(policy: SitePolicy) -> list[str]:
         f"{MAX_LEVELS}: {policy.max_levels}",
         f"{ALLOW_PLUGINS}: {', '.join(sorted(policy.allow_plugins)) or 'none'}",
         f"{AUDIT_LOG}: {policy.audit_log or 'beside the data file'}",
+        f"{DP_EPSILON}: "
+        + (
+            "none (no privacy budget)"
+            if policy.dp_epsilon is None
+            else f"{policy.dp_epsilon:g} per run at {DP_DELTA} {policy.dp_delta:g}"
+            + (
+                f"; {policy.dp_period_epsilon:g} per {policy.dp_period_days:g} days"
+                if policy.dp_period_epsilon is not None
+                else ""
+            )
+        ),
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import secrets
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -150,8 +151,10 @@ def run_local(
     run_config: Mapping[str, ConfigValue] | None = None,
     node_configs: Sequence[Mapping[str, ConfigValue]] | None = None,
 ) -> Context:
-    """Run a ServerApp against ``num_nodes`` ClientApps synchronously; the server Context."""
-    grid = LocalGrid(client_app, num_nodes, run_config, node_configs)
+    """Run a ServerApp against ``num_nodes`` ClientApps synchronously; the server Context. Each
+    run gets a fresh run id, as a SuperLink gives one (sites key their audit logs by it)."""
+    run_id = secrets.randbits(63) or 1
+    grid = LocalGrid(client_app, num_nodes, run_config, node_configs, run_id=run_id)
     context = Context(
         run_id=grid.run.run_id,
         node_id=SERVER_NODE_ID,

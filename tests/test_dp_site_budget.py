@@ -1,0 +1,65 @@
+"""A site's privacy budget (policy keys dp-epsilon, dp-delta, dp-period-epsilon,
+dp-period-days): a run it cannot afford is refused at hello, before any statistic leaves it; a
+run without noise is refused by a site that sets a budget; the period's spending is read from the
+site's own audit log."""
+
+import pytest
+from test_site_policy import audit, run_app, write_sites
+
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.federation.core.messages import SitePolicyError
+from fedcausal_flwr.federation.core.site_policy import PolicyConfigError, SitePolicy
+
+
+@pytest.fixture(scope="module")
+def frames():
+    return split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
+
+
+def private(epsilon: float) -> dict:
+    return {"method": "fedpc", "options": f"dp=central dp-epsilon={epsilon} dp-noise-seed=1"}
+
+
+def test_a_run_within_the_sites_budget_runs(tmp_path, frames):
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4})
+    run_app(nodes, private(4))
+    assert any(line["action"] == "tables" for line in audit(nodes[0]))
+
+
+def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, frames):
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 2})
+    with pytest.raises(SitePolicyError, match="dp-epsilon"):
+        run_app(nodes, private(4))
+    for node in nodes:
+        lines = audit(node)
+        assert all(line["action"] == "hello" for line in lines)  # nothing else was asked
+        assert lines and lines[-1]["outcome"] == "refused" and lines[-1]["policy"] == "dp-epsilon"
+
+
+def test_a_run_without_noise_is_refused_by_a_site_with_a_budget(tmp_path, frames):
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 8})
+    with pytest.raises(SitePolicyError, match="without differential privacy"):
+        run_app(nodes, {"method": "fedpc"})
+    with pytest.raises(SitePolicyError, match="without differential privacy"):
+        run_app(nodes, {"method": "fedpc", "options": "dp=central dp-epsilon=inf"})
+
+
+def test_the_period_budget_counts_earlier_runs_from_the_audit_log(tmp_path, frames):
+    budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
+    nodes = write_sites(tmp_path, frames, **budget)
+    run_app(nodes, private(4))  # in rho: 0.254 of the period's 0.385 (epsilon 5 at 1e-6)
+    with pytest.raises(SitePolicyError, match="dp-period-epsilon"):
+        run_app(nodes, private(4))
+    run_app(nodes, private(0.5))  # still within what is left
+
+
+def test_budget_keys_are_checked():
+    with pytest.raises(PolicyConfigError, match="dp-epsilon"):
+        SitePolicy.from_values({"dp-epsilon": "-1"}, "node config")
+    with pytest.raises(PolicyConfigError, match="dp-period-days"):
+        SitePolicy.from_values({"dp-epsilon": 1, "dp-period-epsilon": 2}, "node config")
+    with pytest.raises(PolicyConfigError, match="dp-delta"):
+        SitePolicy.from_values({"dp-epsilon": 1, "dp-delta": 2}, "node config")
+    policy = SitePolicy.from_values({"dp-epsilon": "3", "dp-delta": "1e-7"}, "node config")
+    assert policy.dp_epsilon == 3.0 and policy.dp_delta == 1e-7
