@@ -30,7 +30,7 @@ import math
 import os
 import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -452,7 +452,11 @@ class SiteGuard:
         return kind
 
     def _check_privacy(
-        self, action: str, kind: str, payload: Mapping[str, Any], refuse: Any
+        self,
+        action: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        refuse: Callable[[str, str], NoReturn],
     ) -> None:
         """A site with a privacy budget answers only what it can afford: a run's plan at
         ``hello``, and each statistic's charge, against the run's cap and the period's."""
