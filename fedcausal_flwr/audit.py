@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from fedcausal_flwr.federation.core.disclosure import CLASSES, PER_CLIENT, RAW, SUM
+from fedcausal_flwr.stats.privacy import epsilon_of
 
 #: the fields every line of an audit log has
 FIELDS = ("time", "run", "site", "method", "action", "class", "round", "secure", "outcome")
@@ -80,12 +82,28 @@ def summarize(records: list[dict[str, Any]], source: str = "audit log") -> str:
                 f"  refused: {entry['action'] or '(before any action)'} "
                 f"[{entry.get('policy')}] {entry.get('reason', '')}"
             )
+        charges = [e["privacy"] for e in sent if isinstance(e.get("privacy"), dict)]
+        if charges:
+            lines.append(privacy_line(charges))
         if any(exposed(e) for e in sent):
             lines.append(
                 "  ! reached the server as this site's own values (rows, its own statistics, or "
                 "sums outside SecAgg+)"
             )
     return "\n".join(lines)
+
+
+def privacy_line(charges: list[dict[str, Any]]) -> str:
+    """What a run's noisy releases cost this site: the sum of their zCDP ``rho`` and its
+    epsilon at the run's delta (no noise on one of them: no bound)."""
+    delta = float(charges[0].get("delta") or 1e-6)
+    if any(c.get("rho") is None for c in charges):
+        return f"  privacy: {len(charges)} release(s), one without noise: no bound"
+    rho = math.fsum(float(c["rho"]) for c in charges)
+    return (
+        f"  privacy: {len(charges)} noisy release(s), rho {rho:.4g} = epsilon "
+        f"{epsilon_of(rho, delta):.4g} at delta {delta:g}"
+    )
 
 
 def add_audit_parser(sub: Any) -> None:

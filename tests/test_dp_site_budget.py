@@ -63,3 +63,18 @@ def test_budget_keys_are_checked():
         SitePolicy.from_values({"dp-epsilon": 1, "dp-delta": 2}, "node config")
     policy = SitePolicy.from_values({"dp-epsilon": "3", "dp-delta": "1e-7"}, "node config")
     assert policy.dp_epsilon == 3.0 and policy.dp_delta == 1e-7
+
+
+def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, capsys):
+    from fedcausal_flwr.cli import main as cli_main
+    from fedcausal_flwr.federation.core.site_policy import default_audit_log
+    from fedcausal_flwr.stats.privacy import epsilon_of
+
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4})
+    run_app(nodes, private(4))
+    capsys.readouterr()
+    assert cli_main(["audit", default_audit_log(nodes[0]["data-path"])]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.strip().startswith("privacy:")]
+    rho = sum(line["privacy"]["rho"] for line in audit(nodes[0]) if "privacy" in line)
+    assert len(lines) == 1 and f"rho {rho:.4g} = epsilon {epsilon_of(rho, 1e-6):.4g}" in lines[0]
