@@ -318,12 +318,33 @@ def ledger_section(
             continue
         header = ["message", "server saw", "rounds", "clients", "numbers received", "metadata"]
         parts.append(_table(header, ledger_summary(ledger), names=2, text=1))
+        privacy = ((record.get("result") or {}).get("extra") or {}).get("privacy")
+        if privacy:
+            parts.append(f"<p>{_esc(privacy_sentence(privacy))}</p>")
     parts.append(
         "<p class='muted'>“sum”: only the element-wise sum over clients reached the server; "
         "“each client's”: every client's message; “numbers received”: array entries of one "
         "client's (largest) reply, added over the rounds of that kind.</p>"
     )
     return "".join(parts)
+
+
+def privacy_sentence(privacy: dict[str, Any]) -> str:
+    """A private run's accountant in one sentence (its ``extra["privacy"]``)."""
+    releases = privacy.get("releases") or []
+    variances = [float(r["variance"]) for r in releases]
+    target, delta = privacy.get("target_epsilon"), privacy.get("delta")
+    noise = (
+        f"; noise variance per cell {min(variances):.4g} to {max(variances):.4g}"
+        if variances and max(variances) > 0
+        else "; no noise"
+    )
+    return (
+        f"Differential privacy ({privacy.get('mechanism', '?')}): target epsilon {target:g} at "
+        f"delta {delta:g}; spent rho {float(privacy.get('rho') or 0):.4g} = epsilon "
+        f"{float(privacy.get('epsilon') or 0):.4g} over {privacy.get('batches', 0)} batch(es), "
+        f"{len(releases)} noisy release(s){noise}."
+    )
 
 
 def _runs_like(

@@ -120,3 +120,19 @@ def test_each_site_logs_what_each_release_costs_it(tmp_path):
         assert rho == pytest.approx(privacy["rho"])
         assert epsilon_of(rho, sent[0]["privacy"]["delta"]) <= 8
         assert all("privacy" not in line for line in audit(node) if line["action"] == "hello")
+
+
+def test_the_report_states_a_private_runs_accountant(sites):
+    from fedcausal_flwr.report import ledger_section
+
+    result = fedcausal_flwr.run(
+        "fedpc", data=sites, dp="central", dp_epsilon=2, dp_delta=1e-5, dp_noise_seed=3
+    )
+    saved = json.loads(json.dumps(result.to_json()))  # as a study's run file holds it
+    record = {"status": "ok", "key": "k", "network": "asia", "n": 6000, "K": 3,
+              "partition": "iid", "seed": 0, "method": "fedpc", "result": saved}  # fmt: skip
+    html = ledger_section([record], "k")
+    privacy = result.extra["privacy"]
+    assert "target epsilon 2 at delta 1e-05" in html
+    assert f"spent rho {privacy['rho']:.4g} = epsilon {privacy['epsilon']:.4g}" in html
+    assert f"{len(privacy['releases'])} noisy release(s)" in html
