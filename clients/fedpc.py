@@ -36,6 +36,7 @@ from fedcausal_flwr.protocols.fedpc import (
     TableRequest,
 )
 from fedcausal_flwr.protocols.queries import decode_queries
+from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.contingency import (
     TableLayout,
     TableTooLargeError,
@@ -114,6 +115,14 @@ class FedPCClient(ProtocolClient):
 
     @action(TABLES, TableRequest, compact=True)
     def tables(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:
+        if request.privacy is not None:  # the charge the site logged must count these tables
+            charged = PrivacyCharge.decode(request.privacy).tables
+            if charged != len(arrays[0]):
+                raise ProtocolError(
+                    self.partition_id,
+                    f"the request's privacy charge counts {charged} tables, it asks "
+                    f"{len(arrays[0])}",
+                )
         vector, _ = self._tables(request, arrays)
         return [vector], {}
 

@@ -78,3 +78,29 @@ def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, cap
     lines = [line for line in out.splitlines() if line.strip().startswith("privacy:")]
     rho = sum(line["privacy"]["rho"] for line in audit(nodes[0]) if "privacy" in line)
     assert len(lines) == 1 and f"rho {rho:.4g} = epsilon {epsilon_of(rho, 1e-6):.4g}" in lines[0]
+
+
+def test_a_forged_charge_is_counted_by_the_site_not_by_the_request(tmp_path):
+    """As an attacker would: a modified ServerApp states a negative rho (to lower the site's
+    logged spending), a charge of no tables, or fewer tables than it asks."""
+    import numpy as np
+
+    from fedcausal_flwr.clients.fedpc import FedPCClient
+    from fedcausal_flwr.federation.core.messages import ProtocolError
+    from fedcausal_flwr.federation.core.site_policy import PolicyRefusal, SiteGuard
+
+    policy = SitePolicy.from_values({"dp-epsilon": 4, "audit-log": str(tmp_path / "a.jsonl")}, "t")
+    guard = SiteGuard("fedpc", {"tables": "summed"}, policy=policy, site=0, run="r")
+    charge = {"mechanism": "discrete Gaussian", "tables": 3, "variance": 50.0, "rho": -1e9,
+              "target_epsilon": 4.0, "delta": 1e-6}  # fmt: skip
+    guard.check("tables", {"variables": ["a"], "levels": {}, "privacy": charge}, 2, 3)
+    assert guard.charge["rho"] == 3 / (2 * 50.0)  # the site's own count
+    with pytest.raises(PolicyRefusal, match="names 0 tables"):
+        guard.check("tables", {"privacy": {**charge, "tables": 0}}, 2, 3)
+    frame = load_network("asia").sample(200, seed=1)
+    client = FedPCClient(0, frame)
+    names = list(frame.columns)
+    levels = {v: sorted(frame[v].unique().tolist()) for v in names}
+    asked = np.array([[0, 1], [0, 2]], dtype=np.int64)  # two tables, charged as three
+    with pytest.raises(ProtocolError, match="counts 3 tables, it asks 2"):
+        client.answer("tables", {"variables": names, "levels": levels, "privacy": charge}, [asked])

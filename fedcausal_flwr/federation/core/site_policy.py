@@ -396,15 +396,15 @@ class SiteGuard:
         many participants (None: it does not)."""
         kind = self.kind_of(action, payload)
         secure = secagg_participants is not None
-        try:  # hello carries the run's plan instead (read in _check_privacy)
-            charge = None if action == HELLO else PrivacyCharge.of(payload or {})
-        except MalformedPayload as err:
-            self.refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}",
-                        action=action, round_=round_, secure=secure, kind=kind)  # fmt: skip
-        self.charge = None if charge is None else charge.encode()
 
         def refuse(key: str, message: str) -> NoReturn:
             self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
+
+        try:  # hello carries the run's plan instead (read in _check_privacy)
+            charge = None if action == HELLO else PrivacyCharge.of(payload or {})
+        except MalformedPayload as err:
+            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
+        self.charge = None if charge is None else self._own_count(charge, action, refuse)
 
         if kind is None:
             declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
@@ -451,6 +451,27 @@ class SiteGuard:
         self._check_privacy(action, kind, payload or {}, refuse)
         return kind
 
+    def _own_count(
+        self, charge: PrivacyCharge, action: str, refuse: Callable[[str, str], NoReturn]
+    ) -> dict[str, Any]:
+        """The charge as the site counts it: ``rho = tables / (2 variance)`` from the request's
+        tables and noise, never the ``rho`` the request states (a forged negative or small
+        ``rho`` would otherwise lower what the site's log says it spent)."""
+        tables, variance = charge.tables, charge.variance
+        if (
+            not isinstance(tables, int)
+            or isinstance(tables, bool)
+            or tables < 1
+            or not isinstance(variance, int | float)
+            or not 0 <= variance < math.inf
+        ):
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: its privacy charge names "
+                f"{tables!r} tables with noise variance {variance!r}",
+            )
+        return {**charge.encode(), "rho": tables / (2 * variance) if variance > 0 else None}
+
     def _check_privacy(
         self,
         action: str,
@@ -466,8 +487,13 @@ class SiteGuard:
         cap = rho_for(policy.dp_epsilon, policy.dp_delta) * (1 + 1e-9)
         wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
         if action == HELLO:
-            plan = PrivacyPlan.of(payload)
+            try:
+                plan = PrivacyPlan.of(payload)
+            except MalformedPayload as err:
+                refuse(UNDECLARED, f"site {self.site} refuses hello: {err}")
             cost = None if plan is None else plan.rho
+            if cost is not None and not 0 < cost < math.inf:
+                refuse(DP_EPSILON, f"site {self.site} refuses hello: a planned rho of {cost!r}")
             what = "the run plans to spend"
         else:
             cost = None if self.charge is None else self.charge.get("rho")
