@@ -505,7 +505,8 @@ class SiteGuard:
                 f"{DP_EPSILON} = {policy.dp_epsilon:g} answers only runs that add noise "
                 "(e.g. fedpc with dp=central and a finite dp_epsilon)",
             )
-        spent = self._spent(run_only=True) if action != HELLO else 0.0
+        run_spent, period_spent = self._spent()
+        spent = run_spent if action != HELLO else 0.0
         if spent + cost > cap:
             refuse(
                 DP_EPSILON,
@@ -514,7 +515,7 @@ class SiteGuard:
             )
         if policy.dp_period_epsilon is not None:
             period_cap = rho_for(policy.dp_period_epsilon, policy.dp_delta) * (1 + 1e-9)
-            before = self._spent(run_only=False)
+            before = period_spent
             if before + cost > period_cap:
                 refuse(
                     DP_PERIOD_EPSILON,
@@ -524,29 +525,31 @@ class SiteGuard:
                     "more",
                 )
 
-    def _spent(self, run_only: bool) -> float:
-        """The zCDP ``rho`` this site's audit log records as spent: by this run, or within the
-        policy's period (every run)."""
+    def _spent(self) -> tuple[float, float]:
+        """The zCDP ``rho`` this site's audit log records as spent, read in one pass: by this
+        run, and by every run within the policy's period."""
         if self.audit is None or not self.audit.path.exists():
-            return 0.0
+            return 0.0, 0.0
         policy = self.policy
         days = policy.dp_period_days if policy is not None else None
         since = time.time() - (days or 0) * 86400
-        total = []
+        by_run, in_period = [], []
         for line in self.audit.path.read_text(encoding="utf-8").splitlines():
+            if '"privacy"' not in line:  # most lines: no charge to parse
+                continue
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
             charge = record.get("privacy") if isinstance(record, dict) else None
-            if record.get("outcome") != "sent" or not isinstance(charge, dict):
+            if not isinstance(charge, dict) or record.get("outcome") != "sent":
                 continue
-            if run_only and record.get("run") != self.run:
-                continue
-            if not run_only and _seconds(record.get("time")) < since:
-                continue
-            total.append(float(charge.get("rho") or 0.0))
-        return math.fsum(total)
+            rho = float(charge.get("rho") or 0.0)
+            if record.get("run") == self.run:
+                by_run.append(rho)
+            if _seconds(record.get("time")) >= since:
+                in_period.append(rho)
+        return math.fsum(by_run), math.fsum(in_period)
 
     def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
         """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
