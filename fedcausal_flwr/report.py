@@ -344,6 +344,7 @@ def privacy_sentence(privacy: dict[str, Any]) -> str:
         f"delta {delta:g}; spent rho {float(privacy.get('rho') or 0):.4g} = epsilon "
         f"{float(privacy.get('epsilon') or 0):.4g} over {privacy.get('batches', 0)} batch(es), "
         f"{len(releases)} noisy release(s){noise}."
+        + (f" The search {privacy['stopped']}." if privacy.get("stopped") else "")
     )
 
 

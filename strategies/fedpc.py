@@ -52,6 +52,7 @@ then restarts from its margins so every sum in one test comes from the same clie
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -66,6 +67,7 @@ from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
+from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedpc import (
     DISCLOSURES,
@@ -185,6 +187,10 @@ FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
 
 
+class PrivacyBudgetNote(InputNote):
+    """A site's privacy budget ended a private search early (its graph is the one so far)."""
+
+
 @dataclass
 class BatchPlan:
     """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
@@ -251,9 +257,11 @@ class FedPCStrategy(MethodStrategy):
             missing=self.options.missing,
         )
 
-    def _start(self) -> StepRunner:
+    def _start(self, max_depth: int | None = None) -> StepRunner:
+        """The search engine, capped at ``max_depth`` (default: the options' cap); its batches
+        answered before come from the cache."""
         variables = self.variables
-        if self.options.test != "fisherz":
+        if self.options.test != "fisherz" and self.runner is None:
             levels = self.global_levels()
             # never None: the input check required discrete columns for this test
             self.levels = {v: levels[v] or [] for v in variables}
@@ -266,7 +274,7 @@ class FedPCStrategy(MethodStrategy):
         if self.privacy is not None:  # a depth is one batch: it is paid for once, as a whole
             depth_batch = 2**62
         engine = pc_steps if self.algorithm == "pc" else fci_steps
-        max_depth = self.options.max_depth
+        max_depth = self.options.max_depth if max_depth is None else max_depth
         if self.privacy is not None:  # one budget share per skeleton depth
             cap = self.options.dp_batches - 1
             max_depth = cap if max_depth is None else min(max_depth, cap)
@@ -537,6 +545,26 @@ class FedPCStrategy(MethodStrategy):
                 "streamed in several batches): raise dp_batches or max_server_cells"
             )
         return self.privacy.batch_variance(tables)
+
+    def stop_for_budget(self, refusal: str) -> bool:
+        """A site's budget refuses the next depth: the search ends with the depths it has (PC's
+        rules on that skeleton, replayed from the cache: no new test), and the result says why."""
+        if self.privacy is None or self.runner is None or not self.batches:
+            return False  # nothing learned yet: the refusal stops the run
+        runner, depth = self.runner, len(self.batches) - 1  # under dp a depth is one batch
+        if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
+            self.runner = runner
+            return False
+        self._plan = None
+        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
+        warnings.warn(
+            PrivacyBudgetNote(
+                f"note: {self.name} ended its search after depth {depth} (the graph so far): "
+                f"{refusal}"
+            ),
+            stacklevel=2,
+        )
+        return True
 
     def _charge(self, tables: int, plan: BatchPlan) -> PrivacyCharge:
         """What the release of ``tables`` tables of ``plan`` costs each site (sent with it)."""

@@ -9,7 +9,11 @@ from test_site_policy import audit, run_app, write_sites
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.federation.core.messages import SitePolicyError
-from fedcausal_flwr.federation.core.site_policy import PolicyConfigError, SitePolicy
+from fedcausal_flwr.federation.core.site_policy import (
+    PolicyConfigError,
+    SitePolicy,
+    default_audit_log,
+)
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +108,57 @@ def test_a_forged_charge_is_counted_by_the_site_not_by_the_request(tmp_path):
     asked = np.array([[0, 1], [0, 2]], dtype=np.int64)  # two tables, charged as three
     with pytest.raises(ProtocolError, match="counts 3 tables, it asks 2"):
         client.answer("tables", {"variables": names, "levels": levels, "privacy": charge}, [asked])
+
+
+def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
+    tmp_path, frames, monkeypatch
+):
+    """Another run spends part of the period while this one runs (its charges land in the same
+    audit log between two depths): the next depth would cross the period's cap, the site refuses
+    it, and the run ends with the depth-0 graph and a note; the site never spends over its cap."""
+    import json
+
+    import fedcausal_flwr
+    from fedcausal_flwr.result import Result
+    from fedcausal_flwr.stats.privacy import rho_for
+    from fedcausal_flwr.strategies.fedpc import FedPCStrategy, PrivacyBudgetNote
+
+    budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
+    nodes = write_sites(tmp_path, frames, **budget)
+    handle = FedPCStrategy._handle_tables
+
+    def another_run_spends(self, request, replies):
+        handle(self, request, replies)
+        if len(self.batches) == 1 and not self._plan:  # depth 0 done: a concurrent run logs
+            for node in nodes:
+                line = next(ln for ln in audit(node) if "privacy" in ln)
+                spent = {**line, "run": "another", "privacy": {**line["privacy"], "rho": 0.25}}
+                with open(default_audit_log(node["data-path"]), "a") as log:
+                    log.write(json.dumps(spent) + "\n")
+
+    monkeypatch.setattr(FedPCStrategy, "_handle_tables", another_run_spends)
+    options = "dp=central dp-epsilon=4 dp-batches=3 dp-noise-seed=1"
+    with pytest.warns(PrivacyBudgetNote, match="after depth 0"):
+        run_app(nodes, {"method": "fedpc", "options": options, "result-path": "r.json"})
+    result = Result.load(tmp_path / "results" / "r.json")
+    privacy = result.extra["privacy"]
+    assert "dp-period-epsilon" in privacy["stopped"] and privacy["batches"] == 1
+    assert result.extra["pc_levels"] == 1
+    monkeypatch.setattr(FedPCStrategy, "_handle_tables", handle)
+    capped = fedcausal_flwr.run(
+        "fedpc",
+        data=frames,
+        dp="central",
+        dp_epsilon=4,
+        dp_batches=3,
+        dp_noise_seed=1,
+        max_depth=0,
+    )
+    assert result.graph == capped.graph  # the same noise at depth 0, and nothing after it
+    cap = rho_for(5, 1e-6)
+    for node in nodes:
+        lines = audit(node)
+        assert lines[-1]["outcome"] == "refused" and lines[-1]["policy"] == "dp-period-epsilon"
+        spent = sum(ln["privacy"]["rho"] for ln in lines if ln.get("outcome") == "sent"
+                    and "privacy" in ln)  # fmt: skip
+        assert spent <= cap

@@ -97,6 +97,8 @@ class PrivacyAccountant:
         self.target_rho = rho_for(self.epsilon, self.delta)
         self.batch_rho = self.target_rho / self.planned
         self.batches = 0
+        #: why the run stopped before its planned batches (a site's budget), None: it did not
+        self.stopped: str | None = None
 
     @property
     def noisy(self) -> bool:
@@ -140,6 +142,7 @@ class PrivacyAccountant:
             "rho": spent,
             "epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
             "releases": list(self.releases),
+            **({"stopped": self.stopped} if self.stopped else {}),
         }
 
 

@@ -42,6 +42,7 @@ from fedcausal_flwr.federation.core.messages import (
     TooFewClientsError,
     secure_clip,
 )
+from fedcausal_flwr.federation.core.site_policy import BUDGET_KEYS
 from fedcausal_flwr.federation.core.sums import decode_secure_mean, plain_sum
 from fedcausal_flwr.protocols.builtin import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.result import Result
@@ -96,6 +97,12 @@ class ProtocolStrategy:
         (:class:`~fedcausal_flwr.protocols.records.PrivacyPlan`, encoded; sent with ``hello``).
         None: the run adds no noise."""
         return None
+
+    def stop_for_budget(self, refusal: str) -> bool:
+        """A site refused the pending request because it would cross the site's privacy budget
+        (``refusal``: the site's words). True: the method ends its search with what it has
+        learned (its next request is None); False (default): the refusal stops the run."""
+        return False
 
     def input_needs(self) -> InputNeeds:
         """What this method (with its options) needs of the clients' data."""
@@ -358,7 +365,10 @@ class ProtocolRun:
         if request is None:
             raise FederationError(f"round {server_round}: replies arrived but nothing was asked")
         self.closed_round = server_round
-        self.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
+        failures = [*failed_nodes.values(), *anonymous]
+        if self.stopped_by_budget(server_round, failures):
+            return
+        self.raise_on_protocol_errors(server_round, failures)
         for node, answer in answered.items():
             if node not in self.asked:
                 raise FederationError(f"round {server_round}: reply from node {node}, not asked")
@@ -385,7 +395,10 @@ class ProtocolRun:
         self, server_round: int, failed_nodes: Mapping[int, Failure], anonymous: list[Failure]
     ) -> None:
         """The transport could not complete a round (e.g. SecAgg+ halted): drop and re-issue."""
-        self.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
+        failures = [*failed_nodes.values(), *anonymous]
+        if self.stopped_by_budget(server_round, failures):
+            return
+        self.raise_on_protocol_errors(server_round, failures)
         nodes = [n for n in failed_nodes if n in self.asked]
         if not nodes:
             action = repr(self.pending.action) if self.pending is not None else "no request"
@@ -433,6 +446,25 @@ class ProtocolRun:
     # ================================================================== internals
     def _action(self) -> str:
         return repr(self.pending.action) if self.pending is not None else "no request"
+
+    def stopped_by_budget(self, server_round: int, failures: list[Failure]) -> bool:
+        """Sites refused the pending request only because it would cross their privacy budget
+        and the method ends its search with what it has: the round closes as ``budget`` and
+        nothing is re-asked (a dropout in the same round does not matter any more)."""
+        request = self.pending
+        refusals = [f for f in failures if f.refusal is not None]
+        if (
+            request is None
+            or request.action == HELLO
+            or not refusals
+            or any(f.policy not in BUDGET_KEYS for f in refusals)
+            or not self.protocol.stop_for_budget("; ".join(sorted({f.text for f in refusals})))
+        ):
+            return False
+        self.closed_round = server_round
+        self._close(server_round, "budget", {})
+        self.pending = None
+        return True
 
     def raise_on_protocol_errors(self, server_round: int, failures: Iterable[Failure]) -> None:
         """A client's refusal (its data or the request is invalid: a typed error reply) stops the

@@ -59,6 +59,9 @@ DP_EPSILON = "dp-epsilon"
 DP_DELTA = "dp-delta"
 DP_PERIOD_EPSILON = "dp-period-epsilon"
 DP_PERIOD_DAYS = "dp-period-days"
+#: the keys whose refusal means "this release would cross the site's privacy budget": a run ends
+#: its search there with what it has (the other refusals stop it with an error)
+BUDGET_KEYS = frozenset({DP_EPSILON, DP_PERIOD_EPSILON})
 POLICY_FILE = "policy-file"
 #: the policy keys a site sets (node config, or a policy file)
 POLICY_KEYS = (

@@ -100,6 +100,8 @@ class FlowerStrategy(Strategy):
         failures: list[tuple[Any, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict]:
         failed_nodes, anonymous = failure_reasons(failures)
+        if self.run.stopped_by_budget(server_round, [*failed_nodes.values(), *anonymous]):
+            return None, {}
         self.run.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
         answered = {
             int(proxy.node_id): answer_of(int(proxy.node_id), res) for proxy, res in results
