@@ -10,6 +10,7 @@ stratum margins, their projected residuals, or its data moments.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,6 +47,7 @@ from fedcausal_flwr.stats.contingency import (
     table_marginals,
 )
 from fedcausal_flwr.stats.gaussian import local_moments, query_moments
+from fedcausal_flwr.stats.privacy import discrete_gaussian
 from fedcausal_flwr.stats.sketch import client_sketch
 
 T = TypeVar("T")
@@ -54,6 +56,18 @@ T = TypeVar("T")
 #: The last batch's table layout, by its queries' bytes, cards and budget: the clients simulated in
 #: one process (1,000 in-process) share the server's batch, so it is decoded and laid out once.
 _LAYOUTS: dict[tuple, TableLayout] = {}
+#: the site's noise for distributed differential privacy, per process: fresh randomness from the
+#: operating system (never a seed a request could name: a known seed lets the server remove the
+#: noise), drawn again in a forked process so that two processes never share a stream
+_SITE_NOISE: dict[int, np.random.Generator] = {}
+
+
+def _site_noise() -> np.random.Generator:
+    pid = os.getpid()
+    if pid not in _SITE_NOISE:
+        _SITE_NOISE.clear()
+        _SITE_NOISE[pid] = np.random.default_rng()
+    return _SITE_NOISE[pid]
 
 
 class FedPCClient(ProtocolClient):
@@ -115,15 +129,25 @@ class FedPCClient(ProtocolClient):
 
     @action(TABLES, TableRequest, compact=True)
     def tables(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:
-        if request.privacy is not None:  # the charge the site logged must count these tables
-            charged = PrivacyCharge.decode(request.privacy).tables
-            if charged != len(arrays[0]):
+        charge = None if request.privacy is None else PrivacyCharge.decode(request.privacy)
+        if charge is not None and charge.tables != len(arrays[0]):
+            # the charge the site logged must count these tables
+            raise ProtocolError(
+                self.partition_id,
+                f"the request's privacy charge counts {charge.tables} tables, it asks "
+                f"{len(arrays[0])}",
+            )
+        vector, _ = self._tables(request, arrays)
+        if charge is not None and charge.shares is not None:
+            if charge.cells != vector.size:
                 raise ProtocolError(
                     self.partition_id,
-                    f"the request's privacy charge counts {charged} tables, it asks "
-                    f"{len(arrays[0])}",
+                    f"the request's privacy charge counts {charge.cells} cells, its tables have "
+                    f"{vector.size}",
                 )
-        vector, _ = self._tables(request, arrays)
+            # this site's share of the noise, from its own randomness, before SecAgg+ masks it
+            share = charge.variance / charge.shares
+            vector = vector + discrete_gaussian(share, vector.size, _site_noise())
         return [vector], {}
 
     @action(SPARSE_TABLES, TableRequest, compact=True)

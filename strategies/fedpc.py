@@ -67,7 +67,6 @@ from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
-from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedpc import (
     DISCLOSURES,
@@ -83,7 +82,6 @@ from fedcausal_flwr.protocols.fedpc import (
     TableRequest,
 )
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.protocols.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.contingency import (
     DEFAULT_MAX_CELLS,
@@ -103,10 +101,9 @@ from fedcausal_flwr.stats.gaussian import (
     query_block_sizes,
 )
 from fedcausal_flwr.stats.oracles import GaussianOracle
-from fedcausal_flwr.stats.privacy import PrivacyAccountant, discrete_gaussian
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.private_tables import PrivacyBudgetNote, PrivateTablesStrategy
 
 CI_MODES = ("exact", "sketch")
 
@@ -187,10 +184,6 @@ FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
 
 
-class PrivacyBudgetNote(InputNote):
-    """A site's privacy budget ended a private search early (its graph is the one so far)."""
-
-
 @dataclass
 class BatchPlan:
     """How an exact batch travels: dense or sparse tables, in parts of query indices (one round
@@ -201,9 +194,10 @@ class BatchPlan:
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     answered: list[np.ndarray] = field(default_factory=list)
     noise_variance: float = 0.0  # per summed cell, when the run is differentially private
+    shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
 
-class FedPCStrategy(MethodStrategy):
+class FedPCStrategy(PrivateTablesStrategy):
     """FedPC: PC-stable with a federated CI test (FedFCI: :class:`FedFCIStrategy`)."""
 
     name = "fedpc"
@@ -223,15 +217,6 @@ class FedPCStrategy(MethodStrategy):
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
         self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
-        options = self.options
-        #: the zCDP accountant of a differentially private run (None: dp off)
-        self.privacy = (
-            PrivacyAccountant(options.dp_epsilon, options.dp_delta, options.dp_batches)
-            if options.dp != "off"
-            else None
-        )
-        # fresh randomness from the operating system unless a simulation study fixes it
-        self._noise = np.random.default_rng(options.dp_noise_seed)
 
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
@@ -307,14 +292,17 @@ class FedPCStrategy(MethodStrategy):
         if self.options.ci == "exact":
             plan = self._plan or self._plan_batch(queries)
             if self._plan is None and self.privacy is not None:
-                plan.noise_variance = self._batch_noise(len(queries))
+                plan.noise_variance, plan.shares = self.batch_noise(len(queries), plan.dense_cells)
             self._plan = plan
             positions = plan.parts[len(plan.answered)]
             part = encode_queries(_select(queries, positions))
             if plan.sparse:
                 return Request(SPARSE_TABLES, base, arrays=[part])
             if self.privacy is not None:
-                base = replace(base, privacy=self._charge(len(positions), plan).encode())
+                chosen = _select(queries, positions)
+                cells = int(table_cells(chosen, self.cards).sum())
+                charge = self.charge(len(chosen), cells, plan.noise_variance, plan.shares)
+                base = replace(base, privacy=charge.encode())
             return Request(TABLES, base, arrays=[part], secure=True)
         batch = encode_queries(queries)
         self._check_table_budget(queries)
@@ -473,15 +461,17 @@ class FedPCStrategy(MethodStrategy):
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
             (summed,) = replies
-            counts = summed.arrays[0]
+            counts, variance = summed.arrays[0], 0.0
             if self.privacy is not None:
-                counts = self._noisy(counts, plan, len(part))
+                counts, variance = self.released(
+                    summed, len(part), plan.noise_variance, plan.shares, TABLES
+                )
             pvalues = discrete_pvalues(
                 counts,
                 layout,
                 self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
-                noise_variance=plan.noise_variance,
+                noise_variance=variance,
             )
         else:
             cells = []
@@ -519,32 +509,10 @@ class FedPCStrategy(MethodStrategy):
         self.runner.answer(np.concatenate(plan.answered))
 
     # ------------------------------------------------------------------ differential privacy
-    def privacy_plan(self) -> dict[str, Any] | None:
-        if self.privacy is None:
-            return None
-        noisy = self.privacy.noisy
-        return PrivacyPlan(
-            self.options.dp_epsilon if noisy else None,
-            self.options.dp_delta,
-            self.privacy.target_rho if noisy else None,
-        ).encode()
-
     @property
     def dense_only(self) -> bool:
         """Tables travel dense and summed: through SecAgg+, or to be noised as a sum."""
         return self.secure_mode or self.privacy is not None
-
-    def _batch_noise(self, tables: int) -> float:
-        """The noise variance of every cell of a batch of ``tables`` tables (its share of the
-        run's budget); a batch beyond the planned ones is refused, never paid for."""
-        assert self.privacy is not None
-        if not self.privacy.can_spend():
-            raise ValueError(
-                f"{self.name}: the privacy budget is split over "
-                f"{self.privacy.planned} batches of tables and this run needs another (a depth "
-                "streamed in several batches): raise dp_batches or max_server_cells"
-            )
-        return self.privacy.batch_variance(tables)
 
     def stop_for_budget(self, refusal: str) -> bool:
         """A site's budget refuses the next depth: the search ends with the depths it has (PC's
@@ -565,29 +533,6 @@ class FedPCStrategy(MethodStrategy):
             stacklevel=2,
         )
         return True
-
-    def _charge(self, tables: int, plan: BatchPlan) -> PrivacyCharge:
-        """What the release of ``tables`` tables of ``plan`` costs each site (sent with it)."""
-        assert self.privacy is not None
-        variance = plan.noise_variance
-        return PrivacyCharge(
-            "discrete Gaussian",
-            tables,
-            variance,
-            tables / (2 * variance) if variance > 0 else None,
-            self.options.dp_epsilon if self.privacy.noisy else None,
-            self.options.dp_delta,
-        )
-
-    def _noisy(self, counts: np.ndarray, plan: BatchPlan, tables: int) -> np.ndarray:
-        """The summed counts of one round with discrete Gaussian noise, recorded by the
-        accountant; a negative noisy count reads as 0 (post-processing: it costs nothing)."""
-        assert self.privacy is not None
-        noise = discrete_gaussian(plan.noise_variance, counts.size, self._noise)
-        rho = self.privacy.record(self.current_round, tables, plan.noise_variance, len(plan.parts))
-        noted = {"mechanism": "discrete Gaussian", "variance": plan.noise_variance, "rho": rho}
-        self.recorder.note_noise(self.current_round, TABLES, noted)
-        return np.maximum(np.asarray(counts, dtype=np.int64) + noise, 0)
 
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)
@@ -686,7 +631,7 @@ class FedPCStrategy(MethodStrategy):
             else result.n_tests,
             "batches": self.batches,
             "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
-            **({"privacy": self.privacy.report()} if self.privacy is not None else {}),
+            **self.privacy_report(),
         }
 
 

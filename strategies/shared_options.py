@@ -404,7 +404,7 @@ def hill_climb_keywords(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- differential privacy
-DP_MODES = ("off", "central")
+DP_MODES = ("off", "central", "distributed")
 
 
 def _epsilon(value: Any) -> float:
@@ -429,8 +429,10 @@ def dp_options() -> tuple[Option, ...]:
             "dp",
             "str",
             "off",
-            "differential privacy of the summed tables: off, or central (the server adds "
-            "discrete Gaussian noise to each batch's sum; the server is trusted with the sum)",
+            "differential privacy of the summed tables: off; central (the server adds discrete "
+            "Gaussian noise to each batch's sum: the server is trusted with the sum); or "
+            "distributed (each site adds its share of the noise before SecAgg+ sums the tables: "
+            "the server only sees the noisy sum; needs a secure run)",
             choices=DP_MODES,
             paper="none (no method here states a formal privacy guarantee)",
         ),
@@ -440,7 +442,7 @@ def dp_options() -> tuple[Option, ...]:
             1.0,
             "the run's privacy target epsilon (inf: no noise) at dp_delta, for one row at one site",
             convert=_epsilon,
-            requires=("dp", ("central",)),
+            requires=("dp", ("central", "distributed")),
         ),
         Option(
             "dp_delta",
@@ -451,7 +453,7 @@ def dp_options() -> tuple[Option, ...]:
             maximum=1,
             min_exclusive=True,
             max_exclusive=True,
-            requires=("dp", ("central",)),
+            requires=("dp", ("central", "distributed")),
         ),
         Option(
             "dp_batches",
@@ -460,14 +462,15 @@ def dp_options() -> tuple[Option, ...]:
             "batches of tables the privacy budget is split over: the skeleton search stops at "
             "depth dp_batches - 1 (as --max-depth would)",
             minimum=1,
-            requires=("dp", ("central",)),
+            requires=("dp", ("central", "distributed")),
         ),
         Option(
             "dp_noise_seed",
             "int",
             None,
-            "seed of the noise, for simulation studies only: a known seed lets anyone remove the "
-            "noise (default none: fresh randomness from the operating system)",
+            "seed of the server's noise, for simulation studies only: a known seed lets anyone "
+            "remove the noise (default none: fresh randomness from the operating system; "
+            "distributed noise is always the sites' own)",
             nullable=True,
             minimum=0,
             requires=("dp", ("central",)),

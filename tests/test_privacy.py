@@ -57,7 +57,7 @@ def test_the_accountant_splits_the_target_and_recomputes_from_its_releases():
         variance = accountant.batch_variance(tables)
         assert variance == pytest.approx(tables / (2 * target / 2))
         for round_, part in enumerate(parts):
-            accountant.record(round_, part, variance, tables)
+            accountant.record(round_, part, variance)
         accountant.close_batch()
     assert not accountant.can_spend()  # a third batch would cross the target
     report = accountant.report()

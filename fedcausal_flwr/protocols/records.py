@@ -129,7 +129,9 @@ class PrivacyCharge(Payload):
     """What one release of a differentially private run costs each site whose rows it sums:
     ``tables`` tables with noise ``variance`` per cell (``mechanism``), so ``rho =
     tables / (2 variance)`` zCDP (None: no noise, epsilon = inf), toward ``target_epsilon`` at
-    ``delta``. Sent with the request, so the site can log, and check, what its reply will cost."""
+    ``delta``. Sent with the request, so the site can log, and check, what its reply will cost.
+    Distributed noise: ``shares`` sites each add ``variance / shares`` to their ``cells`` cells
+    before secure aggregation (absent: the server adds ``variance`` to the sum)."""
 
     mechanism: str
     tables: int
@@ -137,6 +139,8 @@ class PrivacyCharge(Payload):
     rho: float | None
     target_epsilon: float | None
     delta: float
+    shares: int | None = optional()
+    cells: int | None = optional()
 
     @classmethod
     def of(cls, payload: Mapping[str, Any]) -> PrivacyCharge | None:
@@ -149,11 +153,13 @@ class PrivacyCharge(Payload):
 class PrivacyPlan(Payload):
     """What a differentially private run plans to spend at each site, sent with ``hello``: its
     target ``(target_epsilon, delta)`` and the zCDP ``rho`` of that target (None: no noise), so a
-    site can refuse a run it cannot afford before anything but its metadata leaves it."""
+    site can refuse a run it cannot afford before anything but its metadata leaves it.
+    ``shares``: the noise is distributed over that many sites (absent: the server adds it)."""
 
     target_epsilon: float | None
     delta: float
     rho: float | None
+    shares: int | None = optional()
 
     @classmethod
     def of(cls, payload: Mapping[str, Any]) -> PrivacyPlan | None:

@@ -11,6 +11,17 @@ continuous Gaussian does, and the noisy counts stay integers. zCDP composes by a
 (Proposition 1.3 there), and a target ``(epsilon, delta)`` gives the largest ``rho`` that meets it
 (:func:`rho_for`). What a CI test does with the noisy counts is post-processing: it costs nothing.
 
+Distributed noise (``dp=distributed``): each of ``n`` sites adds its own share
+``N_Z(0, sigma^2 / n)`` to its tables inside secure aggregation, so the server only ever sees the
+noisy sum. A sum of discrete Gaussians is not a discrete Gaussian; Kairouz, Liu and Steinke ("The
+Distributed Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation", ICML
+2021) bound the sum of ``n`` shares of parameter ``s^2`` over ``d`` cells by
+``D_alpha <= alpha T / (2 n s^2) + tau d`` with ``tau = 10 sum_{k=1}^{n-1}
+exp(-2 pi^2 s^2 k / (k + 1))`` (:func:`sum_tau`); for ``alpha >= 1`` that is ``rho``-zCDP with
+``rho = T / (2 n s^2) + tau d`` (:func:`distributed_rho`), which the accountant counts. The
+``tau d`` term is negligible once a share's variance is a few units (``s^2 = 4``:
+``tau < 10^-15`` per cell for 10 sites); shares below variance 1/4 are refused.
+
 Flower-free (numpy only). The sampler follows the paper's rejection from a discrete Laplace
 (Algorithm 3) in floating point (numpy's generator), not its exact rational arithmetic.
 """
@@ -52,6 +63,50 @@ def noise_variance(rho: float, sensitivity_squared: float) -> float:
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
     return 0.0 if math.isinf(rho) else sensitivity_squared / (2 * rho)
+
+
+#: the smallest per-site share of noise the distributed bound is used for (sigma >= 1/2)
+MIN_SHARE_VARIANCE = 0.25
+
+
+def sum_tau(share_variance: float, shares: int) -> float:
+    """Kairouz-Liu-Steinke's ``tau`` for a sum of ``shares`` independent ``N_Z(0,
+    share_variance)``: what the sum's privacy loss exceeds the Gaussian's by, per cell."""
+    if shares <= 1:
+        return 0.0  # one discrete Gaussian: Canonne et al.'s bound holds as it is
+    if share_variance < MIN_SHARE_VARIANCE:
+        raise ValueError(
+            f"a noise share of variance {share_variance:.3g} is below {MIN_SHARE_VARIANCE}: the "
+            "distributed bound does not cover it"
+        )
+    two_pi2_s2 = 2 * math.pi**2 * share_variance
+    return 10 * math.fsum(math.exp(-two_pi2_s2 * k / (k + 1)) for k in range(1, shares))
+
+
+def distributed_rho(tables: int, share_variance: float, shares: int, cells: int) -> float:
+    """zCDP ``rho`` of ``tables`` tables (``cells`` cells in all) summed with ``shares`` noise
+    shares of variance ``share_variance`` each (inf: no noise)."""
+    if share_variance <= 0:
+        return math.inf
+    return tables / (2 * shares * share_variance) + cells * sum_tau(share_variance, shares)
+
+
+def distributed_variance(rho: float, tables: int, shares: int, cells: int) -> float:
+    """The total noise variance ``sigma^2`` (each of ``shares`` sites adds ``sigma^2 / shares``)
+    that makes ``tables`` tables of ``cells`` cells ``rho``-zCDP, the ``tau`` term included:
+    ``T / (2 (rho - tau_0 d))`` with ``tau_0`` at the plain Gaussian's variance (``tau`` falls as
+    the variance grows, so the result never spends more than ``rho``)."""
+    plain = noise_variance(rho, float(tables))
+    if plain == 0:
+        return 0.0
+    extra = cells * sum_tau(plain / shares, shares)
+    if extra >= rho / 2:
+        raise ValueError(
+            f"{shares} noise shares of variance {plain / shares:.3g} over {cells:,} cells cost "
+            f"rho {extra:.3g} beyond the Gaussian's, half the batch's {rho:.3g}: fewer sites, "
+            "a larger dp_epsilon, or central noise"
+        )
+    return tables / (2 * (rho - extra))
 
 
 def discrete_gaussian(variance: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -108,17 +163,41 @@ class PrivacyAccountant:
         """Whether one more batch stays within the target."""
         return not self.noisy or self.batches < self.planned
 
-    def batch_variance(self, tables: int) -> float:
-        """``sigma^2`` of every cell of a batch of ``tables`` tables."""
-        return noise_variance(self.batch_rho, float(tables))
+    def batch_variance(self, tables: int, shares: int | None = None, cells: int = 0) -> float:
+        """``sigma^2`` of every cell of a batch of ``tables`` tables (``cells`` cells): added by
+        the server, or (``shares``) by that many sites, ``sigma^2 / shares`` each."""
+        if shares is None or not self.noisy:
+            return noise_variance(self.batch_rho, float(tables))
+        return distributed_variance(self.batch_rho, tables, shares, cells)
 
-    def record(self, round_: int, tables: int, variance: float, batch_tables: int) -> float:
-        """One release: ``tables`` tables of a batch of ``batch_tables``, noise ``variance`` per
-        cell; returns its ``rho``."""
-        rho = 0.0 if variance == 0 else tables / (2 * variance)
-        self.releases.append(
-            {"round": int(round_), "tables": int(tables), "variance": float(variance), "rho": rho}
-        )
+    def record(
+        self,
+        round_: int,
+        tables: int,
+        variance: float,
+        *,
+        shares: int | None = None,
+        share_variance: float = 0.0,
+        cells: int = 0,
+        planned_shares: int | None = None,
+    ) -> float:
+        """One release: ``tables`` tables with noise ``variance`` per cell (the server's), or the
+        sum of ``shares`` sites' shares of ``share_variance`` over ``cells`` cells (fewer than
+        ``planned_shares``: a site dropped out inside the round, and the release says so);
+        returns its ``rho``."""
+        entry: dict[str, Any] = {"round": int(round_), "tables": int(tables)}
+        if shares is None:
+            rho = 0.0 if variance == 0 else tables / (2 * variance)
+            entry["variance"] = float(variance)
+        else:
+            total = shares * share_variance
+            rho = 0.0 if total == 0 else distributed_rho(tables, share_variance, shares, cells)
+            entry.update(variance=total, shares=int(shares), share_variance=float(share_variance))
+            entry["cells"] = int(cells)
+            if planned_shares is not None and shares < planned_shares:
+                entry["planned_shares"] = int(planned_shares)  # the shortfall, stated
+        entry["rho"] = rho
+        self.releases.append(entry)
         return rho
 
     def close_batch(self) -> None:
@@ -149,5 +228,11 @@ class PrivacyAccountant:
 def recompute(releases: list[dict[str, Any]], delta: float) -> tuple[float, float]:
     """``(rho, epsilon)`` of a list of releases from their tables and noise variances alone (the
     check a reader of a result can do)."""
-    rho = math.fsum(r["tables"] / (2 * r["variance"]) for r in releases if r["variance"] > 0)
+    rho = math.fsum(
+        distributed_rho(r["tables"], r["share_variance"], r["shares"], r["cells"])
+        if "shares" in r
+        else r["tables"] / (2 * r["variance"])
+        for r in releases
+        if r["variance"] > 0
+    )
     return rho, epsilon_of(rho, delta)

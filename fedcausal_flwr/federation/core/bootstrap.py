@@ -46,6 +46,7 @@ from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.membership import Answer
 from fedcausal_flwr.federation.core.messages import (
     BOOTSTRAP,
+    CONTRIBUTORS,
     SUMMED,
     ClientInfo,
     ClientProtocolError,
@@ -186,7 +187,7 @@ class BootstrapStrategy(ProtocolStrategy):
                 total = plain_sum(
                     [answered[p].arrays[0] for p in pids], pids, asked.action, self.current_round
                 )
-                sub = [Reply(SUMMED, [total], {"contributors": pids})]
+                sub = [Reply(SUMMED, [total], {CONTRIBUTORS: pids})]
             else:
                 sub = [Reply(p, answered[p].arrays, answered[p].meta) for p in sorted(answered)]
             replicate = self.replicates[k]

@@ -90,6 +90,10 @@ class Request:
                 raise ValueError(f"request {self.action!r} asks an empty list of clients")
 
 
+#: the key of a sum's meta that lists the partition ids it adds up
+CONTRIBUTORS = "contributors"
+
+
 @dataclass
 class Reply:
     """One client's answer (``client`` = partition id), or the sum (``client == SUMMED``)."""
@@ -97,6 +101,12 @@ class Reply:
     client: int
     arrays: list[np.ndarray]
     meta: dict
+
+    @property
+    def contributors(self) -> list[int]:
+        """The partition ids whose vectors a sum (``client == SUMMED``) adds up ([] for one
+        client's reply)."""
+        return [int(c) for c in self.meta.get(CONTRIBUTORS) or []] if self.client == SUMMED else []
 
 
 @dataclass

@@ -29,6 +29,7 @@ from fedcausal_flwr.federation.core.bookkeeping import RunRecorder
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, check_client_inputs
 from fedcausal_flwr.federation.core.membership import Answer, Membership
 from fedcausal_flwr.federation.core.messages import (
+    CONTRIBUTORS,
     HELLO,
     SUMMED,
     UNKNOWN_CLIENT,
@@ -593,7 +594,7 @@ class ProtocolRun:
             vectors = [a.arrays[0] for a in by_pid]
             total = plain_sum(vectors, pids, request.action, server_round)
         metas = {a.pid: a.meta for a in by_pid}
-        meta = {"contributors": pids, "client_meta": {p: m for p, m in metas.items() if m}}
+        meta = {CONTRIBUTORS: pids, "client_meta": {p: m for p, m in metas.items() if m}}
         self.recorder.record_ledger(
             server_round, request.action, self.secure_mode, True, len(pids), [[total]], meta_keys
         )

@@ -5,7 +5,8 @@ Three parts, all on the site's side and Flower-free:
 * :class:`SitePolicy`: what the site's operator allows, read from the SuperNode's own node config
   (``--node-config``) or a TOML ``policy-file`` it names; a run submitter cannot change it.
   Keys (node-config spelling): ``allow-methods``, ``allow-raw-rows``, ``require-secure``,
-  ``max-levels``, ``allow-plugins``, ``audit-log`` (see :data:`POLICY_KEYS`).
+  ``max-levels``, ``allow-plugins``, ``audit-log``, and the privacy budget's ``dp-*`` keys (see
+  :data:`POLICY_KEYS`).
 * :class:`SiteGuard`: built with each client from its method's declared disclosures
   (:mod:`.disclosure`) and, at a site, its policy. A client answers only the actions its method
   declares, and only what the policy allows; anything else is a :class:`PolicyRefusal` (a typed
@@ -47,7 +48,7 @@ from fedcausal_flwr.federation.core.disclosure import (
 )
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
 from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
-from fedcausal_flwr.stats.privacy import rho_for
+from fedcausal_flwr.stats.privacy import distributed_rho, rho_for
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -59,6 +60,7 @@ DP_EPSILON = "dp-epsilon"
 DP_DELTA = "dp-delta"
 DP_PERIOD_EPSILON = "dp-period-epsilon"
 DP_PERIOD_DAYS = "dp-period-days"
+DP_SHARES = "dp-shares"
 #: the keys whose refusal means "this release would cross the site's privacy budget": a run ends
 #: its search there with what it has (the other refusals stop it with an error)
 BUDGET_KEYS = frozenset({DP_EPSILON, DP_PERIOD_EPSILON})
@@ -75,6 +77,7 @@ POLICY_KEYS = (
     DP_DELTA,
     DP_PERIOD_EPSILON,
     DP_PERIOD_DAYS,
+    DP_SHARES,
 )
 #: every key a SuperNode's node config may hold (the data keys, the policy keys, the policy file)
 NODE_CONFIG_KEYS = (
@@ -164,7 +167,8 @@ class SitePolicy:
     the site answers only differentially private runs (a noise charge on every statistic), each
     spending at most ``(dp_epsilon, dp_delta)`` of its rows; ``dp_period_epsilon`` caps what all
     runs spend within the last ``dp_period_days`` days, as its audit log records it (None: no
-    budget)."""
+    budget); ``dp_shares``: in a run with distributed noise, how many sites' noise shares (its own
+    included) the site counts on (None: 1, its own only, when it sets a budget)."""
 
     allow_methods: frozenset[str] | None = None
     allow_raw_rows: bool = False
@@ -176,6 +180,7 @@ class SitePolicy:
     dp_delta: float = 1e-6
     dp_period_epsilon: float | None = None
     dp_period_days: float | None = None
+    dp_shares: int | None = None
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], where: str) -> SitePolicy:
@@ -215,7 +220,16 @@ class SitePolicy:
                 kwargs[name] = _positive(values[key], key, where)
         if DP_DELTA in values:
             kwargs["dp_delta"] = _positive(values[DP_DELTA], DP_DELTA, where, below_one=True)
-        budget = [k for k in (DP_DELTA, DP_PERIOD_EPSILON, DP_PERIOD_DAYS) if k in values]
+        if DP_SHARES in values:
+            raw = values[DP_SHARES]
+            if isinstance(raw, bool) or not str(raw).strip().isdigit() or int(str(raw)) < 1:
+                raise PolicyConfigError(
+                    f"{where}: {DP_SHARES} must be a whole number >= 1, got {raw!r}"
+                )
+            kwargs["dp_shares"] = int(str(raw).strip())
+        budget = [
+            k for k in (DP_DELTA, DP_PERIOD_EPSILON, DP_PERIOD_DAYS, DP_SHARES) if k in values
+        ]
         if budget and DP_EPSILON not in values:
             raise PolicyConfigError(f"{where}: {budget[0]} needs {DP_EPSILON} (the per-run cap)")
         if (DP_PERIOD_EPSILON in values) != (DP_PERIOD_DAYS in values):
@@ -408,6 +422,21 @@ class SiteGuard:
         except MalformedPayload as err:
             refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
         self.charge = None if charge is None else self._own_count(charge, action, refuse)
+        if charge is not None and charge.shares is not None:
+            if secagg_participants is None:
+                refuse(
+                    UNDECLARED,
+                    f"site {self.site} refuses action {action!r}: its share of the noise would "
+                    "reach the server outside SecAgg+ (a table with 1/"
+                    f"{charge.shares} of the run's noise)",
+                )
+            if secagg_participants < self.trusted_shares(charge.shares):
+                refuse(
+                    DP_SHARES,
+                    f"site {self.site} refuses action {action!r}: it counts on "
+                    f"{self.trusted_shares(charge.shares)} sites' noise shares, and its SecAgg+ "
+                    f"round has {secagg_participants} participants",
+                )
 
         if kind is None:
             declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
@@ -473,7 +502,33 @@ class SiteGuard:
                 f"site {self.site} refuses action {action!r}: its privacy charge names "
                 f"{tables!r} tables with noise variance {variance!r}",
             )
-        return {**charge.encode(), "rho": tables / (2 * variance) if variance > 0 else None}
+        if charge.shares is None:
+            return {**charge.encode(), "rho": tables / (2 * variance) if variance > 0 else None}
+        shares, cells = charge.shares, charge.cells
+        if (
+            not isinstance(shares, int)
+            or not isinstance(cells, int)
+            or not (_whole(shares) and _whole(cells))
+        ):
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: its privacy charge names "
+                f"{shares!r} noise shares over {cells!r} cells",
+            )
+        trusted = self.trusted_shares(shares)
+        try:
+            rho = distributed_rho(tables, variance / shares, trusted, cells)
+        except ValueError as err:
+            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
+        return {**charge.encode(), "rho": None if math.isinf(rho) else rho, "trusted": trusted}
+
+    def trusted_shares(self, shares: int) -> int:
+        """How many of a distributed run's ``shares`` noise shares this site counts on: its
+        policy's ``dp-shares`` (default 1, its own, when it sets a budget; all without one)."""
+        policy = self.policy
+        if policy is None or policy.dp_epsilon is None:
+            return shares
+        return min(shares, policy.dp_shares or 1)
 
     def _check_privacy(
         self,
@@ -498,6 +553,16 @@ class SiteGuard:
             if cost is not None and not 0 < cost < math.inf:
                 refuse(DP_EPSILON, f"site {self.site} refuses hello: a planned rho of {cost!r}")
             what = "the run plans to spend"
+            if plan is not None and plan.shares is not None and cost is not None:
+                if not _whole(plan.shares):
+                    refuse(UNDECLARED, f"site {self.site} refuses hello: {plan.shares!r} shares")
+                trusted = self.trusted_shares(plan.shares)
+                cost *= plan.shares / trusted  # its own count: the shares it counts on
+                if trusted < plan.shares:
+                    what = (
+                        f"counting on {trusted} of the run's {plan.shares} noise shares (its "
+                        f"policy {DP_SHARES}), the run plans to spend"
+                    )
         else:
             cost = None if self.charge is None else self.charge.get("rho")
             what = "this reply with the run's earlier ones would spend"
@@ -657,6 +722,11 @@ class SiteGuard:
             ) from None
 
 
+def _whole(value: Any) -> bool:
+    """A whole number >= 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _seconds(stamp: Any) -> float:
     """The epoch seconds of an audit line's ``time`` (0: unreadable)."""
     try:
@@ -687,5 +757,6 @@ def describe_policy(policy: SitePolicy) -> list[str]:
                 if policy.dp_period_epsilon is not None
                 else ""
             )
+            + f"; counts on {policy.dp_shares or 1} site(s)' noise shares in a distributed run"
         ),
     ]
