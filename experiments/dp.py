@@ -1,12 +1,17 @@
-"""What differential privacy costs FedPC: F1 and SHD against epsilon (``dp=central``).
+"""What differential privacy costs FedPC: F1 and SHD against epsilon (``dp=central`` and
+``dp=distributed``).
 
     python experiments/dp.py [--networks alarm sachs] [--rows 10000 100000] [--clients 10]
-        [--epsilons 0.5 1 2 4 8 16] [--seeds 0 1 2 3 4] [--batches 2] [--plot dp.png] [--quick]
+        [--epsilons 0.5 1 2 4 8 16] [--distributed-epsilons 8] [--seeds 0 1 2 3 4]
+        [--batches 2] [--plot dp.png] [--quick]
 
 Per network, row count and seed: the network's sample split IID over ``--clients`` sites; the
 exact run (FedPC, chi2, alpha 0.05, ``max_depth = batches - 1``, the depth a private run stops at)
 and, per epsilon, the private run (``dp=central``, ``dp_delta=1e-6``, the budget split over
-``--batches`` skeleton depths, noise seeded by the seed so the table can be re-run). Printed per
+``--batches`` skeleton depths, noise seeded by the seed so the table can be re-run), and, per
+``--distributed-epsilons`` value, the run with distributed noise (``dp=distributed`` through
+SecAgg+: each site adds its share from its own randomness, so these rows differ run to run by
+their noise, not by their setting). Printed per
 setting: mean (sd) over seeds of the adjacency and arrowhead F1 and the SHD against the true DAG's
 CPDAG (the common scoring view of FedPC's CPDAGs), the adjacency F1 against the exact run's graph,
 the epsilon the accountant reports, and whether epsilon = inf gave the exact run's graph. The plot
@@ -30,10 +35,13 @@ DELTA = 1e-6
 SCORING_VIEW = "CPDAG of the true DAG (adjacency F1, arrowhead F1, standard SHD)"
 
 
-def run_setting(network: str, rows: int, clients: int, epsilons, seeds, batches: int) -> dict:
+def run_setting(
+    network: str, rows: int, clients: int, epsilons, seeds, batches: int, distributed=()
+) -> dict:
     """Every seed of one (network, rows): the exact run and the private runs by epsilon."""
     net = load_network(network)
-    out: dict = {"exact": [], "private": {e: [] for e in epsilons}, "inf_equal": []}
+    out: dict = {"exact": [], "private": {e: [] for e in epsilons}, "inf_equal": [],
+                 "distributed": {e: [] for e in distributed}}  # fmt: skip
     for seed in seeds:
         sites = split_iid(net.sample(rows, seed=seed), clients, seed=seed).clients
         options = {"test": "chi2", "alpha": 0.05}
@@ -52,6 +60,14 @@ def run_setting(network: str, rows: int, clients: int, epsilons, seeds, batches:
             spent = result.extra["privacy"]["epsilon"]
             out["private"][epsilon].append({**result.metrics, "vs_exact": against_exact,
                                              "spent": spent})  # fmt: skip
+        shared = dict(options, dp="distributed", dp_delta=DELTA, dp_batches=batches)
+        for epsilon in distributed:
+            result = fedcausal_flwr.run("fedpc", data=sites, truth=net.dag, dp_epsilon=epsilon,
+                                        secure=True, **shared)  # fmt: skip
+            against_exact = adjacency_metrics(result.graph, exact.graph)["f1"]
+            spent = result.extra["privacy"]["epsilon"]
+            out["distributed"][epsilon].append({**result.metrics, "vs_exact": against_exact,
+                                                 "spent": spent})  # fmt: skip
     return out
 
 
@@ -66,6 +82,7 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", type=int, default=[10_000, 100_000])
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.5, 1, 2, 4, 8, 16])
+    parser.add_argument("--distributed-epsilons", nargs="*", type=float, default=[8])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--plot", help="write the F1-against-epsilon plot here (PNG)")
@@ -81,7 +98,8 @@ def main() -> None:
     curves = {}
     for network in args.networks:
         for rows in args.rows:
-            got = run_setting(network, rows, args.clients, args.epsilons, args.seeds, args.batches)
+            got = run_setting(network, rows, args.clients, args.epsilons, args.seeds, args.batches,
+                              args.distributed_epsilons)  # fmt: skip
             exact = got["exact"]
             print(f"{network} {rows} exact | {mean_sd([m['adj_f1'] for m in exact])} | "
                   f"{mean_sd([m['arrow_f1'] for m in exact])} | "
@@ -97,7 +115,18 @@ def main() -> None:
                       f"{mean_sd([m['vs_exact'] for m in runs])} | "
                       f"{max(m['spent'] for m in runs):.3f}")  # fmt: skip
                 curve.append(statistics.fmean(m["adj_f1"] for m in runs))
-            curves[(network, rows)] = (curve, statistics.fmean(m["adj_f1"] for m in exact))
+            points = []
+            for epsilon in args.distributed_epsilons:
+                runs = got["distributed"][epsilon]
+                print(f"{network} {rows} {epsilon:g} distributed | "
+                      f"{mean_sd([m['adj_f1'] for m in runs])} | "
+                      f"{mean_sd([m['arrow_f1'] for m in runs])} | "
+                      f"{mean_sd([m['shd'] for m in runs])} | "
+                      f"{mean_sd([m['vs_exact'] for m in runs])} | "
+                      f"{max(m['spent'] for m in runs):.3f}")  # fmt: skip
+                points.append((epsilon, statistics.fmean(m["adj_f1"] for m in runs)))
+            curves[(network, rows)] = (curve, statistics.fmean(m["adj_f1"] for m in exact),
+                                       points)  # fmt: skip
     if args.plot:
         draw(curves, args.epsilons, args.plot)
 
@@ -109,15 +138,18 @@ def draw(curves: dict, epsilons: list[float], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for (network, rows), (curve, exact) in curves.items():
+    for (network, rows), (curve, exact, points) in curves.items():
         line = ax.plot(epsilons, curve, marker="o", label=f"{network}, {rows:,} rows")[0]
         ax.axhline(exact, color=line.get_color(), linestyle="--", linewidth=0.8)
+        if points:
+            ax.plot(*zip(*points, strict=True), linestyle="none", marker="x", markersize=9,
+                    color=line.get_color())  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_xlabel("epsilon (delta = 1e-6, one row at one site)")
     ax.set_ylabel("adjacency F1 against the true CPDAG")
     ax.set_ylim(0, 1.02)
-    ax.set_title("FedPC with central DP (dashed: the exact run)\nview: " + SCORING_VIEW,
-                 fontsize=9)  # fmt: skip
+    ax.set_title("FedPC with central DP (x: distributed; dashed: the exact run)\nview: "
+                 + SCORING_VIEW, fontsize=9)  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

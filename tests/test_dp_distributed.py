@@ -154,3 +154,24 @@ def test_a_sites_budget_counts_the_shares_it_trusts_at_hello(tmp_path, sites):
     for node in nodes:
         spent = [ln["privacy"]["rho"] for ln in audit(node) if "privacy" in ln]
         assert len(spent) == 2 and sum(spent) <= rho_for(4, 1e-6)
+
+
+def test_the_documented_distributed_command_runs(capsys, tmp_path):
+    """docs/privacy.md's distributed command, as written there: the run's privacy is in its
+    JSON, with the sites' shares."""
+    import json
+    import re
+    import shlex
+    from pathlib import Path
+
+    from fedcausal_flwr.cli import main
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "privacy.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", doc, flags=re.S)
+    (command,) = [b for b in blocks if "--dp distributed" in b]
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[0] == "fedcausal-flwr"
+    out = tmp_path / "result.json"
+    assert main([*argv[1:], "--out", str(out)]) == 0, capsys.readouterr().err
+    privacy = json.loads(out.read_text())["extra"]["privacy"]
+    assert 0 < privacy["epsilon"] <= 8 and {r["shares"] for r in privacy["releases"]} == {3}

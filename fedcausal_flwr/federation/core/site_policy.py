@@ -571,7 +571,7 @@ class SiteGuard:
                 DP_EPSILON,
                 f"site {self.site} refuses a run without differential privacy: its policy "
                 f"{DP_EPSILON} = {policy.dp_epsilon:g} answers only runs that add noise "
-                "(e.g. fedpc with dp=central and a finite dp_epsilon)",
+                "(e.g. fedpc with dp=central or dp=distributed and a finite dp_epsilon)",
             )
         run_spent, period_spent = self._spent()
         spent = run_spent if action != HELLO else 0.0
