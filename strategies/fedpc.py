@@ -101,6 +101,7 @@ from fedcausal_flwr.stats.gaussian import (
     query_block_sizes,
 )
 from fedcausal_flwr.stats.oracles import GaussianOracle
+from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.private_tables import PrivacyBudgetNote, PrivateTablesStrategy
@@ -217,6 +218,7 @@ class FedPCStrategy(PrivateTablesStrategy):
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
         self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
+        self._sets: SetTables | None = None  # a private batch: its tests' variable sets
 
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
@@ -290,20 +292,21 @@ class FedPCStrategy(PrivateTablesStrategy):
             self.variables, self.levels, self.options.max_cells, self.options.missing
         )
         if self.options.ci == "exact":
-            plan = self._plan or self._plan_batch(queries)
-            if self._plan is None and self.privacy is not None:
-                plan.noise_variance, plan.shares = self.batch_noise(len(queries), plan.dense_cells)
-            self._plan = plan
-            positions = plan.parts[len(plan.answered)]
-            part = encode_queries(_select(queries, positions))
+            if self._plan is None and self.privacy is not None:  # one table per variable set
+                self._sets = SetTables.of(queries)
+                self._plan = self._plan_batch(self._sets.queries)
+                noise = self.batch_noise(len(self._sets.sets), self._plan.dense_cells)
+                self._plan.noise_variance, self._plan.shares = noise
+            plan = self._plan = self._plan or self._plan_batch(queries)
+            asked = queries if self._sets is None else self._sets.queries
+            chosen = _select(asked, plan.parts[len(plan.answered)])
             if plan.sparse:
-                return Request(SPARSE_TABLES, base, arrays=[part])
+                return Request(SPARSE_TABLES, base, arrays=[encode_queries(chosen)])
             if self.privacy is not None:
-                chosen = _select(queries, positions)
                 cells = int(table_cells(chosen, self.cards).sum())
                 charge = self.charge(len(chosen), cells, plan.noise_variance, plan.shares)
                 base = replace(base, privacy=charge.encode())
-            return Request(TABLES, base, arrays=[part], secure=True)
+            return Request(TABLES, base, arrays=[encode_queries(chosen)], secure=True)
         batch = encode_queries(queries)
         self._check_table_budget(queries)
         if self._margins is None:
@@ -458,20 +461,20 @@ class FedPCStrategy(PrivateTablesStrategy):
         assert self._plan is not None  # planned by next_request
         plan, queries = self._plan, self.runner.pending
         part = plan.parts[len(plan.answered)]
+        if self._sets is not None:  # a private batch: the noisy set tables, tested at the end
+            (summed,) = replies
+            counts, _ = self.released(summed, len(part), plan.noise_variance, plan.shares, TABLES)
+            plan.answered.append(counts)
+            self._close_part(plan, queries, part)
+            return
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
             (summed,) = replies
-            counts, variance = summed.arrays[0], 0.0
-            if self.privacy is not None:
-                counts, variance = self.released(
-                    summed, len(part), plan.noise_variance, plan.shares, TABLES
-                )
             pvalues = discrete_pvalues(
-                counts,
+                summed.arrays[0],
                 layout,
                 self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
-                noise_variance=variance,
             )
         else:
             cells = []
@@ -494,6 +497,10 @@ class FedPCStrategy(PrivateTablesStrategy):
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
             ).pvalue
         plan.answered.append(np.asarray(pvalues, dtype=np.float64))
+        self._close_part(plan, queries, part)
+
+    def _close_part(self, plan: BatchPlan, queries: Sequence[Query], part: np.ndarray) -> None:
+        """A part of the batch is in; after the last, the batch's p-values go to the search."""
         self.annotate(
             batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
         )
@@ -504,9 +511,27 @@ class FedPCStrategy(PrivateTablesStrategy):
             "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
             "sparse": plan.sparse, "dense_cells": plan.dense_cells,
         })  # fmt: skip
+        answers = np.concatenate(plan.answered)
+        if self._sets is not None:
+            answers = self._private_pvalues(answers, queries, plan)
+            self._sets = None
         if self.privacy is not None:
             self.privacy.close_batch()
-        self.runner.answer(np.concatenate(plan.answered))
+        self.runner.answer(answers)
+
+    def _private_pvalues(
+        self, counts: np.ndarray, queries: Sequence[Query], plan: BatchPlan
+    ) -> np.ndarray:
+        """Each test of a private batch from its set's noisy table (a transpose), with Pearson's
+        chi2 knowing the noise (the planned variance of every summed cell)."""
+        assert self._sets is not None
+        return discrete_pvalues(
+            self._sets.test_tables(counts, self.cards),
+            make_layout(queries, self.cards, max_cells=None),
+            self.options.test,
+            empty_strata_add_dof=self.options.empty_strata_add_dof,
+            noise_variance=plan.noise_variance,
+        )
 
     # ------------------------------------------------------------------ differential privacy
     @property
@@ -523,7 +548,7 @@ class FedPCStrategy(PrivateTablesStrategy):
         if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
             self.runner = runner
             return False
-        self._plan = None
+        self._plan, self._sets = None, None
         self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
         warnings.warn(
             PrivacyBudgetNote(

@@ -45,6 +45,13 @@ def test_the_accountant_adds_up_its_releases_and_stays_within_the_target(sites):
     assert rho == pytest.approx(privacy["batches"] * batch_rho)
     assert epsilon <= 4.0 + 1e-9
     assert epsilon == pytest.approx(epsilon_of(privacy["batches"] * batch_rho, 1e-6))
+    # per batch and per release, as (epsilon, delta) too: each batch spends its share
+    assert [b["batch"] for b in privacy["per_batch"]] == list(range(privacy["batches"]))
+    for batch in privacy["per_batch"]:
+        assert batch["rho"] == pytest.approx(batch_rho)
+        assert batch["epsilon"] == pytest.approx(epsilon_of(batch_rho, 1e-6))
+    for release in releases:
+        assert release["epsilon"] == pytest.approx(epsilon_of(release["rho"], 1e-6))
     # the skeleton search stopped at depth dp_batches - 1
     assert max(result.extra["levels"]) <= 2
     again = fedcausal_flwr.run(

@@ -185,7 +185,9 @@ class PrivacyAccountant:
         sum of ``shares`` sites' shares of ``share_variance`` over ``cells`` cells (fewer than
         ``planned_shares``: a site dropped out inside the round, and the release says so);
         returns its ``rho``."""
-        entry: dict[str, Any] = {"round": int(round_), "tables": int(tables)}
+        entry: dict[str, Any] = {
+            "round": int(round_), "batch": self.batches, "tables": int(tables)
+        }  # fmt: skip
         if shares is None:
             rho = 0.0 if variance == 0 else tables / (2 * variance)
             entry["variance"] = float(variance)
@@ -197,6 +199,7 @@ class PrivacyAccountant:
             if planned_shares is not None and shares < planned_shares:
                 entry["planned_shares"] = int(planned_shares)  # the shortfall, stated
         entry["rho"] = rho
+        entry["epsilon"] = epsilon_of(rho, self.delta) if rho < math.inf else math.inf
         self.releases.append(entry)
         return rho
 
@@ -209,8 +212,16 @@ class PrivacyAccountant:
 
     def report(self) -> dict[str, Any]:
         """What the result states: the target, what was spent (``rho`` and its epsilon at
-        ``delta``), and every release (round, tables, noise variance, rho)."""
+        ``delta``) in all and per batch, and every release (round, batch, tables, noise
+        variance, rho and its epsilon alone)."""
         spent = self.spent_rho
+        by_batch: dict[int, list[float]] = {}
+        for release in self.releases:
+            by_batch.setdefault(release["batch"], []).append(release["rho"])
+        per_batch = [
+            {"batch": b, "rho": math.fsum(r), "epsilon": epsilon_of(math.fsum(r), self.delta)}
+            for b, r in sorted(by_batch.items())
+        ]
         return {
             "mechanism": "discrete Gaussian on summed tables, zCDP",
             "target_epsilon": self.epsilon,
@@ -220,6 +231,7 @@ class PrivacyAccountant:
             "batches": self.batches,
             "rho": spent,
             "epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
+            "per_batch": per_batch,
             "releases": list(self.releases),
             **({"stopped": self.stopped} if self.stopped else {}),
         }
