@@ -298,8 +298,8 @@ class FedPCStrategy(PrivateTablesStrategy):
                 noise = self.batch_noise(len(self._sets.sets), self._plan.dense_cells)
                 self._plan.noise_variance, self._plan.shares = noise
             plan = self._plan = self._plan or self._plan_batch(queries)
-            asked = queries if self._sets is None else self._sets.queries
-            chosen = _select(asked, plan.parts[len(plan.answered)])
+            counted = queries if self._sets is None else self._sets.queries
+            chosen = _select(counted, plan.parts[len(plan.answered)])
             if plan.sparse:
                 return Request(SPARSE_TABLES, base, arrays=[encode_queries(chosen)])
             if self.privacy is not None:
@@ -501,6 +501,7 @@ class FedPCStrategy(PrivateTablesStrategy):
 
     def _close_part(self, plan: BatchPlan, queries: Sequence[Query], part: np.ndarray) -> None:
         """A part of the batch is in; after the last, the batch's p-values go to the search."""
+        assert self.runner is not None  # the batch came from it
         self.annotate(
             batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
         )
