@@ -39,7 +39,14 @@ class PrivateTablesStrategy(MethodStrategy):
         options = self.options
         #: the zCDP accountant of a differentially private run (None: dp off)
         self.privacy = (
-            PrivacyAccountant(options.dp_epsilon, options.dp_delta, options.dp_batches)
+            PrivacyAccountant(
+                options.dp_epsilon,
+                options.dp_delta,
+                options.dp_batches,
+                "discrete Gaussian shares of the sites, summed by SecAgg+"
+                if options.dp == "distributed"
+                else "discrete Gaussian on summed tables",
+            )
             if options.dp != "off"
             else None
         )

@@ -72,6 +72,7 @@ def test_the_server_decodes_only_noisy_sums(sites, monkeypatch):
         assert 0.6 * variance < noise.var() < 1.6 * variance  # the shares, once
         assert abs(noise.mean()) < 4 * math.sqrt(variance / noise.size)
     privacy = result.extra["privacy"]
+    assert privacy["mechanism"].startswith("discrete Gaussian shares of the sites")
     assert [r["shares"] for r in privacy["releases"]] == [3, 3]
     rho, _ = recompute(privacy["releases"], 1e-6)
     assert rho == pytest.approx(privacy["rho"]) and rho <= rho_for(2, 1e-6)

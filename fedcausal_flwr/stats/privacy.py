@@ -144,6 +144,7 @@ class PrivacyAccountant:
     epsilon: float
     delta: float
     planned: int
+    mechanism: str = "discrete Gaussian on summed tables"
     releases: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -223,7 +224,7 @@ class PrivacyAccountant:
             for b, r in sorted(by_batch.items())
         ]
         return {
-            "mechanism": "discrete Gaussian on summed tables, zCDP",
+            "mechanism": f"{self.mechanism}, zCDP",
             "target_epsilon": self.epsilon,
             "delta": self.delta,
             "target_rho": self.target_rho,
