@@ -176,3 +176,21 @@ def test_the_documented_distributed_command_runs(capsys, tmp_path):
     assert main([*argv[1:], "--out", str(out)]) == 0, capsys.readouterr().err
     privacy = json.loads(out.read_text())["extra"]["privacy"]
     assert 0 < privacy["epsilon"] <= 8 and {r["shares"] for r in privacy["releases"]} == {3}
+
+
+def test_a_site_that_requires_distributed_noise_refuses_the_servers_noise(tmp_path, sites):
+    """With dp-require-distributed, a run whose noise the server adds is refused at hello (its
+    plan names no shares), and so is a central charge later (a server that switches modes)."""
+    policy = {"dp-epsilon": 8, "dp-shares": 3, "dp-require-distributed": "true"}
+    nodes = write_sites(tmp_path, sites, **policy)
+    central = {"method": "fedpc", "secure": True, "options": "dp=central dp-epsilon=4"}
+    with pytest.raises(SitePolicyError, match="dp-require-distributed"):
+        run_app(nodes, central)
+    assert all(line["action"] == "hello" for node in nodes for line in audit(node))
+    run_app(nodes, {**central, "options": "dp=distributed dp-epsilon=4"})
+    guard = SiteGuard("fedpc", DISCLOSURES, policy=SitePolicy.from_values(policy, "t"), site=0)
+    central_charge = PrivacyCharge("discrete Gaussian", 4, 30.0, None, 4.0, 1e-6).encode()
+    with pytest.raises(PolicyRefusal, match="does not add its noise at the sites"):
+        guard.check(TABLES, {"privacy": central_charge}, 2, secagg_participants=3)
+    with pytest.raises(Exception, match="dp-require-distributed needs dp-epsilon"):
+        SitePolicy.from_values({"dp-require-distributed": "true"}, "t")

@@ -61,9 +61,12 @@ DP_DELTA = "dp-delta"
 DP_PERIOD_EPSILON = "dp-period-epsilon"
 DP_PERIOD_DAYS = "dp-period-days"
 DP_SHARES = "dp-shares"
+DP_REQUIRE_DISTRIBUTED = "dp-require-distributed"
 #: the keys whose refusal means "this release would cross the site's privacy budget": a run ends
 #: its search there with what it has (the other refusals stop it with an error)
 BUDGET_KEYS = frozenset({DP_EPSILON, DP_PERIOD_EPSILON})
+#: the privacy keys that only mean something beside a per-run cap
+NEED_DP_EPSILON = (DP_DELTA, DP_PERIOD_EPSILON, DP_PERIOD_DAYS, DP_SHARES, DP_REQUIRE_DISTRIBUTED)
 POLICY_FILE = "policy-file"
 #: the policy keys a site sets (node config, or a policy file)
 POLICY_KEYS = (
@@ -78,6 +81,7 @@ POLICY_KEYS = (
     DP_PERIOD_EPSILON,
     DP_PERIOD_DAYS,
     DP_SHARES,
+    DP_REQUIRE_DISTRIBUTED,
 )
 #: every key a SuperNode's node config may hold (the data keys, the policy keys, the policy file)
 NODE_CONFIG_KEYS = (
@@ -94,15 +98,6 @@ DEFAULT_MAX_LEVELS = 100
 UNDECLARED = "declared disclosures"
 #: a secure round needs at least this many participants: with one, the "sum" is the site's vector
 MIN_SECURE_PARTICIPANTS = 2
-#: the refusal key of a bundle that carries code (a tuned site runs only its installed package)
-BUNDLE = "bundle"
-#: what this project's bundle holds: its manifest and Flower's list of contents, nothing else
-BUNDLE_FILES = frozenset({"pyproject.toml", ".info/CONTENT"})
-#: the components the manifest must name (the installed package's apps)
-APP_COMPONENTS = {
-    "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
-    "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
-}
 
 
 class PolicyRefusal(ProtocolError):
@@ -168,7 +163,9 @@ class SitePolicy:
     spending at most ``(dp_epsilon, dp_delta)`` of its rows; ``dp_period_epsilon`` caps what all
     runs spend within the last ``dp_period_days`` days, as its audit log records it (None: no
     budget); ``dp_shares``: in a run with distributed noise, how many sites' noise shares (its own
-    included) the site counts on (None: 1, its own only, when it sets a budget)."""
+    included) the site counts on (None: 1, its own only, when it sets a budget);
+    ``dp_require_distributed``: the site answers only runs whose noise the sites add themselves
+    (the server never holds a noiseless sum of its rows), never the server's own noise."""
 
     allow_methods: frozenset[str] | None = None
     allow_raw_rows: bool = False
@@ -181,6 +178,7 @@ class SitePolicy:
     dp_period_epsilon: float | None = None
     dp_period_days: float | None = None
     dp_shares: int | None = None
+    dp_require_distributed: bool = False
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], where: str) -> SitePolicy:
@@ -227,9 +225,11 @@ class SitePolicy:
                     f"{where}: {DP_SHARES} must be a whole number >= 1, got {raw!r}"
                 )
             kwargs["dp_shares"] = int(str(raw).strip())
-        budget = [
-            k for k in (DP_DELTA, DP_PERIOD_EPSILON, DP_PERIOD_DAYS, DP_SHARES) if k in values
-        ]
+        if DP_REQUIRE_DISTRIBUTED in values:
+            kwargs["dp_require_distributed"] = _flag(
+                values[DP_REQUIRE_DISTRIBUTED], DP_REQUIRE_DISTRIBUTED, where
+            )
+        budget = [k for k in NEED_DP_EPSILON if k in values]
         if budget and DP_EPSILON not in values:
             raise PolicyConfigError(f"{where}: {budget[0]} needs {DP_EPSILON} (the per-run cap)")
         if (DP_PERIOD_EPSILON in values) != (DP_PERIOD_DAYS in values):
@@ -308,35 +308,6 @@ def plugin_problem(policy: SitePolicy | None, plugins: str, site: int) -> str | 
         f"site {site} refuses to import plugin module {refused[0]!r}: its policy "
         f"{ALLOW_PLUGINS} allows {allowed}"
     )
-
-
-def bundle_problem(content: bytes) -> str | None:
-    """Why a site does not run a Flower bundle (None: it is this project's manifest-only bundle
-    naming the installed apps). A bundle that carries any other file could bring code: Flower
-    puts the bundle's folder first on the import path, so even a file named like an installed
-    module would shadow it."""
-    import io
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(io.BytesIO(content)) as bundle:
-            names = set(bundle.namelist())
-            extra = sorted(names - BUNDLE_FILES)
-            if extra:
-                return (
-                    f"the bundle carries {len(extra)} file(s) besides its manifest (first: "
-                    f"{extra[0]!r}); this site runs only its installed fedcausal-flwr"
-                )
-            manifest = tomllib.loads(bundle.read("pyproject.toml").decode("utf-8"))
-    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return "the bundle is not a Flower app bundle with a pyproject.toml manifest"
-    components = manifest.get("tool", {}).get("flwr", {}).get("app", {}).get("components", {})
-    if components != APP_COMPONENTS:
-        return (
-            f"the bundle names the components {components!r}; this site runs only "
-            f"{APP_COMPONENTS['clientapp']}"
-        )
-    return None
 
 
 class AuditLog:
@@ -544,6 +515,7 @@ class SiteGuard:
             return
         cap = rho_for(policy.dp_epsilon, policy.dp_delta) * (1 + 1e-9)
         wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
+        plan = None
         if action == HELLO:
             try:
                 plan = PrivacyPlan.of(payload)
@@ -566,6 +538,18 @@ class SiteGuard:
         else:
             cost = None if self.charge is None else self.charge.get("rho")
             what = "this reply with the run's earlier ones would spend"
+        central = (
+            plan is None or plan.shares is None
+            if action == HELLO
+            else (self.charge is None or self.charge.get("shares") is None)
+        )
+        if policy.dp_require_distributed and central:
+            refuse(
+                DP_REQUIRE_DISTRIBUTED,
+                f"site {self.site} refuses {action!r}: the run does not add its noise at the "
+                f"sites (the server would hold the noiseless sum) and its policy has "
+                f"{DP_REQUIRE_DISTRIBUTED} = true (run with dp=distributed and secure=true)",
+            )
         if cost is None:
             refuse(
                 DP_EPSILON,
@@ -758,5 +742,6 @@ def describe_policy(policy: SitePolicy) -> list[str]:
                 else ""
             )
             + f"; counts on {policy.dp_shares or 1} site(s)' noise shares in a distributed run"
+            + ("; distributed noise only" if policy.dp_require_distributed else "")
         ),
     ]

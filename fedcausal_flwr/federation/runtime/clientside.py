@@ -26,13 +26,11 @@ from fedcausal_flwr.federation.core.messages import (
     encode_client_failure,
     encode_refusal,
 )
+from fedcausal_flwr.federation.core.site_bundle import APP_COMPONENTS, BUNDLE, bundle_problem
 from fedcausal_flwr.federation.core.site_policy import (
-    APP_COMPONENTS,
-    BUNDLE,
     PolicyConfigError,
     SiteGuard,
     SitePolicy,
-    bundle_problem,
 )
 from fedcausal_flwr.federation.runtime.flower_internals import (
     RECORD_KEY_CONFIGS,
@@ -126,7 +124,7 @@ def make_client_app(client_factory: ClientFactory) -> ClientApp:
 
 def installed_client_app(content: bytes, context: Context) -> Callable[..., Message]:
     """What a site's ``fedcausal-executor`` runs for a task, whatever the bundle names: the
-    installed package's ClientApp (the one :data:`~.site_policy.APP_COMPONENTS` names) if the
+    installed package's ClientApp (the one :data:`~.site_bundle.APP_COMPONENTS` names) if the
     bundle is this project's manifest-only bundle, else an app that answers with a refusal
     (policy key ``bundle``, logged in the site's audit log). The bundle's files are never
     installed or imported."""
