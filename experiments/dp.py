@@ -51,24 +51,24 @@ def run_setting(
         private = dict(options, dp="central", dp_delta=DELTA, dp_batches=batches)
         free = fedcausal_flwr.run("fedpc", data=sites, dp_epsilon="inf", **private)
         out["inf_equal"].append(free.graph == exact.graph)
-        for epsilon in epsilons:
-            result = fedcausal_flwr.run(
-                "fedpc", data=sites, truth=net.dag, dp_epsilon=epsilon,
-                dp_noise_seed=seed, **private,
-            )  # fmt: skip
-            against_exact = adjacency_metrics(result.graph, exact.graph)["f1"]
-            spent = result.extra["privacy"]["epsilon"]
-            out["private"][epsilon].append({**result.metrics, "vs_exact": against_exact,
-                                             "spent": spent})  # fmt: skip
         shared = dict(options, dp="distributed", dp_delta=DELTA, dp_batches=batches)
-        for epsilon in distributed:
+        runs = [("private", e, dict(private, dp_noise_seed=seed)) for e in epsilons]
+        runs += [("distributed", e, dict(shared, secure=True)) for e in distributed]
+        for kind, epsilon, keywords in runs:
             result = fedcausal_flwr.run("fedpc", data=sites, truth=net.dag, dp_epsilon=epsilon,
-                                        secure=True, **shared)  # fmt: skip
+                                        **keywords)  # fmt: skip
             against_exact = adjacency_metrics(result.graph, exact.graph)["f1"]
             spent = result.extra["privacy"]["epsilon"]
-            out["distributed"][epsilon].append({**result.metrics, "vs_exact": against_exact,
-                                                 "spent": spent})  # fmt: skip
+            out[kind][epsilon].append({**result.metrics, "vs_exact": against_exact,
+                                       "spent": spent})  # fmt: skip
     return out
+
+
+def print_runs(label: str, runs: list[dict]) -> float:
+    """One table row of private runs (mean (sd) over seeds); returns their mean adjacency F1."""
+    columns = [mean_sd([m[key] for m in runs]) for key in ("adj_f1", "arrow_f1", "shd", "vs_exact")]
+    print(" | ".join([label, *columns, f"{max(m['spent'] for m in runs):.3f}"]))
+    return statistics.fmean(m["adj_f1"] for m in runs)
 
 
 def mean_sd(values: list[float]) -> str:
@@ -106,25 +106,13 @@ def main() -> None:
                   f"{mean_sd([m['shd'] for m in exact])} | 1 | - "
                   f"(epsilon = inf gave the exact graph: {sum(got['inf_equal'])}/"
                   f"{len(got['inf_equal'])})")  # fmt: skip
-            curve = []
-            for epsilon in args.epsilons:
-                runs = got["private"][epsilon]
-                print(f"{network} {rows} {epsilon:g} | {mean_sd([m['adj_f1'] for m in runs])} | "
-                      f"{mean_sd([m['arrow_f1'] for m in runs])} | "
-                      f"{mean_sd([m['shd'] for m in runs])} | "
-                      f"{mean_sd([m['vs_exact'] for m in runs])} | "
-                      f"{max(m['spent'] for m in runs):.3f}")  # fmt: skip
-                curve.append(statistics.fmean(m["adj_f1"] for m in runs))
-            points = []
-            for epsilon in args.distributed_epsilons:
-                runs = got["distributed"][epsilon]
-                print(f"{network} {rows} {epsilon:g} distributed | "
-                      f"{mean_sd([m['adj_f1'] for m in runs])} | "
-                      f"{mean_sd([m['arrow_f1'] for m in runs])} | "
-                      f"{mean_sd([m['shd'] for m in runs])} | "
-                      f"{mean_sd([m['vs_exact'] for m in runs])} | "
-                      f"{max(m['spent'] for m in runs):.3f}")  # fmt: skip
-                points.append((epsilon, statistics.fmean(m["adj_f1"] for m in runs)))
+            curve = [print_runs(f"{network} {rows} {epsilon:g}", got["private"][epsilon])
+                     for epsilon in args.epsilons]  # fmt: skip
+            points = [
+                (epsilon, print_runs(f"{network} {rows} {epsilon:g} distributed",
+                                     got["distributed"][epsilon]))
+                for epsilon in args.distributed_epsilons
+            ]  # fmt: skip
             curves[(network, rows)] = (curve, statistics.fmean(m["adj_f1"] for m in exact),
                                        points)  # fmt: skip
     if args.plot:

@@ -143,6 +143,9 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     result = Result.load(tmp_path / "results" / "r.json")
     privacy = result.extra["privacy"]
     assert "dp-period-epsilon" in privacy["stopped"] and privacy["batches"] == 1
+    from fedcausal_flwr.report import privacy_sentence
+
+    assert "The search stopped before depth 1: site 0 refuses" in privacy_sentence(privacy)
     assert result.extra["pc_levels"] == 1
     monkeypatch.setattr(FedPCStrategy, "_handle_tables", handle)
     capped = fedcausal_flwr.run(
