@@ -222,20 +222,34 @@ class LocalBlocks:
     grad: np.ndarray  # P
 
 
-def _blocks(theta: np.ndarray, X: np.ndarray, y: np.ndarray, spec: VariableSpec) -> LocalBlocks:
-    """Local blocks for the stacked parameters ``theta`` (``m`` blocks of ``p``)."""
+def _blocks(
+    theta: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    spec: VariableSpec,
+    weights: np.ndarray | None = None,
+) -> LocalBlocks:
+    """Local blocks for the stacked parameters ``theta`` (``m`` blocks of ``p``); ``weights``
+    scale every row's terms (a differentially private fit's clipping; None: each row once)."""
     n, p = X.shape
     kind = spec.kind
+
+    def wt(v: np.ndarray) -> np.ndarray:  # a per-row quantity, weighted
+        if weights is None:
+            return v
+        return v * (weights if v.ndim == 1 else weights[:, None])
+
+    count = float(n) if weights is None else float(weights.sum())
     if kind == "continuous":
         resid = y - X @ theta
-        rss = float(resid @ resid)
-        return LocalBlocks(-0.5 * rss, 0.0, rss, n, X.T @ X, X.T @ resid)
+        rss = float(resid @ wt(resid))
+        return LocalBlocks(-0.5 * rss, 0.0, rss, count, X.T @ wt(X), X.T @ wt(resid))
     if kind == "binary":
         eta = X @ theta
         mu = expit(eta)
-        ll = float(np.sum(y * log_expit(eta) + (1 - y) * log_expit(-eta)))
-        info = X.T @ (X * (mu * (1 - mu))[:, None])
-        return LocalBlocks(ll, ll, 0.0, n, info, X.T @ (y - mu))
+        ll = float(np.sum(wt(y * log_expit(eta) + (1 - y) * log_expit(-eta))))
+        info = X.T @ (X * wt(mu * (1 - mu))[:, None])
+        return LocalBlocks(ll, ll, 0.0, count, info, X.T @ wt(y - mu))
     m = spec.card - 1
     B = theta.reshape(m, p).T  # p x m
     eta = X @ B  # n x m
@@ -243,29 +257,29 @@ def _blocks(theta: np.ndarray, X: np.ndarray, y: np.ndarray, spec: VariableSpec)
     if kind == "categorical":
         full = np.hstack([np.zeros((n, 1)), eta])
         lse = logsumexp(full, axis=1)
-        ll = float(np.sum(full[np.arange(n), codes] - lse))
+        ll = float(np.sum(wt(full[np.arange(n), codes] - lse)))
         prob = np.exp(eta - lse[:, None])  # non-reference probabilities, n x m
         onehot = codes[:, None] == np.arange(1, m + 1)[None, :]
-        grad = (X.T @ (onehot - prob)).T.ravel()
+        grad = (X.T @ wt(onehot - prob)).T.ravel()
         info = np.empty((m * p, m * p))
         for a in range(m):
             for b in range(a, m):
-                w = prob[:, a] * ((a == b) - prob[:, b])
+                w = wt(prob[:, a] * ((a == b) - prob[:, b]))
                 block = X.T @ (X * w[:, None])
                 info[a * p : (a + 1) * p, b * p : (b + 1) * p] = block
                 info[b * p : (b + 1) * p, a * p : (a + 1) * p] = block
-        return LocalBlocks(ll, ll, 0.0, n, info, grad)
+        return LocalBlocks(ll, ll, 0.0, count, info, grad)
     # ordinal: m independent cumulative logits
     below = (codes[:, None] <= np.arange(m)[None, :]).astype(np.float64)  # 1{y <= l_j}
-    objective = float(np.sum(below * log_expit(eta) + (1 - below) * log_expit(-eta)))
+    objective = float(np.sum(wt(below * log_expit(eta) + (1 - below) * log_expit(-eta))))
     mu = expit(eta)
-    grad = (X.T @ (below - mu)).T.ravel()
+    grad = (X.T @ wt(below - mu)).T.ravel()
     info = np.zeros((m * p, m * p))
     for j in range(m):
-        w = mu[:, j] * (1 - mu[:, j])
+        w = wt(mu[:, j] * (1 - mu[:, j]))
         info[j * p : (j + 1) * p, j * p : (j + 1) * p] = X.T @ (X * w[:, None])
-    ll = float(np.sum(np.log(ordinal_cell_probs(mu)[np.arange(n), codes])))
-    return LocalBlocks(objective, ll, 0.0, n, info, grad)
+    ll = float(np.sum(wt(np.log(ordinal_cell_probs(mu)[np.arange(n), codes]))))
+    return LocalBlocks(objective, ll, 0.0, count, info, grad)
 
 
 def ordinal_cell_probs(cum: np.ndarray) -> np.ndarray:
@@ -289,10 +303,15 @@ def packed_size(n_params: int) -> int:
 
 
 def local_contribution(
-    table: ClientTable, client_index: int, model: GLMModel, beta: np.ndarray
+    table: ClientTable,
+    client_index: int,
+    model: GLMModel,
+    beta: np.ndarray,
+    clip: float | None = None,
 ) -> np.ndarray:
     """A client's packed contribution at the server's ``beta`` (zeros if it lacks a variable,
-    or is not one of the model's ``sites``).
+    or is not one of the model's ``sites``); ``clip``: each row's own packed contribution is
+    scaled to L2 norm at most ``clip`` first (:func:`row_norms`; a differentially private fit).
 
     The vector part is ``H beta + g`` (IRLS's ``X^T W z``), so the server's update is
     ``(H + R)^-1 (sum) `` without knowing local quantities. The four models of one test must be
@@ -316,12 +335,63 @@ def local_contribution(
     if rows is not None:  # test-wise deletion
         X, y = X[rows], y[rows]
     if model.site_effect != "private":
-        b = _blocks(beta, X, y, spec)
+        weights = None
+        if clip is not None:
+            weights = np.minimum(1.0, clip / np.maximum(row_norms(beta, X, y, spec), 1e-300))
+        b = _blocks(beta, X, y, spec, weights)
         b.grad = b.info @ beta + b.grad
         return pack(b)
+    if clip is not None:
+        raise ValueError("a private site effect's blocks cannot be clipped row by row")
     alpha = table.private_intercepts.get(model)
     blocks, table.private_intercepts[model] = _profile_blocks(beta, X, y, spec, alpha)
     return pack(blocks)
+
+
+def row_norms(theta: np.ndarray, X: np.ndarray, y: np.ndarray, spec: VariableSpec) -> np.ndarray:
+    """The L2 norm of each row's own packed contribution ``[objective, loglik, rss, 1,
+    H_i theta + g_i, H_i]`` (what :func:`local_contribution` sums), from closed forms: ``H_i`` is
+    a weight matrix ``M_i`` times ``x_i x_i^T`` (norm ``||M_i||_F ||x_i||^2``) and ``H_i theta +
+    g_i`` is ``x_i`` times a vector ``v_i`` (norm ``||x_i|| ||v_i||``)."""
+    n, p = X.shape
+    x2 = np.einsum("ij,ij->i", X, X)  # ||x_i||^2
+    kind = spec.kind
+    if kind == "continuous":
+        resid = y - X @ theta
+        head = 0.25 * resid**4 + resid**4  # objective -r^2/2, rss r^2
+        v2, m2 = y**2, np.ones(n)
+    elif kind == "binary":
+        eta = X @ theta
+        mu = expit(eta)
+        w = mu * (1 - mu)
+        ll = y * log_expit(eta) + (1 - y) * log_expit(-eta)
+        head = 2 * ll**2
+        v2, m2 = (w * eta + y - mu) ** 2, w**2
+    else:
+        m = spec.card - 1
+        eta = X @ theta.reshape(m, p).T  # n x m
+        codes = y.astype(np.int64)
+        if kind == "categorical":
+            full = np.hstack([np.zeros((n, 1)), eta])
+            lse = logsumexp(full, axis=1)
+            ll = full[np.arange(n), codes] - lse
+            prob = np.exp(eta - lse[:, None])
+            onehot = codes[:, None] == np.arange(1, m + 1)[None, :]
+            weight = prob[:, :, None] * (np.eye(m)[None] - prob[:, None, :])  # n x m x m
+            v = np.einsum("iab,ib->ia", weight, eta) + onehot - prob
+            head = 2 * ll**2
+            m2 = np.einsum("iab,iab->i", weight, weight)
+        else:  # ordinal
+            below = (codes[:, None] <= np.arange(m)[None, :]).astype(np.float64)
+            mu = expit(eta)
+            w = mu * (1 - mu)
+            objective = np.sum(below * log_expit(eta) + (1 - below) * log_expit(-eta), axis=1)
+            ll = np.log(ordinal_cell_probs(mu)[np.arange(n), codes])
+            v = w * eta + below - mu
+            head = objective**2 + ll**2
+            m2 = np.sum(w**2, axis=1)
+        v2 = np.einsum("ia,ia->i", v, v)
+    return np.sqrt(head + 1.0 + x2 * v2 + x2**2 * m2)
 
 
 def _profile_blocks(
