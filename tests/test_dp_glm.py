@@ -46,3 +46,15 @@ def test_a_clipped_contribution_is_the_sum_of_each_rows_contribution_clipped(mix
     assert np.allclose(got, expected, rtol=1e-10, atol=1e-10)
     unclipped = local_contribution(ClientTable(frame, schema), 0, model, beta)
     assert np.allclose(unclipped, sum(rows), rtol=1e-10, atol=1e-10)
+
+
+def test_a_noisy_statistics_p_value_is_the_tail_of_chi2_plus_its_noise():
+    from scipy import stats
+
+    from fedcausal_flwr.stats.privacy import noisy_chi2_sf
+
+    rng = np.random.default_rng(0)
+    for df, variance, t in ((1, 25.0, 4.0), (3, 400.0, 30.0), (2, 1.0, 6.0), (4, 100.0, -5.0)):
+        draws = rng.chisquare(df, 400_000) + rng.normal(0, np.sqrt(variance), 400_000)
+        assert noisy_chi2_sf(t, df, variance) == pytest.approx(np.mean(draws >= t), abs=4e-3)
+    assert noisy_chi2_sf(3.84, 1, 0.0) == pytest.approx(stats.chi2.sf(3.84, 1))

@@ -131,7 +131,11 @@ class PrivacyCharge(Payload):
     tables / (2 variance)`` zCDP (None: no noise, epsilon = inf), toward ``target_epsilon`` at
     ``delta``. Sent with the request, so the site can log, and check, what its reply will cost.
     Distributed noise: ``shares`` sites each add ``variance / shares`` to their ``cells`` cells
-    before secure aggregation (absent: the server adds ``variance`` to the sum)."""
+    before secure aggregation (absent: the server adds ``variance`` to the sum). Real-valued
+    blocks (fedCI's GLMs): each row's contribution to each of the ``tables`` blocks is clipped to
+    L2 norm ``clip`` at the site, the sums are rounded to multiples of ``resolution`` and
+    ``variance`` is in those units (:func:`~fedcausal_flwr.stats.privacy.release_sensitivity2`).
+    """
 
     mechanism: str
     tables: int
@@ -141,6 +145,8 @@ class PrivacyCharge(Payload):
     delta: float
     shares: int | None = optional()
     cells: int | None = optional()
+    clip: float | None = optional()
+    resolution: float | None = optional()
 
     @classmethod
     def of(cls, payload: Mapping[str, Any]) -> PrivacyCharge | None:

@@ -49,6 +49,7 @@ from scipy import stats
 from scipy.special import expit, log_expit, logsumexp
 
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec
+from fedcausal_flwr.stats.privacy import noisy_chi2_sf
 
 SITE_EFFECTS = ("none", "fixed", "private")
 PROB_FLOOR = 1e-8  # ordinal cell probabilities (as python-fedci; docs/choices.md, fedCI)
@@ -456,6 +457,10 @@ class NewtonState:
     max_iter: int = 25
     min_step: float = 1e-8
     objective_noise: float = 0.0  # absolute noise of the summed objective (fixed-point sums)
+    #: variance of the differential-privacy noise on every summed entry (0: exact sums)
+    sum_noise: float = 0.0
+    #: variance of the noise in :attr:`loglik` (from :attr:`sum_noise`; 0: exact)
+    loglik_noise: float = field(init=False, default=0.0)
     beta_eval: np.ndarray = field(init=False)
     beta: np.ndarray = field(init=False)
     loglik: float = field(init=False, default=float("nan"))
@@ -490,6 +495,11 @@ class NewtonState:
         if self.kind == "continuous":
             sigma2 = max(rss / n, 1e-300)
             objective = loglik = -0.5 * n * (np.log(2 * np.pi * sigma2) + 1)
+            # the noise of rss and n, carried to the log-likelihood (delta method)
+            slope_n = 0.5 * np.log(2 * np.pi * sigma2)
+            noise = self.sum_noise * ((n / (2 * max(rss, 1e-300))) ** 2 + slope_n**2)
+        else:
+            noise = self.sum_noise
         slack = max(1e-12 * (1 + abs(self.objective or 0.0)), self.objective_noise)
         if self.objective is not None and objective < self.objective - slack:
             self._step *= 0.5
@@ -500,6 +510,7 @@ class NewtonState:
             return
         previous = self.objective
         self.objective, self.loglik, self.n = float(objective), float(loglik), float(n)
+        self.loglik_noise = float(noise)
         self.beta, self._step = self.beta_eval, 1.0
         if previous is not None and abs(self.objective - previous) < self.tol:
             self.status = "converged"
@@ -509,6 +520,8 @@ class NewtonState:
             return
         rhs = summed[N_HEAD : N_HEAD + P]
         info = summed[N_HEAD + P :].reshape(P, P)
+        if self.sum_noise:  # noisy information: symmetric again (post-processing)
+            info = 0.5 * (info + info.T)
         if self.ridge and self.ridge_mask is not None:
             info = info + np.diag(self.ridge * self.ridge_mask)
         self._target = _solve(info, rhs) if P else np.zeros(0)
@@ -563,7 +576,8 @@ def fit_models(
 def lrt(restricted: NewtonState, full: NewtonState, df: int) -> tuple[float, float]:
     """``T = 2 (l1 - l0)`` and its chi2 p-value with ``df`` degrees of freedom."""
     statistic = 2.0 * (full.loglik - restricted.loglik)
-    return float(statistic), float(stats.chi2.sf(statistic, df))
+    noise = 4.0 * (full.loglik_noise + restricted.loglik_noise)
+    return float(statistic), noisy_chi2_sf(float(statistic), df, noise)
 
 
 def symmetric_pvalue(p_x: float, p_y: float) -> float:

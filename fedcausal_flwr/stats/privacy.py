@@ -83,15 +83,31 @@ def sum_tau(share_variance: float, shares: int) -> float:
     return 10 * math.fsum(math.exp(-two_pi2_s2 * k / (k + 1)) for k in range(1, shares))
 
 
-def distributed_rho(tables: int, share_variance: float, shares: int, cells: int) -> float:
-    """zCDP ``rho`` of ``tables`` tables (``cells`` cells in all) summed with ``shares`` noise
-    shares of variance ``share_variance`` each (inf: no noise)."""
+def release_sensitivity2(
+    tables: int, cells: int = 0, clip: float | None = None, resolution: float | None = None
+) -> float:
+    """The squared L2 sensitivity of a release, in units of its lattice: ``tables`` counts (one
+    row changes each by one: ``T``), or ``tables`` clipped blocks of a real-valued sum (a row
+    changes each by at most ``clip`` in L2) rounded to multiples of ``resolution`` before the
+    noise (rounding moves each of the ``cells`` entries by less than one unit more):
+    ``(clip sqrt(T) / resolution + sqrt(cells))^2``."""
+    if resolution is None:
+        return float(tables) * (1.0 if clip is None else clip * clip)
+    return (
+        math.sqrt(tables) * (1.0 if clip is None else clip) / resolution + math.sqrt(cells)
+    ) ** 2
+
+
+def distributed_rho(sensitivity2: float, share_variance: float, shares: int, cells: int) -> float:
+    """zCDP ``rho`` of a release of squared sensitivity ``sensitivity2`` (``cells`` cells; for
+    counts, the number of tables) summed with ``shares`` noise shares of variance
+    ``share_variance`` each (inf: no noise)."""
     if share_variance <= 0:
         return math.inf
-    return tables / (2 * shares * share_variance) + cells * sum_tau(share_variance, shares)
+    return sensitivity2 / (2 * shares * share_variance) + cells * sum_tau(share_variance, shares)
 
 
-def distributed_variance(rho: float, tables: int, shares: int, cells: int) -> float:
+def distributed_variance(rho: float, tables: float, shares: int, cells: int) -> float:
     """The total noise variance ``sigma^2`` (each of ``shares`` sites adds ``sigma^2 / shares``)
     that makes ``tables`` tables of ``cells`` cells ``rho``-zCDP, the ``tau`` term included:
     ``T / (2 (rho - tau_0 d))`` with ``tau_0`` at the plain Gaussian's variance (``tau`` falls as
@@ -107,6 +123,23 @@ def distributed_variance(rho: float, tables: int, shares: int, cells: int) -> fl
             "a larger dp_epsilon, or central noise"
         )
     return tables / (2 * (rho - extra))
+
+
+def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
+    """``P(chi2_df + N(0, noise_variance) >= statistic)``: the p-value of a likelihood-ratio
+    statistic computed from noisy log-likelihoods (its noise Gaussian with that variance), by
+    Gauss-Hermite quadrature over the noise (exact chi2 without noise)."""
+    from scipy import stats
+
+    if noise_variance <= 0:
+        return float(stats.chi2.sf(statistic, df))
+    nodes, weights = _HERMITE
+    tails = stats.chi2.sf(statistic - math.sqrt(noise_variance) * nodes, df)
+    return float(min(1.0, max(0.0, (weights @ tails) / math.sqrt(2 * math.pi))))
+
+
+#: probabilists' Gauss-Hermite rule (weight exp(-z^2 / 2)): enough nodes for a chi2 tail's kink
+_HERMITE = np.polynomial.hermite_e.hermegauss(160)
 
 
 def discrete_gaussian(variance: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -164,9 +197,10 @@ class PrivacyAccountant:
         """Whether one more batch stays within the target."""
         return not self.noisy or self.batches < self.planned
 
-    def batch_variance(self, tables: int, shares: int | None = None, cells: int = 0) -> float:
-        """``sigma^2`` of every cell of a batch of ``tables`` tables (``cells`` cells): added by
-        the server, or (``shares``) by that many sites, ``sigma^2 / shares`` each."""
+    def batch_variance(self, tables: float, shares: int | None = None, cells: int = 0) -> float:
+        """``sigma^2`` of every cell of a batch of ``tables`` tables (``cells`` cells; or of any
+        release whose squared sensitivity is ``tables``): added by the server, or (``shares``) by
+        that many sites, ``sigma^2 / shares`` each."""
         if shares is None or not self.noisy:
             return noise_variance(self.batch_rho, float(tables))
         return distributed_variance(self.batch_rho, tables, shares, cells)
@@ -181,20 +215,25 @@ class PrivacyAccountant:
         share_variance: float = 0.0,
         cells: int = 0,
         planned_shares: int | None = None,
+        sensitivity2: float | None = None,
     ) -> float:
         """One release: ``tables`` tables with noise ``variance`` per cell (the server's), or the
         sum of ``shares`` sites' shares of ``share_variance`` over ``cells`` cells (fewer than
         ``planned_shares``: a site dropped out inside the round, and the release says so);
-        returns its ``rho``."""
+        ``sensitivity2``: the release's squared sensitivity when it is not ``tables`` (clipped
+        real-valued blocks, :func:`release_sensitivity2`); returns its ``rho``."""
         entry: dict[str, Any] = {
             "round": int(round_), "batch": self.batches, "tables": int(tables)
         }  # fmt: skip
+        squared = float(tables) if sensitivity2 is None else float(sensitivity2)
+        if sensitivity2 is not None:
+            entry["sensitivity2"] = squared
         if shares is None:
-            rho = 0.0 if variance == 0 else tables / (2 * variance)
+            rho = 0.0 if variance == 0 else squared / (2 * variance)
             entry["variance"] = float(variance)
         else:
             total = shares * share_variance
-            rho = 0.0 if total == 0 else distributed_rho(tables, share_variance, shares, cells)
+            rho = 0.0 if total == 0 else distributed_rho(squared, share_variance, shares, cells)
             entry.update(variance=total, shares=int(shares), share_variance=float(share_variance))
             entry["cells"] = int(cells)
             if planned_shares is not None and shares < planned_shares:
@@ -242,9 +281,11 @@ def recompute(releases: list[dict[str, Any]], delta: float) -> tuple[float, floa
     """``(rho, epsilon)`` of a list of releases from their tables and noise variances alone (the
     check a reader of a result can do)."""
     rho = math.fsum(
-        distributed_rho(r["tables"], r["share_variance"], r["shares"], r["cells"])
+        distributed_rho(
+            r.get("sensitivity2", r["tables"]), r["share_variance"], r["shares"], r["cells"]
+        )
         if "shares" in r
-        else r["tables"] / (2 * r["variance"])
+        else r.get("sensitivity2", r["tables"]) / (2 * r["variance"])
         for r in releases
         if r["variance"] > 0
     )

@@ -48,7 +48,7 @@ from fedcausal_flwr.federation.core.disclosure import (
 )
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
 from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
-from fedcausal_flwr.stats.privacy import distributed_rho, rho_for
+from fedcausal_flwr.stats.privacy import distributed_rho, release_sensitivity2, rho_for
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -473,8 +473,21 @@ class SiteGuard:
                 f"site {self.site} refuses action {action!r}: its privacy charge names "
                 f"{tables!r} tables with noise variance {variance!r}",
             )
+        clip, resolution = charge.clip, charge.resolution
+        if any(v is not None and not (isinstance(v, int | float) and 0 < v < math.inf)
+               for v in (clip, resolution)):  # fmt: skip
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: its privacy charge names a clip "
+                f"bound {clip!r} and a resolution {resolution!r}",
+            )
+        if resolution is not None and not _whole(charge.cells):
+            refuse(
+                UNDECLARED, f"site {self.site} refuses action {action!r}: {charge.cells!r} cells"
+            )
+        squared = release_sensitivity2(tables, charge.cells or 0, clip, resolution)
         if charge.shares is None:
-            return {**charge.encode(), "rho": tables / (2 * variance) if variance > 0 else None}
+            return {**charge.encode(), "rho": squared / (2 * variance) if variance > 0 else None}
         shares, cells = charge.shares, charge.cells
         if (
             not isinstance(shares, int)
@@ -488,7 +501,7 @@ class SiteGuard:
             )
         trusted = self.trusted_shares(shares)
         try:
-            rho = distributed_rho(tables, variance / shares, trusted, cells)
+            rho = distributed_rho(squared, variance / shares, trusted, cells)
         except ValueError as err:
             refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
         return {**charge.encode(), "rho": None if math.isinf(rho) else rho, "trusted": trusted}
