@@ -104,7 +104,7 @@ from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.private_tables import PrivacyBudgetNote, PrivateTablesStrategy
+from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote, PrivateSumsStrategy
 
 CI_MODES = ("exact", "sketch")
 
@@ -198,7 +198,7 @@ class BatchPlan:
     shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
 
-class FedPCStrategy(PrivateTablesStrategy):
+class FedPCStrategy(PrivateSumsStrategy):
     """FedPC: PC-stable with a federated CI test (FedFCI: :class:`FedFCIStrategy`)."""
 
     name = "fedpc"
@@ -464,7 +464,7 @@ class FedPCStrategy(PrivateTablesStrategy):
         if self._sets is not None:  # a private batch: the noisy set tables, tested at the end
             (summed,) = replies
             counts, _ = self.released(summed, len(part), plan.noise_variance, plan.shares, TABLES)
-            plan.answered.append(counts)
+            plan.answered.append(np.maximum(counts, 0))  # (post-processing: free)
             self._close_part(plan, queries, part)
             return
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)

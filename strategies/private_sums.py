@@ -1,0 +1,195 @@
+"""Differentially private sums: the server side of ``dp=central`` and ``dp=distributed``.
+
+A strategy that sums statistics round by round inherits :class:`PrivateSumsStrategy`: one zCDP
+accountant per run (:mod:`fedcausal_flwr.stats.privacy`), the run's plan for ``hello``, each
+release's noise variance, the charge each request carries to the sites
+(:class:`~fedcausal_flwr.protocols.records.PrivacyCharge`), and each release, noised by the server
+(central) or already noised by the sites inside SecAgg+ (distributed: the server never holds a
+noiseless sum). Counts (FedPC/FedFCI's contingency tables) are integers as they are; real-valued
+blocks (fedCI's GLMs) are clipped row by row at the sites and rounded to a lattice of
+``resolution`` before the noise, which is a discrete Gaussian on that lattice. Shared by the
+methods that sum statistics; no method owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fedcausal_flwr.federation.core.messages import Reply
+from fedcausal_flwr.notes import InputNote
+from fedcausal_flwr.options import OptionError, say, spell
+from fedcausal_flwr.protocols.records import PrivacyCharge, PrivacyPlan
+from fedcausal_flwr.stats.privacy import (
+    PrivacyAccountant,
+    discrete_gaussian,
+    distributed_rho,
+    release_sensitivity2,
+)
+from fedcausal_flwr.strategies.base import MethodStrategy
+
+CENTRAL, DISTRIBUTED = "discrete Gaussian", "distributed discrete Gaussian"
+
+
+class PrivacyBudgetNote(InputNote):
+    """A site's privacy budget ended a private search early (its graph is the one so far)."""
+
+
+class PrivateSumsStrategy(MethodStrategy):
+    """A method whose sums may carry differential privacy (options ``dp``, ``dp_epsilon``,
+    ``dp_delta``, ``dp_batches``, ``dp_noise_seed``:
+    :func:`~fedcausal_flwr.strategies.shared_options.dp_options`; a method that does not declare
+    them runs without)."""
+
+    #: what the method sums, for the privacy report
+    summed_statistics = "summed tables"
+
+    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
+        super().__init__(options, **keywords)
+        options = self.options
+        #: the zCDP accountant of a differentially private run (None: dp off)
+        self.privacy = (
+            PrivacyAccountant(
+                options.dp_epsilon,
+                options.dp_delta,
+                self.planned_releases(),
+                "discrete Gaussian shares of the sites, summed by SecAgg+"
+                if self.distributed
+                else f"discrete Gaussian on {self.summed_statistics}",
+            )
+            if self.dp != "off"
+            else None
+        )
+        #: the server's noise (central): fresh randomness from the operating system unless a
+        #: simulation study fixes it
+        self._noise = np.random.default_rng(options.get("dp_noise_seed"))
+
+    @property
+    def dp(self) -> str:
+        """The run's ``dp`` option (``off`` for a method that does not declare it)."""
+        return str(self.options.get("dp", "off"))
+
+    @property
+    def distributed(self) -> bool:
+        """The sites add the noise (``dp=distributed``), not the server."""
+        return self.dp == "distributed"
+
+    def planned_releases(self) -> int:
+        """How many releases the run's budget is split over (one per batch of tables)."""
+        return int(self.options.dp_batches)
+
+    def privacy_plan(self) -> dict[str, Any] | None:
+        if self.privacy is None:
+            return None
+        shares = None
+        if self.distributed:
+            if not self.secure_mode:
+                raise OptionError(
+                    f"{self.name}: {say('dp', 'distributed', self.entry_point)} adds each site's "
+                    "share of the noise inside SecAgg+, and this run is not secure: run it with "
+                    f"{spell('secure', self.entry_point)} (or use "
+                    f"{say('dp', 'central', self.entry_point)}, which trusts the server)"
+                )
+            shares = self.protocol_run.members.num_clients
+        noisy = self.privacy.noisy
+        return PrivacyPlan(
+            self.options.dp_epsilon if noisy else None,
+            self.options.dp_delta,
+            self.privacy.target_rho if noisy else None,
+            shares,
+        ).encode()
+
+    def batch_noise(self, sensitivity2: float, cells: int) -> tuple[float, int | None]:
+        """A new release of squared sensitivity ``sensitivity2`` (a count of tables, or
+        :func:`~fedcausal_flwr.stats.privacy.release_sensitivity2`) over ``cells`` cells: the
+        noise variance of every summed cell (its share of the run's budget, in the release's
+        units) and, distributed, how many sites share it (each site alive adds its part). A
+        release beyond the planned ones is refused, never paid for."""
+        assert self.privacy is not None
+        if not self.privacy.can_spend():
+            raise ValueError(
+                f"{self.name}: the privacy budget is split over {self.privacy.planned} releases "
+                "and this run needs another (a depth streamed in several batches): raise "
+                "dp_batches or max_server_cells"
+            )
+        shares = len(self.alive_clients) if self.distributed else None
+        try:
+            return self.privacy.batch_variance(sensitivity2, shares, cells), shares
+        except ValueError as err:  # shares too small for the distributed bound
+            raise OptionError(f"{self.name}: {err}") from None
+
+    def charge(
+        self,
+        tables: int,
+        cells: int,
+        variance: float,
+        shares: int | None,
+        clip: float | None = None,
+        resolution: float | None = None,
+    ) -> PrivacyCharge:
+        """What a release of ``tables`` tables or blocks (``cells`` cells) costs each site (sent
+        with its request); distributed noise names its shares and the cells each site adds them
+        to, clipped real-valued blocks their clip bound and resolution."""
+        assert self.privacy is not None
+        squared = release_sensitivity2(tables, cells, clip, resolution)
+        if variance == 0:
+            rho = None
+        elif shares is None:
+            rho = squared / (2 * variance)
+        else:
+            rho = distributed_rho(squared, variance / shares, shares, cells)
+        return PrivacyCharge(
+            CENTRAL if shares is None else DISTRIBUTED,
+            tables,
+            variance,
+            rho,
+            self.options.dp_epsilon if self.privacy.noisy else None,
+            self.options.dp_delta,
+            shares,
+            None if shares is None and resolution is None else cells,
+            clip,
+            resolution,
+        )
+
+    def released(
+        self,
+        summed: Reply,
+        tables: int,
+        variance: float,
+        shares: int | None,
+        action: str,
+        sensitivity2: float | None = None,
+    ) -> tuple[np.ndarray, float]:
+        """The noisy integer sums of one round (counts, or lattice points) and their noise
+        variance per cell, recorded by the accountant: the server adds the noise (central), or
+        the sites did (distributed: the shares of the sites SecAgg+ summed; fewer than planned
+        is stated)."""
+        assert self.privacy is not None
+        counts = np.rint(np.asarray(summed.arrays[0])).astype(np.int64)
+        if shares is None:
+            counts = counts + discrete_gaussian(variance, counts.size, self._noise)
+            rho = self.privacy.record(
+                self.current_round, tables, variance, sensitivity2=sensitivity2
+            )
+        else:
+            summed_shares = len(summed.contributors)
+            share = variance / shares
+            variance = summed_shares * share
+            rho = self.privacy.record(
+                self.current_round, tables, variance, shares=summed_shares,
+                share_variance=share, cells=counts.size, planned_shares=shares,
+                sensitivity2=sensitivity2,
+            )  # fmt: skip
+        noted = {
+            "mechanism": CENTRAL if shares is None else DISTRIBUTED,
+            "variance": variance,
+            "rho": rho,
+        }
+        self.recorder.note_noise(self.current_round, action, noted)
+        return counts, variance
+
+    def privacy_report(self) -> dict[str, Any]:
+        """The result's ``privacy`` entry (empty: dp off)."""
+        return {} if self.privacy is None else {"privacy": self.privacy.report()}
