@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -113,6 +114,21 @@ def compact_integers(array: np.ndarray) -> np.ndarray:
         return array
     low, high = int(array.min()), int(array.max())
     return array.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
+
+
+#: the site's noise for distributed differential privacy, per process: fresh randomness from the
+#: operating system (never a seed a request could name: a known seed lets the server remove the
+#: noise), drawn again in a forked process so that two processes never share a stream
+_SITE_NOISE: dict[int, np.random.Generator] = {}
+
+
+def site_noise() -> np.random.Generator:
+    """This process's generator for the site's own noise shares."""
+    pid = os.getpid()
+    if pid not in _SITE_NOISE:
+        _SITE_NOISE.clear()
+        _SITE_NOISE[pid] = np.random.default_rng()
+    return _SITE_NOISE[pid]
 
 
 class ProtocolClient(NumPyClient):

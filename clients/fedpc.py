@@ -10,7 +10,6 @@ stratum margins, their projected residuals, or its data moments.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,6 +21,7 @@ from fedcausal_flwr.clients.base import (
     action,
     cached_codes,
     complete_rows,
+    site_noise,
 )
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedpc import (
@@ -56,18 +56,6 @@ T = TypeVar("T")
 #: The last batch's table layout, by its queries' bytes, cards and budget: the clients simulated in
 #: one process (1,000 in-process) share the server's batch, so it is decoded and laid out once.
 _LAYOUTS: dict[tuple, TableLayout] = {}
-#: the site's noise for distributed differential privacy, per process: fresh randomness from the
-#: operating system (never a seed a request could name: a known seed lets the server remove the
-#: noise), drawn again in a forked process so that two processes never share a stream
-_SITE_NOISE: dict[int, np.random.Generator] = {}
-
-
-def _site_noise() -> np.random.Generator:
-    pid = os.getpid()
-    if pid not in _SITE_NOISE:
-        _SITE_NOISE.clear()
-        _SITE_NOISE[pid] = np.random.default_rng()
-    return _SITE_NOISE[pid]
 
 
 class FedPCClient(ProtocolClient):
@@ -147,7 +135,7 @@ class FedPCClient(ProtocolClient):
                 )
             # this site's share of the noise, from its own randomness, before SecAgg+ masks it
             share = charge.variance / charge.shares
-            vector = vector + discrete_gaussian(share, vector.size, _site_noise())
+            vector = vector + discrete_gaussian(share, vector.size, site_noise())
         return [vector], {}
 
     @action(SPARSE_TABLES, TableRequest, compact=True)

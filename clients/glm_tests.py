@@ -17,7 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fedcausal_flwr.clients.base import FrameCache, HandlerResult, ProtocolClient, action
+from fedcausal_flwr.clients.base import (
+    FrameCache,
+    HandlerResult,
+    ProtocolClient,
+    action,
+    site_noise,
+)
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.fedci import (
@@ -28,12 +34,14 @@ from fedcausal_flwr.protocols.fedci import (
     encode_fixed,
     model_from_row,
 )
+from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.glm import (
     ClientTable,
     ci_test_inprocess,
     local_contribution,
     n_global_params,
 )
+from fedcausal_flwr.stats.privacy import discrete_gaussian
 
 _TABLES = FrameCache()
 
@@ -66,6 +74,8 @@ class GLMTestsClient(ProtocolClient):
         schema = Schema.from_json(request.schema)
         table = cached_table(self.data, schema, self.partition_id, request.missing)
         betas = np.asarray(arrays[0], dtype=np.float64)
+        charge = None if request.privacy is None else PrivacyCharge.decode(request.privacy)
+        clip = None if charge is None else self._private_clip(charge, request)
         parts, offset = [], 0
         for row in request.models:
             model = model_from_row(row)
@@ -73,7 +83,7 @@ class GLMTestsClient(ProtocolClient):
             try:
                 parts.append(
                     local_contribution(
-                        table, self.partition_id, model, betas[offset : offset + size]
+                        table, self.partition_id, model, betas[offset : offset + size], clip
                     )
                 )
             except DataError as err:
@@ -84,9 +94,20 @@ class GLMTestsClient(ProtocolClient):
                 self.partition_id, f"got {betas.size} coefficients for models needing {offset}"
             )
         blocks = np.concatenate(parts + [np.zeros(0)])
+        if charge is not None and charge.cells != blocks.size:
+            raise ProtocolError(
+                self.partition_id,
+                f"the request's privacy charge counts {charge.cells} entries, its blocks have "
+                f"{blocks.size}",
+            )
         if request.fixed is None:
             return [blocks], {}
         fraction_bits, bits, limbs = (int(v) for v in request.fixed)
+        if charge is not None and charge.shares is not None:
+            # this site's share of the noise, on the fixed-point integers, before SecAgg+
+            lattice = np.rint(np.ldexp(blocks, fraction_bits))
+            share = discrete_gaussian(charge.variance / charge.shares, blocks.size, site_noise())
+            blocks = np.ldexp(lattice + share, -fraction_bits)
         try:
             return [encode_fixed(blocks, fraction_bits, bits, limbs)], {}
         except OverflowError as err:
@@ -94,6 +115,24 @@ class GLMTestsClient(ProtocolClient):
             raise ProtocolError(
                 self.partition_id, f"fixed-point encoding of the GLM blocks of {models}: {err}"
             ) from err
+
+    def _private_clip(self, charge: PrivacyCharge, request: GLMRequest) -> float:
+        """The clip bound of a private ``glm`` request, once its charge is checked: it counts the
+        models asked, names a bound, and (fixed point) the lattice the digits use; distributed
+        noise needs the fixed-point digits it is added to."""
+        problem = None
+        if charge.tables != len(request.models):
+            problem = f"counts {charge.tables} models, the request asks {len(request.models)}"
+        elif charge.clip is None or charge.resolution is None:
+            problem = "names no clip bound or resolution"
+        elif request.fixed is not None and charge.resolution != 2.0 ** -int(request.fixed[0]):
+            problem = f"names resolution {charge.resolution}, the digits 2**-{request.fixed[0]}"
+        elif charge.shares is not None and request.fixed is None:
+            problem = "adds noise shares to blocks that do not travel as fixed-point digits"
+        if problem:
+            raise ProtocolError(self.partition_id, f"the request's privacy charge {problem}")
+        assert charge.clip is not None  # checked above
+        return float(charge.clip)
 
     @action(LOCAL_LRT, LocalLRTRequest)
     def local_lrt(self, request: LocalLRTRequest, arrays: list[np.ndarray]) -> HandlerResult:

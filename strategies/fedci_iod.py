@@ -242,7 +242,7 @@ class FedCIIODStrategy(glm_tests.FedCIStrategy):
         LOG.info("%s", line)
         self.report(line)
 
-    def _start(self) -> StepRunner:
+    def _start(self, max_depth: int | None = None) -> StepRunner:
         self._begin()
         where = {v: i for i, v in enumerate(self._names)}
         sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
@@ -253,7 +253,7 @@ class FedCIIODStrategy(glm_tests.FedCIStrategy):
             self.datasets,
             options.alpha,
             procedure=options.procedure,
-            max_depth=options.max_depth,
+            max_depth=options.max_depth if max_depth is None else max_depth,
             possible_dsep=options.possible_dsep,
             pds_max_size=options.pds_max_size,
             max_candidates=options.max_candidates,

@@ -12,6 +12,7 @@ disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,8 +25,8 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
-from fedcausal_flwr.federation.core.messages import ClientInfo, Reply, Request
-from fedcausal_flwr.options import Option, OptionSet
+from fedcausal_flwr.federation.core.messages import SUMMED, ClientInfo, Reply, Request
+from fedcausal_flwr.options import Option, OptionSet, say
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -37,6 +38,7 @@ from fedcausal_flwr.protocols.fedci import (
     digit_bits,
     model_row,
 )
+from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.glm import (
     SITE_EFFECTS,
@@ -48,11 +50,17 @@ from fedcausal_flwr.stats.glm import (
     result_from_states,
     test_models,
 )
+from fedcausal_flwr.stats.privacy import release_sensitivity2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote, PrivateSumsStrategy
 
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
+#: with dp: each row's contribution to each model is clipped to this L2 norm (its own packed
+#: blocks; a standardised row's are a few units, a binary response's about 2-5)
+DEFAULT_DP_CLIP = 5.0
+#: with dp: IRLS rounds per batch (each a release)
+DEFAULT_DP_ROUNDS = 4
 
 
 #: What to do about variables whose kind the dtypes do not tell (the ``schema`` option).
@@ -206,23 +214,77 @@ GLM_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: fedCI's differential privacy (fedci-pc / fedci-fci; with the shared dp options)
+DP_GLM_OPTIONS: tuple[Option, ...] = (
+    *shared.dp_options(),
+    Option(
+        "dp_clip",
+        "float",
+        DEFAULT_DP_CLIP,
+        "with dp: the L2 bound of each row's contribution to each GLM's blocks (objective, "
+        "log-likelihood, RSS, count, IRLS vector and information), applied at its site: the "
+        "sensitivity the noise is calibrated to (a row over it is scaled down to it)",
+        minimum=0.0,
+        min_exclusive=True,
+        requires=("dp", ("central", "distributed")),
+    ),
+    Option(
+        "dp_rounds",
+        "int",
+        DEFAULT_DP_ROUNDS,
+        "with dp: IRLS rounds per batch of tests (each a release: the budget is split over "
+        "dp_batches x dp_rounds of them; a model not converged by then keeps its last fit)",
+        minimum=1,
+        requires=("dp", ("central", "distributed")),
+    ),
+)
+
+
+def dp_needs_fedci_tests(values: Mapping[str, Any], entry_point: str) -> str | None:
+    """Cross-option rule: the noise goes on the summed GLM blocks of fedCI's own test, clipped
+    row by row (a private site effect's blocks are not sums of rows' blocks)."""
+    if values.get("dp", "off") == "off":
+        return None
+    dp = say("dp", values["dp"], entry_point)
+    if values.get("ci") != "fedci":
+        return f"{dp} adds noise to summed GLM blocks: it needs {say('ci', 'fedci', entry_point)}"
+    if values.get("site_effect") == "private":
+        return (
+            f"{dp} clips each row's GLM blocks, and {say('site_effect', 'private', entry_point)} "
+            "sends profile blocks that are not sums over rows: use site_effect none or fixed"
+        )
+    return shared.dp_covers_the_skeleton_only(values, entry_point)
+
+
 def _options(algorithm: str) -> OptionSet:
     """fedCI-PC's (``pc``) or fedCI-FCI's (``fci``) declared options."""
     engine = shared.search_engine(algorithm)
-    return OptionSet((*GLM_OPTIONS, *engine), checks=(shared.search_engine_problem,))
+    return OptionSet(
+        (*GLM_OPTIONS, *engine, *DP_GLM_OPTIONS),
+        checks=(shared.search_engine_problem, dp_needs_fedci_tests),
+    )
 
 
 FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
 
 
-class FedCIStrategy(MethodStrategy):
+class FedCIStrategy(PrivateSumsStrategy):
     """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
     fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`, which set :attr:`algorithm`
-    and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`."""
+    and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`.
+
+    With ``dp`` (fedCI-PC / fedCI-FCI): each round is a release of the pending models' blocks,
+    clipped row by row at the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch
+    runs at most ``dp_rounds`` IRLS rounds and the search stops at depth ``dp_batches - 1``, so
+    the budget is split over ``dp_batches x dp_rounds`` releases. The server reads the noisy
+    sums as post-processing: it symmetrises the information, adds a ridge of three noise
+    standard deviations per coefficient, and tests each LR statistic against chi2 plus the
+    noise of its two log-likelihoods (:func:`~fedcausal_flwr.stats.privacy.noisy_chi2_sf`)."""
 
     #: the search: ``pc`` or ``fci`` (each method's class sets it)
     algorithm: ClassVar[str]
+    summed_statistics = "clipped GLM blocks"
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
@@ -242,6 +304,18 @@ class FedCIStrategy(MethodStrategy):
         self._fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
         self._rounds_in_batch = 0
         self._names: list[str] = []
+        #: the pending private release: (models, cells, noise variance, shares, sensitivity^2)
+        self._release: tuple[int, int, float, int | None, float] | None = None
+
+    def planned_releases(self) -> int:
+        """A private run's releases: ``dp_rounds`` IRLS rounds for each of ``dp_batches``
+        depths."""
+        return int(self.options.dp_batches) * int(self.options.dp_rounds)
+
+    @property
+    def resolution(self) -> float:
+        """The lattice the summed blocks are rounded to before the noise: ``2**-f``."""
+        return 2.0 ** -int(self.options.fixed_fraction_bits)
 
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
@@ -279,11 +353,17 @@ class FedCIStrategy(MethodStrategy):
                     f"max_categories={spec.card})"
                 )
 
-    def _start(self) -> StepRunner:
+    def _start(self, max_depth: int | None = None) -> StepRunner:
+        """The search, capped at ``max_depth`` (default: the options' cap, and a private run's
+        ``dp_batches - 1``); its batches answered before come from the cache."""
         self._begin()
         engine = shared.search_engine_options(self.algorithm, self.options)
         search = pc_steps if self.algorithm == "pc" else fci_steps
-        steps = search(self._names, self.options.alpha, self.options.max_depth, **engine)
+        depth = self.options.max_depth if max_depth is None else max_depth
+        if self.privacy is not None:  # one budget share per skeleton depth
+            cap = int(self.options.dp_batches) - 1
+            depth = cap if depth is None else min(depth, cap)
+        steps = search(self._names, self.options.alpha, depth, **engine)
         self.runner = StepRunner(with_cache(steps, self.cache))
         return self.runner
 
@@ -339,11 +419,20 @@ class FedCIStrategy(MethodStrategy):
         pending = [s for _, states, _ in self._fits for s in states if not s.done]
         schema, models = self.schema.to_json(), [model_row(s.model) for s in pending]
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
-        if self.encoding == "fixed":
-            fixed = list(self._fixed_format())
-            payload = GLMRequest(schema, self.options.missing, models, fixed)
-            return Request(GLM, payload, arrays=[betas], secure=True)
-        return Request(GLM, GLMRequest(schema, self.options.missing, models), arrays=[betas])
+        fixed = list(self._fixed_format()) if self.encoding == "fixed" else None
+        privacy = None if self.privacy is None else self._charge_round(pending).encode()
+        payload = GLMRequest(schema, self.options.missing, models, fixed, privacy)
+        return Request(GLM, payload, arrays=[betas], secure=self.encoding == "fixed")
+
+    def _charge_round(self, pending: list[NewtonState]) -> PrivacyCharge:
+        """A private round: its noise (the run's budget over its releases) for the pending
+        models' clipped blocks, and the charge the sites log."""
+        cells = sum(packed_size(s.n_params) for s in pending)
+        clip, resolution = float(self.options.dp_clip), self.resolution
+        squared = release_sensitivity2(len(pending), cells, clip, resolution)
+        variance, shares = self.batch_noise(squared, cells)
+        self._release = (len(pending), cells, variance, shares, squared)
+        return self.charge(len(pending), cells, variance, shares, clip, resolution)
 
     def _fixed_format(self) -> tuple[int, int, int]:
         bits = digit_bits(self.secure_bound)
@@ -393,12 +482,19 @@ class FedCIStrategy(MethodStrategy):
             vec = np.asarray(reply.arrays[0], dtype=np.float64)
             total = vec if total is None else total + vec
         assert total is not None  # a round has at least one reply
+        if self.privacy is not None:
+            total = self._noisy_blocks(total, replies, pending)
         offset = 0
         for s in pending:
             size = packed_size(s.n_params)
             s.update(total[offset : offset + size])
             offset += size
         self._rounds_in_batch += 1
+        if self.privacy is not None and self._rounds_in_batch >= self.options.dp_rounds:
+            for _, states, _ in self._fits:  # the batch's releases are spent: last fits stand
+                for state in states:
+                    if not state.done:
+                        state.status = "dp_rounds"
         self.annotate(batch=len(self.batches), models=len(pending))
         if any(not s.done for _, states, _ in self._fits for s in states):
             return
@@ -419,8 +515,52 @@ class FedCIStrategy(MethodStrategy):
         self._fits = []
         self.runner.answer(np.asarray(pvalues, dtype=float))
 
+    def _noisy_blocks(
+        self, total: np.ndarray, replies: list[Reply], pending: list[NewtonState]
+    ) -> np.ndarray:
+        """A private round's sums on the lattice ``2**-f`` with the noise (the server's, or the
+        sites' shares already in them), recorded by the accountant; each pending model learns
+        the noise's variance (its ridge, its step slack and its LR test count it)."""
+        assert self.privacy is not None and self._release is not None
+        models, _, variance, shares, squared = self._release
+        summed = replies[0] if len(replies) == 1 else Reply(SUMMED, [], {})
+        lattice = Reply(summed.client, [total / self.resolution], summed.meta)
+        counts, actual = self.released(lattice, models, variance, shares, GLM, squared)
+        self.privacy.close_batch()
+        noise = actual * self.resolution**2  # per summed entry, in the blocks' units
+        for state in pending:
+            state.sum_noise = noise
+            state.objective_noise = 3.0 * float(np.sqrt(noise))
+            state.ridge = max(self.options.ridge, 3.0 * float(np.sqrt(noise * state.n_params)))
+        return counts * self.resolution
+
+    def stop_for_budget(self, refusal: str) -> bool:
+        """A site's budget refuses the next release: the search ends with the depths whose
+        tests it has (replayed from the cache: no new test), and the result says why."""
+        if self.privacy is None or self.runner is None or not self.batches:
+            return False  # nothing learned yet: the refusal stops the run
+        runner, depth = self.runner, len(self.batches) - 1  # a depth is one batch under dp
+        self._fits = []
+        if not self._start(max_depth=depth).done:
+            self.runner = runner
+            return False
+        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
+        warnings.warn(
+            PrivacyBudgetNote(
+                f"note: {self.name} ended its search after depth {depth} (the graph so far): "
+                f"{refusal}"
+            ),
+            stacklevel=2,
+        )
+        return True
+
     def on_clients_dropped(self, dropped: list[int]) -> None:
         # A batch restarts with the survivors so no model mixes client sets.
+        if self.privacy is not None and self._fits:
+            raise ValueError(
+                f"{self.name}: clients {dropped} dropped out of a private batch; its released "
+                "rounds would be paid for again with the survivors, so the run stops here"
+            )
         if self._fits:
             self._fits = []
             self.retract_request()
@@ -436,6 +576,7 @@ class FedCIStrategy(MethodStrategy):
             **search_evidence(result),
             **self.missing_report(self.options.missing),
             **self.test_report(),
+            **self.privacy_report(),
         }
 
     def test_report(self) -> dict:

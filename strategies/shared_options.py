@@ -490,6 +490,15 @@ def dp_needs_exact_tables(values: Mapping[str, Any], entry_point: str) -> str | 
             f"each cell's variance counting the noise: it needs {say('ci', 'exact', entry_point)} "
             f"and {say('test', 'chi2', entry_point)}"
         )
+    return dp_covers_the_skeleton_only(values, entry_point)
+
+
+def dp_covers_the_skeleton_only(values: Mapping[str, Any], entry_point: str) -> str | None:
+    """Cross-option rule: the noise is paid for batch by batch over the skeleton's depths, so
+    the searches that ask tests after the skeleton are refused with ``dp``."""
+    if values.get("dp", "off") == "off":
+        return None
+    dp = say("dp", values["dp"], entry_point)
     later = [
         say(name, values[name], entry_point)
         for name, fine in (

@@ -58,3 +58,151 @@ def test_a_noisy_statistics_p_value_is_the_tail_of_chi2_plus_its_noise():
         draws = rng.chisquare(df, 400_000) + rng.normal(0, np.sqrt(variance), 400_000)
         assert noisy_chi2_sf(t, df, variance) == pytest.approx(np.mean(draws >= t), abs=4e-3)
     assert noisy_chi2_sf(3.84, 1, 0.0) == pytest.approx(stats.chi2.sf(3.84, 1))
+
+
+TYPES = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
+         "X5": "continuous"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def federation():
+    from fedcausal_flwr.data.partition import split_site_effects
+    from fedcausal_flwr.data.synthetic import random_dag
+
+    dag = random_dag(5, expected_degree=2.5, seed=1)
+    part = split_site_effects(dag, 3000, 3, seed=1, types=TYPES, n_levels=3)
+    return part.clients, Schema.infer(part.clients).dumps()
+
+
+def fedci(sites, schema, secure=False, **options):
+    from fedcausal_flwr.federation.runtime.runners import run_method
+
+    return run_method("fedci-pc", sites, {"schema": schema, **options}, secure=secure)
+
+
+@pytest.mark.parametrize("mode", ["central", "distributed"])
+def test_epsilon_inf_without_clipping_is_the_exact_run(federation, mode):
+    sites, schema = federation
+    exact = fedci(sites, schema, max_depth=1)
+    free = fedci(sites, schema, secure=mode == "distributed", dp=mode, dp_epsilon="inf",
+                 dp_clip=1e12, dp_rounds=25)  # fmt: skip
+    assert free.graph == exact.graph
+    assert free.extra["privacy"]["epsilon"] == float("inf")
+
+
+def test_the_accountant_adds_up_the_rounds_and_stays_within_the_target(federation):
+    from fedcausal_flwr.stats.privacy import epsilon_of, recompute
+
+    sites, schema = federation
+    result = fedci(sites, schema, dp="central", dp_epsilon=16, dp_noise_seed=3, dp_rounds=3)
+    privacy = result.extra["privacy"]
+    releases = privacy["releases"]
+    assert privacy["planned_batches"] == 2 * 3 and 1 <= len(releases) <= 6
+    assert all(r["tables"] > 0 and r["sensitivity2"] > r["tables"] for r in releases)
+    rho, epsilon = recompute(releases, 1e-6)
+    assert rho == pytest.approx(privacy["rho"]) and epsilon <= 16
+    assert epsilon == pytest.approx(epsilon_of(privacy["rho"], 1e-6))
+    # every batch ran at most dp_rounds IRLS rounds, every model's status says how it ended
+    assert all(b["rounds"] <= 3 for b in result.extra["batches"])
+    again = fedci(sites, schema, dp="central", dp_epsilon=16, dp_noise_seed=3, dp_rounds=3)
+    assert again.graph == result.graph  # a fixed noise seed repeats the run (simulation only)
+
+
+def test_the_server_decodes_only_noisy_glm_sums(federation, monkeypatch):
+    """Distributed: the first round of a batch evaluates every model at beta = 0, so the sums a
+    run without noise decodes there are the noiseless clipped sums; a noisy run's differ from
+    them by noise of the planned variance (the sites' shares, in units of 2**-30)."""
+    from fedcausal_flwr.federation.core import protocol
+    from fedcausal_flwr.protocols.fedci import GLM, GLMRequest, decode_fixed
+    from fedcausal_flwr.protocols.records import PrivacyCharge
+
+    sites, schema = federation
+    seen: dict[str, list] = {"inf": [], "noisy": []}
+    decode = protocol.decode_secure_mean
+    key = ["inf"]
+
+    def spy(mean, n_clients, action, server_round):
+        total = decode(mean, n_clients, action, server_round)
+        if action == GLM:
+            request = spy.run.pending
+            fixed = GLMRequest.decode(request.payload).fixed
+            charge = PrivacyCharge.decode(GLMRequest.decode(request.payload).privacy)
+            seen[key[0]].append((decode_fixed(total, *fixed), charge.variance))
+        return total
+
+    from fedcausal_flwr.strategies.glm_tests import FedCIStrategy
+
+    start = FedCIStrategy._start
+
+    def remember_run(self, max_depth=None):
+        spy.run = self.protocol_run
+        return start(self, max_depth)
+
+    monkeypatch.setattr(protocol, "decode_secure_mean", spy)
+    monkeypatch.setattr(FedCIStrategy, "_start", remember_run)
+    fedci(sites, schema, secure=True, dp="distributed", dp_epsilon="inf", dp_rounds=2)
+    key[0] = "noisy"
+    fedci(sites, schema, secure=True, dp="distributed", dp_epsilon=4, dp_rounds=2)
+    (exact, _), (noisy, variance) = seen["inf"][0], seen["noisy"][0]
+    noise = (noisy - exact) * 2.0**30  # in units of the lattice
+    assert noise.size > 100 and np.count_nonzero(noise) == noise.size
+    assert 0.7 * variance < noise.var() < 1.4 * variance
+
+
+def test_private_fedci_options_are_checked_with_their_reasons(federation):
+    from fedcausal_flwr.options import OptionError
+
+    sites, schema = federation
+    with pytest.raises(OptionError, match="ci='fedci'"):
+        fedci(sites, schema, dp="central", ci="fisher")
+    with pytest.raises(OptionError, match="site_effect='private'"):
+        fedci(sites, schema, dp="central", site_effect="private")
+    with pytest.raises(OptionError, match="secure"):
+        fedci(sites, schema, dp="distributed")
+    with pytest.raises(OptionError, match="dp_clip"):
+        fedci(sites, schema, dp_clip=3.0)  # dp off: the clip bound would be ignored
+
+
+def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
+    from fedcausal_flwr.federation.core.site_policy import SiteGuard
+    from fedcausal_flwr.protocols.fedci import DISCLOSURES, GLM
+    from fedcausal_flwr.protocols.records import PrivacyCharge
+    from fedcausal_flwr.stats.privacy import release_sensitivity2
+
+    guard = SiteGuard("fedci-pc", DISCLOSURES, site=0)
+    charge = PrivacyCharge("discrete Gaussian", 8, 1e20, -5.0, 4.0, 1e-6, None, 200, 5.0,
+                           2.0**-30)  # fmt: skip
+    guard.check(GLM, {"privacy": charge.encode()}, 2)
+    expected = release_sensitivity2(8, 200, 5.0, 2.0**-30) / (2 * 1e20)
+    assert guard.charge["rho"] == pytest.approx(expected)  # never the stated -5
+    assert expected == pytest.approx((np.sqrt(8) * 5 * 2**30 + np.sqrt(200)) ** 2 / 2e20)
+
+
+def test_a_client_refuses_a_glm_charge_that_does_not_count_what_it_asks(mixed):
+    from fedcausal_flwr.clients.glm_tests import GLMTestsClient
+    from fedcausal_flwr.federation.core.messages import ProtocolError
+    from fedcausal_flwr.protocols.fedci import GLMRequest, model_row
+    from fedcausal_flwr.protocols.records import PrivacyCharge
+
+    frame, schema = mixed
+    model = GLMModel("b", ("c",), "none", (), ())
+    beta = np.zeros(n_global_params(model, schema))
+    client = GLMTestsClient(0, frame)
+
+    def ask(charge):
+        request = GLMRequest(schema.to_json(), "error", [model_row(model)], None, charge.encode())
+        return client.glm(request, [beta])
+
+    good = PrivacyCharge("discrete Gaussian", 1, 1e20, None, 4.0, 1e-6, None, 10, 5.0, 2.0**-30)
+    (blocks,), _ = ask(good)
+    assert np.allclose(blocks, local_contribution(ClientTable(frame, schema), 0, model, beta, 5.0))
+    for wrong, words in (
+        (PrivacyCharge("discrete Gaussian", 2, 1e20, None, 4.0, 1e-6, None, 10, 5.0, 1e-9),
+         "counts 2 models"),
+        (PrivacyCharge("discrete Gaussian", 1, 1e20, None, 4.0, 1e-6, None, 12, 5.0, 1e-9),
+         "counts 12 entries"),
+        (PrivacyCharge("discrete Gaussian", 1, 1e20, None, 4.0, 1e-6, 3, 10, 5.0, 1e-9),
+         "fixed-point digits"),
+    ):  # fmt: skip
+        with pytest.raises(ProtocolError, match=words):
+            ask(wrong)

@@ -41,6 +41,13 @@ Precision lost: at most ``n_clients * 2**-(f+1)`` absolute per summed entry (def
 < 5e-10 per client) plus float64 rounding; a value with ``|v| >= 2**(b L - 1 - f)`` cannot be
 encoded and the client fails with a clear error naming the model (raise ``fixed_limbs``).
 
+Differential privacy (``dp``, fedci-pc / fedci-fci): a ``glm`` request carries ``privacy``, its
+:class:`~fedcausal_flwr.protocols.records.PrivacyCharge` (``tables``: the models asked; ``clip``:
+the L2 bound of each row's contribution to each model, which the client applies; ``resolution``:
+``2**-f``; ``cells``: the packed entries; ``variance``: the noise in units of the resolution).
+With distributed noise the client adds its share (a discrete Gaussian on the fixed-point
+integers) before encoding the digits. The site logs the charge with its reply.
+
 Missing values: ``missing`` travels in every ``glm`` and ``local_lrt`` request (``raw_rows``
 carries only the schema). ``testwise`` gives each model the test's variables as ``rows`` (the
 fifth field of a model row), so a client counts a test's four GLMs over its rows observed on x,
@@ -50,6 +57,7 @@ y and S; ``listwise`` makes each client drop its incomplete rows first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +91,9 @@ class GLMRequest(Payload):
     missing: str
     models: list[list]
     fixed: list[int] | None = optional()
+    #: a private run's charge for this request (:class:`~.records.PrivacyCharge`: the models'
+    #: clip bound, the resolution, the noise; absent: none)
+    privacy: dict[str, Any] | None = optional()
 
 
 @dataclass(frozen=True)

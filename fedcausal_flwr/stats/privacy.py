@@ -239,7 +239,8 @@ class PrivacyAccountant:
             if planned_shares is not None and shares < planned_shares:
                 entry["planned_shares"] = int(planned_shares)  # the shortfall, stated
         entry["rho"] = rho
-        entry["epsilon"] = epsilon_of(rho, self.delta) if rho < math.inf else math.inf
+        noiseless = entry["variance"] == 0  # epsilon = inf: nothing is protected
+        entry["epsilon"] = math.inf if noiseless else epsilon_of(rho, self.delta)
         self.releases.append(entry)
         return rho
 
@@ -259,7 +260,11 @@ class PrivacyAccountant:
         for release in self.releases:
             by_batch.setdefault(release["batch"], []).append(release["rho"])
         per_batch = [
-            {"batch": b, "rho": math.fsum(r), "epsilon": epsilon_of(math.fsum(r), self.delta)}
+            {
+                "batch": b,
+                "rho": math.fsum(r),
+                "epsilon": epsilon_of(math.fsum(r), self.delta) if self.noisy else math.inf,
+            }
             for b, r in sorted(by_batch.items())
         ]
         return {
