@@ -1,9 +1,10 @@
-"""What differential privacy costs FedPC: F1 and SHD against epsilon (``dp=central`` and
-``dp=distributed``).
+"""What differential privacy costs FedPC and fedCI: F1 and SHD against epsilon (``dp=central``
+and ``dp=distributed``).
 
     python experiments/dp.py [--networks alarm sachs] [--rows 10000 100000] [--clients 10]
         [--epsilons 0.5 1 2 4 8 16] [--distributed-epsilons 8] [--seeds 0 1 2 3 4]
-        [--batches 2] [--plot dp.png] [--quick]
+        [--batches 2] [--plot dp.png] [--glm-rows 10000 100000] [--glm-epsilons 4 16 64 256]
+        [--quick]
 
 Per network, row count and seed: the network's sample split IID over ``--clients`` sites; the
 exact run (FedPC, chi2, alpha 0.05, ``max_depth = batches - 1``, the depth a private run stops at)
@@ -16,6 +17,12 @@ setting: mean (sd) over seeds of the adjacency and arrowhead F1 and the SHD agai
 CPDAG (the common scoring view of FedPC's CPDAGs), the adjacency F1 against the exact run's graph,
 the epsilon the accountant reports, and whether epsilon = inf gave the exact run's graph. The plot
 shows the adjacency F1 against the truth by epsilon, one line per setting, the exact runs dashed.
+
+fedCI (``--glm-rows``; none: skipped): mixed data (a random DAG over 8 variables, 2 continuous,
+2 binary, 2 ordinal and 2 categorical with 3 levels, no site effect) split over ``--clients``
+sites; per seed the exact fedci-pc run (capped at the same depth) and, per ``--glm-epsilons``
+value, fedci-pc with ``dp=central`` (default ``dp_clip`` and ``dp_rounds``); printed: adjacency
+F1 against the true DAG's skeleton and against the exact run, the epsilon spent.
 """
 
 from __future__ import annotations
@@ -64,6 +71,42 @@ def run_setting(
     return out
 
 
+GLM_TYPES = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
+             "X5": "continuous", "X6": "binary", "X7": "ordinal", "X8": "categorical"}  # fmt: skip
+
+
+def run_glm(rows: int, clients: int, epsilons, seeds, batches: int) -> None:
+    """fedci-pc on mixed data: the exact run and the private runs by epsilon, one line each."""
+    from fedcausal_flwr.data.partition import split_site_effects
+    from fedcausal_flwr.data.schema import Schema
+    from fedcausal_flwr.data.synthetic import random_dag
+    from fedcausal_flwr.federation.runtime.runners import run_method
+
+    got: dict = {"exact": [], **{e: [] for e in epsilons}}
+    for seed in seeds:
+        dag = random_dag(len(GLM_TYPES), expected_degree=2.0, seed=seed)
+        part = split_site_effects(dag, rows, clients, seed=seed, types=GLM_TYPES, affected=(),
+                                  site_sizes="equal", n_levels=3)  # fmt: skip
+        options = {"schema": Schema.infer(part.clients).dumps(), "alpha": 0.05}
+        exact = run_method("fedci-pc", part.clients, {**options, "max_depth": batches - 1})
+        got["exact"].append({"adj_f1": adjacency_metrics(exact.graph, dag)["f1"]})
+        for epsilon in epsilons:
+            result = run_method("fedci-pc", part.clients, {**options, "dp": "central",
+                                "dp_epsilon": epsilon, "dp_batches": batches,
+                                "dp_noise_seed": seed, "dp_delta": DELTA})  # fmt: skip
+            got[epsilon].append({
+                "adj_f1": adjacency_metrics(result.graph, dag)["f1"],
+                "vs_exact": adjacency_metrics(result.graph, exact.graph)["f1"],
+                "spent": result.extra["privacy"]["epsilon"],
+            })  # fmt: skip
+    print(f"fedci-pc {rows} exact | {mean_sd([m['adj_f1'] for m in got['exact']])} | 1 | -")
+    for epsilon in epsilons:
+        runs = got[epsilon]
+        print(f"fedci-pc {rows} {epsilon:g} | {mean_sd([m['adj_f1'] for m in runs])} | "
+              f"{mean_sd([m['vs_exact'] for m in runs])} | "
+              f"{max(m['spent'] for m in runs):.3f}")  # fmt: skip
+
+
 def print_runs(label: str, runs: list[dict]) -> float:
     """One table row of private runs (mean (sd) over seeds); returns their mean adjacency F1."""
     columns = [mean_sd([m[key] for m in runs]) for key in ("adj_f1", "arrow_f1", "shd", "vs_exact")]
@@ -86,10 +129,13 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--plot", help="write the F1-against-epsilon plot here (PNG)")
+    parser.add_argument("--glm-rows", nargs="*", type=int, default=[10_000, 100_000])
+    parser.add_argument("--glm-epsilons", nargs="+", type=float, default=[4, 16, 64, 256])
     parser.add_argument("--quick", action="store_true", help="asia, 5,000 rows, 2 seeds")
     args = parser.parse_args()
     if args.quick:
         args.networks, args.rows, args.seeds, args.epsilons = ["asia"], [5000], [0, 1], [1, 8]
+        args.glm_rows, args.glm_epsilons = [3000], [16]
     print(f"scoring view: {SCORING_VIEW}; delta = {DELTA:g}; {args.clients} sites; "
           f"budget over {args.batches} skeleton depths; exact runs capped at depth "
           f"{args.batches - 1}")  # fmt: skip
@@ -117,6 +163,12 @@ def main() -> None:
                                        points)  # fmt: skip
     if args.plot:
         draw(curves, args.epsilons, args.plot)
+    if args.glm_rows:
+        print("fedci-pc on mixed data (8 variables; adjacency F1 against the true DAG's skeleton "
+              "and against the exact run; dp=central)")  # fmt: skip
+        print("method rows epsilon | adj F1 | adj F1 vs exact | spent eps")
+        for rows in args.glm_rows:
+            run_glm(rows, args.clients, args.glm_epsilons, args.seeds, args.batches)
 
 
 def draw(curves: dict, epsilons: list[float], path: str) -> None:

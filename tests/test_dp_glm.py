@@ -206,3 +206,22 @@ def test_a_client_refuses_a_glm_charge_that_does_not_count_what_it_asks(mixed):
     ):  # fmt: skip
         with pytest.raises(ProtocolError, match=words):
             ask(wrong)
+
+
+def test_the_documented_fedci_command_runs(capsys, tmp_path):
+    """docs/privacy.md's fedci-pc command, as written there."""
+    import json
+    import re
+    import shlex
+    from pathlib import Path
+
+    from fedcausal_flwr.cli import main
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "privacy.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", doc, flags=re.S)
+    (command,) = [b for b in blocks if "fedci-pc" in b]
+    argv = shlex.split(command.replace("\\\n", " "))
+    out = tmp_path / "result.json"
+    assert main([*argv[1:], "--out", str(out)]) == 0, capsys.readouterr().err
+    privacy = json.loads(out.read_text())["extra"]["privacy"]
+    assert 0 < privacy["epsilon"] <= 64 and privacy["planned_batches"] == 8
