@@ -225,3 +225,53 @@ def test_the_documented_fedci_command_runs(capsys, tmp_path):
     assert main([*argv[1:], "--out", str(out)]) == 0, capsys.readouterr().err
     privacy = json.loads(out.read_text())["extra"]["privacy"]
     assert 0 < privacy["epsilon"] <= 64 and privacy["planned_batches"] == 8
+
+
+def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, monkeypatch):
+    """Deployed sites with a budget: each logs the charge of each GLM round it answers (together
+    the run's rho, as the site counts it); when another run spends part of the period between
+    two depths, the next depth is refused and the search ends with the depth-0 graph."""
+    import json
+
+    from test_site_policy import audit, run_app, write_sites
+
+    from fedcausal_flwr.data.partition import split_site_effects
+    from fedcausal_flwr.data.synthetic import random_dag
+    from fedcausal_flwr.federation.core.site_policy import default_audit_log
+    from fedcausal_flwr.result import Result
+    from fedcausal_flwr.strategies.glm_tests import FedCIStrategy
+    from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
+
+    types = {"X1": "continuous", "X2": "binary", "X3": "continuous", "X4": "continuous"}
+    dag = random_dag(4, expected_degree=1.5, seed=1)
+    frames = split_site_effects(dag, 900, 3, seed=1, types=types, affected=[]).clients
+    options = "dp=central dp-epsilon=16 dp-rounds=2 dp-noise-seed=4"
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 16})
+    run_app(nodes, {"method": "fedci-pc", "options": options, "result-path": "a"})
+    first = Result.load(tmp_path / "results" / "a").extra["privacy"]
+    for node in nodes:
+        logged = [ln["privacy"]["rho"] for ln in audit(node) if "privacy" in ln]
+        assert len(logged) == len(first["releases"])
+        assert sum(logged) == pytest.approx(first["rho"])
+
+    periodic = {"dp-epsilon": 16, "dp-period-epsilon": 20, "dp-period-days": 1}
+    (tmp_path / "b").mkdir()
+    nodes = write_sites(tmp_path / "b", frames, **periodic)
+    handle = FedCIStrategy.handle_replies
+
+    def another_run_spends(self, request, replies):
+        handle(self, request, replies)
+        if len(self.batches) == 1 and not self._fits and not getattr(self, "_spent", False):
+            self._spent = True  # depth 0 done: a concurrent run logs most of the period
+            for node in nodes:
+                line = next(ln for ln in audit(node) if "privacy" in ln)
+                spent = {**line, "run": "another", "privacy": {**line["privacy"], "rho": 2.5}}
+                with open(default_audit_log(node["data-path"]), "a") as log:
+                    log.write(json.dumps(spent) + "\n")
+
+    monkeypatch.setattr(FedCIStrategy, "handle_replies", another_run_spends)
+    with pytest.warns(PrivacyBudgetNote, match="after depth 0"):
+        run_app(nodes, {"method": "fedci-pc", "options": options, "result-path": "b"})
+    stopped = Result.load(tmp_path / "results" / "b")
+    assert "dp-period-epsilon" in stopped.extra["privacy"]["stopped"]
+    assert all(len(b["given"]) == 0 for b in stopped.extra["ci_tests"])  # depth 0 only
