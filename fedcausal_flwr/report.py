@@ -332,7 +332,8 @@ def ledger_section(
 def privacy_sentence(privacy: dict[str, Any]) -> str:
     """A private run's accountant in one sentence (its ``extra["privacy"]``)."""
     releases = privacy.get("releases") or []
-    variances = [float(r["variance"]) for r in releases]
+    # in the released statistics' own units (a lattice's releases state their resolution)
+    variances = [float(r["variance"]) * float(r.get("resolution", 1.0)) ** 2 for r in releases]
     target, delta = privacy.get("target_epsilon"), privacy.get("delta")
     noise = (
         f"; noise variance per cell {min(variances):.4g} to {max(variances):.4g}"

@@ -525,7 +525,9 @@ class FedCIStrategy(PrivateSumsStrategy):
         models, _, variance, shares, squared = self._release
         summed = replies[0] if len(replies) == 1 else Reply(SUMMED, [], {})
         lattice = Reply(summed.client, [total / self.resolution], summed.meta)
-        counts, actual = self.released(lattice, models, variance, shares, GLM, squared)
+        counts, actual = self.released(
+            lattice, models, variance, shares, GLM, squared, self.resolution
+        )
         self.privacy.close_batch()
         noise = actual * self.resolution**2  # per summed entry, in the blocks' units
         for state in pending:

@@ -161,6 +161,7 @@ class PrivateSumsStrategy(MethodStrategy):
         shares: int | None,
         action: str,
         sensitivity2: float | None = None,
+        resolution: float | None = None,
     ) -> tuple[np.ndarray, float]:
         """The noisy integer sums of one round (counts, or lattice points) and their noise
         variance per cell, recorded by the accountant: the server adds the noise (central), or
@@ -171,8 +172,9 @@ class PrivateSumsStrategy(MethodStrategy):
         if shares is None:
             counts = counts + discrete_gaussian(variance, counts.size, self._noise)
             rho = self.privacy.record(
-                self.current_round, tables, variance, sensitivity2=sensitivity2
-            )
+                self.current_round, tables, variance, sensitivity2=sensitivity2,
+                resolution=resolution,
+            )  # fmt: skip
         else:
             summed_shares = len(summed.contributors)
             share = variance / shares
@@ -180,7 +182,7 @@ class PrivateSumsStrategy(MethodStrategy):
             rho = self.privacy.record(
                 self.current_round, tables, variance, shares=summed_shares,
                 share_variance=share, cells=counts.size, planned_shares=shares,
-                sensitivity2=sensitivity2,
+                sensitivity2=sensitivity2, resolution=resolution,
             )  # fmt: skip
         noted = {
             "mechanism": CENTRAL if shares is None else DISTRIBUTED,

@@ -275,3 +275,14 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
     stopped = Result.load(tmp_path / "results" / "b")
     assert "dp-period-epsilon" in stopped.extra["privacy"]["stopped"]
     assert all(len(b["given"]) == 0 for b in stopped.extra["ci_tests"])  # depth 0 only
+
+
+def test_the_report_states_glm_noise_in_the_blocks_units(federation):
+    from fedcausal_flwr.report import privacy_sentence
+
+    sites, schema = federation
+    privacy = fedci(sites, schema, dp="central", dp_epsilon=16, dp_noise_seed=3).extra["privacy"]
+    assert privacy["mechanism"] == "discrete Gaussian on clipped GLM blocks, zCDP"
+    in_units = [r["variance"] * r["resolution"] ** 2 for r in privacy["releases"]]
+    assert all(1 < v < 1e6 for v in in_units)  # not the lattice's 2**60 times more
+    assert f"{min(in_units):.4g} to {max(in_units):.4g}" in privacy_sentence(privacy)

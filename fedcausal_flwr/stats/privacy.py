@@ -216,18 +216,22 @@ class PrivacyAccountant:
         cells: int = 0,
         planned_shares: int | None = None,
         sensitivity2: float | None = None,
+        resolution: float | None = None,
     ) -> float:
         """One release: ``tables`` tables with noise ``variance`` per cell (the server's), or the
         sum of ``shares`` sites' shares of ``share_variance`` over ``cells`` cells (fewer than
         ``planned_shares``: a site dropped out inside the round, and the release says so);
         ``sensitivity2``: the release's squared sensitivity when it is not ``tables`` (clipped
-        real-valued blocks, :func:`release_sensitivity2`); returns its ``rho``."""
+        real-valued blocks, :func:`release_sensitivity2`; ``resolution``: their lattice, the unit
+        of ``variance``); returns its ``rho``."""
         entry: dict[str, Any] = {
             "round": int(round_), "batch": self.batches, "tables": int(tables)
         }  # fmt: skip
         squared = float(tables) if sensitivity2 is None else float(sensitivity2)
         if sensitivity2 is not None:
             entry["sensitivity2"] = squared
+        if resolution is not None:
+            entry["resolution"] = float(resolution)
         if shares is None:
             rho = 0.0 if variance == 0 else squared / (2 * variance)
             entry["variance"] = float(variance)
