@@ -143,3 +143,15 @@ def test_the_report_states_a_private_runs_accountant(sites):
     assert "target epsilon 2 at delta 1e-05" in html
     assert f"spent rho {privacy['rho']:.4g} = epsilon {privacy['epsilon']:.4g}" in html
     assert f"{len(privacy['releases'])} noisy release(s)" in html
+
+
+def test_fedfci_with_epsilon_inf_is_the_exact_fci_run(sites):
+    exact = fedcausal_flwr.run("fedfci", data=sites, max_depth=1, possible_dsep="off")
+    free = fedcausal_flwr.run(
+        "fedfci", data=sites, dp="central", dp_epsilon="inf", possible_dsep="off"
+    )
+    assert free.graph == exact.graph and free.graph.kind == "PAG"
+    noisy = fedcausal_flwr.run(
+        "fedfci", data=sites, dp="central", dp_epsilon=4, possible_dsep="off", dp_noise_seed=1
+    )
+    assert noisy.extra["privacy"]["epsilon"] <= 4 and noisy.graph.kind == "PAG"

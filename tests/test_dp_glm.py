@@ -286,3 +286,14 @@ def test_the_report_states_glm_noise_in_the_blocks_units(federation):
     in_units = [r["variance"] * r["resolution"] ** 2 for r in privacy["releases"]]
     assert all(1 < v < 1e6 for v in in_units)  # not the lattice's 2**60 times more
     assert f"{min(in_units):.4g} to {max(in_units):.4g}" in privacy_sentence(privacy)
+
+
+def test_fedci_fci_with_epsilon_inf_without_clipping_is_the_exact_run(federation):
+    from fedcausal_flwr.federation.runtime.runners import run_method
+
+    sites, schema = federation
+    base = {"schema": schema, "possible_dsep": "off"}
+    exact = run_method("fedci-fci", sites, {**base, "max_depth": 1})
+    free = run_method("fedci-fci", sites, {**base, "dp": "central", "dp_epsilon": "inf",
+                                           "dp_clip": 1e12, "dp_rounds": 25})  # fmt: skip
+    assert free.graph == exact.graph
