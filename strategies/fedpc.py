@@ -52,7 +52,6 @@ then restarts from its margins so every sum in one test comes from the same clie
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -104,7 +103,7 @@ from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote, PrivateSumsStrategy
+from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
 
 CI_MODES = ("exact", "sketch")
 
@@ -540,25 +539,8 @@ class FedPCStrategy(PrivateSumsStrategy):
         """Tables travel dense and summed: through SecAgg+, or to be noised as a sum."""
         return self.secure_mode or self.privacy is not None
 
-    def stop_for_budget(self, refusal: str) -> bool:
-        """A site's budget refuses the next depth: the search ends with the depths it has (PC's
-        rules on that skeleton, replayed from the cache: no new test), and the result says why."""
-        if self.privacy is None or self.runner is None or not self.batches:
-            return False  # nothing learned yet: the refusal stops the run
-        runner, depth = self.runner, len(self.batches) - 1  # under dp a depth is one batch
-        if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
-            self.runner = runner
-            return False
+    def forget_pending_batch(self) -> None:
         self._plan, self._sets = None, None
-        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
-        warnings.warn(
-            PrivacyBudgetNote(
-                f"note: {self.name} ended its search after depth {depth} (the graph so far): "
-                f"{refusal}"
-            ),
-            stacklevel=2,
-        )
-        return True
 
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)

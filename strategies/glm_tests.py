@@ -12,7 +12,6 @@ disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,7 +51,7 @@ from fedcausal_flwr.stats.glm import (
 )
 from fedcausal_flwr.stats.privacy import release_sensitivity2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote, PrivateSumsStrategy
+from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
 
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
@@ -536,25 +535,8 @@ class FedCIStrategy(PrivateSumsStrategy):
             state.ridge = max(self.options.ridge, 3.0 * float(np.sqrt(noise * state.n_params)))
         return counts * self.resolution
 
-    def stop_for_budget(self, refusal: str) -> bool:
-        """A site's budget refuses the next release: the search ends with the depths whose
-        tests it has (replayed from the cache: no new test), and the result says why."""
-        if self.privacy is None or self.runner is None or not self.batches:
-            return False  # nothing learned yet: the refusal stops the run
-        runner, depth = self.runner, len(self.batches) - 1  # a depth is one batch under dp
+    def forget_pending_batch(self) -> None:
         self._fits = []
-        if not self._start(max_depth=depth).done:
-            self.runner = runner
-            return False
-        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
-        warnings.warn(
-            PrivacyBudgetNote(
-                f"note: {self.name} ended its search after depth {depth} (the graph so far): "
-                f"{refusal}"
-            ),
-            stacklevel=2,
-        )
-        return True
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         # A batch restarts with the survivors so no model mixes client sets.

@@ -13,11 +13,13 @@ methods that sum statistics; no method owns it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.federation.core.messages import Reply
 from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.options import OptionError, say, spell
@@ -45,6 +47,9 @@ class PrivateSumsStrategy(MethodStrategy):
 
     #: what the method sums, for the privacy report
     summed_statistics = "summed tables"
+    #: the search (set when it starts) and its answered batches, one per depth under dp
+    runner: StepRunner | None
+    batches: list[dict]
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
         super().__init__(options, **keywords)
@@ -191,6 +196,34 @@ class PrivateSumsStrategy(MethodStrategy):
         }
         self.recorder.note_noise(self.current_round, action, noted)
         return counts, variance
+
+    def _start(self, max_depth: int | None = None) -> StepRunner:
+        """The search, capped at ``max_depth``; batches answered before come from the cache."""
+        raise NotImplementedError
+
+    def forget_pending_batch(self) -> None:
+        """Drop what the method holds of a batch it will not finish (a budget stop)."""
+
+    def stop_for_budget(self, refusal: str) -> bool:
+        """A site's budget refuses the next release: the search ends with the depths it has (its
+        rules on them, replayed from the cache: no new test), and the result says why."""
+        runner = self.runner
+        if self.privacy is None or runner is None or not self.batches:
+            return False  # nothing learned yet: the refusal stops the run
+        depth = len(self.batches) - 1  # under dp a depth is one batch
+        if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
+            self.runner = runner
+            return False
+        self.forget_pending_batch()
+        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
+        warnings.warn(
+            PrivacyBudgetNote(
+                f"note: {self.name} ended its search after depth {depth} (the graph so far): "
+                f"{refusal}"
+            ),
+            stacklevel=2,
+        )
+        return True
 
     def privacy_report(self) -> dict[str, Any]:
         """The result's ``privacy`` entry (empty: dp off)."""
