@@ -121,7 +121,8 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     import fedcausal_flwr
     from fedcausal_flwr.result import Result
     from fedcausal_flwr.stats.privacy import rho_for
-    from fedcausal_flwr.strategies.fedpc import FedPCStrategy, PrivacyBudgetNote
+    from fedcausal_flwr.strategies.fedpc import FedPCStrategy
+    from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
 
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
     nodes = write_sites(tmp_path, frames, **budget)
