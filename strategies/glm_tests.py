@@ -24,8 +24,14 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
-from fedcausal_flwr.federation.core.messages import SUMMED, ClientInfo, Reply, Request
-from fedcausal_flwr.options import Option, OptionSet, say
+from fedcausal_flwr.federation.core.messages import (
+    SUMMED,
+    ClientInfo,
+    ClientProtocolError,
+    Reply,
+    Request,
+)
+from fedcausal_flwr.options import Option, OptionError, OptionSet, say
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -56,8 +62,9 @@ from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
 #: with dp: each row's contribution to each model is clipped to this L2 norm (its own packed
-#: blocks; a standardised row's are a few units, a binary response's about 2-5)
-DEFAULT_DP_CLIP = 5.0
+#: blocks: a few units for most rows, tens for a continuous response's outliers; a bound that
+#: binds often biases the likelihood ratios, one far above them costs noise)
+DEFAULT_DP_CLIP = 20.0
 #: with dp: IRLS rounds per batch (each a release)
 DEFAULT_DP_ROUNDS = 4
 
@@ -428,6 +435,12 @@ class FedCIStrategy(PrivateSumsStrategy):
         models' clipped blocks, and the charge the sites log."""
         cells = sum(packed_size(s.n_params) for s in pending)
         clip, resolution = float(self.options.dp_clip), self.resolution
+        if clip * max(self.n_total, 1) / resolution >= 2.0**62:  # the lattice holds any sum
+            raise OptionError(
+                f"{self.name}: dp_clip={clip:g} over {self.n_total:,} rows can sum to more "
+                f"than the lattice of 2**-{self.options.fixed_fraction_bits} holds in 63 bits: "
+                "lower dp_clip or fixed_fraction_bits"
+            )
         squared = release_sensitivity2(len(pending), cells, clip, resolution)
         variance, shares = self.batch_noise(squared, cells)
         self._release = (len(pending), cells, variance, shares, squared)
@@ -522,6 +535,8 @@ class FedCIStrategy(PrivateSumsStrategy):
         the noise's variance (its ridge, its step slack and its LR test count it)."""
         assert self.privacy is not None and self._release is not None
         models, _, variance, shares, squared = self._release
+        if not np.all(np.isfinite(total)):
+            raise ClientProtocolError(f"{self.name}: the summed GLM blocks are not all finite")
         summed = replies[0] if len(replies) == 1 else Reply(SUMMED, [], {})
         lattice = Reply(summed.client, [total / self.resolution], summed.meta)
         counts, actual = self.released(

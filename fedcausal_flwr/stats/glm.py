@@ -493,6 +493,8 @@ class NewtonState:
             self.status = "no_data"
             return
         if self.kind == "continuous":
+            if self.sum_noise:  # a noisy RSS may fall below zero: floor it (post-processing)
+                rss = max(rss, 1e-8 * n)
             sigma2 = max(rss / n, 1e-300)
             objective = loglik = -0.5 * n * (np.log(2 * np.pi * sigma2) + 1)
             # the noise of rss and n, carried to the log-likelihood (delta method)
