@@ -4,7 +4,7 @@ and ``dp=distributed``).
     python experiments/dp.py [--networks alarm sachs] [--rows 10000 100000] [--clients 10]
         [--epsilons 0.5 1 2 4 8 16] [--distributed-epsilons 8] [--seeds 0 1 2 3 4]
         [--batches 2] [--plot dp.png] [--glm-rows 10000 100000] [--glm-epsilons 4 16 64 256]
-        [--quick]
+        [--parts tables glm] [--quick]
 
 Per network, row count and seed: the network's sample split IID over ``--clients`` sites; the
 exact run (FedPC, chi2, alpha 0.05, ``max_depth = batches - 1``, the depth a private run stops at)
@@ -131,6 +131,8 @@ def main() -> None:
     parser.add_argument("--plot", help="write the F1-against-epsilon plot here (PNG)")
     parser.add_argument("--glm-rows", nargs="*", type=int, default=[10_000, 100_000])
     parser.add_argument("--glm-epsilons", nargs="+", type=float, default=[4, 16, 64, 256])
+    parser.add_argument("--parts", nargs="+", choices=("tables", "glm"), default=["tables", "glm"],
+                        help="FedPC's tables, fedCI's GLM blocks, or both")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="asia, 5,000 rows, 2 seeds")
     args = parser.parse_args()
     if args.quick:
@@ -142,7 +144,7 @@ def main() -> None:
     header = "network rows epsilon | adj F1 | arrow F1 | SHD | adj F1 vs exact | spent eps"
     print(header)
     curves = {}
-    for network in args.networks:
+    for network in args.networks if "tables" in args.parts else []:
         for rows in args.rows:
             got = run_setting(network, rows, args.clients, args.epsilons, args.seeds, args.batches,
                               args.distributed_epsilons)  # fmt: skip
@@ -161,9 +163,9 @@ def main() -> None:
             ]  # fmt: skip
             curves[(network, rows)] = (curve, statistics.fmean(m["adj_f1"] for m in exact),
                                        points)  # fmt: skip
-    if args.plot:
+    if args.plot and curves:
         draw(curves, args.epsilons, args.plot)
-    if args.glm_rows:
+    if args.glm_rows and "glm" in args.parts:
         print("fedci-pc on mixed data (8 variables; adjacency F1 against the true DAG's skeleton "
               "and against the exact run; dp=central)")  # fmt: skip
         print("method rows epsilon | adj F1 | adj F1 vs exact | spent eps")
