@@ -284,9 +284,10 @@ class FedCIStrategy(PrivateSumsStrategy):
     clipped row by row at the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch
     runs at most ``dp_rounds`` IRLS rounds and the search stops at depth ``dp_batches - 1``, so
     the budget is split over ``dp_batches x dp_rounds`` releases. The server reads the noisy
-    sums as post-processing: it symmetrises the information, adds a ridge of three noise
-    standard deviations per coefficient, and tests each LR statistic against chi2 plus the
-    noise of its two log-likelihoods (:func:`~fedcausal_flwr.stats.privacy.noisy_chi2_sf`)."""
+    sums as post-processing: it symmetrises the information, adds a ridge of ``3 sigma sqrt(P)``
+    (about the spectral norm of a P x P noise matrix), and tests each LR statistic against chi2
+    plus the noise of its two log-likelihoods
+    (:func:`~fedcausal_flwr.stats.privacy.noisy_chi2_sf`)."""
 
     #: the search: ``pc`` or ``fci`` (each method's class sets it)
     algorithm: ClassVar[str]
