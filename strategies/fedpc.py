@@ -291,12 +291,14 @@ class FedPCStrategy(PrivateSumsStrategy):
             self.variables, self.levels, self.options.max_cells, self.options.missing
         )
         if self.options.ci == "exact":
-            if self._plan is None and self.privacy is not None:  # one table per variable set
+            if self._plan is None and self.privacy is None:
+                self._plan = self._plan_batch(queries)
+            elif self._plan is None:  # a private batch: one table per variable set, noised
                 self._sets = SetTables.of(queries)
                 self._plan = self._plan_batch(self._sets.queries)
                 noise = self.batch_noise(len(self._sets.sets), self._plan.dense_cells)
                 self._plan.noise_variance, self._plan.shares = noise
-            plan = self._plan = self._plan or self._plan_batch(queries)
+            plan = self._plan
             counted = queries if self._sets is None else self._sets.queries
             chosen = _select(counted, plan.parts[len(plan.answered)])
             if plan.sparse:
@@ -462,7 +464,10 @@ class FedPCStrategy(PrivateSumsStrategy):
         part = plan.parts[len(plan.answered)]
         if self._sets is not None:  # a private batch: the noisy set tables, tested at the end
             (summed,) = replies
-            counts, _ = self.released(summed, len(part), plan.noise_variance, plan.shares, TABLES)
+            counts, _ = self.released(
+                summed.arrays[0], len(summed.contributors), len(part), plan.noise_variance,
+                plan.shares, TABLES,
+            )  # fmt: skip
             plan.answered.append(np.maximum(counts, 0))  # (post-processing: free)
             self._close_part(plan, queries, part)
             return

@@ -25,7 +25,6 @@ from fedcausal_flwr.discovery.fci import fci_steps
 from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import (
-    SUMMED,
     ClientInfo,
     ClientProtocolError,
     Reply,
@@ -538,11 +537,11 @@ class FedCIStrategy(PrivateSumsStrategy):
         models, _, variance, shares, squared = self._release
         if not np.all(np.isfinite(total)):
             raise ClientProtocolError(f"{self.name}: the summed GLM blocks are not all finite")
-        summed = replies[0] if len(replies) == 1 else Reply(SUMMED, [], {})
-        lattice = Reply(summed.client, [total / self.resolution], summed.meta)
+        summed = len(replies[0].contributors) if len(replies) == 1 else len(replies)
         counts, actual = self.released(
-            lattice, models, variance, shares, GLM, squared, self.resolution
-        )
+            total / self.resolution, summed, models, variance, shares, GLM, squared,
+            self.resolution,
+        )  # fmt: skip
         self.privacy.close_batch()
         noise = actual * self.resolution**2  # per summed entry, in the blocks' units
         for state in pending:

@@ -13,6 +13,7 @@ methods that sum statistics; no method owns it.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -20,14 +21,13 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner
-from fedcausal_flwr.federation.core.messages import Reply
 from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.options import OptionError, say, spell
 from fedcausal_flwr.protocols.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     discrete_gaussian,
-    distributed_rho,
+    release_rho,
     release_sensitivity2,
 )
 from fedcausal_flwr.strategies.base import MethodStrategy
@@ -138,18 +138,14 @@ class PrivateSumsStrategy(MethodStrategy):
         with its request); distributed noise names its shares and the cells each site adds them
         to, clipped real-valued blocks their clip bound and resolution."""
         assert self.privacy is not None
-        squared = release_sensitivity2(tables, cells, clip, resolution)
-        if variance == 0:
-            rho = None
-        elif shares is None:
-            rho = squared / (2 * variance)
-        else:
-            rho = distributed_rho(squared, variance / shares, shares, cells)
+        rho = release_rho(
+            release_sensitivity2(tables, cells, clip, resolution), variance, shares, cells
+        )
         return PrivacyCharge(
             CENTRAL if shares is None else DISTRIBUTED,
             tables,
             variance,
-            rho,
+            None if math.isinf(rho) else rho,
             self.options.dp_epsilon if self.privacy.noisy else None,
             self.options.dp_delta,
             shares,
@@ -160,7 +156,8 @@ class PrivateSumsStrategy(MethodStrategy):
 
     def released(
         self,
-        summed: Reply,
+        summed: np.ndarray,
+        contributors: int,
         tables: int,
         variance: float,
         shares: int | None,
@@ -170,10 +167,13 @@ class PrivateSumsStrategy(MethodStrategy):
     ) -> tuple[np.ndarray, float]:
         """The noisy integer sums of one round (counts, or lattice points) and their noise
         variance per cell, recorded by the accountant: the server adds the noise (central), or
-        the sites did (distributed: the shares of the sites SecAgg+ summed; fewer than planned
-        is stated)."""
+        the ``contributors`` sites SecAgg+ summed did (distributed; fewer than planned is
+        stated)."""
         assert self.privacy is not None
-        counts = np.rint(np.asarray(summed.arrays[0])).astype(np.int64)
+        counts = np.asarray(summed)
+        if counts.dtype.kind == "f":  # lattice points of real-valued sums
+            counts = np.rint(counts)
+        counts = counts.astype(np.int64, copy=False)
         if shares is None:
             counts = counts + discrete_gaussian(variance, counts.size, self._noise)
             rho = self.privacy.record(
@@ -181,11 +181,10 @@ class PrivateSumsStrategy(MethodStrategy):
                 resolution=resolution,
             )  # fmt: skip
         else:
-            summed_shares = len(summed.contributors)
             share = variance / shares
-            variance = summed_shares * share
+            variance = contributors * share
             rho = self.privacy.record(
-                self.current_round, tables, variance, shares=summed_shares,
+                self.current_round, tables, variance, shares=contributors,
                 share_variance=share, cells=counts.size, planned_shares=shares,
                 sensitivity2=sensitivity2, resolution=resolution,
             )  # fmt: skip

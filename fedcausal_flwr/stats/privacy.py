@@ -34,9 +34,6 @@ from typing import Any
 
 import numpy as np
 
-#: the noise is off: a target epsilon of infinity
-NO_NOISE = math.inf
-
 
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest zCDP ``rho`` whose ``(epsilon, delta)`` statement (Bun and Steinke, Prop. 1.3)
@@ -105,6 +102,19 @@ def distributed_rho(sensitivity2: float, share_variance: float, shares: int, cel
     if share_variance <= 0:
         return math.inf
     return sensitivity2 / (2 * shares * share_variance) + cells * sum_tau(share_variance, shares)
+
+
+def release_rho(
+    sensitivity2: float, variance: float, shares: int | None = None, cells: int = 0
+) -> float:
+    """zCDP ``rho`` of a release of squared sensitivity ``sensitivity2`` with noise of total
+    ``variance`` per cell: the server's one discrete Gaussian (``shares`` None), or the sum of
+    ``shares`` equal shares over ``cells`` cells (:func:`distributed_rho`); inf without noise."""
+    if variance <= 0:
+        return math.inf
+    if shares is None:
+        return sensitivity2 / (2 * variance)
+    return distributed_rho(sensitivity2, variance / shares, shares, cells)
 
 
 def distributed_variance(rho: float, tables: float, shares: int, cells: int) -> float:
@@ -233,17 +243,15 @@ class PrivacyAccountant:
         if resolution is not None:
             entry["resolution"] = float(resolution)
         if shares is None:
-            rho = 0.0 if variance == 0 else squared / (2 * variance)
             entry["variance"] = float(variance)
         else:
-            total = shares * share_variance
-            rho = 0.0 if total == 0 else distributed_rho(squared, share_variance, shares, cells)
-            entry.update(variance=total, shares=int(shares), share_variance=float(share_variance))
-            entry["cells"] = int(cells)
+            entry.update(variance=shares * share_variance, shares=int(shares))
+            entry.update(share_variance=float(share_variance), cells=int(cells))
             if planned_shares is not None and shares < planned_shares:
                 entry["planned_shares"] = int(planned_shares)  # the shortfall, stated
-        entry["rho"] = rho
         noiseless = entry["variance"] == 0  # epsilon = inf: nothing is protected
+        rho = 0.0 if noiseless else _entry_rho(entry)
+        entry["rho"] = rho
         entry["epsilon"] = math.inf if noiseless else epsilon_of(rho, self.delta)
         self.releases.append(entry)
         return rho
@@ -289,13 +297,15 @@ class PrivacyAccountant:
 def recompute(releases: list[dict[str, Any]], delta: float) -> tuple[float, float]:
     """``(rho, epsilon)`` of a list of releases from their tables and noise variances alone (the
     check a reader of a result can do)."""
-    rho = math.fsum(
-        distributed_rho(
-            r.get("sensitivity2", r["tables"]), r["share_variance"], r["shares"], r["cells"]
-        )
-        if "shares" in r
-        else r.get("sensitivity2", r["tables"]) / (2 * r["variance"])
-        for r in releases
-        if r["variance"] > 0
-    )
+    rho = math.fsum(_entry_rho(r) for r in releases if r["variance"] > 0)
     return rho, epsilon_of(rho, delta)
+
+
+def _entry_rho(release: dict[str, Any]) -> float:
+    """The ``rho`` of one release as the accountant lists it."""
+    return release_rho(
+        release.get("sensitivity2", release["tables"]),
+        release["variance"],
+        release.get("shares"),
+        release.get("cells", 0),
+    )

@@ -34,7 +34,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from fedcausal_flwr.federation.core.disclosure import (
 )
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO, UNKNOWN_CLIENT, ProtocolError
 from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
-from fedcausal_flwr.stats.privacy import distributed_rho, release_sensitivity2, rho_for
+from fedcausal_flwr.stats.privacy import release_rho, release_sensitivity2, rho_for
 
 ALLOW_METHODS = "allow-methods"
 ALLOW_RAW_ROWS = "allow-raw-rows"
@@ -401,12 +401,12 @@ class SiteGuard:
                     "reach the server outside SecAgg+ (a table with 1/"
                     f"{charge.shares} of the run's noise)",
                 )
-            if secagg_participants < self.trusted_shares(charge.shares):
+            trusted = self.trusted_shares(charge.shares)
+            if secagg_participants < trusted:
                 refuse(
                     DP_SHARES,
-                    f"site {self.site} refuses action {action!r}: it counts on "
-                    f"{self.trusted_shares(charge.shares)} sites' noise shares, and its SecAgg+ "
-                    f"round has {secagg_participants} participants",
+                    f"site {self.site} refuses action {action!r}: it counts on {trusted} sites' "
+                    f"noise shares, and its SecAgg+ round has {secagg_participants} participants",
                 )
 
         if kind is None:
@@ -462,9 +462,7 @@ class SiteGuard:
         ``rho`` would otherwise lower what the site's log says it spent)."""
         tables, variance = charge.tables, charge.variance
         if (
-            not isinstance(tables, int)
-            or isinstance(tables, bool)
-            or tables < 1
+            not _whole(tables)
             or not isinstance(variance, int | float)
             or not 0 <= variance < math.inf
         ):
@@ -486,25 +484,24 @@ class SiteGuard:
                 UNDECLARED, f"site {self.site} refuses action {action!r}: {charge.cells!r} cells"
             )
         squared = release_sensitivity2(tables, charge.cells or 0, clip, resolution)
-        if charge.shares is None:
-            return {**charge.encode(), "rho": squared / (2 * variance) if variance > 0 else None}
         shares, cells = charge.shares, charge.cells
-        if (
-            not isinstance(shares, int)
-            or not isinstance(cells, int)
-            or not (_whole(shares) and _whole(cells))
-        ):
-            refuse(
-                UNDECLARED,
-                f"site {self.site} refuses action {action!r}: its privacy charge names "
-                f"{shares!r} noise shares over {cells!r} cells",
-            )
-        trusted = self.trusted_shares(shares)
+        counted: dict[str, Any] = {}
+        if shares is not None:
+            if not _whole(shares) or not _whole(cells):
+                refuse(
+                    UNDECLARED,
+                    f"site {self.site} refuses action {action!r}: its privacy charge names "
+                    f"{shares!r} noise shares over {cells!r} cells",
+                )
+            # its own count: the noise of the shares it trusts, each as large as the run's
+            trusted = counted["trusted"] = self.trusted_shares(shares)
+            variance = variance / shares * trusted
+            shares = trusted
         try:
-            rho = distributed_rho(squared, variance / shares, trusted, cells)
-        except ValueError as err:
+            rho = release_rho(squared, variance, shares, cells or 0)
+        except ValueError as err:  # shares too small for the distributed bound
             refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
-        return {**charge.encode(), "rho": None if math.isinf(rho) else rho, "trusted": trusted}
+        return {**charge.encode(), "rho": None if math.isinf(rho) else rho, **counted}
 
     def trusted_shares(self, shares: int) -> int:
         """How many of a distributed run's ``shares`` noise shares this site counts on: its
@@ -526,7 +523,7 @@ class SiteGuard:
         policy = self.policy
         if policy is None or policy.dp_epsilon is None or kind == METADATA and action != HELLO:
             return
-        cap = rho_for(policy.dp_epsilon, policy.dp_delta) * (1 + 1e-9)
+        cap = _cap(policy.dp_epsilon, policy.dp_delta)
         wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
         plan = None
         if action == HELLO:
@@ -579,7 +576,7 @@ class SiteGuard:
                 f"policy {DP_EPSILON} {wording}, rho {cap:.4g}",
             )
         if policy.dp_period_epsilon is not None:
-            period_cap = rho_for(policy.dp_period_epsilon, policy.dp_delta) * (1 + 1e-9)
+            period_cap = _cap(policy.dp_period_epsilon, policy.dp_delta)
             before = period_spent
             if before + cost > period_cap:
                 refuse(
@@ -719,9 +716,14 @@ class SiteGuard:
             ) from None
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
     """A whole number >= 1 (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _cap(epsilon: float, delta: float) -> float:
+    """A budget's zCDP ``rho``, with the margin a float sum of charges may need."""
+    return rho_for(epsilon, delta) * (1 + 1e-9)
 
 
 def _seconds(stamp: Any) -> float:
