@@ -125,6 +125,13 @@ class FedPCClient(ProtocolClient):
                 f"the request's privacy charge counts {charge.tables} tables, it asks "
                 f"{len(arrays[0])}",
             )
+        if charge is not None and (charge.clip is not None or charge.resolution is not None):
+            # a row moves a count by one: a clip bound the site counted would understate it
+            raise ProtocolError(
+                self.partition_id,
+                "the request's privacy charge names a clip bound or a resolution, but counts "
+                "are not clipped",
+            )
         vector, _ = self._tables(request, arrays)
         if charge is not None and charge.shares is not None:
             if charge.cells != vector.size:

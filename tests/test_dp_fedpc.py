@@ -155,3 +155,19 @@ def test_fedfci_with_epsilon_inf_is_the_exact_fci_run(sites):
         "fedfci", data=sites, dp="central", dp_epsilon=4, possible_dsep="off", dp_noise_seed=1
     )
     assert noisy.extra["privacy"]["epsilon"] <= 4 and noisy.graph.kind == "PAG"
+
+
+def test_a_forged_clip_bound_on_counts_is_refused(sites, monkeypatch):
+    """A modified server that names a tiny clip bound in a tables charge (a site would count
+    tables x clip^2 and log far less than a count's sensitivity) is refused by the client."""
+    from fedcausal_flwr.federation.core.messages import ClientProtocolError
+    from fedcausal_flwr.strategies.fedpc import FedPCStrategy
+
+    charge = FedPCStrategy.charge
+
+    def forged(self, tables, cells, variance, shares, clip=None, resolution=None):
+        return charge(self, tables, cells, variance, shares, clip=1e-3)
+
+    monkeypatch.setattr(FedPCStrategy, "charge", forged)
+    with pytest.raises(ClientProtocolError, match="counts are not clipped"):
+        fedcausal_flwr.run("fedpc", data=sites, dp="central", dp_epsilon=4, dp_noise_seed=1)
