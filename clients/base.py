@@ -62,8 +62,9 @@ from fedcausal_flwr.federation.core.messages import (
     check_secure_vector,
     to_json,
 )
-from fedcausal_flwr.federation.core.site_policy import SiteGuard
+from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.runtime.clientside import secagg_participants
+from fedcausal_flwr.federation.runtime.signed_secagg import secagg_roster_names
 from fedcausal_flwr.protocols.builtin import (
     BootstrapPart,
     BootstrapPartReply,
@@ -176,10 +177,18 @@ class ProtocolClient(NumPyClient):
         round_ = int(config[KEY_ROUND]) if KEY_ROUND in config else None
         # what the site's own mod saw, never what the request claims
         participants = secagg_participants()
+        summed_with = secagg_roster_names()  # the sites it verified (a signed round)
         kind = None
-        if self.guard is not None:  # logs and raises a refusal
-            kind = self.guard.check(name, payload, round_, participants)
-        arrays, meta = self.answer(name, payload, list(parameters))
+        try:
+            if self.guard is not None:  # logs and raises a refusal
+                kind = self.guard.check(name, payload, round_, participants, summed_with)
+            arrays, meta = self.answer(name, payload, list(parameters))
+        except Exception:
+            if name == HELLO and self.guard is not None:  # a refused hello binds the run
+                self.guard.bind_refused()
+            raise
+        if name == HELLO and self.guard is not None:
+            self.guard.bind_hello(payload, meta)
         clip = int(config[KEY_CLIP]) if bool(config.get(KEY_SECURE, False)) else None
         through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
         arrays = self.packed(name, arrays, clip, compact=not through_secagg)
@@ -188,7 +197,9 @@ class ProtocolClient(NumPyClient):
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
         if self.guard is not None and kind is not None:
-            self.guard.sent(name, kind, arrays, meta, round_, participants is not None)
+            self.guard.sent(
+                name, kind, arrays, meta, round_, participants is not None, summed_with
+            )
         metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
         return arrays, 1, metrics
 
@@ -260,11 +271,24 @@ class ProtocolClient(NumPyClient):
             detail = InputError(
                 err.problem, column=err.column, fix=err.fix, entry_point=err.entry_point
             )
-            raise ProtocolError(self.partition_id, str(detail)) from None
+            raise ProtocolError(
+                self.partition_id,
+                str(detail),
+                kind="the site's data fail the input check",
+                column=err.column,
+            ) from None
         if self.guard is None:
             return [], report
         self.guard.check_levels(self.data, report["levels"])
-        return [], report
+        cells = self.guard.cell_cap()
+        return [], report if cells is None else {**report, "max_request_cells": cells}
+
+    def allocating(self, action: str, cells: int, width: int | None = None) -> None:
+        """Say how many cells (table cells, block entries) answering ``action`` allocates and
+        over how many variables its widest table is, before it does: a site refuses more than
+        its policy's ``max-request-cells`` and tables wider than the run's declared depth."""
+        if self.guard is not None:
+            self.guard.check_cells(action, int(cells), width)
 
     def bootstrap(self, payload: dict, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], dict]:
         """Built-in action of the federated bootstrap
@@ -342,7 +366,12 @@ def encode_columns(
     for j, name in enumerate(variables):
         column = by_name.get(name)
         if column is None:
-            raise ProtocolError(client, f"column {name!r} is missing (the server asked for it)")
+            raise ProtocolError(
+                client,
+                f"column {name!r} is missing (the server asked for it)",
+                kind="the server asked for a column this site does not have",
+                column=name,
+            )
         index = pd.Index(levels[name])
         if column.values is not None:  # numbers: matched value by value
             col_codes = index.get_indexer(column.values)
@@ -370,6 +399,8 @@ def encode_columns(
                 client,
                 f"column {name!r} has value {example!r} outside the global level set "
                 f"{levels[name]} ({int(bad.sum())} rows)",
+                kind="a value of this site lies outside the global level set",
+                column=name,
             )
         codes[:, j] = np.where(col_codes < 0, MISSING_CODE, col_codes)
     return codes
@@ -383,6 +414,7 @@ def complete_rows(data: pd.DataFrame, variables: list[str], client: int) -> pd.D
             client,
             f"list-wise deletion leaves no rows: each of its {len(data)} rows misses a value "
             "(use missing=testwise, or drop the emptiest columns)",
+            kind="list-wise deletion leaves no rows (use missing=testwise)",
         )
     return kept
 

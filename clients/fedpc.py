@@ -101,6 +101,12 @@ class FedPCClient(ProtocolClient):
             layout = self._refusing(make_layout, batch, cards, max_cells, normalised=True)
             _LAYOUTS.clear()
             _LAYOUTS[key] = layout
+        width = int((batch >= 0).sum(axis=1).max()) if batch.ndim == 2 and batch.size else None
+        if sparse:  # at most one entry per row and query, two numbers each (as the server plans)
+            sizes = np.minimum(np.diff(layout.offsets), len(codes))
+            self.allocating(SPARSE_TABLES, 2 * int(sizes.sum()), width)
+        else:
+            self.allocating(TABLES, layout.total, width)
         return codes, cards, layout
 
     @property
@@ -113,7 +119,11 @@ class FedPCClient(ProtocolClient):
         try:
             return count(*args, **kwargs)
         except (TableTooLargeError, ValueError, MemoryError) as err:
-            raise ProtocolError(self.partition_id, f"cannot count the tables: {err}") from None
+            raise ProtocolError(
+                self.partition_id,
+                f"cannot count the tables: {err}",
+                kind="the tables cannot be counted (too large, or a malformed batch)",
+            ) from None
 
     @action(TABLES, TableRequest, compact=True)
     def tables(self, request: TableRequest, arrays: list[np.ndarray]) -> HandlerResult:

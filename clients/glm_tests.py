@@ -76,10 +76,12 @@ class GLMTestsClient(ProtocolClient):
         betas = np.asarray(arrays[0], dtype=np.float64)
         charge = None if request.privacy is None else PrivacyCharge.decode(request.privacy)
         clip = None if charge is None else self._private_clip(charge, request)
+        models = [model_from_row(row) for row in request.models]
+        sizes = [n_global_params(model, schema) for model in models]
+        # each model's packed block: its information matrix, IRLS vector and four scalars
+        self.allocating(GLM, sum(size * size + size + 4 for size in sizes))
         parts, offset = [], 0
-        for row in request.models:
-            model = model_from_row(row)
-            size = n_global_params(model, schema)
+        for model, size in zip(models, sizes, strict=True):
             try:
                 parts.append(
                     local_contribution(
@@ -87,7 +89,9 @@ class GLMTestsClient(ProtocolClient):
                     )
                 )
             except DataError as err:
-                raise ProtocolError(self.partition_id, str(err)) from err
+                raise ProtocolError(
+                    self.partition_id, str(err), kind="a model cannot be fitted on this site's rows"
+                ) from err
             offset += size
         if offset != betas.size:
             raise ProtocolError(
@@ -150,6 +154,8 @@ class GLMTestsClient(ProtocolClient):
                 res = ci_test_inprocess([table], x, y, given, "none", float(request.ridge),
                                         testwise, **options)  # fmt: skip
             except DataError as err:
-                raise ProtocolError(self.partition_id, str(err)) from err
+                raise ProtocolError(
+                    self.partition_id, str(err), kind="a model cannot be fitted on this site's rows"
+                ) from err
             pvalues[i], sizes[i] = res.p_value, res.n
         return [pvalues, sizes], {}

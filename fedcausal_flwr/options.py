@@ -16,7 +16,9 @@ entry point  where                                         spelling
 declared type, one boolean rule holds everywhere (``true/false``, ``1/0``, ``yes/no``, ``on/off``),
 an unknown name fails with the closest valid one and the valid list, and every error names the
 option as the user wrote it on that entry point. Resolving resolved values again returns them
-unchanged, so a strategy can resolve its input whoever built it.
+unchanged, so a strategy can resolve its input whoever built it. An option that may name a file
+(``knowledge``, ``schema``) reads it on the user's own entry points and keeps its content; from a
+run config it takes content only (:func:`content_only`), since every site resolves the run config.
 """
 
 from __future__ import annotations
@@ -67,6 +69,19 @@ def spell(name: str, entry_point: str) -> str:
     if entry_point in ("python", "spec"):
         return name
     raise ValueError(f"unknown entry point {entry_point!r}; expected one of {ENTRY_POINTS}")
+
+
+def content_only(what: str, example: str) -> str:
+    """Why a run config's value that is not ``what`` (``the schema JSON``) is refused, unread.
+
+    Every site and the coordinator resolve the run config, so a path in it would make each read
+    (and an error quote) a file of its own machine: a run config carries content only. The
+    message names no value: not the path, nor anything read.
+    """
+    return (
+        f"a run config carries {what}, not a file (every site and the coordinator would read a "
+        f"path on its own machine): give {what} inline, e.g. {example}"
+    )
 
 
 def seed_option(help: str) -> Option:
@@ -126,7 +141,10 @@ class Option:
     (``-1`` for "no depth cap"). ``requires=(other, values)``: setting this option away from its
     default only makes sense when option ``other`` has one of ``values`` (an error otherwise).
     ``paper`` says what the paper (or, where it is silent, its authors' code) sets; ``why`` says
-    why the default differs from it (empty when it does not).
+    why the default differs from it (empty when it does not). ``local_file``: the value may name a
+    file on the user's machine, so ``convert`` is called as ``convert(value, entry_point)``: it
+    reads a file only on the user's own entry points, never from a run config (``config``, see
+    :func:`content_only`).
     """
 
     name: str
@@ -144,7 +162,8 @@ class Option:
     requires: tuple[str, tuple[Any, ...]] | None = None
     paper: str = ""
     why: str = ""
-    convert: Callable[[Any], Any] | None = None
+    convert: Callable[..., Any] | None = None
+    local_file: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -179,8 +198,10 @@ class Option:
             text += f", or {extra}" + (f" ({self.null_meaning})" if self.null_meaning else "")
         return text
 
-    def parse(self, value: Any) -> Any:
-        """The typed value; ``ValueError`` with the reason (the caller adds the option's name)."""
+    def parse(self, value: Any, entry_point: str = "python") -> Any:
+        """The typed value; ``ValueError`` with the reason (the caller adds the option's name).
+        ``entry_point``: where the value was typed (a ``local_file`` converter reads no file
+        from a run config)."""
         if self.nullable and (
             value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS)
         ):
@@ -188,7 +209,7 @@ class Option:
         if value is None:
             raise ValueError(f"a value is needed ({self.describe_type()})")
         if self.convert is not None:
-            typed = self.convert(value)
+            typed = self.convert(value, entry_point) if self.local_file else self.convert(value)
         elif self.kind == "bool":
             typed = parse_bool(value)
         elif self.kind == "int":
@@ -344,7 +365,7 @@ class OptionSet:
         for option in self.options:
             if option.name in given:
                 try:
-                    values[option.name] = option.parse(given[option.name])
+                    values[option.name] = option.parse(given[option.name], entry_point)
                 except ValueError as err:
                     shown = (
                         typed_as[option.name]

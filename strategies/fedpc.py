@@ -219,6 +219,14 @@ class FedPCStrategy(PrivateSumsStrategy):
         self._layout: TableLayout | None = None
         self._sets: SetTables | None = None  # a private batch: its tests' variable sets
 
+    @property
+    def max_cells(self) -> int:
+        """The cells of one round's tables at a client: the ``max_cells`` option, lowered to
+        the smallest ``max-request-cells`` a site's policy reported in hello (a site refuses a
+        request over it)."""
+        cap = self.site_cell_cap if self.client_info else None
+        return self.options.max_cells if cap is None else min(self.options.max_cells, cap)
+
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
         """Discrete columns for chi2/G2, numbers for Fisher-z; the clients' sums equal the
@@ -288,7 +296,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             asked = MomentsRequest(self.variables, self.options.missing)
             return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
         base = TableRequest(
-            self.variables, self.levels, self.options.max_cells, self.options.missing
+            self.variables, self.levels, self.max_cells, self.options.missing
         )
         if self.options.ci == "exact":
             if self._plan is None and self.privacy is None:
@@ -317,7 +325,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         payload = SketchRequest(
             self.variables,
             self.levels,
-            self.options.max_cells,
+            self.max_cells,
             self.options.missing,
             seed=self._sketch_seed(),
             sketch_length=self.options.sketch_length,
@@ -339,18 +347,18 @@ class FedPCStrategy(PrivateSumsStrategy):
         dense_bytes = 8 * total
         sparse_bytes = 16 * float(np.minimum(cells, most_rows).sum())
         # one round when a client's tables fit max_cells and all clients' max_server_cells
-        if total <= self.options.max_cells and k * total <= self.options.max_server_cells:
+        if total <= self.max_cells and k * total <= self.options.max_server_cells:
             sparse = not self.dense_only and sparse_bytes < dense_bytes
             return BatchPlan(sparse, everything, int(total))
         # entries the server holds
         sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
         sparse = not self.dense_only and (
-            float(cells.max()) > self.options.max_cells or float(sparse_cost.sum()) < total
+            float(cells.max()) > self.max_cells or float(sparse_cost.sum()) < total
         )
         # (a client's cells, the server's cells) of each query in a round
         client_cost, server_cost = (sparse_cost, sparse_cost) if sparse else (cells, k * cells)
         over = np.flatnonzero(
-            (client_cost > self.options.max_cells) | (server_cost > self.options.max_server_cells)
+            (client_cost > self.max_cells) | (server_cost > self.options.max_server_cells)
         )
         if over.size:
             i = int(over[0])
@@ -364,7 +372,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         start = 0
         while start < len(queries):
             end = min(
-                np.searchsorted(client_sum, client_sum[start] + self.options.max_cells, "right"),
+                np.searchsorted(client_sum, client_sum[start] + self.max_cells, "right"),
                 np.searchsorted(
                     server_sum, server_sum[start] + self.options.max_server_cells, "right"
                 ),
@@ -381,7 +389,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         names = self.variables
         test = f"{names[x]} _||_ {names[y]} | {[names[v] for v in sz]}"
         depth = f"cap the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
-        if cost <= self.options.max_cells:  # the server's budget: every client's copy of the table
+        if cost <= self.max_cells:  # the server's budget: every client's copy of the table
             budget = self.options.max_server_cells
             return ValueError(
                 f"{self.name}: the contingency table of {test} has {cells:,} cells, and the "
@@ -397,23 +405,23 @@ class FedPCStrategy(PrivateSumsStrategy):
         )
         return ValueError(
             f"{self.name}: the contingency table of {test} has {cells:,} cells; {how} the "
-            f"memory budget max_cells={self.options.max_cells:,}: {depth}raise the budget "
+            f"memory budget max_cells={self.max_cells:,}: {depth}raise the budget "
             f"(--max-cells {cost}; Python: max_cells={cost})"
         )
 
     def _check_table_budget(self, queries: list[Query]) -> None:
         """Refuse a batch whose tables would not fit the budget, before a client counts them."""
         try:
-            layout = make_layout(queries, self.cards, max_cells=self.options.max_cells)
+            layout = make_layout(queries, self.cards, max_cells=self.max_cells)
         except TableTooLargeError:
             layout = None
-        if layout is not None and layout.total <= self.options.max_cells:
+        if layout is not None and layout.total <= self.max_cells:
             return
         names = self.variables
         sizes = [int(np.prod([self.cards[v] for v in (x, y, *sz)])) for x, y, sz in queries]
         worst = int(np.argmax(sizes))
         x, y, sz = queries[worst]
-        total, budget = int(sum(sizes)), self.options.max_cells
+        total, budget = int(sum(sizes)), self.max_cells
         depth = f"limit the conditioning sets (--max-depth {len(sz) - 1}) or " if sz else ""
         raise ValueError(
             f"the contingency tables of this level ({len(queries)} tests, conditioning sets of "

@@ -12,6 +12,7 @@ disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,7 +31,7 @@ from fedcausal_flwr.federation.core.messages import (
     Reply,
     Request,
 )
-from fedcausal_flwr.options import Option, OptionError, OptionSet, say
+from fedcausal_flwr.options import Option, OptionError, OptionSet, content_only, say
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -108,22 +109,48 @@ def schema_from_hello(info: dict[int, ClientInfo], entry_point: str = "python") 
     return Schema(tuple(specs.values()))
 
 
-def schema_value(value: Any) -> str:
-    """A schema option as Schema JSON: a :class:`Schema`, its JSON text, or a JSON file's path."""
+#: how a run config gives a schema: its JSON, inline
+SCHEMA_INLINE = """schema='{"variables": [{"name": "A", "kind": "binary", "levels": [0, 1]}]}'"""
+#: what a schema is, for an error that may not quote the value (a run config's)
+SCHEMA_SHAPE = (
+    'a JSON object {"variables": [...]} of distinct variables, each {"name": ..., "kind": '
+    'continuous, binary, ordinal or categorical, "levels": [...] (not for continuous; two '
+    "for binary)}"
+)
+
+
+def schema_value(value: Any, entry_point: str = "python") -> str:
+    """A schema option as Schema JSON: a :class:`Schema`, its JSON text or, on the user's own
+    entry points, a JSON file's path, so what travels on is content.
+
+    From a run config (``entry_point`` ``config``) only JSON text is taken: anything else is
+    refused without touching the file system, and no error quotes the value (every site and the
+    coordinator resolve the run config; see :func:`content_only`).
+    """
+    inline = entry_point == "config"
     if isinstance(value, Schema):
         return value.dumps()
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a schema (JSON text or a JSON file), got {value!r}")
+        got = "" if inline else f", got {value!r}"
+        raise ValueError(f"expected a schema (JSON text or a JSON file){got}")
     text = value.strip()
     if not text.startswith("{"):
+        if inline:
+            raise ValueError(content_only("the schema JSON", SCHEMA_INLINE))
         path = Path(text).expanduser()
         if not path.is_file():
             raise ValueError(f"{text!r} is neither schema JSON nor an existing file")
         text = path.read_text()
     try:
         return Schema.from_json(text).dumps()
-    except (ValueError, KeyError, TypeError) as err:
+    except json.JSONDecodeError as err:  # its msg names the problem, never the text
+        if inline:
+            raise ValueError(
+                f"not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+            ) from None
         raise ValueError(f"not a valid schema: {err}") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"not a valid schema: {SCHEMA_SHAPE if inline else err}") from None
 
 
 #: fedCI's own options, in the order the entry points list them (the search engine's follow)
@@ -176,10 +203,12 @@ GLM_OPTIONS: tuple[Option, ...] = (
         "schema",
         "str",
         None,
-        "variable kinds (continuous, binary, ordinal, categorical): Schema JSON or a "
-        "JSON file; without it kinds come from the dtypes (ordinal needs a schema)",
+        "variable kinds (continuous, binary, ordinal, categorical): Schema JSON, or a JSON "
+        "file where the user runs (a run config carries the JSON); without it kinds come from "
+        "the dtypes (ordinal needs a schema)",
         nullable=True,
         convert=schema_value,
+        local_file=True,
     ),
     Option(
         "encoding",

@@ -35,7 +35,12 @@ from fedcausal_flwr.strategies.base import MethodStrategy
 CENTRAL, DISTRIBUTED = "discrete Gaussian", "distributed discrete Gaussian"
 
 
-class PrivacyBudgetNote(InputNote):
+class SearchStoppedNote(InputNote):
+    """A site ended a search early (its graph is the one so far): it would not take part in a
+    secure sum without every site of its roster, after one dropped out."""
+
+
+class PrivacyBudgetNote(SearchStoppedNote):
     """A site's privacy budget ended a private search early (its graph is the one so far)."""
 
 
@@ -54,6 +59,8 @@ class PrivateSumsStrategy(MethodStrategy):
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
         super().__init__(options, **keywords)
         options = self.options
+        #: why the search ended before its last depth (None: it did not)
+        self.stopped: str | None = None
         #: the zCDP accountant of a differentially private run (None: dp off)
         self.privacy = (
             PrivacyAccountant(
@@ -203,20 +210,34 @@ class PrivateSumsStrategy(MethodStrategy):
     def forget_pending_batch(self) -> None:
         """Drop what the method holds of a batch it will not finish (a budget stop)."""
 
-    def stop_for_budget(self, refusal: str) -> bool:
-        """A site's budget refuses the next release: the search ends with the depths it has (its
-        rules on them, replayed from the cache: no new test), and the result says why."""
+    def stop_search(self, refusal: str) -> bool:
+        """A site refuses the next batch for a reason that ends the search, not the run (its
+        privacy budget; a secure sum without every site of its roster, after a dropout): the
+        search ends with the depths it has (its rules on them, replayed from the cache: no new
+        test), and the result says why."""
         runner = self.runner
-        if self.privacy is None or runner is None or not self.batches:
+        if runner is None or not self.batches:
             return False  # nothing learned yet: the refusal stops the run
-        depth = len(self.batches) - 1  # under dp a depth is one batch
-        if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
-            self.runner = runner
-            return False
+        if self.privacy is not None:
+            depth = len(self.batches) - 1  # under dp a depth is one batch
+            if not self._start(max_depth=depth).done:  # (only tests before the refused depth)
+                self.runner = runner
+                return False
+        else:  # the deepest depth whose tests were all answered
+            depth = -1
+            while self._start(max_depth=depth + 1).done:
+                depth += 1
+            if depth < 0 or not self._start(max_depth=depth).done:
+                self.runner = runner
+                return False
         self.forget_pending_batch()
-        self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
+        if self.privacy is not None:
+            self.privacy.stopped = f"stopped before depth {depth + 1}: {refusal}"
+        self.stopped = f"the search stopped before depth {depth + 1}: {refusal}"
+        self.annotate(stopped=self.stopped)
+        note = PrivacyBudgetNote if self.privacy is not None else SearchStoppedNote
         warnings.warn(
-            PrivacyBudgetNote(
+            note(
                 f"note: {self.name} ended its search after depth {depth} (the graph so far): "
                 f"{refusal}"
             ),
@@ -225,5 +246,6 @@ class PrivateSumsStrategy(MethodStrategy):
         return True
 
     def privacy_report(self) -> dict[str, Any]:
-        """The result's ``privacy`` entry (empty: dp off)."""
-        return {} if self.privacy is None else {"privacy": self.privacy.report()}
+        """The result's ``privacy`` entry (empty: dp off), and why a search stopped early."""
+        stopped = {} if self.stopped is None else {"stopped": self.stopped}
+        return stopped if self.privacy is None else {"privacy": self.privacy.report(), **stopped}

@@ -14,7 +14,7 @@ from typing import Any
 from fedcausal_flwr.discovery.bootstrap import TIE_RULES
 from fedcausal_flwr.discovery.pc import COLLIDER_RULES, knowledge_supported
 from fedcausal_flwr.graphs.knowledge import Knowledge
-from fedcausal_flwr.options import Option, say, seed_option, spell
+from fedcausal_flwr.options import Option, content_only, say, seed_option, spell
 
 DISCRETE_TESTS = ("chi2", "g2")
 POSSIBLE_DSEP = ("sequential", "stable", "off")
@@ -157,19 +157,33 @@ def fci_engine_options(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 KNOWLEDGE_WORDS = ("forbidden", "required", "tier")
+#: how a run config gives knowledge: its statements, inline
+KNOWLEDGE_INLINE = "knowledge='forbidden A -> B; tier C D'"
 
 
-def knowledge_text(value: Any) -> str:
-    """The ``knowledge`` option's value: a :class:`Knowledge`, a file's path, or statements in
-    the file format (``;`` may separate them); checked and kept as the format's text."""
+def knowledge_text(value: Any, entry_point: str = "python") -> str:
+    """The ``knowledge`` option's value: a :class:`Knowledge`, statements in the file format
+    (``;`` may separate them) or, on the user's own entry points, a file's path; checked and kept
+    as the format's text, so what travels on is content.
+
+    From a run config (``entry_point`` ``config``) only statements are taken: anything else is
+    refused without touching the file system, and no error quotes the value or its lines (every
+    site and the coordinator resolve the run config; see :func:`content_only`).
+    """
+    inline = entry_point == "config"
     if isinstance(value, Knowledge):
         return value.to_text()
     if not isinstance(value, str):
-        raise ValueError(f"expected a knowledge file, statements or a Knowledge, got {value!r}")
+        got = type(value).__name__ if inline else repr(value)
+        raise ValueError(f"expected a knowledge file, statements or a Knowledge, got {got}")
     text = value.strip()
-    first = text.split(maxsplit=1)[0].lower() if text else ""
-    if first in KNOWLEDGE_WORDS:
-        return Knowledge.parse(text.replace(";", "\n"), source="knowledge").to_text()
+    if not text:
+        return ""  # no statements (what a file of comments resolves to)
+    if text.split(maxsplit=1)[0].lower() in KNOWLEDGE_WORDS:
+        statements = text.replace(";", "\n")  # line n of an error: the n-th statement
+        return Knowledge.parse(statements, source="knowledge", quote=not inline).to_text()
+    if inline:
+        raise ValueError(content_only("the knowledge statements", KNOWLEDGE_INLINE))
     return Knowledge.read(text).to_text()
 
 
@@ -178,13 +192,15 @@ def knowledge() -> Option:
         "knowledge",
         "str",
         None,
-        "background knowledge (docs/knowledge.md): a file, or its statements ('forbidden A -> "
-        "B; required C -> D; tier E F; tier G'): pairs forbidden both ways are never tested, "
-        "required edges never tested nor removed, and no orientation goes against it",
+        "background knowledge (docs/knowledge.md): its statements ('forbidden A -> B; required C "
+        "-> D; tier E F; tier G'), or a file of them where the user runs (a run config carries "
+        "the statements): pairs forbidden both ways are never tested, required edges never tested "
+        "nor removed, and no orientation goes against it",
         nullable=True,
         null_meaning="none",
         paper="none (the papers take no background knowledge)",
         convert=knowledge_text,
+        local_file=True,
     )
 
 

@@ -32,7 +32,8 @@ from fedcausal_flwr.federation.runtime.flower_internals import (
 
 csv_path = sys.argv[1]
 set_task_identity(1, 0)
-context = Context(1, 1, {"partition-id": 0, "data-path": csv_path}, RecordDict(),
+context = Context(1, 1, {"partition-id": 0, "data-path": csv_path,
+                                 "allow-plain-statistics": True}, RecordDict(),
                   {**DEFAULT_RUN_CONFIG, "method": "fedpc"})
 levels = {"a": [0, 1], "b": [0, 1, 2]}
 requests = [

@@ -116,7 +116,7 @@ def test_each_site_logs_what_each_release_costs_it(tmp_path):
     from fedcausal_flwr.result import Result
 
     frames = split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
-    nodes = write_sites(tmp_path, frames)
+    nodes = write_sites(tmp_path, frames, **{"allow-plain-statistics": True})
     options = "dp=central dp-epsilon=8 dp-noise-seed=1"
     run_app(nodes, {"method": "fedpc", "options": options, "result-path": "dp.json"})
     privacy = Result.load(tmp_path / "results" / "dp.json").extra["privacy"]

@@ -166,7 +166,7 @@ def test_private_fedci_options_are_checked_with_their_reasons(federation):
 
 
 def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
-    from fedcausal_flwr.federation.core.site_policy import SiteGuard
+    from fedcausal_flwr.federation.core.site_guard import SiteGuard
     from fedcausal_flwr.protocols.fedci import DISCLOSURES, GLM
     from fedcausal_flwr.protocols.records import PrivacyCharge
     from fedcausal_flwr.stats.privacy import release_sensitivity2
@@ -248,7 +248,8 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
     dag = random_dag(4, expected_degree=1.5, seed=1)
     frames = split_site_effects(dag, 900, 3, seed=1, types=types, affected=[]).clients
     options = "dp=central dp-epsilon=16 dp-rounds=2 dp-clip=5 dp-noise-seed=4"
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 16})
+    central = {"dp-allow-central": True, "allow-plain-statistics": True}
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 16}, **central)
     run_app(nodes, {"method": "fedci-pc", "options": options, "result-path": "a"})
     first = Result.load(tmp_path / "results" / "a").extra["privacy"]
     for node in nodes:
@@ -258,7 +259,7 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
 
     periodic = {"dp-epsilon": 16, "dp-period-epsilon": 20, "dp-period-days": 1}
     (tmp_path / "b").mkdir()
-    nodes = write_sites(tmp_path / "b", frames, **periodic)
+    nodes = write_sites(tmp_path / "b", frames, **periodic, **central)
     handle = FedCIStrategy.handle_replies
 
     def another_run_spends(self, request, replies):

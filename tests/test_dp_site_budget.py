@@ -25,14 +25,18 @@ def private(epsilon: float) -> dict:
     return {"method": "fedpc", "options": f"dp=central dp-epsilon={epsilon} dp-noise-seed=1"}
 
 
+#: what a site must allow for the server's own noise on its plain tables (dp=central, not secure)
+CENTRAL = {"dp-allow-central": True, "allow-plain-statistics": True}
+
+
 def test_a_run_within_the_sites_budget_runs(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4})
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
     assert any(line["action"] == "tables" for line in audit(nodes[0]))
 
 
 def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 2})
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 2}, **CENTRAL)
     with pytest.raises(SitePolicyError, match="dp-epsilon"):
         run_app(nodes, private(4))
     for node in nodes:
@@ -42,16 +46,18 @@ def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, frames):
 
 
 def test_a_run_without_noise_is_refused_by_a_site_with_a_budget(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 8})
-    with pytest.raises(SitePolicyError, match="without differential privacy"):
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 8}, **CENTRAL)
+    with pytest.raises(SitePolicyError, match="its policy has dp-epsilon = 8"):
         run_app(nodes, {"method": "fedpc"})
-    with pytest.raises(SitePolicyError, match="without differential privacy"):
+    with pytest.raises(SitePolicyError, match="its policy has dp-epsilon = 8"):
         run_app(nodes, {"method": "fedpc", "options": "dp=central dp-epsilon=inf"})
+    reasons = [line["reason"] for line in audit(nodes[0])]
+    assert len(reasons) == 2 and all("without differential privacy" in r for r in reasons)
 
 
 def test_the_period_budget_counts_earlier_runs_from_the_audit_log(tmp_path, frames):
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
-    nodes = write_sites(tmp_path, frames, **budget)
+    nodes = write_sites(tmp_path, frames, **budget, **CENTRAL)
     run_app(nodes, private(4))  # in rho: 0.254 of the period's 0.385 (epsilon 5 at 1e-6)
     with pytest.raises(SitePolicyError, match="dp-period-epsilon"):
         run_app(nodes, private(4))
@@ -74,7 +80,7 @@ def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, cap
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
     from fedcausal_flwr.stats.privacy import epsilon_of
 
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4})
+    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
     capsys.readouterr()
     assert cli_main(["audit", default_audit_log(nodes[0]["data-path"])]) == 0
@@ -91,9 +97,14 @@ def test_a_forged_charge_is_counted_by_the_site_not_by_the_request(tmp_path):
 
     from fedcausal_flwr.clients.fedpc import FedPCClient
     from fedcausal_flwr.federation.core.messages import ProtocolError
-    from fedcausal_flwr.federation.core.site_policy import PolicyRefusal, SiteGuard
+    from fedcausal_flwr.federation.core.site_guard import (
+        PolicyRefusal,
+        SiteGuard,
+    )
 
-    policy = SitePolicy.from_values({"dp-epsilon": 4, "audit-log": str(tmp_path / "a.jsonl")}, "t")
+    policy = SitePolicy.from_values(
+        {"dp-epsilon": 4, "dp-allow-central": True, "audit-log": str(tmp_path / "a.jsonl")}, "t"
+    )
     guard = SiteGuard("fedpc", {"tables": "summed"}, policy=policy, site=0, run="r")
     charge = {"mechanism": "discrete Gaussian", "tables": 3, "variance": 50.0, "rho": -1e9,
               "target_epsilon": 4.0, "delta": 1e-6}  # fmt: skip
@@ -125,7 +136,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
 
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
-    nodes = write_sites(tmp_path, frames, **budget)
+    nodes = write_sites(tmp_path, frames, **budget, **CENTRAL)
     handle = FedPCStrategy._handle_tables
 
     def another_run_spends(self, request, replies):

@@ -23,7 +23,8 @@ from tests.test_federation_toy import toy_partitions, toy_reference
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOY_RUN = {"method": "toy", "plugins": "tests.test_federation_toy", "num-clients": 3}
 #: what a site running the toy plugin's tests needs in its node config (its policy allows it)
-TOY_SITE = {"allow-plugins": TOY_RUN["plugins"]}
+#: a site that runs the toy plugin and lets its per-site column sums leave it plainly
+TOY_SITE = {"allow-plugins": TOY_RUN["plugins"], "allow-plain-statistics": True}
 
 
 @pytest.fixture(autouse=True)
@@ -73,13 +74,14 @@ def test_site_without_partition_id_gets_a_clear_error(tmp_path):
     path = tmp_path / "site.csv"
     toy_partitions(1)[0].to_csv(path, index=False)
     nodes = [{"data-path": str(path)}]
-    with pytest.raises(ClientProtocolError, match="a client: node_config of node 1001 has no"):
+    with pytest.raises(ClientProtocolError, match="the site's node config has no 'partition-id'"):
         run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
 
 
 def test_missing_site_file_stops_the_run_naming_the_site(tmp_path):
     nodes = [{"partition-id": 0, "data-path": str(tmp_path / "missing.csv"), **TOY_SITE}]
-    with pytest.raises(ClientProtocolError, match="client 0: cannot load this site's data: data"):
+    with pytest.raises(ClientProtocolError, match="site 0 refuses action 'hello': the site "
+                       "cannot load its data"):  # fmt: skip
         run_local(flwr_app.server_app, flwr_app.client_app, 1, {**TOY_RUN, "num-clients": 1}, nodes)
 
 

@@ -19,10 +19,12 @@ from fedcausal_flwr.federation.core.coordinator import CoordinatorError, Coordin
 from fedcausal_flwr.federation.core.disclosure import CLASSES
 from fedcausal_flwr.federation.core.messages import Request, SitePolicyError
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
-from fedcausal_flwr.federation.core.site_policy import (
-    PolicyConfigError,
+from fedcausal_flwr.federation.core.site_guard import (
     PolicyRefusal,
     SiteGuard,
+)
+from fedcausal_flwr.federation.core.site_policy import (
+    PolicyConfigError,
     SitePolicy,
     default_audit_log,
 )
@@ -44,13 +46,25 @@ def asia_frames() -> list[pd.DataFrame]:
     return part.clients
 
 
-def write_sites(tmp_path: Path, frames, **policy) -> list[dict]:
-    """One CSV per site and its node config (data-path plus the given policy keys)."""
+def write_sites(tmp_path: Path, frames, *, signed: bool = True, **policy) -> list[dict]:
+    """One CSV per site and its node config (data-path plus the given policy keys); with
+    ``signed``, each site's signing key and the federation's roster (secure sums need them)."""
+    from fedcausal_flwr.federation.core.site_identity import make_federation_keys
+
+    names = [f"site-{k}" for k in range(len(frames))]
+    keys = tmp_path / "keys"
+    if not signed:
+        identities: list[dict] = [{} for _ in frames]
+    elif keys.exists():  # the same sites again (a second write of their files)
+        identities = [{"site-key": str(keys / f"{name}.key"), "roster": str(keys / "roster.toml")}
+                      for name in names]  # fmt: skip
+    else:
+        identities = make_federation_keys(keys, names)
     nodes = []
     for k, frame in enumerate(frames):
         path = tmp_path / f"site{k}.csv"
         frame.to_csv(path, index=False)
-        nodes.append({"partition-id": k, "data-path": str(path), **policy})
+        nodes.append({"partition-id": k, "data-path": str(path), **identities[k], **policy})
     return nodes
 
 
@@ -125,12 +139,14 @@ def test_raw_row_methods_are_refused_by_the_default_policy(tmp_path, asia_frames
         run_app(nodes, {"method": "pooled"})
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("site 0 refuses method 'pooled': it sends the site's rows")
-    assert "allow-raw-rows = false" in message
+    assert message.startswith(
+        "site 0 refuses action 'hello': its policy has allow-raw-rows = false"
+    )
     for node in nodes:
         log = audit(node)
         assert log and all(entry["outcome"] == "refused" for entry in log)
         assert {e["policy"] for e in log} == {"allow-raw-rows"}
+        assert "refuses method 'pooled': it sends the site's rows" in log[0]["reason"]
         assert not [e for e in log if e["class"] == "raw" and e["outcome"] == "sent"]
 
 
@@ -164,8 +180,10 @@ def test_a_modified_serverapp_asking_rows_of_fedpc_vote_is_refused(tmp_path, asi
 
 def test_require_secure_refuses_a_plain_run_and_plain_tables(tmp_path, asia_frames):
     nodes = write_sites(tmp_path, asia_frames, **{"require-secure": True})
-    with pytest.raises(SitePolicyError, match="refuses a plain run of 'fedpc'.*require-secure"):
+    with pytest.raises(SitePolicyError, match="refuses action 'hello': its policy has "
+                       "require-secure = true"):  # fmt: skip
         run_app(nodes, {"method": "fedpc"})
+    assert "refuses a plain run of 'fedpc'" in audit(nodes[0])[0]["reason"]
 
     class PlainTables(ProtocolStrategy):
         """Claims nothing: sends a tables query in a plain round of a run configured secure."""
@@ -175,10 +193,11 @@ def test_require_secure_refuses_a_plain_run_and_plain_tables(tmp_path, asia_fram
 
     (tmp_path / "b").mkdir()
     nodes = write_sites(tmp_path / "b", asia_frames, **{"require-secure": True})
-    with pytest.raises(SitePolicyError, match="refuses action 'tables' of 'fedpc': its sum "
-                       "would reach the server outside SecAgg\\+"):  # fmt: skip
+    with pytest.raises(SitePolicyError, match="refuses action 'tables': its policy has "
+                       "require-secure = true"):  # fmt: skip
         run_app(nodes, {"method": "fedpc", "secure": True}, make_server_app(PlainTables()))
     log = audit(nodes[2])
+    assert "its sum would reach the server outside SecAgg+" in log[1]["reason"]
     assert [(e["action"], e["outcome"], e.get("policy")) for e in log] == [
         ("hello", "sent", None),
         ("tables", "refused", "require-secure"),
@@ -195,6 +214,9 @@ def test_require_secure_answers_fedpc_through_secagg(tmp_path, asia_frames):
     for node in nodes:
         log = audit(node)
         assert {(e["class"], e["secure"]) for e in log} == {("metadata", False), ("summed", True)}
+        # each sum names the sites it was with, as the site verified them against its roster
+        sums = [e for e in log if e["class"] == "summed"]
+        assert sums and all(e["participants"] == ["site-0", "site-1", "site-2"] for e in sums)
 
 
 def test_require_secure_answers_fedci_pc_through_secagg(tmp_path):
@@ -216,21 +238,25 @@ def test_require_secure_answers_fedci_pc_through_secagg(tmp_path):
             ("metadata", False),
             ("summed", True),
         }
-    with pytest.raises(SitePolicyError, match="refuses a plain run of 'fedci-pc'"):
+    with pytest.raises(SitePolicyError, match="refuses action 'hello': its policy has "
+                       "require-secure = true"):  # fmt: skip
         run_app(nodes, {"method": "fedci-pc", "options": options})
+    assert "refuses a plain run of 'fedci-pc'" in audit(nodes[0])[-1]["reason"]
 
 
 def test_hello_refuses_a_column_over_max_levels(tmp_path, asia_frames):
     frames = [f.assign(record=[f"patient-{k}-{i}" for i in range(len(f))]) for k, f in
               enumerate(asia_frames)]  # fmt: skip
     nodes = write_sites(tmp_path, frames)
-    with pytest.raises(SitePolicyError, match="site 0 refuses hello: column 'record' has 300 "
-                       "distinct values and its policy max-levels = 100"):  # fmt: skip
+    with pytest.raises(SitePolicyError, match="site 0 refuses action 'hello': its policy "
+                       "has max-levels = 100") as caught:  # fmt: skip
         run_app(nodes, {"method": "fedpc"})
+    assert "300" not in str(caught.value) and "record" not in str(caught.value)
     log = audit(nodes[0])
     assert [(e["action"], e["outcome"], e["policy"]) for e in log] == [
         ("hello", "refused", "max-levels")
     ]
+    assert "column 'record' has 300 distinct values" in log[0]["reason"]
     assert "patient" not in json.dumps(log)
 
 
@@ -247,10 +273,10 @@ def test_allow_methods_and_policy_files(tmp_path, asia_frames):
     policy_file = tmp_path / "policy.toml"
     policy_file.write_text('allow-methods = ["fedpc", "fedci-pc"]\nmax-levels = 20\n')
     nodes = write_sites(tmp_path, asia_frames, **{"policy-file": str(policy_file)})
-    with pytest.raises(SitePolicyError, match="refuses method 'pc-vote': its policy "
-                       "allow-methods allows fedci-pc, fedpc"):  # fmt: skip
+    with pytest.raises(SitePolicyError, match="refuses action 'hello': its policy has "
+                       "allow-methods = fedci-pc, fedpc"):  # fmt: skip
         run_app(nodes, {"method": "pc-vote"})
-    run_app(nodes, {"method": "fedpc"})
+    run_app(nodes, {"method": "fedpc", "secure": True})
     both = write_sites(tmp_path, asia_frames[:1], **{"policy-file": str(policy_file),
                                                      "max-levels": 5})  # fmt: skip
     with pytest.raises(PolicyConfigError, match="'max-levels' is set both"):
@@ -277,8 +303,10 @@ def test_plugins_need_the_operator_and_every_site(tmp_path, asia_frames, monkeyp
         run_app(nodes, run)
     assert not marker.exists() and not audit(nodes[0])
     monkeypatch.setenv("FEDCAUSAL_ALLOW_PLUGINS", "fedcausal_marker_plugin")
-    with pytest.raises(SitePolicyError, match="site 0 refuses to import plugin module"):
+    with pytest.raises(SitePolicyError, match="site 0 refuses action 'hello': its policy "
+                       "has allow-plugins = none"):  # fmt: skip
         run_app(nodes, run)
+    assert "refuses to import plugin module" in audit(nodes[0])[0]["reason"]
     assert {e["policy"] for e in audit(nodes[0])} == {"allow-plugins"}
 
 
@@ -314,7 +342,7 @@ def test_the_audit_command_summarises_a_sites_log(tmp_path, asia_frames, capsys)
     lines = out.splitlines()
     # each run has its own id (as a SuperLink gives), so each is summarised on its own
     assert "method fedpc-vote, site 0" in out and "method pooled, site 0" in out
-    assert any(line.startswith("! per_client") and "prune, pvalues" in line for line in lines)
+    assert any(line.startswith("  local_result") and "prune, pvalues" in line for line in lines)
     assert any(line.startswith("  metadata") for line in lines)
     assert "refused: hello [allow-raw-rows] site 0 refuses method 'pooled'" in out
     assert cli_main(["audit", log, "--run", "99"]) == 2
@@ -362,7 +390,8 @@ def test_truth_stays_in_the_truth_folder_and_is_never_quoted(tmp_path, asia_fram
     (tmp_path / "truth").mkdir()
     (tmp_path / "truth" / "bad.csv").write_text("secret_token=hunter2\n")
     with pytest.raises(ValueError) as caught:
-        run_app(nodes, {"method": "fedpc", "truth": "bad.csv", "result-path": "r.json"})
+        run_app(nodes, {"method": "fedpc", "secure": True, "truth": "bad.csv",
+                        "result-path": "r.json"})  # fmt: skip
     assert "hunter2" not in str(caught.value) and "cause,effect" in str(caught.value)
     assert Result.load(tmp_path / "results" / "r.json").graph is not None  # saved before scoring
 
@@ -431,3 +460,14 @@ def test_every_builtin_client_refuses_what_its_method_does_not_declare(monkeypat
             with pytest.raises(PolicyRefusal, match=f"refuses action '{action}'"):
                 client.fit([], {"action": action, "payload": payload, "round": 1})
     assert tried >= 40  # the shared clients' extra actions, for most methods
+
+
+def test_the_docs_policy_table_is_the_declared_one():
+    """docs/deploy.md's table of policy keys is site_policy.policy_markdown(), so a key is
+    stated once (its declaration) and the docs cannot drift from it."""
+    from fedcausal_flwr.federation.core.site_policy import POLICY_KEYS, policy_markdown
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text()
+    assert policy_markdown() in doc
+    listed = next(line for line in doc.splitlines() if line.startswith("| `policy-file`"))
+    assert all(f"`{key}`" in listed for key in POLICY_KEYS)

@@ -31,6 +31,16 @@ from pathlib import Path
 import numpy as np
 
 
+class KnowledgeError(ValueError):
+    """Knowledge that cannot be read or that no DAG satisfies; ``plain`` says where and what
+    without a name or a statement of the knowledge (for knowledge from a run config, whose errors
+    reach the submitter: see :meth:`Knowledge.parse`)."""
+
+    def __init__(self, message: str, plain: str) -> None:
+        super().__init__(message)
+        self.plain = plain
+
+
 @dataclass(frozen=True)
 class Knowledge:
     """Background knowledge over variable names (see the module docstring)."""
@@ -45,29 +55,36 @@ class Knowledge:
         for number, tier in enumerate(self.tiers, start=1):
             for name in tier:
                 if name in seen:
-                    raise ValueError(
-                        f"{self._where('tier', name, '')}variable {name!r} is in tier "
-                        f"{seen[name]} and in tier {number}"
+                    where = self._where("tier", name, "")
+                    raise KnowledgeError(
+                        f"{where}variable {name!r} is in tier {seen[name]} and in tier {number}",
+                        f"{where}a variable is in two tiers",
                     )
                 seen[name] = number
         for a, b in self.required:
+            where = self._where("required", a, b)
             if a == b:
-                raise ValueError(f"{self._where('required', a, b)}required edge {a} -> {a}")
+                raise KnowledgeError(
+                    f"{where}required edge {a} -> {a}", f"{where}a required edge is a loop"
+                )
             if self.is_forbidden(a, b):
                 why = "forbidden" if (a, b) in self.forbidden else "against the tiers"
-                raise ValueError(
-                    f"{self._where('required', a, b)}required edge {a} -> {b} is {why}"
+                raise KnowledgeError(
+                    f"{where}required edge {a} -> {b} is {why}", f"{where}a required edge is {why}"
                 )
             if (b, a) in self.required:
-                raise ValueError(
-                    f"{self._where('required', a, b)}{a} -> {b} and {b} -> {a} are both required"
+                raise KnowledgeError(
+                    f"{where}{a} -> {b} and {b} -> {a} are both required",
+                    f"{where}an edge is required both ways",
                 )
         cycle = required_cycle(self.required)
         if cycle:
+            where = self._where("required", cycle[0], cycle[1])
             shown = " -> ".join([*cycle, cycle[0]])
-            raise ValueError(
-                f"{self._where('required', cycle[0], cycle[1])}the required edges form the "
-                f"directed cycle {shown}; a DAG has none: drop one of them"
+            tail = "; a DAG has none: drop one of them"
+            raise KnowledgeError(
+                f"{where}the required edges form the directed cycle {shown}{tail}",
+                f"{where}the required edges form a directed cycle{tail}",
             )
 
     def _where(self, kind: str, a: str, b: str) -> str:
@@ -134,29 +151,33 @@ class Knowledge:
         return "".join(line + "\n" for line in lines)
 
     @classmethod
-    def parse(cls, text: str, source: str = "knowledge") -> Knowledge:
-        """Read the file format of the module docstring; errors name ``source`` and the line."""
+    def parse(cls, text: str, source: str = "knowledge", quote: bool = True) -> Knowledge:
+        """Read the file format of the module docstring; errors name ``source`` and the line.
+
+        ``quote=False`` (statements from a run config, whose errors reach whoever submitted the
+        run): errors name the line and the problem, never a word of the text.
+        """
         forbidden: list[tuple[str, str]] = []
         required: list[tuple[str, str]] = []
         tiers: list[tuple[str, ...]] = []
         sources: dict[tuple[str, str, str], str] = {}
         for number, line in enumerate(text.splitlines(), start=1):
-            where = f"{source}, line {number} ({line.strip()!r})"
+            at = f"{source}, line {number}"  # a statement's own error names its line
+            where = f"{at} ({line.strip()!r})" if quote else at
             try:
                 lexer = shlex.shlex(line, posix=True)
                 lexer.whitespace += ","
                 lexer.whitespace_split = True
                 lexer.commenters = "#"
                 words = list(lexer)
-            except ValueError as exc:
-                raise ValueError(f"{source}, line {number}: {exc}") from None
+            except ValueError as exc:  # shlex says what, not where: "No closing quotation"
+                raise _line_error(at, str(exc), "", quote) from None
             if not words:
                 continue
-            at = f"{source}, line {number}"  # a statement's own error names its line
             kind, rest = words[0].lower(), words[1:]
             if kind == "tier":
                 if not rest:
-                    raise ValueError(f"{at}: a tier line names at least one variable")
+                    raise _line_error(at, "a tier line names at least one variable", "", quote)
                 tiers.append(tuple(rest))
                 sources.update({("tier", v, ""): where for v in rest})
                 continue
@@ -169,21 +190,36 @@ class Knowledge:
                     "--",
                 )
             ):
-                raise ValueError(
-                    f"{at}: expected 'forbidden A -> B', 'forbidden A -- B', "
-                    f"'required A -> B' or 'tier A B ...', got {line.strip()!r}"
+                raise _line_error(
+                    at,
+                    "expected 'forbidden A -> B', 'forbidden A -- B', 'required A -> B' or "
+                    "'tier A B ...'",
+                    f", got {line.strip()!r}",
+                    quote,
                 )
             a, arrow, b = rest
             if a == b:
-                raise ValueError(f"{at}: an edge needs two different variables, got {a!r} twice")
+                raise _line_error(
+                    at, "an edge needs two different variables", f", got {a!r} twice", quote
+                )
             if kind == "required" and arrow == "--":
-                raise ValueError(f"{at}: a required edge has a direction: 'required {a} -> {b}'")
+                raise _line_error(
+                    at, "a required edge has a direction", f": 'required {a} -> {b}'", quote
+                )
             pairs = [(a, b)] if arrow == "->" else [(a, b), (b, a)]
             (forbidden if kind == "forbidden" else required).extend(pairs)
             sources.update({(kind, x, y): where for x, y in pairs})
-        return cls(
-            tuple(dict.fromkeys(forbidden)), tuple(dict.fromkeys(required)), tuple(tiers), sources
-        )
+        try:
+            return cls(
+                tuple(dict.fromkeys(forbidden)),
+                tuple(dict.fromkeys(required)),
+                tuple(tiers),
+                sources,
+            )
+        except KnowledgeError as err:
+            if quote:
+                raise
+            raise KnowledgeError(err.plain, err.plain) from None
 
     @classmethod
     def read(cls, path: str | Path) -> Knowledge:
@@ -209,6 +245,12 @@ class Knowledge:
             tuple(dict.fromkeys((str(a), str(b)) for a, b in required)),
             tuple(tuple(str(v) for v in tier) for tier in tiers),
         )
+
+
+def _line_error(at: str, problem: str, shown: str, quote: bool) -> KnowledgeError:
+    """A statement's error: its line and problem, plus ``shown`` (words of the text) only when
+    the text may be quoted."""
+    return KnowledgeError(f"{at}: {problem}{shown if quote else ''}", f"{at}: {problem}")
 
 
 def required_cycle(edges: Sequence[tuple[str, str]]) -> list[str]:

@@ -72,9 +72,9 @@ ACTIONS = (GLM, LOCAL_LRT, RAW_ROWS)
 
 #: what each action of fedCI's tests discloses: GLM blocks are sums (through SecAgg+ in a secure
 #: run); the Fisher baseline (ci=fisher) collects each client's own p-values
-DISCLOSURES = {GLM: disclosure.SUM, LOCAL_LRT: disclosure.PER_CLIENT}
+DISCLOSURES = {GLM: disclosure.SUM, LOCAL_LRT: disclosure.LOCAL}
 #: iod-fisher: each site's own LRT p-values only
-FISHER_DISCLOSURES = {LOCAL_LRT: disclosure.PER_CLIENT}
+FISHER_DISCLOSURES = {LOCAL_LRT: disclosure.LOCAL}
 #: iod-pooled: the sites' rows
 POOLED_DISCLOSURES = {RAW_ROWS: disclosure.RAW}
 

@@ -35,7 +35,7 @@ LOCAL_DAG = "local_dag"  # the client's BDeu hill-climbing DAG inside the federa
 ACTIONS = (NEIGHBOURS, LOCAL_DAG)
 
 #: each client's HITON-PC sets with its weight, and its own BDeu DAG
-DISCLOSURES = {NEIGHBOURS: disclosure.PER_CLIENT, LOCAL_DAG: disclosure.PER_CLIENT}
+DISCLOSURES = {NEIGHBOURS: disclosure.LOCAL, LOCAL_DAG: disclosure.LOCAL}
 
 
 @dataclass(frozen=True)

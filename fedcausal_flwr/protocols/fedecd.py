@@ -45,9 +45,9 @@ ACTIONS = (BOOTSTRAP_WEIGHTS, ORIENT)
 
 #: each client's layer votes, its bootstrap evidence per removed edge and its voted directions
 DISCLOSURES = {
-    voting.PRUNE: disclosure.PER_CLIENT,
-    BOOTSTRAP_WEIGHTS: disclosure.PER_CLIENT,
-    ORIENT: disclosure.PER_CLIENT,
+    voting.PRUNE: disclosure.LOCAL,
+    BOOTSTRAP_WEIGHTS: disclosure.LOCAL,
+    ORIENT: disclosure.LOCAL,
 }
 
 

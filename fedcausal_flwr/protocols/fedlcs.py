@@ -56,9 +56,9 @@ ACTIONS = (LCS_PRUNE, LCS_SEPSETS, LCS_LOCAL)
 
 #: each client's keep flags of a layer's candidate sets, and its p-values of the separating-set
 #: search
-DISCLOSURES = {LCS_PRUNE: disclosure.PER_CLIENT, LCS_SEPSETS: disclosure.PER_CLIENT}
+DISCLOSURES = {LCS_PRUNE: disclosure.LOCAL, LCS_SEPSETS: disclosure.LOCAL}
 #: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
-LOCAL_DISCLOSURES = {LCS_LOCAL: disclosure.PER_CLIENT}
+LOCAL_DISCLOSURES = {LCS_LOCAL: disclosure.LOCAL}
 POOLED_DISCLOSURES = {voting.RAW_DATA: disclosure.RAW}
 
 

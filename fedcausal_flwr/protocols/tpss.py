@@ -43,7 +43,7 @@ FCDNV_UPDATE = "fcdnv_update"  # round 2: C-Update with the broadcast G0, then t
 ACTIONS = (FCDNV_INIT, FCDNV_UPDATE)
 
 #: each client's local PAG, and its updated PAG with the statistics of the two-level selection
-DISCLOSURES = {FCDNV_INIT: disclosure.PER_CLIENT, FCDNV_UPDATE: disclosure.PER_CLIENT}
+DISCLOSURES = {FCDNV_INIT: disclosure.LOCAL, FCDNV_UPDATE: disclosure.LOCAL}
 
 
 @dataclass(frozen=True)

@@ -57,11 +57,11 @@ ACTIONS = (LOCAL_GRAPH, PVALUES, PRUNE, RAW_DATA)
 
 #: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
 #: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
-GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: disclosure.PER_CLIENT}
-CIT_VOTE_DISCLOSURES = {PVALUES: disclosure.PER_CLIENT}
+GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: disclosure.LOCAL}
+CIT_VOTE_DISCLOSURES = {PVALUES: disclosure.LOCAL}
 POOLED_DISCLOSURES = {RAW_DATA: disclosure.RAW}
 #: fedpc-vote: each client's kept edges and separating sets of a layer, and its own p-values
-FEDPC_VOTE_DISCLOSURES = {PRUNE: disclosure.PER_CLIENT, PVALUES: disclosure.PER_CLIENT}
+FEDPC_VOTE_DISCLOSURES = {PRUNE: disclosure.LOCAL, PVALUES: disclosure.LOCAL}
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""What each client action discloses: the four classes a method declares its actions with.
+"""What each client action discloses: the five classes a method declares its actions with.
 
 Every registered method declares, once and next to its options, the class of each action its
 clients answer (``register_method(..., disclosures={TABLES: SUM, ...})``):
 
 * ``raw``: the site's rows themselves (the pooled references only);
 * ``per_client``: a statistic of this site alone that the server sees as such (tables, moments,
-  GLM blocks of a plain run, p-values, local graphs, votes);
+  GLM blocks, scores, model steps): what a site's own rows add up to;
+* ``local_result``: the result of an analysis the site ran on its own rows (a local graph,
+  votes, p-values, per-edge evidence): what a method sends instead of statistics;
 * ``summed``: only the sum over the sites is needed; in a secure run it goes through SecAgg+, so
   the server sees the sum only (in a plain run it still sees each site's values);
 * ``metadata``: the built-in ``hello`` (columns, dtypes, level sets, row counts, a fingerprint,
@@ -23,14 +25,16 @@ from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO
 
 RAW = "raw"
 PER_CLIENT = "per_client"
+LOCAL = "local_result"
 SUM = "summed"
 METADATA = "metadata"
 #: the classes, least revealing first (a message holding several is charged the last one)
-CLASSES = (METADATA, SUM, PER_CLIENT, RAW)
+CLASSES = (METADATA, SUM, LOCAL, PER_CLIENT, RAW)
 #: what each class means, for listings and the docs
 MEANING = {
     RAW: "the site's rows",
     PER_CLIENT: "this site's own statistics, seen by the server as such",
+    LOCAL: "the result of this site's own analysis (a local graph, votes, p-values)",
     SUM: "summed over the sites (through SecAgg+ in a secure run; per site otherwise)",
     METADATA: (
         "columns, dtypes, level sets, row counts, a data fingerprint and the names of columns a "

@@ -126,6 +126,8 @@ class ClientInfo:
     # columns a test cannot separate, by name (fedcausal_flwr.data.dependence): "duplicates" and
     # "determines" ([a, b] pairs), "collinear" ({"columns": [...], "condition": c})
     dependence: dict[str, list] = field(default_factory=dict)
+    #: the most cells one request may make this site allocate (its policy; None: no cap)
+    max_request_cells: int | None = None
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> ClientInfo:
@@ -141,6 +143,9 @@ class ClientInfo:
             constant=dict(meta.get("constant", {})),
             n_complete=None if meta.get("n_complete") is None else int(meta["n_complete"]),
             dependence={str(k): list(v) for k, v in dict(meta.get("dependence") or {}).items()},
+            max_request_cells=(
+                None if meta.get("max_request_cells") is None else int(meta["max_request_cells"])
+            ),
         )
 
 
@@ -161,9 +166,15 @@ class ProtocolError(ValueError):
     :class:`ClientProtocolError`.
     """
 
-    def __init__(self, client: int, message: str):
+    def __init__(
+        self, client: int, message: str, *, kind: str | None = None, column: str | None = None
+    ):
         self.client = int(client)
         self.detail = message
+        #: what went wrong in words that carry no data (a site's error leaves it with this and
+        #: ``column`` only; the full ``message`` stays in its audit log)
+        self.kind = kind
+        self.column = column
         super().__init__(f"ProtocolError[client={self.client}]: {message}")
 
 

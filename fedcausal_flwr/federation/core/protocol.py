@@ -43,7 +43,7 @@ from fedcausal_flwr.federation.core.messages import (
     TooFewClientsError,
     secure_clip,
 )
-from fedcausal_flwr.federation.core.site_policy import BUDGET_KEYS
+from fedcausal_flwr.federation.core.site_policy import SEARCH_ENDING_KEYS
 from fedcausal_flwr.federation.core.sums import decode_secure_mean, plain_sum
 from fedcausal_flwr.protocols.builtin import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.result import Result
@@ -99,9 +99,10 @@ class ProtocolStrategy:
         None: the run adds no noise."""
         return None
 
-    def stop_for_budget(self, refusal: str) -> bool:
-        """A site refused the pending request because it would cross the site's privacy budget
-        (``refusal``: the site's words). True: the method ends its search with what it has
+    def stop_search(self, refusal: str) -> bool:
+        """A site refused the pending request for a reason that ends a search, not a run (it
+        would cross the site's privacy budget, or sum without every site of the site's roster;
+        ``refusal``: the site's words). True: the method ends its search with what it has
         learned (its next request is None); False (default): the refusal stops the run."""
         return False
 
@@ -161,6 +162,13 @@ class ProtocolStrategy:
     @property
     def recorder(self) -> RunRecorder:
         return self.protocol_run.recorder
+
+    @property
+    def site_cell_cap(self) -> int | None:
+        """The most cells one request may make any site allocate (their policies'
+        ``max-request-cells``, reported in hello; None: no site caps it)."""
+        caps = [i.max_request_cells for i in self.client_info.values() if i.max_request_cells]
+        return min(caps, default=None)
 
     def global_levels(self) -> dict[str, list | None]:
         """Union of the clients' level sets per column (``None`` if any client reported none;
@@ -367,7 +375,7 @@ class ProtocolRun:
             raise FederationError(f"round {server_round}: replies arrived but nothing was asked")
         self.closed_round = server_round
         failures = [*failed_nodes.values(), *anonymous]
-        if self.stopped_by_budget(server_round, failures):
+        if self.stopped_by_sites(server_round, failures):
             return
         self.raise_on_protocol_errors(server_round, failures)
         for node, answer in answered.items():
@@ -397,7 +405,7 @@ class ProtocolRun:
     ) -> None:
         """The transport could not complete a round (e.g. SecAgg+ halted): drop and re-issue."""
         failures = [*failed_nodes.values(), *anonymous]
-        if self.stopped_by_budget(server_round, failures):
+        if self.stopped_by_sites(server_round, failures):
             return
         self.raise_on_protocol_errors(server_round, failures)
         nodes = [n for n in failed_nodes if n in self.asked]
@@ -448,18 +456,19 @@ class ProtocolRun:
     def _action(self) -> str:
         return repr(self.pending.action) if self.pending is not None else "no request"
 
-    def stopped_by_budget(self, server_round: int, failures: list[Failure]) -> bool:
-        """Sites refused the pending request only because it would cross their privacy budget
-        and the method ends its search with what it has: the round closes as ``budget`` and
-        nothing is re-asked (a dropout in the same round does not matter any more)."""
+    def stopped_by_sites(self, server_round: int, failures: list[Failure]) -> bool:
+        """Sites refused the pending request only for reasons that end a search (their privacy
+        budget; a secure sum without every roster site) and the method ends its search with
+        what it has: the round closes as ``budget`` and nothing is re-asked (a dropout in the
+        same round does not matter any more)."""
         request = self.pending
         refusals = [f for f in failures if f.refusal is not None]
         if (
             request is None
             or request.action == HELLO
             or not refusals
-            or any(f.policy not in BUDGET_KEYS for f in refusals)
-            or not self.protocol.stop_for_budget("; ".join(sorted({f.text for f in refusals})))
+            or any(f.policy not in SEARCH_ENDING_KEYS for f in refusals)
+            or not self.protocol.stop_search("; ".join(sorted({f.text for f in refusals})))
         ):
             return False
         self.closed_round = server_round

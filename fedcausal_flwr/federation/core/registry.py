@@ -36,7 +36,9 @@ import pandas as pd
 from fedcausal_flwr.federation.core.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
 from fedcausal_flwr.federation.core.bootstrap import BootstrapStrategy, with_bootstrap
 from fedcausal_flwr.federation.core.disclosure import declare
-from fedcausal_flwr.federation.core.site_policy import SiteGuard, SitePolicy
+from fedcausal_flwr.federation.core.run_binding import BindingStore, widest_table
+from fedcausal_flwr.federation.core.site_guard import SiteGuard
+from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
 BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
@@ -142,9 +144,12 @@ class MethodSpec:
         *,
         secure_run: bool = False,
         run: str = "",
+        store: BindingStore | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> SiteGuard:
         """The gate of a client of this method: its declared disclosures, and the site's
-        ``policy`` where it has one."""
+        ``policy`` and run ``store`` (:mod:`.run_binding`) where it has them; ``options``: the
+        run's resolved options (they fix the widest table a request may ask)."""
         return SiteGuard(
             self.name,
             dict(self.disclosures),
@@ -153,6 +158,8 @@ class MethodSpec:
             secure_run,
             int(site),
             str(run),
+            store,
+            None if options is None else widest_table(options),
         )
 
     def client(

@@ -231,7 +231,9 @@ class LocalDeployment:
     are added to every executor's command line (e.g. ``["--preload", "plugin"]``).
 
     Secure by default: ``tls=True, auth=True``; ``tls=False, auth=False`` runs everything with
-    ``--insecure`` (the tests and ``experiments/bench_deployment.py`` do, for speed).
+    ``--insecure`` (the tests and ``experiments/bench_deployment.py`` do, for speed). ``sign``
+    (default): every site with a policy but no signing key of its own gets one, and a roster of
+    those sites, so it sums through SecAgg+ only with them (:meth:`_prepare_signing_keys`).
 
     ``tls=True``: a CA and a SuperLink certificate for 127.0.0.1/localhost are generated in
     ``workdir/credentials`` (:mod:`.credentials`); the SuperLink serves HTTPS, every SuperNode
@@ -261,6 +263,7 @@ class LocalDeployment:
         auth: bool = True,
         site_security: Sequence[SiteSecurity] | None = None,
         database: str | os.PathLike | None = None,
+        sign: bool = True,
     ):
         if auth and not tls:
             raise ValueError("SuperNode authentication (auth=True) needs TLS (tls=True)")
@@ -279,6 +282,7 @@ class LocalDeployment:
         self.warm_executor = self.tuned if warm_executor is None else bool(warm_executor)
         self.database = None if database is None else Path(database).resolve()
         self.executor_args = list(executor_args)
+        self.sign = bool(sign)
         self.startup_timeout = float(startup_timeout)
         self.flwr_home = self.workdir / "flwr_home"
         self.port = 0
@@ -344,6 +348,7 @@ class LocalDeployment:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.flwr_home.mkdir(parents=True, exist_ok=True)
         self._prepare_credentials()  # before any process: a missing file is refused here
+        self._prepare_signing_keys()
         self.port = free_port()
         link = self._spawn(
             [
@@ -458,6 +463,55 @@ class LocalDeployment:
                     check_node_key(self.node_key(k))
                 except (OSError, ValueError) as error:
                     raise FederationError(f"site {k}: {error}") from None
+
+    @property
+    def signing_dir(self) -> Path:
+        """Where the sites' generated signing keys and their roster are (``sign=True``)."""
+        return self.credentials_dir / "signing"
+
+    def _prepare_signing_keys(self) -> None:
+        """With ``sign``: a signing key for every site with a policy that names no ``site-key``
+        and no ``roster`` (in its node config or policy file), and one roster of those sites,
+        in :attr:`signing_dir` (made once, reused by a restart); both go into the sites' node
+        configs, so their secure sums are with each other only (:mod:`.signed_secagg`)."""
+        from fedcausal_flwr.federation.core.site_identity import ROSTER, SITE_KEY
+        from fedcausal_flwr.federation.core.site_policy import PolicyConfigError, SitePolicy
+
+        if not self.sign:
+            return
+        sites = []
+        for k, node in enumerate(self.node_configs):
+            try:
+                policy = SitePolicy.of_node(node)
+            except PolicyConfigError:
+                continue  # the site says so when a run asks it
+            if policy is not None and policy.site_key is None and policy.roster is None:
+                sites.append(k)
+        if not sites:
+            return
+        from fedcausal_flwr.federation.core.site_identity import (
+            SiteIdentityError,
+            read_roster,
+            write_roster,
+            write_site_key,
+        )
+
+        folder, roster = self.signing_dir, self.signing_dir / "roster.toml"
+        names = {f"site{k}" for k in sites}
+        try:  # an earlier start's keys, if they are these sites'
+            reuse = set(read_roster(roster).sites) == names and all(
+                (folder / f"{name}.key").exists() for name in names
+            )
+        except SiteIdentityError:
+            reuse = False
+        if not reuse:
+            shutil.rmtree(folder, ignore_errors=True)  # ours: made by an earlier start
+            keys = [write_site_key(folder, f"site{k}") for k in sites]
+            write_roster(roster, [key.public_key for key in keys])
+        for k in sites:
+            self.node_configs[k].update(
+                {SITE_KEY: str(folder / f"site{k}.key"), ROSTER: str(roster)}
+            )
 
     def node_key(self, k: int) -> Path:
         """Site k's private key (its public key is the same path + ``.pub``)."""

@@ -3,11 +3,14 @@ deployment path with one CSV per site, secure by default (TLS and SuperNode auth
 the certificates and keys of a federation across machines.
 
 ``up`` starts a :class:`~fedcausal_flwr.federation.deployment.local_deployment.LocalDeployment`
-(SuperLink, one SuperNode per ``--sites`` file), writes the Flower app (its ``pyproject.toml``) and
+(SuperLink, one SuperNode and one ``fedcausal-executor`` per ``--sites`` file, each site with a
+signing key made for it and the sites' roster), writes the Flower app (its ``pyproject.toml``) and
 the ``flwr`` CLI's connection into ``--workdir``, prints the ``flwr run`` command to use and the
 PIDs, records them in ``<workdir>/federation.json`` and waits for Ctrl-C (or, with ``--detach``,
 returns and leaves the federation running). ``down`` ends the recorded processes by PID, each only
-if it still belongs to this federation (its ``FLWR_HOME`` lies in the work dir).
+if it still belongs to this federation (its ``FLWR_HOME`` lies in the work dir). ``keys`` and
+``roster`` make a site's signing key pair and the federation's roster for a federation across
+machines (docs/deploy.md, "A roster from scratch").
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ APP_DIR = "fedcausal-app"  # `flwr run` takes the directory name as the app's na
 
 
 def add_federation_parser(sub: Any) -> None:
-    """The ``federation`` command and its ``up`` / ``down`` subcommands."""
+    """The ``federation`` command and its subcommands (``up``, ``down``, ``credentials``,
+    ``keys``, ``roster``)."""
+    from fedcausal_flwr.federation.core.site_policy import POLICY_KEYS
     fed = sub.add_parser(
         "federation",
         help="start (up) or stop (down) a federation on this machine: SuperLink + one SuperNode "
-        "per CSV, TLS and SuperNode authentication unless --insecure",
+        "per CSV, TLS and SuperNode authentication unless --insecure; or make the credentials, "
+        "a site's signing keys and the roster of a federation across machines",
     )
     actions = fed.add_subparsers(dest="federation_command", required=True)
     up = actions.add_parser("up", help="start a localhost federation, one site per CSV")
@@ -69,9 +75,9 @@ def add_federation_parser(sub: Any) -> None:
         nargs="+",
         default=None,
         metavar="TOML",
-        help="each site's policy file (one for every site, or one per --sites file): "
-        "allow-methods, allow-raw-rows, require-secure, max-levels, allow-plugins, audit-log "
-        "(docs/deploy.md, 'What a site controls'); default: the default policy",
+        help="each site's policy file (one for every site, or one per --sites file) with any "
+        f"of the keys {', '.join(POLICY_KEYS)} (docs/deploy.md, 'What a site controls'); "
+        "default: the default policy",
     )
     up.add_argument(
         "--detach", action="store_true", help="return once it is up; stop it with `federation down`"
@@ -91,6 +97,20 @@ def add_federation_parser(sub: Any) -> None:
         help="names and IP addresses the sites dial the SuperLink by (in its certificate)",
     )
     creds.add_argument("--sites", nargs="+", required=True, metavar="NAME", help="site names")
+    keys = actions.add_parser(
+        "keys",
+        help="a site's signing key pair for SecAgg+ (NAME.key, mode 600, stays at the site; "
+        "NAME.pub goes into the roster)",
+    )
+    keys.add_argument("--site", required=True, metavar="NAME", help="the site's roster name")
+    keys.add_argument("--out", required=True, metavar="DIR", help="folder to write them to")
+    roster = actions.add_parser(
+        "roster",
+        help="the federation's roster (TOML) from the sites' .pub files; every site gets it "
+        "(policy key roster)",
+    )
+    roster.add_argument("pub", nargs="+", metavar="PUB", help="each site's NAME.pub")
+    roster.add_argument("--out", required=True, metavar="TOML", help="the roster file to write")
 
 
 def security_of(args: argparse.Namespace) -> tuple[bool, bool]:
@@ -141,13 +161,17 @@ def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Pa
     return app
 
 
-def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str = "") -> str:
-    """The ``flwr run`` command line for ``deployment`` (shell-quoted)."""
+def run_command(
+    deployment: Any, app: Path, method: str = "fedpc", options: str = "", secure: bool = True
+) -> str:
+    """The ``flwr run`` command line for ``deployment`` (shell-quoted); ``secure`` by default,
+    since a site's default policy lets its statistics leave only as SecAgg+ sums."""
     from fedcausal_flwr.federation.deployment.local_deployment import FEDERATION
 
     config = f"method='{method}' num-clients={len(deployment.node_configs)} " + (
         f"options='{options}' " if options else ""
     )
+    config += "secure=true " if secure else ""
     config += "result-path='result.json'"
     # double quotes read best around the single-quoted values, where the shell allows them
     quoted = f'"{config}"' if not set(config) & set('"$`\\!') else shlex.quote(config)
@@ -158,7 +182,7 @@ def run_command(deployment: Any, app: Path, method: str = "fedpc", options: str 
 
 
 def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
-    from fedcausal_flwr.federation.core.site_policy import describe_policy
+    from fedcausal_flwr.federation.core.site_policy import SitePolicy, describe_policy
     from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
 
     tls, auth = security_of(args)
@@ -173,10 +197,16 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
             f"`fedcausal-flwr federation down --workdir {workdir}` or choose another folder"
         )
     nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(sites)]
-    policies = _site_policies(args.site_policy, nodes)
-    deployment = LocalDeployment(workdir, nodes, tls=tls, auth=auth, tuned=args.tuned)
+    _site_policies(args.site_policy, nodes)  # checked before anything starts
+    # every site runs fedcausal-executor (the installed app only, whatever a bundle holds) and
+    # signs its SecAgg+ keys with a key made for it here (its roster: the other sites)
+    deployment = LocalDeployment(
+        workdir, nodes, tls=tls, auth=auth, tuned=args.tuned, warm_executor=True
+    )
     try:
         deployment.start()
+        # every site has a data-path, hence a policy (with the signing keys made for it)
+        policies = [SitePolicy.of_node(node) or SitePolicy() for node in deployment.node_configs]
         app = write_app(workdir / APP_DIR, run_config)
         pids = [proc.pid for proc in deployment.processes]
         state = {
@@ -196,6 +226,9 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
     print(f"  SuperLink  {state['address']}  pid {deployment.processes[0].pid}")
     if tls:
         print(f"  CA         {deployment.credentials_dir / 'ca.crt'}")
+    if (deployment.signing_dir / "roster.toml").exists():
+        print(f"  roster     {deployment.signing_dir / 'roster.toml'} (each site signs its "
+              "SecAgg+ keys; it sums only with the sites listed)")  # fmt: skip
     for k, path in enumerate(sites):
         node = deployment.supernode_process(k)
         registered = deployment.registered_node_ids.get(k)
@@ -222,7 +255,10 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
 def _site_policies(files: list[str] | None, nodes: list[dict]) -> list[Any]:
     """Each site's policy, checked before anything starts; ``files`` (one for every site, or
     one per site) go into the node configs as ``policy-file``."""
-    from fedcausal_flwr.federation.core.site_policy import PolicyConfigError, SitePolicy
+    from fedcausal_flwr.federation.core.site_policy import (
+        PolicyConfigError,
+        SitePolicy,
+    )
 
     if files is not None:
         if len(files) not in (1, len(nodes)):
@@ -334,6 +370,27 @@ def federation_credentials(args: argparse.Namespace) -> int:
     return 0
 
 
+def federation_keys(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.federation.core.site_identity import write_site_key
+
+    files = write_site_key(args.out, args.site)
+    print(f"site {files.name}: keep {files.private_key} at the site (policy key site-key, mode "
+          f"600); send {files.public_key} to whoever assembles the roster")  # fmt: skip
+    return 0
+
+
+def federation_roster(args: argparse.Namespace) -> int:
+    from fedcausal_flwr.federation.core.site_identity import read_roster, write_roster
+
+    out = Path(args.out)
+    if out.exists():
+        raise ValueError(f"--out: {out} exists; write the new roster to a new file")
+    roster = read_roster(write_roster(out, args.pub))
+    print(f"roster {out}: {', '.join(sorted(roster.sites))}; give it to every site (policy key "
+          "roster)")  # fmt: skip
+    return 0
+
+
 def federation_command(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
     """Run the ``federation`` subcommand; ``run_config``: the app's run settings with their
     defaults (``federation.runtime.flwr_app.DEFAULT_RUN_CONFIG``, passed in by the command line,
@@ -342,4 +399,8 @@ def federation_command(args: argparse.Namespace, run_config: Mapping[str, Any]) 
         return federation_up(args, run_config)
     if args.federation_command == "credentials":
         return federation_credentials(args)
+    if args.federation_command == "keys":
+        return federation_keys(args)
+    if args.federation_command == "roster":
+        return federation_roster(args)
     return federation_down(args)

@@ -100,7 +100,7 @@ class FlowerStrategy(Strategy):
         failures: list[tuple[Any, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict]:
         failed_nodes, anonymous = failure_reasons(failures)
-        if self.run.stopped_by_budget(server_round, [*failed_nodes.values(), *anonymous]):
+        if self.run.stopped_by_sites(server_round, [*failed_nodes.values(), *anonymous]):
             return None, {}
         self.run.raise_on_protocol_errors(server_round, [*failed_nodes.values(), *anonymous])
         answered = {

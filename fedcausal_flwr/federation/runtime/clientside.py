@@ -20,6 +20,7 @@ from flwr.clientapp import ClientApp
 
 from fedcausal_flwr.federation.core.messages import (
     CLIENT_FAILURE_CODE,
+    KEY_ACTION,
     REFUSAL_CODE,
     UNKNOWN_CLIENT,
     ProtocolError,
@@ -27,15 +28,16 @@ from fedcausal_flwr.federation.core.messages import (
     encode_refusal,
 )
 from fedcausal_flwr.federation.core.site_bundle import APP_COMPONENTS, BUNDLE, bundle_problem
+from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, SiteGuard, public_error
 from fedcausal_flwr.federation.core.site_policy import (
     PolicyConfigError,
-    SiteGuard,
     SitePolicy,
 )
 from fedcausal_flwr.federation.runtime.flower_internals import (
     RECORD_KEY_CONFIGS,
     secagg_sample_size,
 )
+from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
 
 if TYPE_CHECKING:
     from fedcausal_flwr.clients.base import ProtocolClient
@@ -79,17 +81,54 @@ def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Messag
     else a failure (``CLIENT_FAILURE_CODE``: a dropout, named even in hello)."""
     try:
         return call_next(msg, ctxt)
-    except ProtocolError as error:
-        code, reason = REFUSAL_CODE, encode_refusal(error)
     except Exception as error:  # noqa: BLE001 - every failure of this client is reported
+        return Message(site_error(msg, ctxt, error), reply_to=msg)
+
+
+def site_error(msg: Message, ctxt: Context, error: Exception) -> Error:
+    """The error reply of ``error``. A site with data (a policy) says only what
+    :func:`~fedcausal_flwr.federation.core.site_guard.public_error` allows (no value, count,
+    row or file content) and logs the full text in its audit log; a simulated node (no data of
+    its own) gives the full text."""
+    client = int(ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT))
+    if not isinstance(error, ProtocolError):
         logger.warning("client failed at a %s message", msg.metadata.message_type, exc_info=error)
-        client = ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT)
-        code, reason = CLIENT_FAILURE_CODE, encode_client_failure(int(client), error)
-    return Message(Error(code=code, reason=reason), reply_to=msg)
+    try:
+        policy = SitePolicy.of_node(ctxt.node_config)
+    except PolicyConfigError:  # the site's own configuration: its refusal says so, no value
+        policy = SitePolicy()
+    if policy is not None:
+        action = _action_of(msg)
+        method = str(ctxt.run_config.get("method", ""))
+        guard = SiteGuard(method, {}, policy=policy, site=client, run=str(ctxt.run_id))
+        try:
+            guard.log_error(action, error)
+        except ProtocolError:  # the log cannot be written: the reply says nothing more
+            pass
+        text = public_error(error, client, action, policy)
+        key = error.key if isinstance(error, PolicyRefusal) else None
+        if isinstance(error, ProtocolError):
+            error = PolicyRefusal(client, key, text) if key else ProtocolError(client, text)
+        else:
+            error = RuntimeError(text)
+    if isinstance(error, ProtocolError):
+        return Error(code=REFUSAL_CODE, reason=encode_refusal(error))
+    return Error(code=CLIENT_FAILURE_CODE, reason=encode_client_failure(client, error))
 
 
-#: The mods of every ClientApp the project builds, outermost first.
-CLIENT_MODS = (client_error_mod, secure_sum_mod)
+def _action_of(msg: Message) -> str:
+    """The action a message asks (its legacy config's ``action``; a SecAgg+ stage otherwise)."""
+    for record in msg.content.config_records.values():
+        if KEY_ACTION in record:
+            return str(record[KEY_ACTION])
+        if "stage" in record:
+            return "secagg:" + str(record["stage"])
+    return ""
+
+
+#: The mods of every ClientApp the project builds, outermost first (a site with a policy signs its
+#: SecAgg+ keys and checks the other participants' before SecAgg+ runs: signed_secagg).
+CLIENT_MODS = (client_error_mod, signed_secagg_mod, secure_sum_mod)
 
 
 def partition_id_of(context: Context) -> int:
@@ -100,6 +139,8 @@ def partition_id_of(context: Context) -> int:
             f"node_config of node {context.node_id} has no '{PARTITION_ID_KEY}'; start the "
             f"SuperNode with --node-config \"{PARTITION_ID_KEY}=<k> data-path='...'\" "
             "(a distinct integer per site)",
+            kind=f"the site's node config has no '{PARTITION_ID_KEY}' (start its SuperNode with "
+            f"--node-config \"{PARTITION_ID_KEY}=<k> data-path='...'\")",
         )
     return int(context.node_config[PARTITION_ID_KEY])
 

@@ -51,11 +51,15 @@ from flwr.server.workflow.constant import (  # noqa: E402
 )
 
 # Missing public API: telling SecAgg+ stage messages apart from plain ones in a client mod (the
-# record key secaggplus_mod itself looks for).
+# record key secaggplus_mod itself looks for), and, for the sites' signed SecAgg+ (signed_secagg),
+# the names of SecAgg+'s stages and of the entries of each stage's record (the keys a site
+# advertises, the participants' lists, the masked vector), which no public module names either.
 from flwr.common.secure_aggregation.secaggplus_constants import (  # noqa: E402
     RECORD_KEY_CONFIGS,
     RECORD_KEY_STATE,
 )
+from flwr.common.secure_aggregation.secaggplus_constants import Key as SecAggKey  # noqa: E402
+from flwr.common.secure_aggregation.secaggplus_constants import Stage as SecAggStage  # noqa: E402
 
 
 def secagg_sample_size(context: Any) -> int:
@@ -494,6 +498,8 @@ __all__ = [
     "MAIN_PARAMS_RECORD",
     "RECORD_KEY_CONFIGS",
     "Key",
+    "SecAggKey",
+    "SecAggStage",
     "SUPEREXEC_AUTH_METHODS",
     "SUPERNODE_IDLE_SLEEP",
     "SUPERNODE_LOOP_CALLS",

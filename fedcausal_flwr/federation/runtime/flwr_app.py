@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 import pandas as pd
-from flwr.app import Context
+from flwr.app import ConfigRecord, Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
@@ -50,20 +50,21 @@ from fedcausal_flwr.federation.core.coordinator import CoordinatorError, Coordin
 from fedcausal_flwr.federation.core.messages import ProtocolError, SitePolicyError
 from fedcausal_flwr.federation.core.registry import (
     MethodSpec,
+    UnknownMethodError,
     check_secure,
     get_method,
     import_plugins,
     simulation_data,
 )
+from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.core.site_policy import (
     ALLOW_PLUGINS,
     PolicyConfigError,
-    SiteGuard,
     SitePolicy,
     plugin_problem,
 )
 from fedcausal_flwr.federation.runtime.clientside import CLIENT_MODS, partition_id_of
-from fedcausal_flwr.options import Option, OptionSet, parse_assignments, parse_bool
+from fedcausal_flwr.options import Option, OptionError, OptionSet, parse_assignments, parse_bool
 from fedcausal_flwr.settings import RUN_SETTINGS
 
 logger = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ server_app = ServerApp()
 def _server_main(grid: Grid, context: Context) -> None:
     try:
         _serve(grid, context)
-    except (CoordinatorError, SitePolicyError) as err:
+    except (CoordinatorError, SitePolicyError, OptionError) as err:
         print(f"fedcausal-flwr: error: {err}", flush=True)  # the one line the submitter reads
         raise
 
@@ -324,13 +325,50 @@ def score(result, truth: str, network: str, seed: int = 0, truth_file=None) -> N
     score_result(result, dag)
 
 
+#: the node-state record where a site keeps what its hello accepted for the run
+BINDING_RECORD = "fedcausal.site"
+
+
+class NodeStateStore:
+    """A site's run binding (:mod:`~fedcausal_flwr.federation.core.run_binding`) in the node's
+    own ``Context.state``, which the SuperNode keeps between the run's messages and the server
+    never sees."""
+
+    def __init__(self, context: Context):
+        self.state = context.state
+
+    def load(self) -> str | None:
+        record = self.state.config_records.get(BINDING_RECORD)
+        return None if record is None else str(record.get("binding", ""))
+
+    def save(self, text: str) -> None:
+        self.state.config_records[BINDING_RECORD] = ConfigRecord({"binding": text})
+
+
+def shared_columns(data: pd.DataFrame, share: frozenset[str], site: int) -> pd.DataFrame:
+    """The columns of a site's file that its policy ``share-columns`` lets enter a run (the
+    others never reach a client); a shared column the file lacks is the site's own error."""
+    missing = sorted(share - {str(c) for c in data.columns})
+    if missing:
+        raise ProtocolError(
+            site,
+            f"site {site}'s policy share-columns names column {missing[0]!r}, which its "
+            "data file does not have",
+        )
+    return data.loc[:, [c for c in data.columns if str(c) in share]]
+
+
 def _client_fn(context: Context):
     partition_id = partition_id_of(context)
     run = str(getattr(context, "run_id", ""))
     try:
         policy = SitePolicy.of_node(context.node_config)
     except PolicyConfigError as err:
-        raise ProtocolError(partition_id, f"site {partition_id}'s policy: {err}") from None
+        raise ProtocolError(
+            partition_id,
+            f"site {partition_id}'s policy: {err}",
+            kind="the site's policy is invalid",
+        ) from None
 
     def check_plugins(plugins: str) -> None:  # before anything of the run config is imported
         problem = plugin_problem(policy, plugins, partition_id)
@@ -340,13 +378,30 @@ def _client_fn(context: Context):
                 ALLOW_PLUGINS, problem, action="", round_=None, secure=False
             )
 
-    spec, settings, options = resolve_run_config(context.run_config, check_plugins)
-    guard = spec.guard(partition_id, policy, secure_run=settings["secure"], run=run)
+    try:
+        spec, settings, options = resolve_run_config(context.run_config, check_plugins)
+    except ProtocolError:  # the site's own refusal (a plugin its policy does not allow)
+        raise
+    except (OptionError, UnknownMethodError, ValueError) as err:
+        # the same run config at every site: stopping the run, not a dropout
+        raise ProtocolError(
+            partition_id, f"the run config: {err}", kind="the run config is invalid"
+        ) from None
+    store = NodeStateStore(context) if policy is not None else None
+    guard = spec.guard(
+        partition_id, policy, secure_run=settings["secure"], run=run, store=store, options=options
+    )
     try:
         data = site_data(context, spec, {**settings, **options})
     except (OSError, LookupError, ValueError, TypeError) as err:
         # a site's configuration or data problem stops the run; it is not a dropout
-        raise ProtocolError(partition_id, f"cannot load this site's data: {err}") from err
+        raise ProtocolError(
+            partition_id,
+            f"cannot load this site's data: {err}",
+            kind="the site cannot load its data",
+        ) from err
+    if policy is not None and policy.share_columns is not None:
+        data = shared_columns(data, policy.share_columns, partition_id)
     client = spec.client(partition_id, data, options, guard)
     if client.context is None:
         client.context = context

@@ -33,7 +33,7 @@ from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.environment import NO_PHONING_OUT
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.core.registry import check_secure, get_method
-from fedcausal_flwr.federation.core.site_policy import SiteGuard
+from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.runtime.flower_internals import (
     ray_simulation,
     run_simulation_quietly,

@@ -8,8 +8,9 @@ and returns its masked vector) and ``unmask`` (each client gets the lists of sur
 neighbours and returns the key shares that remove the masks). The method's payload (the request,
 and the reply's metadata; a secure reply is charged the size of the vector it contributes, as a
 plain reply would be) is counted by the run's bookkeeping as ``bytes_up`` / ``bytes_down``.
-Everything SecAgg+ adds lives in one record of each message (Flower's ``secaggplus_configs``);
-:class:`SecAggTraffic` counts that record in every message of the four stages.
+Everything SecAgg+ adds lives in one record of each message (Flower's ``secaggplus_configs``),
+plus, for sites that sign their keys, the signatures and receipts (:mod:`.signed_secagg`);
+:class:`SecAggTraffic` counts those records in every message of the four stages.
 
 Bytes are counted as the run's payload is: the values, not the encoding around them. A bytes
 value counts its length (public keys, encrypted shares, masked vectors as ``.npy`` bytes, key
@@ -23,9 +24,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flwr.app import Message
+from flwr.app import ConfigRecord, Message
 
 from fedcausal_flwr.federation.runtime.flower_internals import RECORD_KEY_CONFIGS
+from fedcausal_flwr.federation.runtime.signed_secagg import RECORD_PREFIX
 
 #: SecAgg+'s stages in the order the workflow runs them (Flower's stage names).
 STAGES = ("setup", "share_keys", "collect_masked_vectors", "unmask")
@@ -49,11 +51,17 @@ def value_nbytes(value: Any) -> int:
 
 
 def secagg_nbytes(message: Message) -> int:
-    """Bytes of the SecAgg+ record of ``message`` (0 if it has none, e.g. an error reply)."""
+    """Bytes of the SecAgg+ record of ``message`` and of the signing sites' records
+    (:mod:`.signed_secagg`); 0 if it has none, e.g. an error reply."""
     if message.has_error():
         return 0
-    record = message.content.config_records.get(RECORD_KEY_CONFIGS)
-    return 0 if record is None else sum(value_nbytes(v) for v in record.values())
+    return sum(
+        value_nbytes(value)
+        for name, record in message.content.items()
+        if isinstance(record, ConfigRecord)
+        and (name == RECORD_KEY_CONFIGS or name.startswith(RECORD_PREFIX))
+        for value in record.values()
+    )
 
 
 @dataclass

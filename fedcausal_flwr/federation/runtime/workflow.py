@@ -17,7 +17,6 @@ plain ones through.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import timeit
@@ -58,6 +57,7 @@ from fedcausal_flwr.federation.runtime.flower_internals import (
     tune_grid_reply_pulls,
 )
 from fedcausal_flwr.federation.runtime.secagg_traffic import SecAggTraffic
+from fedcausal_flwr.federation.runtime.signed_secagg import SignedSecAggRelay
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,13 @@ class SecureAggConfig:
     """SecAgg+ topology: each client shares its keys with ``num_shares`` neighbours (itself
     included) and ``reconstruction_threshold`` shares recover a dropped client's mask.
 
-    ``None`` (default) picks ``k = min(n, 2 * ceil(log2 n) + 1)`` neighbours and a majority
-    threshold ``k // 2 + 1``: cost grows like n log n instead of n^2 (a full mesh at 50 clients
-    takes minutes per round). Floats are fractions, as in Flower. The quantisation parameters are
-    not configurable: they follow from the number of clients so that sums are exact (see
-    :func:`~fedcausal_flwr.federation.core.messages.secure_clip`).
+    ``None`` (default) is a full mesh (``1.0``: every client is every other's neighbour) with a
+    majority threshold ``n // 2 + 1``: a site that signs its keys (:mod:`.signed_secagg`) must
+    see every participant, and refuses a round where it does not. A full mesh costs n^2 (at 50
+    simulated clients, minutes per round); ``num_shares=k`` (an odd int) gives a simulation
+    without site policies Flower's n log n topology. Floats are fractions, as in Flower. The
+    quantisation parameters are not configurable: they follow from the number of clients so
+    that sums are exact (see :func:`~fedcausal_flwr.federation.core.messages.secure_clip`).
     """
 
     num_shares: int | float | None = None
@@ -78,8 +80,12 @@ class SecureAggConfig:
 
     def topology(self, n_clients: int) -> tuple[int | float, int | float]:
         """``(num_shares, reconstruction_threshold)`` for a round with ``n_clients``."""
-        k = min(n_clients, 2 * math.ceil(math.log2(max(n_clients, 2))) + 1)
-        shares = self.num_shares if self.num_shares is not None else (1.0 if k >= n_clients else k)
+        shares = self.num_shares if self.num_shares is not None else 1.0
+        if isinstance(shares, float):  # the neighbours Flower's workflow makes of a fraction
+            k = round(shares * n_clients)
+            k = n_clients if k <= 2 else k + int(k < n_clients and k % 2 == 0)
+        else:
+            k = min(int(shares), n_clients)
         threshold = self.reconstruction_threshold
         if threshold is None:
             threshold = k // 2 + 1
@@ -283,8 +289,8 @@ class ProtocolWorkflow:
         )
         poll = self.poll_interval
         traffic = SecAggTraffic(grid, lambda msgs, wait: send_and_receive(grid, msgs, wait, poll))
-        try:
-            workflow(traffic, context)  # type: ignore[arg-type]  # a Grid by duck typing
+        try:  # the relay carries the signing sites' signatures (nothing for other nodes)
+            workflow(SignedSecAggRelay(traffic), context)  # type: ignore[arg-type]  # a Grid
         finally:
             stages = traffic.by_stage(protocol_run.members.pid_of)
             protocol_run.recorder.record_secagg(server_round, stages)

@@ -1,0 +1,655 @@
+"""The gate every message of a site passes: :class:`SiteGuard` (Flower-free).
+
+Built with each client from its method's declared disclosures (:mod:`.disclosure`) and, at a
+site, its policy (:mod:`.site_policy`). A client answers only the actions its method declares,
+and only what the policy allows; anything else is a :class:`PolicyRefusal` (a typed refusal
+naming the site and the policy key: the server stops the run). Every reply, refusal and error is
+logged in the site's audit log (:mod:`.audit_log`).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeGuard
+
+import numpy as np
+
+from fedcausal_flwr.federation.core.audit_log import AuditLog, describe
+from fedcausal_flwr.federation.core.disclosure import (
+    LOCAL,
+    MEANING,
+    METADATA,
+    PER_CLIENT,
+    RAW,
+    SUM,
+    discloses_raw,
+    most_revealing,
+)
+from fedcausal_flwr.federation.core.messages import (
+    BOOTSTRAP,
+    HELLO,
+    UNKNOWN_CLIENT,
+    ProtocolError,
+    to_json,
+)
+from fedcausal_flwr.federation.core.run_binding import (
+    HELLO_KEY,
+    BindingStore,
+    RunBinding,
+    canonical,
+    scope_problem,
+)
+from fedcausal_flwr.federation.core.site_bundle import BUNDLE
+from fedcausal_flwr.federation.core.site_policy import (
+    ALLOW_METHODS,
+    ALLOW_PLAIN_STATISTICS,
+    ALLOW_RAW_ROWS,
+    AUDIT_LOG,
+    DP_ALLOW_CENTRAL,
+    DP_EPSILON,
+    DP_PERIOD_EPSILON,
+    DP_SHARES,
+    FILE_KEYS,
+    KEY,
+    MAX_LEVELS,
+    MAX_REQUEST_CELLS,
+    MIN_SECURE_PARTICIPANTS,
+    REQUIRE_SECURE,
+    SECURE_PARTICIPANTS,
+    SitePolicy,
+    in_words,
+)
+from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
+from fedcausal_flwr.stats.privacy import release_rho, release_sensitivity2, rho_for
+
+#: the refusal key of an action the method does not declare (no policy can allow it)
+UNDECLARED = "declared disclosures"
+
+
+class PolicyRefusal(ProtocolError):
+    """A site refuses a message: its method does not declare the action, or the site's policy
+    does not allow it (``key`` names the policy key, or :data:`UNDECLARED`)."""
+
+    def __init__(self, client: int, key: str, message: str):
+        super().__init__(client, message)
+        self.key = key
+
+
+#: what each refusal key that is not a policy key means, in words that carry no data
+REFUSAL_MEANING = {
+    UNDECLARED: "the method does not declare this action, or the request is malformed",
+    HELLO_KEY: "it comes before this run's accepted hello, after a refused one, or outside the "
+    "columns and levels the hello reported",
+    BUNDLE: "the run's bundle is not this project's manifest-only bundle",
+}
+
+
+def roster_size(policy: SitePolicy) -> int:
+    """How many sites the policy's roster names (0: no roster)."""
+    from fedcausal_flwr.federation.core.site_identity import read_roster  # secure sums only
+
+    return 0 if policy.roster is None else len(read_roster(policy.roster))
+
+
+def public_error(
+    error: BaseException, site: int, action: str, policy: SitePolicy | None = None
+) -> str:
+    """What a site says to the server about an error or refusal: the site, the action, the
+    policy key and its setting or the kind of problem, and a column name where the error names
+    one; never a value, a count, a row or a file's content (the full text stays in its audit
+    log)."""
+    where = f"site {site} refuses " + (f"action {action!r}" if action else "the message")
+    if isinstance(error, PolicyRefusal):
+        if error.key in KEY and policy is not None:
+            value = getattr(policy, KEY[error.key].field)
+            if error.key in FILE_KEYS:  # where the site keeps its files is its own business
+                setting = "a file" if value else "none"
+            else:
+                setting = in_words(KEY[error.key], value)
+            why = f"its policy has {error.key} = {setting}"
+        else:
+            why = f"{error.key}: {REFUSAL_MEANING.get(error.key, 'refused by its policy')}"
+    elif isinstance(error, ProtocolError):
+        why = error.kind or "the request does not fit this site's data or options"
+        if error.column is not None:
+            why += f" (column {error.column!r})"
+    else:
+        where, why = (
+            f"site {site} failed at " + (f"action {action!r}" if action else "a message"),
+            type(error).__name__,
+        )
+    return f"{where}: {why}; the site's audit log has the full reason"
+
+
+@dataclass
+class SiteGuard:
+    """The gate every reply of one client passes (see the module docstring).
+
+    ``disclosures``: the method's declaration (action -> class); ``bootstrap``: whether the
+    method takes the federated bootstrap (its built-in action); ``policy`` (None: no site policy,
+    the declaration alone); ``secure_run``: the run config asks for SecAgg+; ``site``: the
+    partition id; ``run``: the run's id, for the audit log; ``store``: where a site keeps what
+    its ``hello`` accepted for the run (:mod:`.run_binding`)."""
+
+    method: str
+    disclosures: Mapping[str, str]
+    bootstrap: bool = False
+    policy: SitePolicy | None = None
+    secure_run: bool = False
+    site: int = UNKNOWN_CLIENT
+    run: str = ""
+    #: the node's own state for the run (None: no binding kept, as on a simulated node)
+    store: BindingStore | None = None
+    #: the widest table the run's declared depth needs (:func:`.run_binding.widest_table`)
+    max_width: int | None = None
+    audit: AuditLog | None = field(default=None, init=False)
+    #: the privacy charge of the message being answered (logged with its reply)
+    charge: dict[str, Any] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.policy is not None and self.policy.audit_log is not None:
+            self.audit = AuditLog(self.policy.audit_log)
+
+    # ------------------------------------------------------------------ checks
+    def kind_of(self, action: str, payload: Mapping[str, Any] | None = None) -> str | None:
+        """The class ``action`` discloses for this method (None: not declared); a bootstrap
+        message is charged its most revealing part."""
+        if action == HELLO:
+            return METADATA
+        if action == BOOTSTRAP:
+            if not self.bootstrap:
+                return None
+            parts = [str(p.get("action")) for p in (payload or {}).get("parts", [])]
+            kinds = [self.disclosures.get(p) for p in parts]
+            return None if None in kinds else most_revealing(k for k in kinds if k)
+        return self.disclosures.get(action)
+
+    def check(
+        self,
+        action: str,
+        payload: Mapping[str, Any] | None = None,
+        round_: int | None = None,
+        secagg_participants: int | None = None,
+        summed_with: Sequence[str] | None = None,
+    ) -> str:
+        """The class of ``action`` if this site may answer it, else a logged
+        :class:`PolicyRefusal`. ``secagg_participants``: the reply goes through SecAgg+ with this
+        many participants (None: it does not); ``summed_with``: their roster names, as the site
+        verified them (None: an unsigned round)."""
+        kind = self.kind_of(action, payload)
+        secure = secagg_participants is not None
+
+        def refuse(key: str, message: str) -> NoReturn:
+            self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
+
+        try:  # hello carries the run's plan instead (read in _check_privacy)
+            charge = None if action == HELLO else PrivacyCharge.of(payload or {})
+        except MalformedPayload as err:
+            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
+        self.charge = None if charge is None else self._own_count(charge, action, refuse)
+        if charge is not None and charge.shares is not None:
+            if secagg_participants is None:
+                refuse(
+                    UNDECLARED,
+                    f"site {self.site} refuses action {action!r}: its share of the noise would "
+                    "reach the server outside SecAgg+ (a table with 1/"
+                    f"{charge.shares} of the run's noise)",
+                )
+            trusted = self.trusted_shares(charge.shares)
+            if secagg_participants < trusted:
+                refuse(
+                    DP_SHARES,
+                    f"site {self.site} refuses action {action!r}: it counts on {trusted} sites' "
+                    f"noise shares, and its SecAgg+ round has {secagg_participants} participants",
+                )
+
+        if kind is None:
+            declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: method {self.method!r} does not "
+                f"declare it (its declared actions: {declared})",
+            )
+        policy = self.policy
+        if policy is None:
+            return kind
+        if policy.allow_methods is not None and self.method not in policy.allow_methods:
+            refuse(
+                ALLOW_METHODS,
+                f"site {self.site} refuses method {self.method!r}: its policy {ALLOW_METHODS} "
+                f"allows {', '.join(sorted(policy.allow_methods)) or 'none'}",
+            )
+        if discloses_raw(self.disclosures) and not policy.allow_raw_rows:
+            refuse(
+                ALLOW_RAW_ROWS,
+                f"site {self.site} refuses method {self.method!r}: it sends the site's rows and "
+                f"its policy has {ALLOW_RAW_ROWS} = false",
+            )
+        if policy.require_secure and not self.secure_run:
+            refuse(
+                REQUIRE_SECURE,
+                f"site {self.site} refuses a plain run of {self.method!r}: its policy has "
+                f"{REQUIRE_SECURE} = true (run with secure=true)",
+            )
+        binding = self._check_run_state(action, payload or {}, refuse)
+        problem = None
+        if kind == PER_CLIENT or kind == SUM and secagg_participants is None:
+            problem = (
+                f"it would send this site's own statistics ({kind})"
+                if kind == PER_CLIENT
+                else "its sum would reach the server outside SecAgg+ (this site's own statistics)"
+            )
+            if policy.require_secure or not policy.allow_plain_statistics:
+                key = REQUIRE_SECURE if policy.require_secure else ALLOW_PLAIN_STATISTICS
+                refuse(
+                    key,
+                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                    f"and its policy has {key} = {str(key == REQUIRE_SECURE).lower()}"
+                    + ("" if self.secure_run else " (run with secure=true)"),
+                )
+        if policy.require_secure:
+            if kind in (LOCAL, RAW):
+                problem = f"it would send this site's own {MEANING[kind]}"
+            elif kind == SUM and (secagg_participants or 0) < MIN_SECURE_PARTICIPANTS:
+                problem = f"its SecAgg+ round has {secagg_participants} participant"
+            if problem:
+                refuse(
+                    REQUIRE_SECURE,
+                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                    f"and its policy has {REQUIRE_SECURE} = true",
+                )
+        if (
+            kind == SUM
+            and policy.secure_participants is not None
+            and summed_with is not None
+            and len(summed_with) < roster_size(policy)
+            and (charge is None or charge.shares is None)
+        ):
+            refuse(
+                SECURE_PARTICIPANTS,
+                f"site {self.site} refuses {action!r}: its sum is with {len(summed_with)} of the "
+                f"roster's {roster_size(policy)} sites, which its policy {SECURE_PARTICIPANTS} "
+                "allows only with its own noise share (dp=distributed)",
+            )
+        if binding is not None and action != HELLO:
+            problem = scope_problem(binding, payload or {}, policy.max_levels)
+            if problem:
+                refuse(HELLO_KEY, f"site {self.site} refuses {action!r}: {problem}")
+        self._check_privacy(action, kind, payload or {}, refuse)
+        return kind
+
+    def check_cells(
+        self, action: str, cells: int, width: int | None = None, round_: int | None = None
+    ) -> None:
+        """Refuse a request whose answer would make the site allocate more than its policy's
+        ``max-request-cells``, or count a table over more variables than the run's declared
+        depth needs (``width``: its widest table), checked before anything is allocated."""
+        policy = self.policy
+        if policy is None:
+            return
+        if width is not None and self.max_width is not None and width > self.max_width:
+            self.refuse(
+                HELLO_KEY,
+                f"site {self.site} refuses {action!r}: a table over {width} variables, wider "
+                f"than the run's declared depth needs ({self.max_width})",
+                action=action,
+                round_=round_,
+                secure=False,
+                kind=self.kind_of(action),
+            )
+        if cells > policy.max_request_cells:
+            self.refuse(
+                MAX_REQUEST_CELLS,
+                f"site {self.site} refuses {action!r}: its answer needs {cells:,} cells, over "
+                f"its policy {MAX_REQUEST_CELLS} = {policy.max_request_cells:,}",
+                action=action,
+                round_=round_,
+                secure=False,
+                kind=self.kind_of(action),
+            )
+
+    def cell_cap(self) -> int | None:
+        """The most cells one request may need here (None: no policy, no cap): hello reports
+        it, so the coordinator's own ServerApp plans its batches within it."""
+        return None if self.policy is None else self.policy.max_request_cells
+
+    # ------------------------------------------------------------------ the run's binding
+    def bound(self) -> RunBinding | None:
+        """What this run's hello fixed at this site (None: no hello answered yet)."""
+        if self.store is None:
+            return None
+        binding = RunBinding.decode(self.store.load())
+        return binding if binding is not None and binding.run == self.run else None
+
+    def _check_run_state(
+        self, action: str, payload: Mapping[str, Any], refuse: Callable[[str, str], NoReturn]
+    ) -> RunBinding | None:
+        """Nothing but ``hello`` before an accepted one, nothing after a refused one, and one
+        hello per run (:mod:`.run_binding`); the run's binding (None: none is kept here)."""
+        if self.store is None or self.policy is None:
+            return None
+        binding = self.bound()
+        if binding is not None and not binding.accepted:
+            refuse(
+                HELLO_KEY,
+                f"site {self.site} refuses {action!r}: it refused this run's hello and answers "
+                "nothing more in the run",
+            )
+        if action == HELLO:
+            if binding is not None and binding.hello != canonical(dict(payload)):
+                refuse(HELLO_KEY, f"site {self.site} refuses a second, different hello in a run")
+            return binding
+        if binding is None:
+            refuse(
+                HELLO_KEY,
+                f"site {self.site} refuses {action!r}: it answers nothing but hello until it has "
+                "accepted one in this run",
+            )
+        return binding
+
+    def bind_hello(self, payload: Mapping[str, Any], report: Mapping[str, Any]) -> None:
+        """Keep what this run's accepted hello fixed: its payload and the levels its ``report``
+        gave (as they travelled: JSON)."""
+        if self.store is not None and self.policy is not None:
+            reported = json.loads(to_json(dict(report.get("levels") or {})))
+            self.store.save(RunBinding(self.run, True, canonical(dict(payload)), reported).encode())
+
+    def bind_refused(self) -> None:
+        """This run's hello was refused (or failed): the site answers nothing more in the run."""
+        if self.store is not None and self.policy is not None:
+            self.store.save(RunBinding(self.run, False).encode())
+
+    def _own_count(
+        self, charge: PrivacyCharge, action: str, refuse: Callable[[str, str], NoReturn]
+    ) -> dict[str, Any]:
+        """The charge as the site counts it: ``rho = tables / (2 variance)`` from the request's
+        tables and noise, never the ``rho`` the request states (a forged negative or small
+        ``rho`` would otherwise lower what the site's log says it spent)."""
+        tables, variance = charge.tables, charge.variance
+        if (
+            not _whole(tables)
+            or not isinstance(variance, int | float)
+            or not 0 <= variance < math.inf
+        ):
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: its privacy charge names "
+                f"{tables!r} tables with noise variance {variance!r}",
+            )
+        clip, resolution = charge.clip, charge.resolution
+        if any(v is not None and not (isinstance(v, int | float) and 0 < v < math.inf)
+               for v in (clip, resolution)):  # fmt: skip
+            refuse(
+                UNDECLARED,
+                f"site {self.site} refuses action {action!r}: its privacy charge names a clip "
+                f"bound {clip!r} and a resolution {resolution!r}",
+            )
+        if resolution is not None and not _whole(charge.cells):
+            refuse(
+                UNDECLARED, f"site {self.site} refuses action {action!r}: {charge.cells!r} cells"
+            )
+        squared = release_sensitivity2(tables, charge.cells or 0, clip, resolution)
+        shares, cells = charge.shares, charge.cells
+        counted: dict[str, Any] = {}
+        if shares is not None:
+            if not _whole(shares) or not _whole(cells):
+                refuse(
+                    UNDECLARED,
+                    f"site {self.site} refuses action {action!r}: its privacy charge names "
+                    f"{shares!r} noise shares over {cells!r} cells",
+                )
+            # its own count: the noise of the shares it trusts, each as large as the run's
+            trusted = counted["trusted"] = self.trusted_shares(shares)
+            variance = variance / shares * trusted
+            shares = trusted
+        try:
+            rho = release_rho(squared, variance, shares, cells or 0)
+        except ValueError as err:  # shares too small for the distributed bound
+            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
+        return {**charge.encode(), "rho": None if math.isinf(rho) else rho, **counted}
+
+    def trusted_shares(self, shares: int) -> int:
+        """How many of a distributed run's ``shares`` noise shares this site counts on: its
+        policy's ``dp-shares`` (default 1, its own, when it sets a budget; all without one)."""
+        policy = self.policy
+        if policy is None or policy.dp_epsilon is None:
+            return shares
+        return min(shares, policy.dp_shares or 1)
+
+    def _check_privacy(
+        self,
+        action: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        refuse: Callable[[str, str], NoReturn],
+    ) -> None:
+        """A site with a privacy budget answers only what it can afford: a run's plan at
+        ``hello``, and each statistic's charge, against the run's cap and the period's."""
+        policy = self.policy
+        if policy is None or policy.dp_epsilon is None or kind == METADATA and action != HELLO:
+            return
+        cap = _cap(policy.dp_epsilon, policy.dp_delta)
+        wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
+        plan = None
+        if action == HELLO:
+            try:
+                plan = PrivacyPlan.of(payload)
+            except MalformedPayload as err:
+                refuse(UNDECLARED, f"site {self.site} refuses hello: {err}")
+            cost = None if plan is None else plan.rho
+            if cost is not None and not 0 < cost < math.inf:
+                refuse(DP_EPSILON, f"site {self.site} refuses hello: a planned rho of {cost!r}")
+            what = "the run plans to spend"
+            if plan is not None and plan.shares is not None and cost is not None:
+                if not _whole(plan.shares):
+                    refuse(UNDECLARED, f"site {self.site} refuses hello: {plan.shares!r} shares")
+                trusted = self.trusted_shares(plan.shares)
+                cost *= plan.shares / trusted  # its own count: the shares it counts on
+                if trusted < plan.shares:
+                    what = (
+                        f"counting on {trusted} of the run's {plan.shares} noise shares (its "
+                        f"policy {DP_SHARES}), the run plans to spend"
+                    )
+        else:
+            cost = None if self.charge is None else self.charge.get("rho")
+            what = "this reply with the run's earlier ones would spend"
+        central = (
+            plan is None or plan.shares is None
+            if action == HELLO
+            else (self.charge is None or self.charge.get("shares") is None)
+        )
+        if cost is None:
+            refuse(
+                DP_EPSILON,
+                f"site {self.site} refuses a run without differential privacy: its policy "
+                f"{DP_EPSILON} = {policy.dp_epsilon:g} answers only runs that add noise "
+                "(e.g. fedpc with dp=central or dp=distributed and a finite dp_epsilon)",
+            )
+        if not policy.dp_allow_central and central:
+            refuse(
+                DP_ALLOW_CENTRAL,
+                f"site {self.site} refuses {action!r}: the run does not add its noise at the "
+                f"sites (the server would hold the noiseless sum) and its policy has "
+                f"{DP_ALLOW_CENTRAL} = false (run with dp=distributed and secure=true)",
+            )
+        run_spent, period_spent = self._spent()
+        spent = run_spent if action != HELLO else 0.0
+        if spent + cost > cap:
+            refuse(
+                DP_EPSILON,
+                f"site {self.site} refuses {action!r}: {what} rho {spent + cost:.4g}, over its "
+                f"policy {DP_EPSILON} {wording}, rho {cap:.4g}",
+            )
+        if policy.dp_period_epsilon is not None:
+            period_cap = _cap(policy.dp_period_epsilon, policy.dp_delta)
+            before = period_spent
+            if before + cost > period_cap:
+                refuse(
+                    DP_PERIOD_EPSILON,
+                    f"site {self.site} refuses {action!r}: the last {policy.dp_period_days:g} "
+                    f"days spent rho {before:.4g} of its policy {DP_PERIOD_EPSILON} "
+                    f"{policy.dp_period_epsilon:g} (rho {period_cap:.4g}); {what} {cost:.4g} "
+                    "more",
+                )
+
+    def _spent(self) -> tuple[float, float]:
+        """The zCDP ``rho`` this site's audit log records as spent, read in one pass: by this
+        run, and by every run within the policy's period."""
+        if self.audit is None or not self.audit.path.exists():
+            return 0.0, 0.0
+        policy = self.policy
+        days = policy.dp_period_days if policy is not None else None
+        since = time.time() - (days or 0) * 86400
+        by_run, in_period = [], []
+        for line in self.audit.path.read_text(encoding="utf-8").splitlines():
+            if '"privacy"' not in line:  # most lines: no charge to parse
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            charge = record.get("privacy") if isinstance(record, dict) else None
+            if not isinstance(charge, dict) or record.get("outcome") != "sent":
+                continue
+            rho = float(charge.get("rho") or 0.0)
+            if record.get("run") == self.run:
+                by_run.append(rho)
+            if _seconds(record.get("time")) >= since:
+                in_period.append(rho)
+        return math.fsum(by_run), math.fsum(in_period)
+
+    def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
+        """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
+        over it is refused, naming it, instead of being reported)."""
+        policy = self.policy
+        if policy is None:
+            return
+        from fedcausal_flwr.data.columns import is_decimal  # pandas only where a frame is
+
+        for position, name in enumerate(frame.columns):
+            name = str(name)
+            if levels.get(name) is not None and len(levels[name] or []) <= policy.max_levels:
+                continue
+            series = frame.iloc[:, position]
+            if levels.get(name) is None and is_decimal(series.dtype):
+                continue  # float columns disclose no values
+            count = int(series.nunique(dropna=True))
+            if count > policy.max_levels:
+                self.refuse(
+                    MAX_LEVELS,
+                    f"site {self.site} refuses hello: column {name!r} has {count} distinct "
+                    f"values and its policy {MAX_LEVELS} = {policy.max_levels} (an identifier or "
+                    "free-text column? leave it out of the site's file)",
+                    kind=METADATA,
+                    action=HELLO,
+                    round_=None,
+                    secure=False,
+                )
+
+    def hello_cap(self, asked: int) -> int:
+        """How many distinct values ``hello`` may list per column: the server's cap, lowered
+        to the site's ``max-levels``."""
+        return asked if self.policy is None else min(asked, self.policy.max_levels)
+
+    # ------------------------------------------------------------------ the log
+    def sent(
+        self,
+        action: str,
+        kind: str,
+        arrays: Sequence[np.ndarray],
+        meta: Mapping[str, Any],
+        round_: int | None,
+        secure: bool,
+        summed_with: Sequence[str] | None = None,
+    ) -> None:
+        """Log a reply about to leave the site (``summed_with``: the roster names of the sites
+        its SecAgg+ sum is with, as this site verified them)."""
+        if self.audit is None:
+            return
+        shapes, nbytes = describe(arrays)
+        private: dict[str, Any] = {} if self.charge is None else {"privacy": self.charge}
+        if summed_with is not None:
+            private["participants"] = sorted(summed_with)
+        self._log(
+            "sent", action, kind, round_, secure, arrays=shapes, bytes=nbytes,
+            meta_keys=sorted(meta), **private,
+        )  # fmt: skip
+
+    def refuse(
+        self,
+        key: str,
+        message: str,
+        *,
+        action: str,
+        round_: int | None,
+        secure: bool,
+        kind: str | None = None,
+    ) -> NoReturn:
+        """Log a refusal and raise it."""
+        if self.audit is not None:
+            self._log("refused", action, kind, round_, secure, policy=key, reason=message)
+        raise PolicyRefusal(self.site, key, message)
+
+    def log_error(self, action: str, error: BaseException) -> None:
+        """Log an error this site is about to answer with (its full text stays here)."""
+        if self.audit is not None and not isinstance(error, PolicyRefusal):  # refusals are
+            detail = error.detail if isinstance(error, ProtocolError) else str(error)
+            self._log("error", action, None, None, False, error=type(error).__name__,
+                      reason=detail)  # fmt: skip
+
+    def _log(
+        self,
+        outcome: str,
+        action: str,
+        kind: str | None,
+        round_: int | None,
+        secure: bool,
+        **fields: Any,
+    ) -> None:
+        now = time.time()
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            + f".{int(now * 1000) % 1000:03d}Z",
+            "run": self.run,
+            "site": self.site,
+            "method": self.method,
+            "action": action,
+            "class": kind,
+            "round": round_,
+            "secure": bool(secure),
+            "outcome": outcome,
+            **fields,
+        }
+        assert self.audit is not None
+        try:
+            self.audit.append(record)
+        except OSError as err:
+            # nothing leaves a site that its log does not show
+            raise PolicyRefusal(
+                self.site,
+                AUDIT_LOG,
+                f"site {self.site} cannot write its audit log ({err.strerror}); nothing is sent",
+            ) from None
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    """A whole number >= 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _cap(epsilon: float, delta: float) -> float:
+    """A budget's zCDP ``rho``, with the margin a float sum of charges may need."""
+    return rho_for(epsilon, delta) * (1 + 1e-9)
+
+
+def _seconds(stamp: Any) -> float:
+    """The epoch seconds of an audit line's ``time`` (0: unreadable)."""
+    try:
+        return calendar.timegm(time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return 0.0
