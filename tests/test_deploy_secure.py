@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import ssl
 import stat
@@ -78,8 +79,10 @@ BREADTH = [
     ("notears-admm", "max-iter=8 rho1-growth=4 rho2-growth=2 rho-max=1e12", "mixed"),
 ]
 TUNED = shutil.which("fedcausal-supernode") is not None and shutil.which("fedcausal-executor")
-#: the sites' policy file as `federation up --site-policy` passes it (the defaults, written out)
-DEFAULT_POLICY = "allow-raw-rows = false\nmax-levels = 100\n"
+#: the sites' policy file as `federation up --site-policy` passes it: the defaults written out,
+#: but for the sites' own statistics, which may leave plainly (every module runs plain here; a
+#: test runs the default policy's secure runs on its own)
+PLAIN_POLICY = "allow-raw-rows = false\nallow-plain-statistics = true\nmax-levels = 100\n"
 #: the centralised references (their sites send rows), with short options and their data
 RAW_METHODS = [
     ("pooled", "", "asia"),
@@ -223,7 +226,7 @@ def federation(tmp_path_factory):
     for path, frame in zip(sites, site_frames("asia"), strict=True):
         frame.to_csv(path, index=False)
     policy = root / "site-policy.toml"  # one file for every site; a test changes it mid-way
-    policy.write_text(DEFAULT_POLICY)
+    policy.write_text(PLAIN_POLICY)
     workdir = root / "federation"
     started = time.perf_counter()
     up = subprocess.run(
@@ -343,7 +346,9 @@ def test_tls_and_authentication_fedpc_on_registered_sites_refuses_the_others(fed
 
     # FedPC runs over the registered sites (min-clients allows one dropout; none happens)
     started = time.perf_counter()
-    result, output = fed.run({"method": "fedpc", "options": "alpha=0.05", "min-clients": 2})
+    result, output = fed.run(
+        {"method": "fedpc", "options": "alpha=0.05", "min-clients": 2, "secure": True}
+    )
     print(f"fedpc over TLS: {time.perf_counter() - started:.1f} s, {result.rounds} rounds")
     frames = [read_client_csv(p, k) for k, p in enumerate(fed.sites)]
     local = fedcausal_flwr.run("fedpc", data=frames, alpha=0.05)
@@ -398,7 +403,57 @@ def test_every_strategy_module_through_the_superlink_equals_in_process(
     assert result.extra.keys() == expected.extra.keys()
     if method == "fedci-pc":  # the federated GLM tests: every p-value
         assert len(result.extra["ci_tests"]) == 6 and result.graph.n_edges() == 2
-    assert result.ledger == expected.ledger
+    assert site_ledger(result.ledger) == expected.ledger
+
+
+def site_ledger(ledger: list[dict]) -> list[dict]:
+    """A deployed run's ledger as an in-process run's reads: a site with a policy also reports
+    its max-request-cells in hello (an in-process client has no policy)."""
+    out = []
+    for entry in ledger:
+        if entry["kind"] == "hello":
+            keys = [k for k in entry["meta_keys"] if k != "max_request_cells"]
+            entry = {**entry, "meta_keys": keys}
+        out.append(entry)
+    return out
+
+
+#: honest runs under the default policy (only local results and signed SecAgg+ sums leave): the
+#: method, its run config settings and the sites' data
+HONEST = [
+    ("fedpc", {"secure": True}, "asia"),
+    ("fedci-pc", {"secure": True, "options": "site-effect=fixed"}, "mixed"),
+    # the sites' noise shares through SecAgg+ (dp=distributed), at epsilon = inf: no noise, so
+    # the graph is the in-process run's (capped at dp-batches - 1 = 1, as that run is)
+    ("fedpc", {"secure": True, "options": "dp=distributed dp-epsilon=inf"}, "asia"),
+    ("fedpc-vote", {"options": "max-depth=1"}, "asia"),
+    ("fedecd", {"options": "bootstraps=2 max-depth=1"}, "asia"),
+]
+
+
+@pytest.mark.slow
+def test_honest_runs_under_the_default_policy_equal_in_process(federation):
+    """With the sites' default policy (nothing written in the policy file), secure FedPC and
+    fedCI, FedPC with the sites' own noise shares, and the voting methods (local results) run
+    through `federation up`'s signed sites as in process; each sum's audit line names all three
+    sites."""
+    policy = federation.sites[0].parent / "site-policy.toml"
+    before = [len(log) for log in federation.audit()]
+    policy.write_text("")
+    try:
+        for method, config, data in HONEST:
+            frames = federation.write_sites(site_frames(data))
+            result, _ = federation.run({"method": method, **config})
+            options = typed_options(method, str(config.get("options", "")))
+            secure = {"secure": True} if config.get("secure") else {}
+            local = fedcausal_flwr.run(method, data=frames, **options, **secure)
+            assert result.graph == local.graph, (method, config)
+    finally:
+        policy.write_text(PLAIN_POLICY)
+    logs = [log[start:] for log, start in zip(federation.audit(), before, strict=True)]
+    assert all(e["outcome"] == "sent" for log in logs for e in log)
+    sums = [e for log in logs for e in log if e["class"] == "summed"]
+    assert sums and all(e["secure"] and len(e["participants"]) == SITES for e in sums)
 
 
 @pytest.mark.slow
@@ -409,10 +464,7 @@ def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation)
     for method, options, data in RAW_METHODS:
         federation.write_sites(site_frames(data))
         output = federation.refused({"method": method, "options": options})
-        expected = (
-            rf"error: site \d refuses method '{method}': it sends the site's rows and its policy "
-            "has allow-raw-rows = false"
-        )
+        expected = r"error: site \d refuses action 'hello': its policy has allow-raw-rows = false"
         assert re.search(expected, output), output[-3000:]
     logs = federation.audit()
     assert all(logs), "every site logged its refusals"
@@ -421,7 +473,7 @@ def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation)
         refused = [e for e in log if e["outcome"] == "refused"]
         assert {e["method"] for e in refused} == {m for m, *_ in RAW_METHODS}
         assert {e["policy"] for e in refused} == {"allow-raw-rows"}
-    policy.write_text(DEFAULT_POLICY.replace("false", "true"))  # read at the next message
+    policy.write_text(PLAIN_POLICY.replace("false", "true"))  # read at the next message
     try:
         for method, options, data in RAW_METHODS:
             frames = federation.write_sites(site_frames(data))
@@ -431,7 +483,7 @@ def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation)
             expected = Result.from_json(json.loads(json.dumps(local.to_json())))
             assert without_timings(result.extra) == without_timings(expected.extra), method
     finally:
-        policy.write_text(DEFAULT_POLICY)
+        policy.write_text(PLAIN_POLICY)
     sent = [e for log in federation.audit() for e in log if e["class"] == "raw"]
     assert len([e for e in sent if e["outcome"] == "sent"]) == SITES * len(RAW_METHODS)
 
@@ -587,3 +639,19 @@ def test_credentials_for_a_federation_across_machines(tmp_path, capsys):
         assert f"register {out / 'sites' / site}.pub" in printed
     assert cli_main(command) == 2  # never overwrites keys
     assert "--out:" in capsys.readouterr().err
+
+
+def test_federation_up_prints_a_run_its_sites_accept(tmp_path):
+    """The `flwr run` command `federation up` prints asks for secure sums: a site's default
+    policy lets FedPC's tables leave only as SecAgg+ sums with its roster."""
+    from types import SimpleNamespace
+
+    from fedcausal_flwr.federation.deployment.localhost import run_command
+    from fedcausal_flwr.federation.runtime.flwr_app import resolve_run_config
+
+    deployment = SimpleNamespace(node_configs=[{}, {}, {}], flwr_home=tmp_path)
+    command = run_command(deployment, tmp_path / "app", "fedpc", "alpha=0.05")
+    config = parse_assignments(shlex.split(command)[-1], what="run config")
+    assert config["secure"] == "true" and config["method"] == "fedpc"
+    spec, settings, _ = resolve_run_config({**config, "num-clients": 3})
+    assert settings["secure"] and spec.name == "fedpc"

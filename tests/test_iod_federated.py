@@ -208,11 +208,12 @@ def test_flwr_run_deployment_with_the_fig1_split_in_two_csv_files(tmp_path):
         frame.to_csv(paths[-1], index=False)
     frames = [pd.read_csv(p) for p in paths]
     assert [list(f.columns) for f in frames] == [["A", "B", "C", "E"], ["A", "C", "D", "E"]]
-    # iod-pooled sends the sites' rows: these sites' policies allow it
+    # iod-pooled sends the sites' rows, fedci-iod its plain GLM blocks: these sites allow both
     nodes = [
-        {"partition-id": k, "data-path": str(p), "allow-raw-rows": True}
+        {"partition-id": k, "data-path": str(p), "allow-raw-rows": True,
+         "allow-plain-statistics": True}
         for k, p in enumerate(paths)
-    ]
+    ]  # fmt: skip
     deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True, tls=False, auth=False)
     try:
         deployment.start()

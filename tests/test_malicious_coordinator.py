@@ -204,6 +204,33 @@ def test_attack2_require_secure_refuses_plain_tables_without_values(sites, share
     assert_refused(outcomes, "require-secure", nodes, rogue.run_id, TABLES)
 
 
+def test_require_secure_sites_refuse_every_attack_without_values(sites, shared, asia_columns):
+    """The attacks against sites with require-secure: a voting run's local results (p-values
+    over any columns, before or after hello) and its hello are refused, as is a secure fedpc
+    run's plain or oversized tables request; no reason carries data and every refusal is
+    logged."""
+    nodes = sites(**shared, **{"require-secure": True})
+    levels = binary_levels(asia_columns)
+    pair = [encode_queries([(0, 1, ())])]
+    everything = ["patient_id", *asia_columns, "lab"]
+    vote = RogueCoordinator(nodes, {"method": "fedpc-vote"})
+    payload = {"variables": everything, "levels": levels, "test": "chi2", "alpha": 0.05,
+               "reliability": None}  # fmt: skip
+    for outcomes in (vote.send("pvalues", payload, pair), vote.hello(),
+                     vote.send("pvalues", payload, pair)):  # fmt: skip
+        assert all(o.refused and o.policy == "require-secure" for o in outcomes.values())
+        assert all(not o.reason or assert_no_data(o.reason) is None for o in outcomes.values())
+    secure = RogueCoordinator(nodes, {"method": "fedpc", "secure": True})
+    assert all(o.answered for o in secure.hello().values())
+    for queries in ([(0, 1, ())], [(0, 1, tuple(range(2, 8)))] * 2**16):
+        outcomes = secure.send(TABLES, *table_request(asia_columns, levels, queries))
+        assert_refused(outcomes, "require-secure", nodes, secure.run_id, TABLES)
+    for node in nodes:
+        log = audit(node, vote.run_id) + audit(node, secure.run_id)
+        assert all(e["outcome"] == "refused" for e in log if e["action"] != "hello" or
+                   e["run"] == str(vote.run_id))  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- privacy
 def central_plan() -> dict:
     return PrivacyPlan(1.0, 1e-6, rho_for(1.0, 1e-6) / 2).encode()

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import fedcausal_flwr
+from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
 from fedcausal_flwr.federation.core.disclosure import CLASSES
@@ -471,3 +472,54 @@ def test_the_docs_policy_table_is_the_declared_one():
     assert policy_markdown() in doc
     listed = next(line for line in doc.splitlines() if line.startswith("| `policy-file`"))
     assert all(f"`{key}`" in listed for key in POLICY_KEYS)
+
+
+def test_a_dropout_ends_a_secure_search_with_its_graph_so_far(tmp_path, asia_frames, monkeypatch):
+    """A site drops out in a secure round at depth 1: the others will not unmask a sum with a
+    dropped participant, nor sum without every roster site, so the search ends with the depth-0
+    graph and says why (a note, and the result's extra["stopped"]), never two sums over
+    different sets."""
+    from fedcausal_flwr.clients.fedpc import FedPCClient
+    from fedcausal_flwr.strategies.private_sums import SearchStoppedNote
+
+    tables = FedPCClient.tables
+    calls = {"site 2": 0}
+
+    def drop_site_2_at_depth_1(self, request, arrays):
+        if self.partition_id == 2:
+            calls["site 2"] += 1
+            if calls["site 2"] > 1:
+                raise RuntimeError("the site's machine went away")
+        return tables(self, request, arrays)
+
+    monkeypatch.setattr(FedPCClient, "tables", drop_site_2_at_depth_1)
+    monkeypatch.setattr(drop_site_2_at_depth_1, "_protocol_action", "tables", raising=False)
+    nodes = write_sites(tmp_path, asia_frames)
+    with pytest.warns(SearchStoppedNote, match="ended its search after depth 0"):
+        run_app(nodes, {"method": "fedpc", "secure": True, "result-path": "r.json"})
+    result = Result.load(tmp_path / "results" / "r.json")
+    assert "stopped before depth 1" in result.extra["stopped"]
+    monkeypatch.undo()
+    capped = fedcausal_flwr.run("fedpc", data=asia_frames, max_depth=0)
+    assert result.graph == capped.graph
+    for node in nodes[:2]:  # every sum a site took part in was with all three
+        sums = [e for e in audit(node) if e["class"] == "summed" and e["outcome"] == "sent"]
+        assert sums and all(len(e["participants"]) == 3 for e in sums)
+
+
+def test_sites_with_different_columns_run_fedcdnv_as_in_process(tmp_path, asia_frames):
+    """A request names the union of the sites' columns: a column a site does not have at all is
+    another site's (only one its policy keeps home is refused), so FedCDnv runs under the
+    default policy as in process."""
+    from fedcausal_flwr.data.partition import split_iid, split_variable_subsets
+
+    pooled = load_network("asia").sample(900, seed=11)
+    part = split_variable_subsets(split_iid(pooled, SITES, seed=0), fraction=0.85, seed=2)
+    frames = part.clients
+    assert len({tuple(f.columns) for f in frames}) == SITES
+    nodes = write_sites(tmp_path, frames)
+    run_app(nodes, {"method": "fedcdnv", "result-path": "v.json"})
+    assert (
+        Result.load(tmp_path / "results" / "v.json").graph
+        == fedcausal_flwr.run("fedcdnv", data=frames).graph
+    )

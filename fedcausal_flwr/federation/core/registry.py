@@ -146,10 +146,12 @@ class MethodSpec:
         run: str = "",
         store: BindingStore | None = None,
         options: Mapping[str, Any] | None = None,
+        withheld: frozenset[str] = frozenset(),
     ) -> SiteGuard:
         """The gate of a client of this method: its declared disclosures, and the site's
         ``policy`` and run ``store`` (:mod:`.run_binding`) where it has them; ``options``: the
-        run's resolved options (they fix the widest table a request may ask)."""
+        run's resolved options (they fix the widest table a request may ask); ``withheld``: the
+        columns of its file the site keeps home."""
         return SiteGuard(
             self.name,
             dict(self.disclosures),
@@ -160,6 +162,7 @@ class MethodSpec:
             str(run),
             store,
             None if options is None else widest_table(options),
+            withheld,
         )
 
     def client(

@@ -2,11 +2,12 @@
 
 A site answers nothing but ``hello`` until it has accepted one in the run; once it refused one,
 it answers nothing more in the run. The accepted ``hello`` binds the run at the site: the columns
-it reported (only those its policy shares), each column's levels as it reported them (a request
-may add other sites' levels, never leave one of its own out, and may encode a column as
-categories only if ``hello`` listed its levels), and the run's privacy plan. A request outside the
-binding is refused (policy key :data:`HELLO_KEY`) and logged, whatever the coordinator's
-ServerApp does.
+it reported (only those its policy shares: a request naming a column its policy keeps home is
+refused; a column it does not have at all may be another site's), each column's levels as it
+reported them (a request may add other sites' levels, never leave one of its own out, and may
+encode a column as categories only if ``hello`` listed its levels), and the run's privacy plan.
+A request outside the binding is refused (policy key :data:`HELLO_KEY`) and logged, whatever
+the coordinator's ServerApp does.
 
 The binding lives in the node's own state for the run (Flower keeps ``Context.state`` at the
 SuperNode, out of the server's reach); :class:`BindingStore` is that state as the guard sees it.
@@ -61,11 +62,14 @@ class RunBinding:
     hello: str = ""
     #: column -> the levels hello reported (None: a decimal column, no levels listed)
     levels: dict[str, list | None] = field(default_factory=dict)
+    #: columns of the site's file its policy keeps home (``share-columns``)
+    withheld: list[str] = field(default_factory=list)
 
     def encode(self) -> str:
         return canonical(
-            {"run": self.run, "accepted": self.accepted, "hello": self.hello, "levels": self.levels}
-        )
+            {"run": self.run, "accepted": self.accepted, "hello": self.hello,
+             "levels": self.levels, "withheld": self.withheld}
+        )  # fmt: skip
 
     @classmethod
     def decode(cls, text: str | None) -> RunBinding | None:
@@ -74,7 +78,7 @@ class RunBinding:
         try:
             value = json.loads(text)
             return cls(str(value["run"]), bool(value["accepted"]), str(value["hello"]),
-                       dict(value["levels"]))  # fmt: skip
+                       dict(value["levels"]), list(value["withheld"]))  # fmt: skip
         except (ValueError, KeyError, TypeError):
             return None  # unreadable: treated as no binding (the run must say hello again)
 
@@ -115,10 +119,10 @@ def scope_problem(binding: RunBinding, payload: Mapping[str, Any], max_levels: i
     """Why a request falls outside ``binding`` (None: it does not). The words name columns and
     counts of levels the request itself sent, never a value of the site's."""
     for name, given in named_levels(payload):
-        if name not in binding.levels:
-            return f"it names column {name!r}, which this site's hello did not report"
-        if given is None:
-            continue
+        if name in binding.withheld:
+            return f"it names column {name!r}, which this site's policy keeps home"
+        if name not in binding.levels or given is None:
+            continue  # another site's column (methods over non-identical variable sets)
         own = binding.levels[name]
         if own is None:
             return (

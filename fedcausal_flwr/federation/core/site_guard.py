@@ -147,6 +147,8 @@ class SiteGuard:
     store: BindingStore | None = None
     #: the widest table the run's declared depth needs (:func:`.run_binding.widest_table`)
     max_width: int | None = None
+    #: the columns of the site's file its policy keeps home (``share-columns``)
+    withheld: frozenset[str] = frozenset()
     audit: AuditLog | None = field(default=None, init=False)
     #: the privacy charge of the message being answered (logged with its reply)
     charge: dict[str, Any] | None = field(default=None, init=False)
@@ -353,11 +355,14 @@ class SiteGuard:
         return binding
 
     def bind_hello(self, payload: Mapping[str, Any], report: Mapping[str, Any]) -> None:
-        """Keep what this run's accepted hello fixed: its payload and the levels its ``report``
-        gave (as they travelled: JSON)."""
+        """Keep what this run's accepted hello fixed: its payload, the levels its ``report``
+        gave (as they travelled: JSON) and the columns the site keeps home."""
         if self.store is not None and self.policy is not None:
             reported = json.loads(to_json(dict(report.get("levels") or {})))
-            self.store.save(RunBinding(self.run, True, canonical(dict(payload)), reported).encode())
+            binding = RunBinding(
+                self.run, True, canonical(dict(payload)), reported, sorted(self.withheld)
+            )
+            self.store.save(binding.encode())
 
     def bind_refused(self) -> None:
         """This run's hello was refused (or failed): the site answers nothing more in the run."""

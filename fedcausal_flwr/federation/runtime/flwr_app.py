@@ -387,10 +387,6 @@ def _client_fn(context: Context):
         raise ProtocolError(
             partition_id, f"the run config: {err}", kind="the run config is invalid"
         ) from None
-    store = NodeStateStore(context) if policy is not None else None
-    guard = spec.guard(
-        partition_id, policy, secure_run=settings["secure"], run=run, store=store, options=options
-    )
     try:
         data = site_data(context, spec, {**settings, **options})
     except (OSError, LookupError, ValueError, TypeError) as err:
@@ -400,8 +396,15 @@ def _client_fn(context: Context):
             f"cannot load this site's data: {err}",
             kind="the site cannot load its data",
         ) from err
+    withheld: frozenset[str] = frozenset()
     if policy is not None and policy.share_columns is not None:
+        withheld = frozenset(str(c) for c in data.columns) - policy.share_columns
         data = shared_columns(data, policy.share_columns, partition_id)
+    store = NodeStateStore(context) if policy is not None else None
+    guard = spec.guard(
+        partition_id, policy, secure_run=settings["secure"], run=run, store=store,
+        options=options, withheld=withheld,
+    )  # fmt: skip
     client = spec.client(partition_id, data, options, guard)
     if client.context is None:
         client.context = context
