@@ -1,7 +1,7 @@
 """What signed SecAgg+ costs a secure run: the same FedPC run with sites that sign their SecAgg+
 keys against a roster, and without.
 
-    python experiments/bench_secagg_auth.py [--repeats 5] [--samples 10000] [--network alarm]
+    python experiments/bench_secagg_auth.py [--repeats 11] [--samples 10000] [--network alarm]
 
 In one run of this script: 3 sites, each with its CSV of ``--network`` x ``--samples`` rows (IID)
 and a real node config (``data-path``, ``site-key``, ``roster``), run FedPC with ``secure=true``
@@ -31,7 +31,7 @@ TARGET = 1.2
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--network", default="alarm")
     args = parser.parse_args()

@@ -77,10 +77,17 @@ def summarize(records: list[dict[str, Any]], source: str = "audit log") -> str:
                 nbytes = sum(int(e.get("bytes") or 0) for e in group)
                 actions = ", ".join(sorted({str(e["action"]) for e in group}))
                 lines.append(f"{flag} {label:<22} {len(group):>8} {nbytes:>12,}  {actions}")
-        for entry in (e for e in entries if e["outcome"] == "refused"):
+        with_sites = sorted({", ".join(e["participants"]) for e in sent if e.get("participants")})
+        lines += [f"  summed with: {sites}" for sites in with_sites]
+        for entry in (e for e in entries if e["outcome"] in ("refused", "error")):
+            what = (
+                f"[{entry.get('policy')}]"
+                if entry["outcome"] == "refused"
+                else (f"[{entry.get('error', 'error')}]")
+            )
             lines.append(
-                f"  refused: {entry['action'] or '(before any action)'} "
-                f"[{entry.get('policy')}] {entry.get('reason', '')}"
+                f"  {entry['outcome']}: {entry['action'] or '(before any action)'} {what} "
+                f"{entry.get('reason', '')}"
             )
         charges = [e["privacy"] for e in sent if isinstance(e.get("privacy"), dict)]
         if charges:
@@ -100,8 +107,14 @@ def privacy_line(charges: list[dict[str, Any]]) -> str:
     if any(c.get("rho") is None for c in charges):
         return f"  privacy: {len(charges)} release(s), one without noise: no bound"
     rho = math.fsum(float(c["rho"]) for c in charges)
+    central = sum(1 for c in charges if c.get("shares") is None)
+    whose = (
+        "the sites' own noise shares"
+        if not central
+        else f"{central} with noise the server states it adds (dp-allow-central: its word)"
+    )
     return (
-        f"  privacy: {len(charges)} noisy release(s), rho {rho:.4g} = epsilon "
+        f"  privacy: {len(charges)} noisy release(s) ({whose}), rho {rho:.4g} = epsilon "
         f"{epsilon_of(rho, delta):.4g} at delta {delta:g}"
     )
 

@@ -523,3 +523,21 @@ def test_sites_with_different_columns_run_fedcdnv_as_in_process(tmp_path, asia_f
         Result.load(tmp_path / "results" / "v.json").graph
         == fedcausal_flwr.run("fedcdnv", data=frames).graph
     )
+
+
+def test_the_audit_command_names_each_sums_sites_and_every_error(tmp_path, asia_frames, capsys):
+    from fedcausal_flwr.cli import main as cli_main
+
+    nodes = write_sites(tmp_path, asia_frames)
+    run_app(nodes, {"method": "fedpc", "secure": True})
+    from rogue_server import RogueCoordinator  # a run config the project's ServerApp refuses
+
+    (outcome,) = (
+        RogueCoordinator(nodes[:1], {"method": "fedpc-vote", "secure": True}).hello().values()
+    )
+    assert outcome.refused and "the run config is invalid" in outcome.message
+    capsys.readouterr()
+    assert cli_main(["audit", default_audit_log(nodes[0]["data-path"])]) == 0
+    out = capsys.readouterr().out
+    assert "  summed with: site-0, site-1, site-2" in out
+    assert "  error: hello [ProtocolError] the run config: method 'fedpc-vote'" in out
