@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from rogue_server import Outcome, RogueCoordinator
+from test_site_policy import write_sites
 
 import fedcausal_flwr
 from fedcausal_flwr.data.specs import sample_partition
@@ -70,12 +71,7 @@ def sites(tmp_path, hospital_frames):
     def write(**policy) -> list[dict]:
         folder = tmp_path / f"sites{len(list(tmp_path.glob('sites*')))}"
         folder.mkdir()
-        nodes = []
-        for k, frame in enumerate(hospital_frames):
-            path = folder / f"site{k}.csv"
-            frame.to_csv(path, index=False)
-            nodes.append({"partition-id": k, "data-path": str(path), **policy})
-        return nodes
+        return write_sites(folder, hospital_frames, **policy)
 
     return write
 

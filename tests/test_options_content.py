@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_site_policy import run_app, write_sites
 
 import fedcausal_flwr
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.registry import get_method
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.flwr_app import resolve_run_config
-from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.options import Option, OptionError, OptionSet
 from fedcausal_flwr.result import Result
@@ -190,27 +189,6 @@ SITES = 3
 def asia_frames() -> list[pd.DataFrame]:
     part, _ = sample_partition("asia", 900, SITES, "iid", 0)
     return part.clients
-
-
-def write_sites(folder: Path, frames, **policy) -> list[dict]:
-    """One CSV per site and its node config, data-path plus the given policy keys (as
-    ``tests/test_site_policy.py`` writes them)."""
-    nodes = []
-    for k, frame in enumerate(frames):
-        path = folder / f"site{k}.csv"
-        frame.to_csv(path, index=False)
-        nodes.append({"partition-id": k, "data-path": str(path), **policy})
-    return nodes
-
-
-def run_app(nodes: list[dict], run_config: dict):
-    return run_local(
-        flwr_app.server_app,
-        flwr_app.client_app,
-        len(nodes),
-        {"num-clients": len(nodes), **run_config},
-        nodes,
-    )
 
 
 @pytest.mark.parametrize("content", [SECRET + "\n", KNOWLEDGE_LIKE])

@@ -494,3 +494,23 @@ def test_federation_up_runs_the_warm_executor(tmp_path, monkeypatch):
     ]
     assert cli_main(argv) == 2
     assert seen["warm_executor"] is True and not seen["tuned"]
+
+
+def test_a_sum_short_of_the_roster_needs_the_sites_own_noise_share(tmp_path, keys):
+    """With secure-participants = 2 a site sums with 2 of its 3 roster sites only when the sum
+    carries its own noise share (dp=distributed): against the other participant colluding with
+    the coordinator, that share is all that bounds what the sum reveals."""
+    from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, SiteGuard
+    from fedcausal_flwr.federation.core.site_policy import SitePolicy
+    from fedcausal_flwr.protocols.records import PrivacyCharge
+
+    policy = SitePolicy.from_values(
+        {**keys["a"], "secure-participants": 2, "audit-log": str(tmp_path / "a.jsonl")}, "t"
+    )
+    guard = SiteGuard("fedpc", {"tables": "summed"}, policy=policy, site=0, run="r")
+    with pytest.raises(PolicyRefusal, match="its own noise share") as refused:
+        guard.check("tables", {}, 2, 2, ("a", "b"))
+    assert refused.value.key == "secure-participants"
+    share = PrivacyCharge("discrete Gaussian", 1, 30.0, None, 4.0, 1e-6, shares=2, cells=4)
+    assert guard.check("tables", {"privacy": share.encode()}, 2, 2, ("a", "b")) == "summed"
+    assert guard.check("tables", {}, 2, 3, ("a", "b", "c")) == "summed"  # the whole roster

@@ -294,21 +294,23 @@ class SiteGuard:
         policy = self.policy
         if policy is None:
             return
+        problem = None
         if width is not None and self.max_width is not None and width > self.max_width:
-            self.refuse(
-                HELLO_KEY,
-                f"site {self.site} refuses {action!r}: a table over {width} variables, wider "
-                f"than the run's declared depth needs ({self.max_width})",
-                action=action,
-                round_=round_,
-                secure=False,
-                kind=self.kind_of(action),
+            key = HELLO_KEY
+            problem = (
+                f"a table over {width} variables, wider than the run's declared depth needs "
+                f"({self.max_width})"
             )
-        if cells > policy.max_request_cells:
+        elif cells > policy.max_request_cells:
+            key = MAX_REQUEST_CELLS
+            problem = (
+                f"its answer needs {cells:,} cells, over its policy {MAX_REQUEST_CELLS} = "
+                f"{policy.max_request_cells:,}"
+            )
+        if problem is not None:
             self.refuse(
-                MAX_REQUEST_CELLS,
-                f"site {self.site} refuses {action!r}: its answer needs {cells:,} cells, over "
-                f"its policy {MAX_REQUEST_CELLS} = {policy.max_request_cells:,}",
+                key,
+                f"site {self.site} refuses {action!r}: {problem}",
                 action=action,
                 round_=round_,
                 secure=False,
