@@ -197,9 +197,7 @@ class ProtocolClient(NumPyClient):
         except (TypeError, ValueError) as err:
             raise ProtocolError(self.partition_id, f"action {name!r}: meta {err}") from None
         if self.guard is not None and kind is not None:
-            self.guard.sent(
-                name, kind, arrays, meta, round_, participants is not None, summed_with
-            )
+            self.guard.sent(name, kind, arrays, meta, round_, participants is not None, summed_with)
         metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
         return arrays, 1, metrics
 

@@ -295,9 +295,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         if self.options.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
             asked = MomentsRequest(self.variables, self.options.missing)
             return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
-        base = TableRequest(
-            self.variables, self.levels, self.max_cells, self.options.missing
-        )
+        base = TableRequest(self.variables, self.levels, self.max_cells, self.options.missing)
         if self.options.ci == "exact":
             if self._plan is None and self.privacy is None:
                 self._plan = self._plan_batch(queries)

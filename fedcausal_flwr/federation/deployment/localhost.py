@@ -35,6 +35,7 @@ def add_federation_parser(sub: Any) -> None:
     """The ``federation`` command and its subcommands (``up``, ``down``, ``credentials``,
     ``keys``, ``roster``)."""
     from fedcausal_flwr.federation.core.site_policy import POLICY_KEYS
+
     fed = sub.add_parser(
         "federation",
         help="start (up) or stop (down) a federation on this machine: SuperLink + one SuperNode "
