@@ -44,7 +44,7 @@ import pandas as pd
 from flwr.app import Context
 from flwr.client import NumPyClient
 
-from fedcausal_flwr.data.columns import frame_columns
+from fedcausal_flwr.data.columns import as_read, frame_columns
 from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.federation.core.messages import (
@@ -160,7 +160,7 @@ class ProtocolClient(NumPyClient):
                 f"client {partition_id}: data must be a pandas DataFrame, got {type(data).__name__}"
             )
         self.partition_id = int(partition_id)
-        self.data = data
+        self.data = as_read(data)  # values as the checks read them (blanks, unused categories)
         self.context = context
 
     # ------------------------------------------------------------------ Flower API

@@ -27,6 +27,7 @@ from fedcausal_flwr.federation.core.registry import MethodSpec, check_secure, ge
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
+from fedcausal_flwr.outputs import reading_inputs, reason
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.scoring import read_truth, score_graph, score_result, truth_for
 from fedcausal_flwr.settings import NETWORK_SETTINGS, resolve_settings
@@ -175,13 +176,14 @@ def execute(
         given = " and ".join(setting_text(k, v, entry_point) for k, v in reading if v)
         raise OptionError(f"{given}: only for data read from files")
     if files is not None:
-        frames = read_client_files(
-            list(files),
-            sep=sep,
-            keep_index=keep_index,
-            entry_point=entry_point,
-            allow_missing=options.get("missing", "error") != "error",
-        )
+        with reading_inputs(files, entry_point):  # permission denied: one line naming the file
+            frames = read_client_files(
+                list(files),
+                sep=sep,
+                keep_index=keep_index,
+                entry_point=entry_point,
+                allow_missing=options.get("missing", "error") != "error",
+            )
         provenance: dict[str, Any] = {
             "source": "files",
             "files": [str(Path(f).resolve()) for f in files],
@@ -226,7 +228,11 @@ def execute(
         )
     truth_label = None
     if truth is not None:
-        dag = truth if isinstance(truth, Graph) else read_truth(truth, list(frames[0].columns))
+        try:
+            dag = truth if isinstance(truth, Graph) else read_truth(truth, list(frames[0].columns))
+        except OSError as err:  # missing, a folder, permission denied: before the run starts
+            given = setting_text("truth", str(truth), entry_point)
+            raise OptionError(f"{given}: cannot be read ({reason(err)})") from None
         truth_label = "graph" if isinstance(truth, Graph) else str(Path(truth).resolve())
     elif dag is not None:
         truth_label = "network"

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from fedcausal_flwr import interrupts, notes
+from fedcausal_flwr import interrupts, notes, outputs
 from fedcausal_flwr.options import (
     Option,
     OptionError,
@@ -19,6 +18,7 @@ from fedcausal_flwr.options import (
     show_value,
     spell,
 )
+from fedcausal_flwr.progress import ProgressLines
 from fedcausal_flwr.settings import NETWORK_SETTINGS, RUN_SETTINGS, resolve_settings
 
 #: ``fedcausal-flwr --help``'s description: plain text, argparse prints it as it is
@@ -145,35 +145,6 @@ def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method:
     return spec.options.unknown_message(flag, spec.owner, "cli")
 
 
-class ProgressLines:
-    """Round-by-round progress once a run has taken ``after_s`` seconds (quick runs stay quiet;
-    a slow run is then told from a hung one). A line ending in ``...`` announces a slow start
-    (``starting Ray ...``) and is shown at once.
-
-    ``stream``: where the lines go (default ``sys.stderr``); ``enabled``: ``None`` shows them
-    only when that stream is a terminal, so a log file or a pipe gets no progress.
-    """
-
-    def __init__(
-        self, after_s: float = 2.0, *, stream: TextIO | None = None, enabled: bool | None = None
-    ) -> None:
-        self.started = time.monotonic()
-        self.after_s = after_s
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = _is_terminal(self.stream) if enabled is None else enabled
-
-    def __call__(self, line: str) -> None:
-        if not self.enabled:
-            return
-        if line.endswith("...") or time.monotonic() - self.started >= self.after_s:
-            print(f"  {line}", file=self.stream, flush=True)
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty()) if callable(isatty) else False
-
-
 def _run_command(argv: list[str]) -> int:
     from fedcausal_flwr.api import execute, rerun_arguments
     from fedcausal_flwr.federation.core.registry import get_method
@@ -216,6 +187,9 @@ def _run_command(argv: list[str]) -> int:
     }
     if args.draw is not None and Path(args.draw).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise OptionError(f"--draw {args.draw}: give a .png, .svg or .pdf file name")
+    for flag, path, example in (("--out", args.out, "result.json"), ("--draw", args.draw, "g.png")):
+        if path is not None:  # before any work: a run must not end in a write it cannot do
+            outputs.check_file(path, f"{flag} {path}", example=example)
     files, truth, fingerprint = args.data, args.truth, None
     reading = {"sep": args.sep, "keep_index": args.keep_index}
     if recorded is not None:
@@ -237,7 +211,7 @@ def _run_command(argv: list[str]) -> int:
             truth = recorded["truth"]
         fingerprint = recorded["fingerprint"]
     show = None if args.quiet else ProgressLines(enabled=args.progress or None)
-    state = interrupts.RunState(show, out=args.out)
+    state, failed = interrupts.RunState(show, out=args.out), outputs.FailedWrites()
     interrupts.on_interrupt(state.interrupted)
     try:  # the result is saved before it is scored: a scoring failure loses no run
         result = execute(
@@ -252,7 +226,7 @@ def _run_command(argv: list[str]) -> int:
             expect_fingerprint=fingerprint,
             announce=state.announce,
             progress=state,
-            with_truth=None if args.draw is None else _drawer(args.draw),
+            with_truth=None if args.draw is None else _drawer(args.draw, failed),
             on_result=state.save_first,
         )
     except Exception as err:
@@ -262,23 +236,26 @@ def _run_command(argv: list[str]) -> int:
         print(f"fedcausal-flwr: error: {message} (the run finished: its result, unscored, is in "
               f"{state.saved})", file=sys.stderr)  # fmt: skip
         return 1
+    if args.out:  # saved before the summary: a reader that stops early (| head) loses nothing
+        unscored = f"; {args.out} holds it unscored" if state.saved else ""
+        with failed.attempt(f"--out {args.out}", "the result", note=unscored):
+            interrupts.save_result(result, args.out)
     print(result.summary())
     if result.graph is not None and not args.no_edges:
         lines = result.edge_lines(confidence=True)
         print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
         for line in lines:
             print(f"  {line}")
-    if args.draw:
+    if args.draw and f"--draw {args.draw}" not in failed:
         print(f"  graph drawn to {args.draw}")
     for d in result.dropped_clients:
         print(f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}")
-    if args.out:
-        path = interrupts.save_result(result, args.out)
-        print(f"  result written to {path}")
-    return 0
+    if args.out and f"--out {args.out}" not in failed:
+        print(f"  result written to {args.out}")
+    return failed.report()  # a write that failed: one line each, exit code 1
 
 
-def _drawer(path: str) -> Callable[[Any, Any], None]:
+def _drawer(path: str, failed: outputs.FailedWrites) -> Callable[[Any, Any], None]:
     """``run --draw``: the learned graph against the truth it was scored with, if any."""
 
     def draw(result: Any, dag: Any) -> None:
@@ -292,7 +269,8 @@ def _drawer(path: str) -> Callable[[Any, Any], None]:
             f", {data['network']} x {data.get('samples')}" if data.get("network") else ""
         )
         reference = None if dag is None else truth_for(result.graph, dag)
-        plot_graph_vs_truth(result.graph, reference, path, title=title)
+        with failed.attempt(f"--draw {path}", "the graph", path):  # told after the summary
+            plot_graph_vs_truth(result.graph, reference, path, title=title)
 
     return draw
 
@@ -467,8 +445,11 @@ def _compare(args: argparse.Namespace) -> int:
         for key in ("alpha", "test", "max_depth")
         if getattr(args, key) is not None
     }
+    from fedcausal_flwr.outputs import FailedWrites
+
     metrics = _split(args.metrics)
     interrupts.on_interrupt(lambda: interrupts.sweep_interrupted(args.out))
+    unwritten = FailedWrites()  # told after the table: a full disk loses no run
     study = compare(
         methods=_split(args.methods),
         networks=_split(args.networks),
@@ -486,11 +467,13 @@ def _compare(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         progress=False if args.quiet else args.progress or None,
         warn=lambda line: print(f"fedcausal-flwr: warning: {line}", file=sys.stderr),
+        failed=unwritten,
     )
     print(study.summary_text(metrics))
+    results = "" if "results.csv" in study.not_written else f"; results in {study.out}/results.csv"
     print(
         f"\n{study.n_planned} runs planned: {study.n_run} run now, {study.n_skipped} already "
-        f"done, {study.n_failed} failed now; results in {study.out / 'results.csv'}"
+        f"done, {study.n_failed} failed now{results}"
     )
     for path in study.plots:
         print(f"  plot: {path}")
@@ -499,7 +482,7 @@ def _compare(args: argparse.Namespace) -> int:
     failed = study.frame[study.frame["status"] != "ok"] if not study.frame.empty else study.frame
     for row in failed.itertuples():
         print(f"  failed: {row.key}: {row.error}")
-    return 1 if len(failed) else 0
+    return max(1 if len(failed) else 0, unwritten.report())
 
 
 def _add_experiment(sub: argparse._SubParsersAction) -> None:
@@ -519,118 +502,12 @@ def _experiment(args: argparse.Namespace) -> int:
         for exp in list_experiments():
             print(f"{exp.name:28s} v{exp.version}  {exp.description}")
         return 0
+    if args.out is not None:
+        outputs.check_folder(args.out, f"--out {args.out}")
     kept = "runs finished so far are kept in its output folder, run again to resume"
     interrupts.on_interrupt(lambda: f"experiment {args.name}: interrupted; {kept}")
     return run_experiment(args.name, quick=args.quick, full=args.full, out=args.out,
                           jobs=args.jobs)  # fmt: skip
-
-
-def _add_citest(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "citest", help="one federated CI test X _||_ Y | Z on mixed data (fedCI's GLM LRT)"
-    )
-    p.add_argument("--data", nargs="+", required=True, metavar="CSV", help="one CSV per client")
-    p.add_argument("--x", required=True)
-    p.add_argument("--y", required=True)
-    p.add_argument("--given", nargs="*", default=[], metavar="Z")
-    p.add_argument("--site-effect", default="none", choices=["none", "fixed", "private"])
-    p.add_argument(
-        "--ci",
-        default="fedci",
-        choices=["fedci", "fisher"],
-        help="fedCI's federated likelihood-ratio test, or Fisher's combination of local tests "
-        "(the same spelling as `run --method fedci-pc --ci fisher`)",
-    )
-    p.add_argument("--ridge", type=float, default=0.0)
-    for kind in ("ordinal", "categorical", "continuous", "binary"):
-        p.add_argument(
-            f"--{kind}",
-            nargs="+",
-            default=[],
-            metavar="COL",
-            help=f"read these columns as {kind} (overrides the dtype; ordinal/binary levels are "
-            "the sorted union of observed values)",
-        )
-    p.add_argument("--schema", default=None, metavar="JSON", help="explicit schema file")
-    p.add_argument("--sep", default=None, metavar="SEP", help="the files' delimiter (else sniffed)")
-    p.add_argument(
-        "--keep-index", action="store_true", help="keep an index-like first column as a variable"
-    )
-
-
-def citest_schema(frames: list, overrides: dict[str, list[str]]):
-    """The schema of CSV frames: dtypes (see :mod:`fedcausal_flwr.data.schema`), then overrides."""
-    import pandas as pd
-
-    from fedcausal_flwr.data.schema import Schema, VariableSpec
-
-    schema = Schema.infer(frames)
-    specs = {s.name: s for s in schema.variables}
-    claimed: dict[str, str] = {}
-    for kind, columns in overrides.items():
-        for col in columns:
-            if col not in specs:
-                raise KeyError(f"--{kind} {col}: no such column in any --data file")
-            if col in claimed:
-                raise ValueError(f"column {col!r} is given as both {claimed[col]} and {kind}")
-            claimed[col] = kind
-            if kind == "continuous":
-                specs[col] = VariableSpec(col, "continuous")
-                continue
-            values = pd.concat([f[col] for f in frames if col in f.columns]).dropna().unique()
-            try:
-                levels = tuple(sorted(values.tolist()))
-            except TypeError as err:
-                raise ValueError(
-                    f"--{kind} {col}: values {values.tolist()} cannot be ordered"
-                ) from err
-            specs[col] = VariableSpec(col, kind, levels)
-    return Schema(tuple(specs[name] for name in schema.names))
-
-
-def _citest(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from fedcausal_flwr.citest import citest
-    from fedcausal_flwr.data.csv_input import read_client_files
-    from fedcausal_flwr.data.schema import Schema
-
-    frames = read_client_files(
-        args.data, sep=args.sep, keep_index=args.keep_index, entry_point="cli"
-    )
-    overrides = {k: getattr(args, k) for k in ("ordinal", "categorical", "continuous", "binary")}
-    for col in overrides["continuous"]:
-        for k, frame in enumerate(frames):
-            if col in frame.columns:
-                if not pd.api.types.is_numeric_dtype(frame[col]):
-                    raise ValueError(f"{args.data[k]}: --continuous column {col!r} is not numeric")
-                frame[col] = frame[col].astype(float)
-    if args.schema:
-        with open(args.schema) as fh:
-            schema = Schema.from_json(fh.read())
-    else:
-        schema = citest_schema(frames, overrides)
-    res = citest(frames, args.x, args.y, args.given, site_effect=args.site_effect,
-                 ci=args.ci, schema=schema, ridge=args.ridge)  # fmt: skip
-    given = ", ".join(res.given) or "-"
-    print(f"test: {res.x} _||_ {res.y} | {given}  ({args.ci}, site effect {args.site_effect})")
-    for name in (res.x, res.y, *res.given):
-        print(f"  {name}: {schema[name].kind}")
-    print(f"p-value: {res.p_value:.6g}")
-    if args.ci == "fedci":
-        print(f"  {res.x} ~ {res.y} + Z: LRT statistic {res.statistic_x:.6g}, df {res.df_x}, "
-              f"p {res.p_x:.6g}")  # fmt: skip
-        print(f"  {res.y} ~ {res.x} + Z: LRT statistic {res.statistic_y:.6g}, df {res.df_y}, "
-              f"p {res.p_y:.6g}")  # fmt: skip
-        print("  (statistics equal the pooled-data LRT's)")
-    else:
-        print(f"  Fisher statistic {res.statistic_x:.6g}, df {res.df_x}")
-    used = [args.data[k] for k in res.clients]
-    skipped = [path for k, path in enumerate(args.data) if k not in res.clients]
-    print(f"clients: {len(used)} of {len(args.data)} took part, n = {res.n}: {', '.join(used)}")
-    if skipped:
-        print(f"  without all variables (skipped): {', '.join(skipped)}")
-    return 0
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
@@ -667,9 +544,14 @@ def _export(args: argparse.Namespace) -> int:
         sys.stdout.write(graph_text(graph, args.fmt))  # only the graph: stdout may be piped on
         return 0
     out = Path(args.out) if args.out else source.with_suffix(SUFFIXES[args.fmt])
-    write_graph(graph, out, args.fmt)
-    print(f"{result.method}'s {graph.kind} ({graph.n_edges()} edges) written to {out}")
-    return 0
+    where = f"--out {out}" + ("" if args.out else " (the default)")
+    outputs.check_file(out, where)
+    failed = outputs.FailedWrites()
+    with failed.attempt(where, f"the {args.fmt} file"):
+        write_graph(graph, out, args.fmt)
+    if where not in failed:
+        print(f"{result.method}'s {graph.kind} ({graph.n_edges()} edges) written to {out}")
+    return failed.report()
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -683,17 +565,22 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.report import write_report
+    from fedcausal_flwr.report import REPORT_NAME, build_report
 
     folder = Path(args.dir)
     if not folder.is_dir():
         raise OptionError(f"report {args.dir}: no such folder")
+    path = outputs.check_file(folder / REPORT_NAME, f"report {args.dir}")
     try:
-        path = write_report(folder, args.title)
+        page = build_report(folder, args.title)
     except FileNotFoundError as err:
         raise OptionError(f"report {args.dir}: {err}") from None
-    print(f"report written to {path}")
-    return 0
+    failed = outputs.FailedWrites()
+    with failed.attempt(f"report {args.dir}", str(path)):
+        outputs.write_text(path, page)
+    if not failed.lines:
+        print(f"report written to {path}")
+    return failed.report()
 
 
 def _add_sample(sub: argparse._SubParsersAction) -> None:
@@ -710,22 +597,37 @@ def _sample(args: argparse.Namespace) -> int:
 
     if args.network is None:
         raise OptionError("give --network NET (see `fedcausal-flwr networks`) or er:d=<nodes>")
+    outputs.check_folder(args.out, f"--out {args.out}")
     raw = {name: getattr(args, name) for name in (*NETWORK_SETTINGS, "seed")}
     settings = resolve_settings(raw, with_data=False, entry_point="cli")
     chosen = {name: settings[name] for name in raw}
-    print(*write_sample(**chosen, out=args.out, force=args.force, entry_point="cli"), sep="\n")
-    return 0
+    failed, lines = outputs.FailedWrites(), []
+    with failed.attempt(f"--out {args.out}", "the sample"):
+        lines = write_sample(**chosen, out=args.out, force=args.force, entry_point="cli")
+    print(*lines, sep="\n")
+    return failed.report()
 
 
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.deployment.localhost import federation_command
     from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
 
+    outputs.check_federation(args)  # before anything starts
     return federation_command(args, DEFAULT_RUN_CONFIG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """``fedcausal-flwr``; a closed stdout (``| head``) ends any command quietly, exit 141."""
+    try:
+        try:
+            return _main(list(sys.argv[1:] if argv is None else argv))
+        finally:  # --help's SystemExit too: a closed pipe shows here, not at Python's exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return outputs.stdout_closed()
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="fedcausal-flwr",
         description=DESCRIPTION,
@@ -749,7 +651,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _add_compare(sub)
     _add_experiment(sub)
-    _add_citest(sub)
+    from fedcausal_flwr.citest_command import add_citest_parser, citest_command
+
+    add_citest_parser(sub)
     _add_export(sub)
     _add_report(sub)
     from fedcausal_flwr.audit import add_audit_parser, audit_command
@@ -764,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "methods": _methods,
         "compare": _compare,
         "experiment": _experiment,
-        "citest": _citest,
+        "citest": citest_command,
         "export": _export,
         "report": _report,
         "audit": audit_command,
@@ -779,13 +683,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _run_command(argv[1:])
             args = parser.parse_args(argv)
             return handlers[args.command](args)
-        except (ValueError, KeyError, FileNotFoundError) as err:
-            from fedcausal_flwr.data.inputs import InputError
-
-            message = err.args[0] if isinstance(err, KeyError) and err.args else err
-            if isinstance(err, InputError):  # options in the fix as typed here
-                message = err.render("cli")
-            print(f"fedcausal-flwr: error: {message}", file=sys.stderr)
+        except (ValueError, KeyError, OSError) as err:
+            if not outputs.expected(err):  # an OSError naming no file: not the user's doing
+                raise
+            print(f"fedcausal-flwr: error: {outputs.error_text(err)}", file=sys.stderr)
             return 2
     return guard.exit_code
 

@@ -30,10 +30,10 @@ import hashlib
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -46,8 +46,9 @@ from fedcausal_flwr.data.fingerprint import data_fingerprint
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import parse_network, parse_partition, sample_partition
 from fedcausal_flwr.federation.core.registry import get_method
-from fedcausal_flwr.interrupts import children, end_children
-from fedcausal_flwr.options import parse_spec
+from fedcausal_flwr.interrupts import children, end_children, sweep_worker_init
+from fedcausal_flwr.options import OptionError, parse_spec
+from fedcausal_flwr.outputs import FailedWrites, check_folder, reason, write_text
 from fedcausal_flwr.scoring import scoring_view, summary_rows
 from fedcausal_flwr.settings import RUN_SETTINGS
 from fedcausal_flwr.study_files import (
@@ -56,8 +57,9 @@ from fedcausal_flwr.study_files import (
     format_summary,
     json_default,
     learned_and_truth,
-    load_results,  # noqa: F401 - compare's public name since the first sweep
+    load_results,
     read_record,
+    read_records,
     record_path,
     summarise,
     write_record,
@@ -330,9 +332,51 @@ class Study:
     n_failed: int
     plots: list[Path] = field(default_factory=list)
     report: Path | None = None
+    #: what could not be written after the runs, and why (``{"plots": "No space left on
+    #: device"}``); the runs themselves are kept in ``out/runs``
+    not_written: dict[str, str] = field(default_factory=dict)
 
     def summary_text(self, metrics: Sequence[str] = DEFAULT_METRICS) -> str:
         return format_summary(self.summary, metrics)
+
+
+class OutFolderError(OptionError):
+    """``out`` cannot keep a sweep's results (a file, a folder that cannot be made or written,
+    a full disk): said in one line before any run starts, or when a finished run's record cannot
+    be written (the sweep then stops: every later run would be lost too)."""
+
+
+def check_out(out: str | Path) -> Path:
+    """``out`` as a folder this process can write, made if missing, or :class:`OutFolderError`
+    naming ``--out``: checked before the first run, so a sweep never runs for hours to find it
+    cannot keep them. A file is written there and removed (a full disk, a quota, a file system
+    that says yes and then no)."""
+    where = f"--out {out}"
+    try:
+        check_folder(out, where)
+    except OptionError as err:
+        raise OutFolderError(str(err)) from None
+    path = Path(out)
+    runs = path / "runs"
+    probe = runs / f".write-check{os.getpid()}"
+    try:
+        if runs.exists() and not runs.is_dir():
+            raise OutFolderError(f"{where}: {runs} is a file, not a folder")
+        runs.mkdir(parents=True, exist_ok=True)
+        with probe.open("wb") as stream:
+            stream.write(b"0")
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as err:
+        raise OutFolderError(
+            f"{where}: cannot write in the folder {path} ({reason(err)})"
+        ) from None
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return path
 
 
 def run_sweep(
@@ -363,7 +407,15 @@ def run_sweep(
     with Progress(n_skipped + len(pending), n_skipped, enabled=progress) as bar:
 
         def finish(record: dict[str, Any]) -> None:
-            write_record(out, record)
+            try:
+                write_record(out, record)
+            except OSError as err:  # e.g. a full disk: every later run would be lost too
+                kept = len(read_records(out))
+                raise OutFolderError(
+                    f"--out {out}: a finished run's record was not written ({reason(err)}); the "
+                    f"sweep stops, {kept} finished run{'s' * (kept != 1)} kept in {out / 'runs'}, "
+                    "run again to resume"
+                ) from None
             bar.update(record)
             if on_run_done is not None:
                 on_run_done(record)
@@ -391,8 +443,14 @@ def _run_pool(
 ) -> None:
     """Run ``specs`` on ``jobs`` fresh worker processes, each record to ``finish`` as it ends."""
     before = children()
+    # a worker ends with this process even when it is killed (SIGKILL): its parent is this
+    # process, except under forkserver (the server, which ends with this process)
+    parent = None if context.get_start_method() == "forkserver" else os.getpid()
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(specs)), mp_context=context, initializer=_ignore_sigint
+        max_workers=min(jobs, len(specs)),
+        mp_context=context,
+        initializer=sweep_worker_init,
+        initargs=(parent,),
     ) as pool:
         futures: dict[Future, RunSpec] = {pool.submit(execute_run, s): s for s in specs}
         remaining = set(futures)
@@ -411,12 +469,6 @@ def _run_pool(
             pool.shutdown(wait=False, cancel_futures=True)
             end_children(spare=before)
             raise
-
-
-def _ignore_sigint() -> None:
-    """In a sweep's worker: Ctrl-C reaches the whole process group, and the main process alone
-    answers it (it ends the workers), so no worker prints a traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def failed_record(spec: RunSpec, error: str) -> dict[str, Any]:
@@ -472,6 +524,7 @@ def compare(
     on_run_done: Callable[[dict[str, Any]], None] | None = None,
     start_method: str = "spawn",
     warn: Callable[[str], None] | None = None,
+    failed: FailedWrites | None = None,
 ) -> Study:
     """Run (or resume) a comparison sweep, then write results.csv, the summary and the plots.
 
@@ -484,6 +537,11 @@ def compare(
     graphs are drawn even with ``plots=False``), and ``out/study.json``, from which
     ``fedcausal-flwr report`` rebuilds it. ``progress``: a line per finished run on stderr
     (``None``: only when stderr is a terminal, so a redirected stderr stays clean).
+
+    ``out`` is checked before the first run (:func:`check_out`). A file that cannot be written
+    after the runs (a full disk) loses no run and no table: ``Study.not_written`` says which,
+    and one line tells it: into ``failed`` (the command line prints it after the table), else
+    to ``warn``, else as a :class:`RuntimeWarning`.
     """
     clients = parse_int_list(clients, "clients")
     seeds = parse_int_list(seeds, "seeds")
@@ -508,17 +566,31 @@ def compare(
         options,
         warn,
     )
-    out = Path(out)
+    out = check_out(out)
     n_run, n_skipped, n_failed = run_sweep(
         specs, out, jobs, retry_failed, progress, on_run_done, start_method
     )
-    _, everything = write_results(out)
+    # the runs are kept (runs/); what is written from them now may fail (a full disk): then the
+    # study still comes back, with one line per file that was not written
+    everything = load_results(out)
     keys = {s.key for s in specs}
     frame = everything[everything["key"].isin(keys)].reset_index(drop=True)
     summary = summarise(frame, metrics)
-    summary.to_csv(out / "summary.csv", index=False)
-    (out / "summary.txt").write_text(format_summary(summary, metrics) + "\n")
     study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
+
+    def attempt(what: str, write: Callable[[], Any]) -> Any:
+        try:
+            return write()
+        except OSError as err:
+            study.not_written[what] = reason(err)
+            return None
+
+    attempt("results.csv", lambda: write_results(out, everything))
+    attempt("summary.csv", lambda: write_text(out / "summary.csv", summary.to_csv(index=False)))
+    attempt(
+        "summary.txt",
+        lambda: write_text(out / "summary.txt", format_summary(summary, metrics) + "\n"),
+    )
     chosen = graph_run or default_graph_run(specs, frame)
     plan = {
         "methods": list(methods),
@@ -531,16 +603,64 @@ def compare(
         "graph_run": chosen,
         "keys": [s.key for s in specs],
     }
-    (out / STUDY_FILE).write_text(json.dumps(plan, indent=1, default=json_default) + "\n")
+    attempt(
+        STUDY_FILE,
+        lambda: write_text(
+            out / STUDY_FILE, json.dumps(plan, indent=1, default=json_default) + "\n"
+        ),
+    )
     if plots:
         from fedcausal_flwr.plots import plot_study
 
-        study.plots = plot_study(frame, out, metrics, graph_to_draw(out, chosen))
+        drawn = attempt(
+            "plots", lambda: plot_study(frame, out, metrics, graph_to_draw(out, chosen))
+        )
+        study.plots = list(drawn or [])
     if report:
         from fedcausal_flwr.report import write_report
 
-        study.report = write_report(out)
+        study.report = attempt("report.html", lambda: write_report(out))
+    if {"plots", "report.html"} & set(study.not_written):  # the report draws into plots/ too
+        remove_cut_pngs(out / "plots")
+    if study.not_written:
+        line = not_written_line(out, study.not_written)
+        if failed is not None:
+            failed.lines[f"--out {out}"] = line
+        elif warn is not None:
+            warn(line)
+        else:
+            warnings.warn(line, RuntimeWarning, stacklevel=2)
     return study
+
+
+def not_written_line(out: str | Path, missing: dict[str, str]) -> str:
+    """One line for every file a sweep could not write after its runs, grouped by the reason
+    (a full disk fails them all): what is missing, why, and that no run was lost."""
+    reasons: dict[str, list[str]] = {}
+    for what, why in missing.items():
+        reasons.setdefault(why, []).append(what)
+    parts = [f"not written ({why}): {', '.join(whats)}" for why, whats in reasons.items()]
+    return f"--out {out}: {'; '.join(parts)}; the runs are kept in {Path(out) / 'runs'}"
+
+
+#: the last 8 bytes of every whole PNG file (its IEND chunk and that chunk's CRC)
+PNG_END = b"IEND\xaeB`\x82"
+
+
+def remove_cut_pngs(folder: Path) -> list[Path]:
+    """Remove the plots under ``folder`` a full disk cut short (no PNG end): a half image is no
+    plot, and the next sweep draws it again. Returns what was removed."""
+    removed = []
+    for png in sorted(Path(folder).rglob("*.png")):
+        try:
+            with png.open("rb") as stream:
+                stream.seek(max(png.stat().st_size - len(PNG_END), 0))
+                if stream.read() != PNG_END:
+                    png.unlink()
+                    removed.append(png)
+        except OSError:
+            continue
+    return removed
 
 
 def default_graph_run(specs: Sequence[RunSpec], frame: pd.DataFrame) -> str | None:

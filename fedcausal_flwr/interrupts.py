@@ -10,6 +10,7 @@ process's children, if unwinding has not finished within ``grace`` seconds.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -26,6 +27,10 @@ from typing import Any, TextIO
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 #: seconds the orderly path has before the process leaves without it
 GRACE_S = 2.5
+#: seconds between a worker's looks at its parent (the fallback of the parent-death signal)
+PARENT_POLL_S = 0.5
+#: prctl(2)'s option: the signal a process gets when its parent ends (Linux)
+PR_SET_PDEATHSIG = 1
 
 _ACTIVE: list[Interrupts] = []
 
@@ -66,6 +71,65 @@ def end_children(grace: float = 1.0, spare: Collection[int] = ()) -> list[int]:
             pass
 
     return end_processes(found, grace=grace, reap=reap)
+
+
+def end_with_parent(parent: int | None = None) -> None:
+    """In a worker process: end when its parent ends, whatever ended it.
+
+    A parent killed with SIGKILL cannot end its children, and a process pool's worker would
+    wait forever on a queue whose other end it holds itself (so would the pool's resource tracker,
+    which waits for every worker to close its pipe). So the kernel sends this process SIGTERM when
+    its parent ends (``prctl(PR_SET_PDEATHSIG)``, Linux), and a thread leaves at once when the
+    parent changed (every platform, and a process that handles SIGTERM) or when the process that
+    asked multiprocessing for this one ended (its sentinel pipe closed: under a fork server the
+    parent is the server, which lives as long as any worker does). ``parent``: the PID the
+    parent must have (a parent that ended before the signal was asked for is seen here);
+    ``None``: the parent it has now.
+    """
+    import multiprocessing
+
+    expected = os.getppid() if parent is None else parent
+    _parent_death_signal(signal.SIGTERM)
+    if os.getppid() != expected:  # the parent ended before the kernel was told
+        os._exit(EXIT_CODES[signal.SIGTERM])
+    owner = multiprocessing.parent_process()
+    sentinel = None if owner is None else owner.sentinel
+    threading.Thread(
+        target=_watch_parent, args=(expected, sentinel), name="parent-watch", daemon=True
+    ).start()
+
+
+def _parent_death_signal(signum: int) -> bool:
+    """Ask the kernel for ``signum`` when the parent ends; False where it cannot (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int, sentinel: int | None) -> None:
+    from multiprocessing.connection import wait
+
+    while os.getppid() == parent:
+        if sentinel is None:
+            time.sleep(PARENT_POLL_S)
+        elif wait([sentinel], timeout=PARENT_POLL_S):  # closed: the owner ended
+            break
+    os._exit(EXIT_CODES[signal.SIGTERM])
+
+
+def sweep_worker_init(parent: int | None) -> None:
+    """A sweep's worker starts here (``compare``'s pool initializer): Ctrl-C reaches the whole
+    process group and the main process alone answers it (it ends the workers), so no worker
+    prints a traceback; and the worker ends with its parent (:func:`end_with_parent`), so a
+    killed sweep leaves no process behind, nor the pool's resource tracker (it ends once every
+    worker has closed its pipe). In this light module, so a new worker is guarded before it
+    imports what its runs need (seconds on a busy machine)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_parent(parent)
 
 
 def ray_simulation_running() -> bool:
@@ -213,15 +277,9 @@ class Interrupts:
 
 
 def save_result(result: Any, out: str | Path) -> Path:
-    """``result`` to ``out`` through a temporary file: an interrupt never leaves half a file."""
-    path = Path(out)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        result.save(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    """``result`` to ``out`` through a temporary file (``Result.save``): an interrupt never
+    leaves half a file; a failed write is an ``OutputError``."""
+    return result.save(out)
 
 
 class RunState:
@@ -235,6 +293,7 @@ class RunState:
         self.done = 0  # rounds finished
         self.current = 0  # a round still running, from its heartbeat
         self.saved: Path | None = None
+        self.unsaved: OSError | None = None  # why save_first could not write (told later)
 
     def __call__(self, line: str) -> None:
         found = re.match(r"round (\d+)(:| still running)", line)
@@ -255,7 +314,10 @@ class RunState:
     def save_first(self, result: Any) -> None:
         """The finished result to ``out`` before it is scored (a scoring failure loses no run)."""
         if self.out:
-            self.saved = save_result(result, self.out)
+            try:
+                self.saved = save_result(result, self.out)
+            except OSError as err:  # the run goes on to its summary; the CLI says why after it
+                self.unsaved = err
 
     def interrupted(self) -> str:
         if self.saved is not None:

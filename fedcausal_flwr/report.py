@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedcausal_flwr.outputs import write_text
 from fedcausal_flwr.result import confidence_labels
 from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
@@ -522,6 +523,4 @@ def build_report(out: str | Path, title: str | None = None) -> str:
 
 def write_report(out: str | Path, title: str | None = None) -> Path:
     """Write ``out/report.html`` (see :func:`build_report`) and return its path."""
-    path = Path(out) / REPORT_NAME
-    path.write_text(build_report(out, title), encoding="utf-8")
-    return path
+    return write_text(Path(out) / REPORT_NAME, build_report(out, title))  # no half page

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.outputs import OutputError, write_text
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -225,11 +226,15 @@ class Result:
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the JSON form to ``path`` (parent directories are created)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
-        return path
+        """Write the JSON form to ``path`` (parent directories are created) in one step: a failed
+        write leaves no half file. A failure is an :class:`~fedcausal_flwr.outputs.OutputError`
+        (an ``OSError``) naming ``path`` and why, with this result as its ``result``."""
+        text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        try:
+            return write_text(path, text)
+        except OutputError as err:
+            err.result = self
+            raise
 
     # ----------------------------------------------------------------- the graph, exported
     def _learned(self) -> Graph:

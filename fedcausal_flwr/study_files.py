@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.outputs import write_text
 from fedcausal_flwr.scoring import truth_for
 
 DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
@@ -45,13 +45,11 @@ def record_path(out: Path, key: str) -> Path:
 
 
 def write_record(out: Path, record: dict[str, Any]) -> Path:
-    """Write atomically (temp file + rename), so a killed sweep never leaves a half record."""
-    path = record_path(out, record["key"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
+    """Write atomically (temp file + rename), so a killed sweep never leaves a half record, nor
+    a full disk (an :class:`~fedcausal_flwr.outputs.OutputError`, an ``OSError``)."""
+    return write_text(
+        record_path(out, record["key"]), json.dumps(record, indent=1, sort_keys=True) + "\n"
+    )
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
@@ -104,13 +102,11 @@ def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def write_results(out: str | Path) -> tuple[Path, pd.DataFrame]:
-    """Rebuild ``out/results.csv`` from the run records (so rows are never duplicated)."""
-    frame = load_results(out)
-    path = Path(out) / "results.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path, frame
+def write_results(out: str | Path, frame: pd.DataFrame | None = None) -> tuple[Path, pd.DataFrame]:
+    """Rebuild ``out/results.csv`` from the run records (so rows are never duplicated), or write
+    ``frame``, :func:`load_results` of them; atomically, so no reader sees half a table."""
+    frame = load_results(out) if frame is None else frame
+    return write_text(Path(out) / "results.csv", frame.to_csv(index=False)), frame
 
 
 def summarise(frame: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRICS) -> pd.DataFrame:

@@ -187,6 +187,9 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
 
 
 class GraphVoteStrategy(LocalGraphsStrategy):
+    #: a column constant over every site's rows: each site's PC finds it independent of all
+    #: (a table of one level: no degree of freedom), so the vote keeps it isolated, as pooled does
+    needs = InputNeeds(values="discrete", local_tests=True, isolates_constants=True)
     """PC-Voting: entry-wise vote over the clients' graphs (may be inconsistent; FCI-Voting:
     :class:`FCIVoteStrategy`)."""
 
@@ -282,6 +285,9 @@ def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 
 # ============================================================================ CI-test voting
 class CITVoteStrategy(DiscreteMethodStrategy):
+    #: a column constant over every site's rows: every site's p-value with it is 1, so it stays
+    #: an isolated node, as in pooled PC
+    needs = InputNeeds(values="discrete", local_tests=True, isolates_constants=True)
     """PC-CIT-Voting: server-side search, each CI test decided by client vote (FCI-CIT-Voting:
     :class:`FCICITVoteStrategy`)."""
 

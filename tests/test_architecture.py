@@ -27,8 +27,8 @@ FLOWER_PUBLIC = (
 )  # fmt: skip
 FLOWER_FREE = (
     "fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes",
-    "fedcausal_flwr.settings",
-    "fedcausal_flwr.result",
+    "fedcausal_flwr.settings", "fedcausal_flwr.progress",
+    "fedcausal_flwr.result", "fedcausal_flwr.outputs",
     "fedcausal_flwr.metrics", "fedcausal_flwr.scoring", "fedcausal_flwr.graphs",
     "fedcausal_flwr.data", "fedcausal_flwr.stats", "fedcausal_flwr.discovery",
     "fedcausal_flwr.protocols",
@@ -36,9 +36,10 @@ FLOWER_FREE = (
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
-    ("fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes"),
+    ("fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes",
+     "fedcausal_flwr.progress"),
     ("fedcausal_flwr.graphs", "fedcausal_flwr.data", "fedcausal_flwr.stats",
-     "fedcausal_flwr.metrics", "fedcausal_flwr.result"),
+     "fedcausal_flwr.metrics", "fedcausal_flwr.result", "fedcausal_flwr.outputs"),
     ("fedcausal_flwr.discovery",),
     ("fedcausal_flwr.protocols", "fedcausal_flwr.settings", "fedcausal_flwr.federation.core",
      "fedcausal_flwr.scoring"),
@@ -47,7 +48,7 @@ LAYERS = (
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.federation.runtime.flwr_app"),
     ("fedcausal_flwr.compare", "fedcausal_flwr.plots", "fedcausal_flwr.report",
      "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
-     "fedcausal_flwr.interrupts", "fedcausal_flwr.audit"),
+     "fedcausal_flwr.interrupts", "fedcausal_flwr.audit", "fedcausal_flwr.citest_command"),
     ("fedcausal_flwr", "fedcausal_flwr.experiments"),  # the facade (run, rerun, citest), scripts
 )  # fmt: skip
 

@@ -132,7 +132,7 @@ class FlakyClient(ProtocolClient):
 
 
 def test_object_arrays_are_a_protocol_error_not_a_dropout():
-    parts = [pd.DataFrame({"v": [1, 2]})] * 2
+    parts = [pd.DataFrame({"v": [1, 2 + k]}) for k in range(2)]  # one site twice is refused
 
     class Ask(RetractingStrategy):
         def next_request(self):
@@ -143,7 +143,7 @@ def test_object_arrays_are_a_protocol_error_not_a_dropout():
 
 
 def test_retract_request_rebuilds_the_step_after_a_dropout():
-    parts = [pd.DataFrame({"v": [1, 2]})] * 3
+    parts = [pd.DataFrame({"v": [1, 2 + k]}) for k in range(3)]  # one site twice is refused
     strategy = RetractingStrategy()
     result = run_protocol(strategy, PartitionedClients(FlakyClient, parts), 3, min_clients=2)
     assert strategy.replies == [(1, 2), (2, 2)]

@@ -150,7 +150,7 @@ def test_secure_sum_is_exact_for_values_near_the_bound():
         np.random.default_rng(k).integers(-bound, bound + 1, 50) for k in range(4)
     ).astype(np.int64)
     expected[:2] = [4 * bound, -4 * bound]
-    parts = [pd.DataFrame({"v": [0]})] * 4
+    parts = [pd.DataFrame({"v": [k]}) for k in range(4)]  # (one site twice is refused)
     for secure in (False, True):
         strategy = BigStrategy()
         run_protocol(strategy, PartitionedClients(BigClient, parts), 4, secure=secure)

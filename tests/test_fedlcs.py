@@ -140,7 +140,9 @@ def test_local_search_matches_federation_with_one_client():
     """One client with real G2 tests: the server-driven search equals the local driver."""
     net = load_network("asia")
     frame = net.sample(3000, seed=3)
-    two = [frame, frame]  # two identical clients vote as one (a vote needs two)
+    # two clients with the same rows vote as one (a vote needs two); in another order, since
+    # the same rows in the same order are one site given twice, which the input check refuses
+    two = [frame, frame[::-1]]
     result = run_method("fedlcs", two, {"target": "either", "test": "g2"}, backend="inprocess")
     from fedcausal_flwr.clients.base import encode_columns
     from fedcausal_flwr.stats.oracles import DiscreteOracle
@@ -235,7 +237,8 @@ def test_one_client_baselines_equal_fedlcs(alarm_rows):
 
     net, frame = alarm_rows
     options = {"target": ",".join(BASELINE_TARGETS)}
-    votes = {"fedlcs": [frame, frame]}  # a vote needs two clients; identical ones vote as one
+    # a vote needs two clients; the same rows (in another order: not one site twice) vote as one
+    votes = {"fedlcs": [frame, frame[::-1]]}
     methods = ("fedlcs", "fedlcs-local", "lcs-pooled")
     runs = {m: run_method(m, votes.get(m, [frame]), options) for m in methods}
     want = incident(runs["fedlcs"].extra)

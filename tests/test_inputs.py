@@ -617,7 +617,8 @@ def test_the_checks_run_in_order_and_name_client_and_column():
             check_client_inputs(reports(*frames), needs, method="m", **kwargs)
         return caught.value
 
-    check_client_inputs(reports(good, good), discrete, method="m", min_sites=2)
+    # (the same rows in another order: the same rows in the same order are one site twice)
+    check_client_inputs(reports(good, good[::-1]), discrete, method="m", min_sites=2)
     assert "needs at least 3 clients, but 2 were given" in str(fails(good, good, min_sites=3))
     assert str(fails(good, good.iloc[:0])) == "client 1 has no data rows"
     assert "has only 1 row" in str(fails(good, good.iloc[:1]))
@@ -633,7 +634,7 @@ def test_the_checks_run_in_order_and_name_client_and_column():
     assert "but m's Fisher-z test needs numbers" in str(fails(good, needs=numeric))
     floats = good.assign(a=[0.0, 1.0, 0.0, 1.0])
     check_client_inputs(reports(good[["a"]], floats[["a"]]), numeric, method="m")  # numbers agree
-    err = fails(good, floats, good, needs=InputNeeds(values="mixed"))
+    err = fails(good, floats, good[::-1], needs=InputNeeds(values="mixed"))
     assert str(err).startswith("client 1 column 'a' holds decimal numbers but clients 0, 2 hold")
 
 
@@ -644,9 +645,11 @@ def test_constant_columns_are_judged_over_all_clients():
     check_client_inputs(reports(half, other), needs, method="m")  # each constant, not overall
     with pytest.raises(InputError, match=r"^column 'x' is constant \(0.5\) over all clients"):
         check_client_inputs(reports(half, half.assign(a=[1, 2])), needs, method="m")
-    check_client_inputs(reports(half, half), InputNeeds(varying=False), method="m")
-    categories = half.assign(a=pd.Categorical([1, 1], categories=[1, 2]))  # declared levels
-    check_client_inputs(reports(categories[["a"]]), needs, method="m")
+    check_client_inputs(reports(half, half.iloc[:1]), InputNeeds(varying=False), method="m")
+    # a declared category no row holds is no level: the column is constant all the same
+    categories = half.assign(a=pd.Categorical([1, 1], categories=[1, 2]))
+    with pytest.raises(InputError, match=r"^column 'a' is constant \(1\) over all clients"):
+        check_client_inputs(reports(categories[["a"]]), needs, method="m")
 
 
 def test_input_errors_render_for_each_door_and_survive_pickling():

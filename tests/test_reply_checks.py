@@ -55,7 +55,7 @@ class Answers(ProtocolClient):
 
 
 def run_with(bad: np.ndarray, request: Request, secure: bool = False):
-    parts = [pd.DataFrame({"v": [1, 2, 3]})] * 3
+    parts = [pd.DataFrame({"v": [1, 2, 3 + k]}) for k in range(3)]  # (one site twice: refused)
     client = type("Bad", (Answers,), {"bad": bad})
     strategy = Ask(request)
     result = run_protocol(strategy, PartitionedClients(client, parts), 3, secure=secure)

@@ -32,6 +32,12 @@ METHODS = ["pooled", "fedpc-vote", "pc-vote", "pc-cit-vote", "fci-vote", "fci-ci
 SAMPLES, SEED = 10_000, 0
 
 
+def reordered(frame):
+    """The same rows in reverse order: a second site with the same data, which a run does not
+    refuse as the same site given twice (its fingerprint depends on the row order)."""
+    return frame.iloc[::-1].reset_index(drop=True)
+
+
 @pytest.fixture(scope="module")
 def alarm():
     net = load_network("alarm")
@@ -146,7 +152,8 @@ def arrowhead_f1(learned, truth):
 @pytest.mark.parametrize("method", ["pc-vote", "pc-cit-vote", "local", "pooled"])
 def test_one_client_equals_pooled_pc(alarm, alarm_pc, method):
     _, pooled, _ = alarm
-    clients = [pooled, pooled] if method.endswith("vote") else [pooled]  # a vote needs two
+    # a vote needs two
+    clients = [pooled, reordered(pooled)] if method.endswith("vote") else [pooled]
     result = run_method(method, clients, {"alpha": 0.05}, backend="inprocess")
     assert result.graph.kind == "CPDAG"
     assert result.graph == alarm_pc.graph
@@ -155,7 +162,7 @@ def test_one_client_equals_pooled_pc(alarm, alarm_pc, method):
 def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
     _, pooled, _ = alarm
     result = run_method(
-        "fedpc-vote", [pooled, pooled], {"orientation": "sepsets"}, backend="inprocess"
+        "fedpc-vote", [pooled, reordered(pooled)], {"orientation": "sepsets"}, backend="inprocess"
     )  # two identical clients vote as one
     assert result.graph == alarm_pc.graph
     names = alarm_pc.graph.names
@@ -173,7 +180,7 @@ def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
 def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
     """Default orientation: pooled skeleton, and max-p sets equal a brute-force search."""
     _, pooled, _ = alarm
-    result = run_method("fedpc-vote", [pooled, pooled], {}, backend="inprocess")
+    result = run_method("fedpc-vote", [pooled, reordered(pooled)], {}, backend="inprocess")
     adjacency = alarm_pc.skeleton.adjacency
     assert np.array_equal(result.graph.adjacency(), adjacency)
     names = list(alarm_pc.graph.names)
@@ -221,7 +228,7 @@ def test_one_client_fedpc_vote_maxp_orientation(alarm, alarm_oracle, alarm_pc):
 def test_one_client_equals_pooled_fci(alarm, alarm_oracle, method):
     _, pooled, _ = alarm
     reference = fci(alarm_oracle, alpha=0.05)
-    result = run_method(method, [pooled, pooled], {"alpha": 0.05}, backend="inprocess")
+    result = run_method(method, [pooled, reordered(pooled)], {"alpha": 0.05}, backend="inprocess")
     assert result.graph.kind == "PAG"
     assert result.graph == reference.graph
 
@@ -478,7 +485,8 @@ def test_reliability_option_reaches_the_clients_tests():
     expected = pc(ruled, alpha=0.05).graph
     assert expected != pc(DiscreteOracle(codes, net.cards, net.variables, test="g2"), 0.05).graph
     for method in ("local", "pc-vote", "pooled"):
-        clients = [pooled, pooled] if method == "pc-vote" else [pooled]  # a vote needs two
+        # a vote needs two
+        clients = [pooled, reordered(pooled)] if method == "pc-vote" else [pooled]
         result = run_method(method, clients, {"test": "g2", "reliability": 5})
         assert result.graph == expected, method
     with pytest.raises(ValueError, match="reliability"):
@@ -517,7 +525,7 @@ def test_cit_vote_takes_background_knowledge(alarm, alarm_oracle, algorithm):
 
     _, pooled, _ = alarm
     text = "forbidden HR -> CO; forbidden HISTORY -- CO; required INTUBATION -> SHUNT"
-    result = run_method(f"{algorithm}-cit-vote", [pooled, pooled], {"knowledge": text})
+    result = run_method(f"{algorithm}-cit-vote", [pooled, reordered(pooled)], {"knowledge": text})
     knowledge = Knowledge.parse(text.replace(";", "\n")).matrix(list(alarm_oracle.variables))
     search = pc if algorithm == "pc" else fci
     expected = search(alarm_oracle, 0.05, knowledge=knowledge)
@@ -536,9 +544,21 @@ def test_each_clients_own_search_takes_background_knowledge(alarm, alarm_oracle,
     _, pooled, _ = alarm
     text = "forbidden HR -> CO; forbidden HISTORY -- CO; required INTUBATION -> SHUNT"
     options = {"knowledge": text, **({"algorithm": "fci"} if method == "local" else {})}
-    clients = [pooled, pooled] if method != "local" else [pooled]
+    clients = [pooled, reordered(pooled)] if method != "local" else [pooled]
     result = run_method(method, clients, options)
     knowledge = Knowledge.parse(text.replace(";", "\n")).matrix(list(alarm_oracle.variables))
     search = pc if method == "pc-vote" else fci
     assert result.graph == search(alarm_oracle, 0.05, knowledge=knowledge).graph
     assert result.graph != search(alarm_oracle, 0.05).graph
+
+
+@pytest.mark.parametrize("method", ["pc-vote", "pc-cit-vote"])
+def test_a_column_constant_at_every_site_is_an_isolated_node_as_in_pooled(method):
+    """A column with one value over every site's rows: each site's tests with it are
+    independent (no degree of freedom), so the vote keeps it isolated, as pooled PC does."""
+    frame = load_network("asia").sample(1200, seed=3).assign(unit="mg")
+    sites = [frame.iloc[:600].reset_index(drop=True), frame.iloc[600:].reset_index(drop=True)]
+    result = run_method(method, sites, {}, backend="inprocess")
+    pooled = run_method("pooled", sites, {}, backend="inprocess")
+    unit = result.graph.names.index("unit")
+    assert not result.graph.marks[unit].any() and result.graph == pooled.graph

@@ -5,8 +5,12 @@ one column, a saved row index becomes a variable, a repeated name comes back ren
 file without a header loses its first row to the names. :func:`read_client_csv` refuses each of
 these with an :class:`~fedcausal_flwr.data.inputs.InputError` naming the client and the file:
 
-* the path is an existing regular file, not empty, and text (UTF-8; a NUL byte or bytes that do
-  not decode make it "not a text CSV file");
+* the path is an existing regular file, not empty, and text: UTF-8, or UTF-16/UTF-32 with a
+  byte-order mark (or UTF-16 without one, told by its zero bytes), read as such; a gzip, bz2, xz
+  or zip (one member) compressed file is read decompressed, as ``pandas.read_csv`` would read
+  it. Other binary files are named when known (zstd, an Excel workbook, Parquet) and refused,
+  as is text in another encoding (bytes that do not decode as UTF-8);
+* Excel's first line ``sep=;`` names the delimiter (the line is not the header);
 * the delimiter is the one given, or sniffed: among ``,`` ``;`` tab ``|`` and whitespace (in
   this order of preference), the first that splits the header and the first
   :data:`SNIFFED_LINES` data lines into the same number (at least two) of fields;
@@ -19,21 +23,37 @@ these with an :class:`~fedcausal_flwr.data.inputs.InputError` naming the client 
 * at least one data row and no missing value (the line of the first one is named). A value is
   missing when its field is empty or one of :data:`MISSING_MARKERS` (``NA``, ``NaN``, ``NULL``
   ...); unlike pandas' default, ``None`` is not one: benchmark networks name levels ``None``
-  (child's ``DuctFlow``, insurance's ``ThisCarDam``), and such a level is data.
+  (child's ``DuctFlow``, insurance's ``ThisCarDam``), and such a level is data;
+* every field is read without its surrounding blanks (pandas strips leading blanks only, so
+  ``yes `` would be a level of its own and ``NA `` no missing value): a file with such fields is
+  read again with each field stripped, so its types are those of the same file without them;
+* no column of numbers written with a decimal comma (``1,5;2,25``), which would read as text.
 """
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import io
+import lzma
+import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
 
-from fedcausal_flwr.data.inputs import Fix, InputError, shown_values
+from fedcausal_flwr.data.columns import Column, columns_of, stripped_text
+from fedcausal_flwr.data.inputs import (
+    Fix,
+    InputError,
+    decimal_comma_columns,
+    decimal_comma_fix,
+    shown_values,
+)
 from fedcausal_flwr.options import OptionError, spell
 
 WHITESPACE = "whitespace"
@@ -96,6 +116,30 @@ def sniff_delimiter(lines: Sequence[str]) -> str | None:
     return None
 
 
+#: Compressions pandas reads (by extension or ``compression=``), by their first bytes.
+COMPRESSIONS = (
+    (b"\x1f\x8b", "gzip", gzip.decompress),
+    (b"BZh", "bz2", bz2.decompress),
+    (b"\xfd7zXZ\x00", "xz", lzma.decompress),
+)
+#: Binary formats named in the refusal, by their first bytes: what the file is, what to do.
+BINARY_FORMATS = (
+    (b"\x28\xb5\x2f\xfd", "is zstd-compressed", "decompress it first (zstd -d FILE)"),
+    (b"\xd0\xcf\x11\xe0", "is an Excel workbook (.xls), not a CSV file", "save it as CSV"),
+    (b"PAR1", "is a Parquet file, not a CSV file", "write it as CSV (pandas: to_csv)"),
+)
+#: Byte-order marks, longest first (UTF-32's begins like UTF-16's).
+BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "utf-32", "UTF-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig", "UTF-8"),
+    (b"\xff\xfe", "utf-16", "UTF-16"),
+    (b"\xfe\xff", "utf-16", "UTF-16"),
+)
+#: Excel's first line naming the delimiter (``sep=;``), which it writes and reads.
+_EXCEL_SEP = re.compile(r"sep=([^\"'\r\n])", re.IGNORECASE)
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -121,7 +165,8 @@ class _File:
         )
 
     def text(self) -> str:
-        """The file's text, once it is known to be a non-empty UTF-8 text file."""
+        """The file's text, once it is known to be a non-empty text file (decompressed and
+        decoded as the module docstring says)."""
         path = self.path
         if path.is_dir():
             return self._raise("is a directory, not a CSV file")
@@ -129,26 +174,111 @@ class _File:
             return self._raise(f"does not exist (no file {str(path)!r})")
         if not path.is_file():
             return self._raise("is not a regular file")
-        raw = path.read_bytes()
+        raw = self._decompressed(path.read_bytes())
         if not raw.strip():
             return self._raise("is an empty file", "write a header row and the data")
-        nul = raw.find(b"\x00")
+        return self._decoded(raw)
+
+    def _decompressed(self, raw: bytes) -> bytes:
+        """The file's bytes, decompressed if they are gzip, bz2, xz or zip (one member)."""
+        for magic, what, fix in BINARY_FORMATS:
+            if raw.startswith(magic):
+                self._raise(what, fix)
+        for magic, name, decompress in COMPRESSIONS:
+            if raw.startswith(magic):
+                try:
+                    return decompress(raw)
+                except (OSError, EOFError, ValueError, lzma.LZMAError) as err:
+                    self._raise(f"is {name}-compressed but does not decompress ({err})")
+        if raw.startswith(b"PK\x03\x04"):
+            return self._unzipped(raw)
+        return raw
+
+    def _unzipped(self, raw: bytes) -> bytes:
+        try:
+            with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+                names = [n for n in archive.namelist() if not n.endswith("/")]
+                if any(n.startswith(("xl/", "word/", "ppt/")) for n in names):
+                    self._raise("is an Excel workbook (.xlsx), not a CSV file", "save it as CSV")
+                if "mimetype" in names and "content.xml" in names:
+                    self._raise("is a spreadsheet (.ods), not a CSV file", "save it as CSV")
+                if len(names) != 1:
+                    self._raise(
+                        f"is a zip archive of {len(names)} files; a client reads one CSV file",
+                        "give the CSV file itself, or a zip archive holding it alone",
+                    )
+                return archive.read(names[0])
+        except (zipfile.BadZipFile, OSError, EOFError) as err:
+            self._raise(f"is zip-compressed but does not decompress ({err})")
+
+    def _decoded(self, raw: bytes) -> str:
+        """The text of ``raw``: by its byte-order mark, as UTF-16 if its zero bytes say so,
+        else UTF-8; named and refused when it is neither."""
+        head = raw[:4096]
+        encoding, name = next(((e, n) for bom, e, n in BOMS if head.startswith(bom)), (None, ""))
+        if encoding is None:
+            encoding, name = _utf16_without_bom(head)
+        if encoding is not None:
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as err:
+                self._raise(
+                    f"is not a text CSV file: it starts like {name} text but byte {err.start} "
+                    "does not decode",
+                    "save it as UTF-8 text",
+                )
+        else:
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                self._raise(
+                    f"is not a text CSV file (a NUL byte at byte {nul}: a binary file? It is "
+                    "not gzip, bz2, xz or zip compressed, nor UTF-16 or UTF-32 text)",
+                    "give a CSV file (text, one row per line)",
+                )
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                self._raise(
+                    f"is not a text CSV file (byte {raw[err.start]:#04x} at byte {err.start} is "
+                    "not UTF-8)",
+                    "save it as UTF-8 text" + _other_encoding(raw),
+                )
+        nul = text.find("\x00")
         if nul >= 0:
-            return self._raise(
-                f"is not a text CSV file (a NUL byte at byte {nul}: a binary file?)",
+            self._raise(
+                f"is not a text CSV file: read as {name} text, character {nul} is NUL (a "
+                "binary file?)",
                 "give a CSV file (text, one row per line)",
             )
-        try:
-            return raw.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            return self._raise(
-                f"is not a text CSV file (byte {raw[err.start]:#04x} at byte {err.start} is not "
-                "UTF-8)",
-                "save it as UTF-8 text",
-            )
+        return text
 
-    def _raise(self, problem: str, fix: str | None = None) -> str:
+    def _raise(self, problem: str, fix: Fix | str | None = None) -> NoReturn:
         raise self.error(problem, fix)
+
+
+def _other_encoding(raw: bytes) -> str:
+    """What text that is not UTF-8 may be, for the fix (a guess: any bytes are Latin-1)."""
+    try:
+        raw.decode("cp1252")
+    except UnicodeDecodeError:
+        return ""
+    return " (it may be Windows-1252 or Latin-1 text: pandas reads it with encoding='cp1252')"
+
+
+def _utf16_without_bom(head: bytes) -> tuple[str | None, str]:
+    """``utf-16-le`` or ``utf-16-be`` when ``head`` has a zero byte in most even (big-endian)
+    or odd (little-endian) places and almost none in the others, as ASCII text in UTF-16 has;
+    else ``(None, "")``."""
+    pairs = len(head) // 2
+    if pairs < 2:
+        return None, ""
+    data = np.frombuffer(head[: 2 * pairs], dtype=np.uint8).reshape(pairs, 2)
+    zero = (data == 0).mean(axis=0)
+    if zero[1] > 0.6 and zero[0] < 0.05:
+        return "utf-16-le", "UTF-16 (little-endian, no byte-order mark)"
+    if zero[0] > 0.6 and zero[1] < 0.05:
+        return "utf-16-be", "UTF-16 (big-endian, no byte-order mark)"
+    return None, ""
 
 
 def read_client_csv(
@@ -171,6 +301,7 @@ def read_client_csv(
     """
     source = _File(Path(path), client, entry_point)
     text = source.text()
+    text, declared = _excel_sep_line(source, text, parse_sep(sep))
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and lines[0].lstrip().startswith("#"):  # a data value may start with '#'
         raise source.error(
@@ -178,18 +309,42 @@ def read_client_csv(
             "header row, then data rows only",
             "remove the comment lines",
         )
-    sep = _delimiter(source, lines, parse_sep(sep))
+    sep = _delimiter(source, lines, declared or parse_sep(sep))
     header = split_line(lines[0], sep)
     _check_header(source, header)
     if len(lines) == 1:
         raise source.error("has a header but no data rows")
     frame = _parse(source, text, sep, header, dtype)
+    columns = columns_of(frame)  # not kept with the frame: the caller may change it
+    if _padded(frame, columns):
+        frame = _without_blanks(source, text, sep, header, dtype)
+        columns = columns_of(frame)
+    _check_decimal_commas(source, columns, sep)
     _check_header_is_not_data(source, frame, header)
     if header[0].lower() in INDEX_NAMES:
         _check_index(source, frame, header[0], keep_index)
     if not allow_missing:
-        _check_missing(source, frame)
+        _check_missing(source, frame, first_line=2 + (declared is not None))
     return frame
+
+
+def _excel_sep_line(source: _File, text: str, given: str | None) -> tuple[str, str | None]:
+    """The text without Excel's first line ``sep=X`` and the delimiter it names (``None``: no
+    such line). A delimiter given otherwise must agree with it."""
+    first, _, rest = text.partition("\n")
+    match = _EXCEL_SEP.fullmatch(first.strip(' \r"'))
+    if match is None:
+        return text, None
+    declared = parse_sep(match.group(1))
+    assert declared is not None
+    if given is not None and given != declared:
+        raise source.error(
+            f"names its separator {delimiter_name(declared)} in its first line "
+            f"{first.strip()!r} (as Excel writes it), but the separator "
+            f"{delimiter_name(given)} was given",
+            Fix("give {} or leave the separator out", (("sep", declared),)),
+        )
+    return rest, declared
 
 
 def _delimiter(source: _File, lines: list[str], given: str | None) -> str:
@@ -290,6 +445,55 @@ def _parse(
     return frame
 
 
+def _padded(frame: pd.DataFrame, columns: Sequence[Column]) -> bool:
+    """Whether a text field kept surrounding blanks (pandas strips leading ones only, outside
+    quotes): a column read otherwise than pandas read it, but for unused categories only."""
+    return any(  # (a category column's categories come from the file, unused ones from dtype)
+        not c.categorical or stripped_text(frame.iloc[:, k].cat.categories) is not None
+        for k, c in enumerate(columns)
+        if c.read is not None
+    )
+
+
+def _without_blanks(
+    source: _File, text: str, sep: str, header: list[str], dtype: Mapping[str, Any] | None
+) -> pd.DataFrame:
+    """The file read again with every field stripped of surrounding blanks: its types and
+    missing values are then those of the file written without them (``NA `` is missing, ``1 ``
+    a number)."""
+    delimiter = r"\s+" if sep == WHITESPACE else sep
+    fields = pd.read_csv(
+        io.StringIO(text),
+        sep=delimiter,
+        header=0,
+        index_col=False,
+        dtype=str,
+        keep_default_na=False,
+        na_filter=False,
+        skipinitialspace=sep != WHITESPACE,
+    )
+    fields.columns = pd.Index(range(fields.shape[1]))
+    stripped = pd.DataFrame({k: fields[k].str.strip() for k in fields.columns})
+    stripped.columns = pd.Index(header)
+    return _parse(source, stripped.to_csv(index=False, lineterminator="\n"), ",", header, dtype)
+
+
+def _check_decimal_commas(source: _File, columns: Sequence[Column], sep: str) -> None:
+    """Numbers written with a decimal comma (``1,5`` in a ``;`` file) read as text: refused,
+    naming the column and how to read them."""
+    found = decimal_comma_columns(columns)
+    if not found:
+        return
+    name, examples = found[0]
+    more = f" ({len(found)} such columns)" if len(found) > 1 else ""
+    raise source.error(
+        f"holds numbers written with a decimal comma ({shown_values(examples)}){more}, which "
+        f"this reader reads as text (the separator is {delimiter_name(sep)})",
+        decimal_comma_fix(sep),
+        column=name,
+    )
+
+
 def _check_index(source: _File, frame: pd.DataFrame, name: str, keep_index: bool) -> None:
     """A first column named like an index whose values count the rows is a saved row index;
     ``keep_index`` keeps it as a variable (named ``index`` if its header field is empty)."""
@@ -321,7 +525,9 @@ def _check_index(source: _File, frame: pd.DataFrame, name: str, keep_index: bool
     )
 
 
-def _check_missing(source: _File, frame: pd.DataFrame) -> None:
+def _check_missing(source: _File, frame: pd.DataFrame, first_line: int = 2) -> None:
+    """No missing value; ``first_line``: the file's line of data row 0 (a header line before
+    it, and Excel's ``sep=`` line if any)."""
     missing = frame.isna().to_numpy()
     if not missing.any():
         return
@@ -335,7 +541,7 @@ def _check_missing(source: _File, frame: pd.DataFrame) -> None:
     rows, cols = np.nonzero(missing)
     row, col = int(rows[0]), int(cols[0])
     raise source.error(
-        f"has a missing value in data row {row} (line {row + 2} of the file; "
+        f"has a missing value in data row {row} (line {row + first_line} of the file; "
         f"{int(missing.sum())} missing in the file)",
         "complete or drop the rows with missing values",
         column=str(frame.columns[col]),

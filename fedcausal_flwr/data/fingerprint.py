@@ -6,8 +6,11 @@ nothing else about it, so a result can record which data produced it and a re-ru
 
 The digest is built from the columns as :func:`~fedcausal_flwr.data.columns.frame_columns`
 reads them (each column's bytes hashed once: its codes and level list, or its numbers), and kept
-per frame. Results recorded before this scheme carry a digest of pandas' row hashes
-(:func:`legacy_frame_fingerprint`); a re-run accepts either.
+per frame: of the values as read (surrounding blanks stripped, unused categories dropped), so
+data that reads the same has one fingerprint, and the server tells one site given twice by two
+equal ones. Results recorded before this scheme carry a digest of pandas' row hashes
+(:func:`legacy_frame_fingerprint`), those recorded before values were read so one of the columns
+as given (:func:`given_frame_fingerprint`); a re-run accepts any of them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fedcausal_flwr.data.columns import Column, frame_columns
+from fedcausal_flwr.data.columns import Column, frame_columns, given_columns
 from fedcausal_flwr.data.frame_cache import FrameCache
 
 DIGEST_CHARS = 16
@@ -61,12 +64,22 @@ _DIGESTS = FrameCache()
 
 def frame_fingerprint(frame: pd.DataFrame) -> str:
     """Digest of one client's frame: column names, dtypes and every value in row order."""
+    return _fingerprint(frame_columns(frame), column_digests(frame), len(frame))
+
+
+def given_frame_fingerprint(frame: pd.DataFrame) -> str:
+    """:func:`frame_fingerprint` of the columns as given (blanks and unused categories kept),
+    as results recorded before values were read as meant carry it."""
+    columns = given_columns(frame)
+    return _fingerprint(columns, [column_digest(c) for c in columns], len(frame))
+
+
+def _fingerprint(columns: Sequence[Column], digests: Iterable[bytes], n_rows: int) -> str:
     digest = hashlib.sha256()
     # names and dtypes as read (str of each), without building pandas' dtypes Series
-    columns = [[c.name, c.dtype] for c in frame_columns(frame)]
-    digest.update(json.dumps(columns).encode())
-    digest.update(len(frame).to_bytes(8, "little"))
-    for part in column_digests(frame):
+    digest.update(json.dumps([[c.name, c.dtype] for c in columns]).encode())
+    digest.update(n_rows.to_bytes(8, "little"))
+    for part in digests:
         digest.update(part)
     return digest.hexdigest()[:DIGEST_CHARS]
 
@@ -92,7 +105,9 @@ def data_fingerprint(frames: Sequence[pd.DataFrame]) -> str:
 
 
 def matches_recorded(frames: Sequence[pd.DataFrame], recorded: str) -> bool:
-    """``frames`` are the data a result recorded as ``recorded`` (either scheme)."""
+    """``frames`` are the data a result recorded as ``recorded`` (any scheme)."""
     if data_fingerprint(frames) == recorded:
+        return True
+    if combine_fingerprints(given_frame_fingerprint(f) for f in frames) == recorded:
         return True
     return combine_fingerprints(legacy_frame_fingerprint(f) for f in frames) == recorded

@@ -9,8 +9,9 @@ a run config), so the message says what to type where the user is.
 
 :func:`frame_report` is what a client says about its data in the built-in ``hello`` round (row
 count, columns, dtypes, level sets, missing values, constant columns, columns a test cannot
-separate, a fingerprint), from the columns read once as codes
-(:func:`~fedcausal_flwr.data.columns.frame_columns`). The server
+separate, a fingerprint), from the columns read once as codes and as the user means them
+(:func:`~fedcausal_flwr.data.columns.frame_columns`: blanks around a text value and unused
+categories are no levels). The server
 checks the reports before a method's first step, and :mod:`fedcausal_flwr.api` builds the same
 reports from in-memory frames to check them before a backend starts: one function, so both judge
 the same facts.
@@ -178,6 +179,58 @@ def refuse_infinite(columns: Sequence[Column], partition_id: int) -> None:
             )
 
 
+#: A number written with a decimal comma (``1,5``, ``-0,25``, ``1.234,5``), or a whole number
+#: beside such numbers in the same column.
+_COMMA_NUMBER = r"[+-]?(?:\d+|\d{1,3}(?:\.\d{3})+)?(?:,\d+)?"
+
+
+def decimal_comma_fix(sep: str = ";") -> str:
+    """How to turn a file of decimal-comma numbers (delimiter ``sep``) into one pandas and this
+    reader read as numbers."""
+    shown = r"\s+" if sep == "whitespace" else sep
+    return (
+        "write the numbers with a decimal point (pandas reads such a file with "
+        f"read_csv(path, sep={shown!r}, decimal=','); save it back with to_csv(path, index=False))"
+    )
+
+
+def decimal_comma_columns(columns: Sequence[Column]) -> list[tuple[str, list[str]]]:
+    """The text columns whose every value is a number written with a decimal comma (``1,5``;
+    whole numbers among them allowed, one comma at least), each with a few of its values:
+    numbers read as text, which a test would take for levels (or an identifier)."""
+    found = []
+    for column in columns:
+        if column.codes is None or len(column.uniques) == 0:
+            continue
+        uniques = column.uniques
+        if pd.api.types.infer_dtype(uniques, skipna=True) != "string":
+            continue
+        values = np.asarray(uniques, dtype=object)
+        comma = np.strings.find(values.astype(np.str_), ",") >= 0  # numpy: no pandas per column
+        if not comma.any():
+            continue
+        text = pd.Series(values, dtype=object)
+        if text.str.fullmatch(_COMMA_NUMBER).all() and text.str.contains(r"\d").all():
+            found.append((column.name, values[comma][:3].tolist()))
+    return found
+
+
+def refuse_decimal_commas(columns: Sequence[Column], partition_id: int) -> None:
+    """An :class:`InputError` for the first text column of decimal-comma numbers
+    (:func:`decimal_comma_columns`): its values are numbers the frame holds as text."""
+    found = decimal_comma_columns(columns)
+    if found:
+        name, examples = found[0]
+        raise InputError(
+            f"holds numbers written with a decimal comma ({shown_values(examples)}), which are "
+            "text, not numbers, to every test",
+            client=partition_id,
+            column=name,
+            fix="convert them to numbers (a column: .str.replace(',', '.').astype(float); a "
+            "file: pandas' read_csv(path, sep=';', decimal=','))",
+        )
+
+
 def _sorted_levels(values: list[Any]) -> list[Any]:
     try:
         return sorted(values)
@@ -191,8 +244,9 @@ def frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dic
     constant columns (with their value), columns a CI test cannot separate (names only, and a
     near-collinear set's condition number: :mod:`~fedcausal_flwr.data.dependence`), the
     package version and a fingerprint of the data. Columns are read by position, so repeated
-    names are reported, not merged. Infinite values are refused here (:func:`refuse_infinite`),
-    so every entry point stops on them the same way.
+    names are reported, not merged. Infinite values and numbers written with a decimal comma
+    are refused here (:func:`refuse_infinite`, :func:`refuse_decimal_commas`), so every entry
+    point stops on them the same way.
 
     Computed once per frame object (a copy each call): the API's check before a backend starts
     and an in-process client's ``hello`` describe the same frame, so the second is a lookup."""
@@ -217,6 +271,7 @@ _REPORTS = FrameCache()
 def _frame_report(frame: pd.DataFrame, partition_id: int, max_levels: int) -> dict[str, Any]:
     columns = frame_columns(frame)
     refuse_infinite(columns, partition_id)
+    refuse_decimal_commas(columns, partition_id)
     names = [c.name for c in columns]
     n = len(frame)
     dtypes = {c.name: c.dtype for c in columns}

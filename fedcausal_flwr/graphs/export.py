@@ -321,10 +321,11 @@ def graph_text(graph: Graph, fmt: str) -> str:
 
 
 def write_graph(graph: Graph, path: str | Path, fmt: str) -> Path:
-    """Write ``graph`` to ``path`` in ``fmt`` (one of :data:`EXPORT_FORMATS`)."""
-    path = Path(path)
-    path.write_text(graph_text(graph, fmt))
-    return path
+    """Write ``graph`` to ``path`` in ``fmt`` (one of :data:`EXPORT_FORMATS`), in one step: a
+    failed write (an :class:`~fedcausal_flwr.outputs.OutputError`) leaves no half file."""
+    from fedcausal_flwr.outputs import write_text
+
+    return write_text(path, graph_text(graph, fmt))
 
 
 def read_graph(path: str | Path, fmt: str, kind: str | None = None) -> Graph:

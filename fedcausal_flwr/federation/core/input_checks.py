@@ -12,7 +12,9 @@ Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inpu
 1. enough clients: at least the method's ``min_sites`` (methods that combine the clients' own
    results need two);
 2. every client: some data rows (at least 2 where the clients run their own CI tests: a 1-row
-   client has no variation to test), columns with distinct, non-empty names;
+   client has no variation to test), columns with distinct, non-empty names, data of its own
+   (two clients reporting one fingerprint hold the same columns and rows: the same site given
+   twice, whose rows would count twice);
 3. the same set of columns everywhere, in any order (clients encode columns by the names the
    server sends), unless the method accepts non-identical variable sets;
 4. every column: no missing value; values a test can use (discrete tests: integers, text or
@@ -27,13 +29,18 @@ Checks, in this order (the first failure is an :class:`~fedcausal_flwr.data.inpu
    methods whose tests make such a column an isolated node (``isolates_constants``: every
    discrete test with it has 0 degrees of freedom, p = 1, as in causal-learn); those print a note.
 
-Then warnings, not errors (:class:`DependenceWarning`, one line each, :func:`warn_dependence`):
-columns a CI test cannot separate at every site: duplicates, for discrete or mixed data a column
-that is a function of another, for numbers a near-collinear set. At some sites only, it is data.
+Then warnings, not errors (one line each): columns a CI test cannot separate at every site
+(:class:`DependenceWarning`, :func:`warn_dependence`): duplicates, for discrete or mixed data a
+column that is a function of another, for numbers a near-collinear set (at some sites only, it is
+data); text levels that differ only by case or blanks, at one site or between sites
+(:class:`LevelSpellingWarning`, :func:`warn_level_spellings`: ``yes`` and ``Yes`` are two levels
+unless the user recodes them; surrounding blanks never make one:
+:mod:`~fedcausal_flwr.data.columns`).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -229,6 +236,23 @@ class _Check:
                 )
             if any(not c.strip() for c in names):
                 raise self.error("has a column without a name", client=pid, fix="name every column")
+        self.duplicates()
+
+    def duplicates(self) -> None:
+        """Two clients whose hello reports carry one fingerprint hold the same columns and rows
+        (the same file given twice, or a copy): summed or voted, its rows would count twice."""
+        seen: dict[str, int] = {}
+        for pid, report in self.info.items():
+            if not report.fingerprint:  # a client that reports none (an older version)
+                continue
+            first = seen.setdefault(report.fingerprint, pid)
+            if first != pid:
+                raise self.error(
+                    f"{self.label(first)} and {self.label(pid)} hold the same data (the same "
+                    f"columns and {report.n_rows} rows in the same order): the same site given "
+                    "twice would count its rows twice",
+                    fix="give each site's data once",
+                )
 
     # ------------------------------------------------------------------ 3: column sets
     def column_sets(self) -> None:
@@ -439,10 +463,13 @@ class _Check:
                 continue
             usual = max(groups, key=lambda g: (len(g), -g[0]))
             odd = min((g for g in groups if g is not usual), key=lambda g: g[0])
+            spelled = {spelling_key(v) for p in usual for v in sets[p]}
+            alike = any(spelling_key(v) in spelled for p in odd for v in sets[p])
             raise self.error(
                 f"has levels {self._levels(odd, sets)} at {self.labels(odd)} but "
                 f"{self._levels(usual, sets)} at {self.labels(usual)}: no level in common, "
-                "so the sites code it differently",
+                "so the sites code it differently"
+                + (" (their levels differ only by case or blanks)" if alike else ""),
                 column=col,
                 fix="code its levels the same way at every site",
             )
@@ -503,6 +530,87 @@ def check_client_inputs(
         discrete=needs.values in ("discrete", "mixed"),
         numeric=needs.values in ("numeric", "mixed", "any"),
     )
+    warn_level_spellings(info, files)
+
+
+class LevelSpellingWarning(InputNote):
+    """Text levels of a column that differ only by case or blanks (``yes``, ``Yes``,
+    ``no smoke``, ``no  smoke``): each is a level of its own, which the user may not mean."""
+
+
+def spelling_key(value: object) -> object:
+    """What is left of a level once case and blanks are ignored (text only; other values as
+    they are)."""
+    return re.sub(r"\s+", "", value).casefold() if isinstance(value, str) else value
+
+
+#: At most this many columns named in the spelling warning (the rest are counted).
+MAX_SPELLING_COLUMNS = 5
+
+
+def warn_level_spellings(
+    info: Mapping[int, ClientInfo], files: Mapping[int, str] | None = None
+) -> str | None:
+    """One warning naming every column whose reported text levels, at one client or over the
+    clients, differ only by case or blanks, with the clients that hold each spelling; returns
+    its text (None: no such column). Levels are compared as the hello reports list them (a
+    column with more than the reported number of levels is not compared)."""
+    names = dict(files or {})
+    found: list[str] = []
+    facts: list[tuple] = []
+    columns = list(dict.fromkeys(c for report in info.values() for c in report.columns))
+    for col in columns:
+        holders: dict[str, list[int]] = {}  # spelling -> the clients that hold it
+        for pid in sorted(info):
+            for level in info[pid].levels.get(col) or []:
+                if isinstance(level, str):
+                    holders.setdefault(level, []).append(pid)
+        groups: dict[object, list[str]] = {}
+        for level in holders:
+            groups.setdefault(spelling_key(level), []).append(level)
+        for spellings in groups.values():
+            if len(spellings) < 2:
+                continue
+            shown = " and ".join(
+                f"{level!r} ({_clients_text(holders[level], names)})" for level in spellings
+            )
+            found.append(f"column {col!r}: {shown}")
+            facts.append((col, *((level, *holders[level]) for level in spellings)))
+    if not found or not _first_in_run(("spellings", *facts)):
+        return None
+    if len(found) > MAX_SPELLING_COLUMNS:
+        found = found[:MAX_SPELLING_COLUMNS] + [f"{len(found) - MAX_SPELLING_COLUMNS} more"]
+    text = (
+        "levels that differ only by case or blanks are read as different levels: "
+        + "; ".join(found)
+        + "; recode them to one spelling if they mean the same"
+    )
+    warnings.warn(text, LevelSpellingWarning, stacklevel=2)
+    return text
+
+
+#: the run (:mod:`~fedcausal_flwr.data.frame_cache`'s generation) and the facts last warned
+_WARNED: list[tuple[int, tuple]] = []
+
+
+def _first_in_run(facts: tuple) -> bool:
+    """Whether ``facts`` were not warned yet in this run: the API's check before the backend
+    (which names the files) and the server's after ``hello`` (which cannot) find the same."""
+    from fedcausal_flwr.data import frame_cache
+
+    run = frame_cache._generation  # one per run scope (an entry point's run)
+    if (run, facts) in _WARNED:
+        return False
+    _WARNED[:] = [*_WARNED[-7:], (run, facts)]
+    return True
+
+
+def _clients_text(pids: list[int], files: Mapping[int, str]) -> str:
+    """``client 0 (a.csv)`` or ``clients 0 (a.csv), 1 (b.csv)``."""
+    shown = [client_label(p, files.get(p)) for p in pids]
+    if len(shown) == 1:
+        return shown[0]
+    return "clients " + ", ".join(n.removeprefix("client ") for n in shown)
 
 
 class DependenceWarning(InputNote):
