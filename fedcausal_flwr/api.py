@@ -114,6 +114,12 @@ def _frames_or_files(
         )
     if data is None or isinstance(data, Partition):
         return data, None
+    if isinstance(data, pd.DataFrame):  # iterating it would give its column names
+        raise OptionError(
+            f"data= is one DataFrame ({len(data):,} rows, {data.shape[1]} columns): give a list "
+            "with one DataFrame per client, e.g. data=[df_site_a, df_site_b] (one frame is one "
+            "site: data=[df])"
+        )
     items = list(data)
     is_path = [isinstance(item, (str, os.PathLike)) for item in items]
     if items and all(is_path):
@@ -229,7 +235,9 @@ def execute(
     truth_label = None
     if truth is not None:
         try:
-            dag = truth if isinstance(truth, Graph) else read_truth(truth, list(frames[0].columns))
+            # every client's columns (methods over non-identical variable sets: their union)
+            union = list(dict.fromkeys(str(c) for frame in frames for c in frame.columns))
+            dag = truth if isinstance(truth, Graph) else read_truth(truth, union)
         except OSError as err:  # missing, a folder, permission denied: before the run starts
             given = setting_text("truth", str(truth), entry_point)
             raise OptionError(f"{given}: cannot be read ({reason(err)})") from None

@@ -286,12 +286,22 @@ class Result:
 
     @classmethod
     def load(cls, path: str | Path) -> Result:
-        """The result a JSON file holds; a file that is not one is a ValueError naming it."""
+        """The result a JSON file holds (a result, or a compare run record's); a file that is
+        not one is a ValueError naming it."""
         path = Path(path)
         if path.is_dir():
             raise ValueError(f"{path} is a folder; give a result JSON file")
         try:
-            return cls.from_json(json.loads(path.read_text()))
+            data = json.loads(path.read_text())
+            if isinstance(data, dict) and "record_version" in data and "result" in data:
+                # a compare run record (runs/<key>.json): the run's result is inside it
+                if not isinstance(data["result"], dict):
+                    raise ValueError(
+                        f"a compare run record of a run that did not finish (status "
+                        f"{data.get('status')!r}), so it holds no result"
+                    )
+                data = data["result"]
+            return cls.from_json(data)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not a result JSON (cut short or not JSON: {err})") from None
         except (ValueError, KeyError, TypeError) as err:

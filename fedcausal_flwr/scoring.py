@@ -59,6 +59,20 @@ def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True
                 f"{path}: {col} names {unknown} are not data columns {list(variables)}"
             )
     pairs = edges[["cause", "effect"]].astype(str).values.tolist()
+    loops = sorted({a for a, b in pairs if a == b})
+    if loops:
+        named = "" if not quote else f" ({', '.join(f'{a},{a}' for a in loops)})"
+        raise ValueError(
+            f"{path}: {len(loops)} row(s) name a variable as its own cause{named}; a true DAG "
+            "has no self-loop"
+        )
+    cycle = _directed_cycle(pairs)
+    if cycle:
+        named = " through " + " -> ".join([*cycle, cycle[0]]) if quote else ""
+        raise ValueError(
+            f"{path}: its edges form a directed cycle{named}; a true DAG has none (remove one "
+            "of its edges)"
+        )
     # both directions listed: the graph would keep one of them silently, so neither is a truth
     listed = set(map(tuple, pairs))
     both = sorted({tuple(sorted(p)) for p in listed if p[0] != p[1] and (p[1], p[0]) in listed})
@@ -79,6 +93,19 @@ def read_truth(path: str | Path, variables: Sequence[str], *, quote: bool = True
         return Graph.from_edges(list(variables), pairs)
     except ValueError:
         raise ValueError(f"{path}: its edges do not form a graph over the data columns") from None
+
+
+def _directed_cycle(pairs: Sequence[Sequence[str]]) -> list[str]:
+    """The variables of one directed cycle of ``pairs`` (cause -> effect) in order, longer than
+    two (two-way pairs are named on their own); ``[]``: none."""
+    import networkx as nx
+
+    listed = {(a, b) for a, b in pairs}
+    graph = nx.DiGraph([(a, b) for a, b in listed if (b, a) not in listed])
+    try:
+        return [a for a, _ in nx.find_cycle(graph)]
+    except nx.NetworkXNoCycle:
+        return []
 
 
 #: the common views, by the kind of the learned graph
