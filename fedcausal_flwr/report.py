@@ -21,6 +21,7 @@ import base64
 import html
 import json
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.outputs import write_text
 from fedcausal_flwr.result import confidence_labels
 from fedcausal_flwr.study_files import (
@@ -269,6 +271,22 @@ def unreadable_records(out: Path) -> list[str]:
     return [p.name for p in sorted((out / "runs").glob("*.json")) if read_record(p) is None]
 
 
+class SkippedRecordWarning(InputNote):
+    """A run record the report cannot read (cut short, not JSON): its run is missing from every
+    table, which a cell's seed count alone does not show."""
+
+
+def warn_unreadable(names: Sequence[str]) -> None:
+    """One line per run record left out of the report, so a truncated file is not silent."""
+    for name in names:
+        warnings.warn(
+            f"run record runs/{name} could not be read (cut short or not JSON) and is left out "
+            "of the report; `compare` runs it again",
+            SkippedRecordWarning,
+            stacklevel=3,
+        )
+
+
 def ledger_summary(ledger: Sequence[dict[str, Any]]) -> list[list[Any]]:
     """Per message kind: rounds, clients, whether the server saw only a sum (and through
     SecAgg+), how many numbers it received per client, and the metadata keys."""
@@ -469,6 +487,8 @@ def build_report(out: str | Path, title: str | None = None) -> str:
     metrics = (study or {}).get("metrics") or list(DEFAULT_METRICS)
     graph_key = (study or {}).get("graph_run")
     order = (study or {}).get("methods") or []
+    unreadable = unreadable_records(out)
+    warn_unreadable(unreadable)
     sections = []
     if meta:
         sections.append(_section("experiment", "Experiment", experiment_section(meta)))
@@ -489,11 +509,13 @@ def build_report(out: str | Path, title: str | None = None) -> str:
             intro = "<p>Each method's learned graph over the truth at one setting.</p>"
             sections.append(_section("graphs", "Learned graphs", intro + graphs))
         sections.append(_section("costs", "Rounds and bytes", costs_section(frame)))
-        failures = failures_section(records, unreadable_records(out))
+        failures = failures_section(records, unreadable)
         sections.append(_section("failures", "Failures", failures))
         ledger = ledger_section(records, graph_key, order)
         if ledger:
             sections.append(_section("privacy", "What the server received", ledger))
+    if unreadable and not records:  # every record cut short: the page still says which
+        sections.append(_section("failures", "Failures", failures_section([], unreadable)))
     figures = figures_section(out, drawn)
     if figures:
         sections.append(_section("figures", "Figures", figures))

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.input_notes import note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet

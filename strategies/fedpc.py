@@ -63,7 +63,8 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
-from fedcausal_flwr.federation.core.input_checks import InputNeeds, note_constant_columns
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
+from fedcausal_flwr.federation.core.input_notes import note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet

@@ -22,7 +22,7 @@ from fedcausal_flwr.data.synthetic import (
     random_gaussian_network,
 )
 from fedcausal_flwr.discovery.pc import pc
-from fedcausal_flwr.federation.core.input_checks import ConstantColumnNote
+from fedcausal_flwr.federation.core.input_notes import ConstantColumnNote
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError

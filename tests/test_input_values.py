@@ -35,9 +35,11 @@ from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.input_checks import (
     InputNeeds,
-    LevelSpellingWarning,
     check_client_inputs,
     client_info_of,
+)
+from fedcausal_flwr.federation.core.input_notes import (
+    LevelSpellingWarning,
     warn_level_spellings,
 )
 from fedcausal_flwr.federation.runtime.runners import run_method

@@ -25,12 +25,14 @@ from fedcausal_flwr.data.csv_input import (
 )
 from fedcausal_flwr.data.inputs import Fix, InputError, client_label, frame_report
 from fedcausal_flwr.federation.core.input_checks import (
-    ConstantColumnNote,
-    DependenceWarning,
     InputNeeds,
     check_client_inputs,
     client_info_of,
     value_type,
+)
+from fedcausal_flwr.federation.core.input_notes import (
+    ConstantColumnNote,
+    DependenceWarning,
     warn_dependence,
 )
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method

@@ -35,13 +35,15 @@ column that is a function of another, for numbers a near-collinear set (at some 
 data); text levels that differ only by case or blanks, at one site or between sites
 (:class:`LevelSpellingWarning`, :func:`warn_level_spellings`: ``yes`` and ``Yes`` are two levels
 unless the user recodes them; surrounding blanks never make one:
-:mod:`~fedcausal_flwr.data.columns`).
+:mod:`~fedcausal_flwr.data.columns`). Notes, once per run, for what a result would hide: pairs no
+client observes together and column names differing only by case or blanks, for methods that
+take non-identical variable sets (:class:`ColumnCoverageNote`); a client that keeps under half
+its rows with ``missing=listwise`` (:class:`ListwiseDeletionNote`); a column whose levels make
+chi2/G2 tables sparse (:class:`SparseLevelsNote`).
 """
 
 from __future__ import annotations
 
-import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,8 +57,16 @@ from fedcausal_flwr.data.inputs import (
     frame_report,
     shown_values,
 )
+from fedcausal_flwr.federation.core.input_notes import (
+    note_column_coverage,
+    note_listwise_loss,
+    note_sparse_levels,
+    overlap_groups,
+    spelling_key,
+    warn_dependence,
+    warn_level_spellings,
+)
 from fedcausal_flwr.federation.core.messages import ClientInfo
-from fedcausal_flwr.notes import InputNote
 
 #: What a method needs of the values: ``any`` (consistent across clients), ``discrete``
 #: (integers, text or true/false: G2/chi2 tests), ``numeric`` (numbers: Fisher-z), ``mixed``
@@ -458,7 +468,7 @@ class _Check:
                 if levels is not None and len(levels) >= 2 and kind != "float":
                     by_column.setdefault(col, {})[pid] = set(levels)
         for col, sets in by_column.items():
-            groups = _overlap_groups(sets)
+            groups = overlap_groups(sets)
             if len(groups) < 2:
                 continue
             usual = max(groups, key=lambda g: (len(g), -g[0]))
@@ -531,211 +541,14 @@ def check_client_inputs(
         numeric=needs.values in ("numeric", "mixed", "any"),
     )
     warn_level_spellings(info, files)
-
-
-class LevelSpellingWarning(InputNote):
-    """Text levels of a column that differ only by case or blanks (``yes``, ``Yes``,
-    ``no smoke``, ``no  smoke``): each is a level of its own, which the user may not mean."""
-
-
-def spelling_key(value: object) -> object:
-    """What is left of a level once case and blanks are ignored (text only; other values as
-    they are)."""
-    return re.sub(r"\s+", "", value).casefold() if isinstance(value, str) else value
-
-
-#: At most this many columns named in the spelling warning (the rest are counted).
-MAX_SPELLING_COLUMNS = 5
-
-
-def warn_level_spellings(
-    info: Mapping[int, ClientInfo], files: Mapping[int, str] | None = None
-) -> str | None:
-    """One warning naming every column whose reported text levels, at one client or over the
-    clients, differ only by case or blanks, with the clients that hold each spelling; returns
-    its text (None: no such column). Levels are compared as the hello reports list them (a
-    column with more than the reported number of levels is not compared)."""
-    names = dict(files or {})
-    found: list[str] = []
-    facts: list[tuple] = []
-    columns = list(dict.fromkeys(c for report in info.values() for c in report.columns))
-    for col in columns:
-        holders: dict[str, list[int]] = {}  # spelling -> the clients that hold it
-        for pid in sorted(info):
-            for level in info[pid].levels.get(col) or []:
-                if isinstance(level, str):
-                    holders.setdefault(level, []).append(pid)
-        groups: dict[object, list[str]] = {}
-        for level in holders:
-            groups.setdefault(spelling_key(level), []).append(level)
-        for spellings in groups.values():
-            if len(spellings) < 2:
-                continue
-            shown = " and ".join(
-                f"{level!r} ({_clients_text(holders[level], names)})" for level in spellings
-            )
-            found.append(f"column {col!r}: {shown}")
-            facts.append((col, *((level, *holders[level]) for level in spellings)))
-    if not found or not _first_in_run(("spellings", *facts)):
-        return None
-    if len(found) > MAX_SPELLING_COLUMNS:
-        found = found[:MAX_SPELLING_COLUMNS] + [f"{len(found) - MAX_SPELLING_COLUMNS} more"]
-    text = (
-        "levels that differ only by case or blanks are read as different levels: "
-        + "; ".join(found)
-        + "; recode them to one spelling if they mean the same"
-    )
-    warnings.warn(text, LevelSpellingWarning, stacklevel=2)
-    return text
-
-
-#: the run (:mod:`~fedcausal_flwr.data.frame_cache`'s generation) and the facts last warned
-_WARNED: list[tuple[int, tuple]] = []
-
-
-def _first_in_run(facts: tuple) -> bool:
-    """Whether ``facts`` were not warned yet in this run: the API's check before the backend
-    (which names the files) and the server's after ``hello`` (which cannot) find the same."""
-    from fedcausal_flwr.data import frame_cache
-
-    run = frame_cache._generation  # one per run scope (an entry point's run)
-    if (run, facts) in _WARNED:
-        return False
-    _WARNED[:] = [*_WARNED[-7:], (run, facts)]
-    return True
-
-
-def _clients_text(pids: list[int], files: Mapping[int, str]) -> str:
-    """``client 0 (a.csv)`` or ``clients 0 (a.csv), 1 (b.csv)``."""
-    shown = [client_label(p, files.get(p)) for p in pids]
-    if len(shown) == 1:
-        return shown[0]
-    return "clients " + ", ".join(n.removeprefix("client ") for n in shown)
-
-
-class DependenceWarning(InputNote):
-    """Columns a CI test cannot separate at every site (duplicates, a function of another,
-    near-collinear): their tests remove true edges silently, so the user is told."""
-
-
-def warn_dependence(info: Mapping[int, ClientInfo], *, discrete: bool, numeric: bool) -> list[str]:
-    """Warn once per column pair or set every site's hello report flags (module docstring):
-    duplicates always, ``a`` determines ``b`` when the tests are discrete (``discrete``), a
-    near-collinear set when they take numbers (``numeric``). Returns the warnings' texts."""
-    if not info:
-        return []
-    reports = [report.dependence for report in info.values()]
-
-    def everywhere(kind: str) -> list[tuple[str, ...]]:
-        sets = [{tuple(pair) for pair in found.get(kind, [])} for found in reports]
-        return sorted(set.intersection(*sets))
-
-    lines = [
-        f"columns {a!r} and {b!r} are equal at every site (duplicates): a CI test given one "
-        "finds the other independent of everything, so true edges are removed; drop one"
-        for a, b in everywhere("duplicates")
-    ]
-    if discrete:
-        determines = set(everywhere("determines"))
-        for a, b in sorted(determines):
-            if (b, a) in determines:
-                if a < b:
-                    lines.append(
-                        f"columns {a!r} and {b!r} determine each other at every site (one is a "
-                        "recoding of the other): a discrete test given one finds the other "
-                        "independent of everything, so true edges are removed; drop one"
-                    )
-                continue
-            lines.append(
-                f"column {a!r} determines column {b!r} at every site (one value of {b!r} per "
-                f"value of {a!r}): a discrete test given {a!r} finds {b!r} independent of "
-                f"everything, so true edges of {b!r} are removed"
-            )
-    if numeric:
-        groups: dict[tuple[str, ...], list] = {}
-        for found in reports:
-            for entry in found.get("collinear", []):
-                groups.setdefault(tuple(entry["columns"]), []).append(entry["condition"])
-        for columns, conditions in sorted(groups.items()):
-            if len(conditions) < len(reports):
-                continue
-            finite = [c for c in conditions if c is not None]
-            how = (
-                f"condition number of their correlation matrix at least {min(finite):.2g}"
-                if len(finite) == len(conditions)
-                else "their correlation matrix is singular"
-                + (
-                    f" at some sites, condition number {min(finite):.2g} at others"
-                    if finite
-                    else ""
-                )
-            )
-            names = ", ".join(repr(c) for c in columns[:-1]) + f" and {columns[-1]!r}"
-            lines.append(
-                f"columns {names} are near-collinear at every site ({how}): a test given some "
-                "of them finds the others independent of everything, so true edges are removed; "
-                "drop one"
-            )
-    if len(lines) > MAX_DEPENDENCE_WARNINGS:  # a network of copies (munin) would fill the screen
-        rest = len(lines) - MAX_DEPENDENCE_WARNINGS + 1
-        lines = lines[: MAX_DEPENDENCE_WARNINGS - 1] + [
-            f"{rest} more pairs or sets of columns a test cannot separate at every site (each "
-            "site's hello report lists them, by name)"
-        ]
-    for line in lines:
-        warnings.warn(line, DependenceWarning, stacklevel=2)
-    return lines
-
-
-#: At most this many dependence warnings per run (the last one counts the rest).
-MAX_DEPENDENCE_WARNINGS = 10
-
-
-def _overlap_groups(sets: Mapping[int, set]) -> list[list[int]]:
-    """The clients joined by shared levels (each group sorted, groups by their first client)."""
-    owner = {pid: pid for pid in sets}
-
-    def root(pid: int) -> int:
-        while owner[pid] != pid:
-            owner[pid] = pid = owner[owner[pid]]
-        return pid
-
-    first: dict[Any, int] = {}
-    for pid, levels in sets.items():
-        for level in levels:
-            other = first.setdefault(level, pid)
-            owner[root(pid)] = root(other)
-    groups: dict[int, list[int]] = {}
-    for pid in sorted(sets):
-        groups.setdefault(root(pid), []).append(pid)
-    return sorted(groups.values())
-
-
-class ConstantColumnNote(InputNote):
-    """A single-level column was kept as an isolated node (printed, not an error)."""
-
-
-def note_constant_columns(method: str, levels: Mapping[str, list], allowed: bool) -> list[str]:
-    """The columns with one level over all clients, each noted: a discrete test with such a
-    column has 0 degrees of freedom, so p = 1 and the column ends isolated, as in causal-learn
-    (its water benchmark has six). Where the tests cannot carry it (``allowed`` False: the
-    sketch), the method says so by name."""
-    constant = [v for v, values in levels.items() if len(values) < 2]
-    for v in constant:
-        if not allowed:
-            raise ValueError(
-                f"variable {v!r} has a single level {levels[v]} over all clients; {method}'s "
-                "sketch cannot test it: drop the column, or use ci='exact' (exact tables keep "
-                "it as an isolated node)"
-            )
-        warnings.warn(
-            f"note: column {v!r} has a single level {levels[v]} over all clients: every test "
-            f"with it is independent (0 degrees of freedom), so {method} keeps it as an "
-            "isolated node",
-            ConstantColumnNote,
-            stacklevel=2,
+    if not needs.same_columns:
+        note_column_coverage(info, method, files)
+    if needs.missing == "listwise":
+        note_listwise_loss(info, files, entry_point)
+    if needs.values == "discrete":
+        note_sparse_levels(
+            info, local_tests=needs.local_tests, listwise=needs.missing == "listwise"
         )
-    return constant
 
 
 def require_same_columns(
