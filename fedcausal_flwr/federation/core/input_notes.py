@@ -65,9 +65,7 @@ def note_column_coverage(
             f"note: {shown} are read as {len(spellings)} variables (their names differ only by "
             "case or blanks); rename them to one spelling if they are one variable"
         )
-    for line in lines:
-        warnings.warn(line, ColumnCoverageNote, stacklevel=2)
-    return lines
+    return _said(lines, ColumnCoverageNote)
 
 
 class ListwiseDeletionNote(InputNote):
@@ -96,9 +94,7 @@ def note_listwise_loss(
             f"{report.n_rows:,} rows under {setting} (the other {report.n_rows - kept:,} have a "
             "missing value)"
         )
-    for line in lines:
-        warnings.warn(line, ListwiseDeletionNote, stacklevel=2)
-    return lines
+    return _said(lines, ListwiseDeletionNote)
 
 
 class SparseLevelsNote(InputNote):
@@ -155,9 +151,7 @@ def note_sparse_levels(
             f"note: {len(sparse) - MAX_NAMED} more columns have too many levels for the "
             f"{rows_text} (fewer than {MIN_ROWS_PER_CELL} expected per cell)"
         )
-    for line in lines:
-        warnings.warn(line, SparseLevelsNote, stacklevel=2)
-    return lines
+    return _said(lines, SparseLevelsNote)
 
 
 class LevelSpellingWarning(InputNote):
@@ -309,9 +303,7 @@ def warn_dependence(info: Mapping[int, ClientInfo], *, discrete: bool, numeric: 
             f"{rest} more pairs or sets of columns a test cannot separate at every site (each "
             "site's hello report lists them, by name)"
         ]
-    for line in lines:
-        warnings.warn(line, DependenceWarning, stacklevel=2)
-    return lines
+    return _said(lines, DependenceWarning)
 
 
 #: At most this many dependence warnings per run (the last one counts the rest).
@@ -363,3 +355,10 @@ def note_constant_columns(method: str, levels: Mapping[str, list], allowed: bool
             stacklevel=2,
         )
     return constant
+
+
+def _said(lines: list[str], category: type[Warning]) -> list[str]:
+    """Issue each of ``lines`` as a ``category`` warning (from the caller's caller); return them."""
+    for line in lines:
+        warnings.warn(line, category, stacklevel=3)
+    return lines

@@ -46,6 +46,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedcausal_flwr.data.csv_input import read_client_csv
+from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
 from fedcausal_flwr.federation.core.messages import ProtocolError, SitePolicyError
 from fedcausal_flwr.federation.core.registry import (
@@ -148,6 +149,8 @@ DEFAULT_RUN_CONFIG: dict[str, bool | float | int | str] = {
 }
 
 _CSV_CACHE: dict[tuple, pd.DataFrame] = {}
+#: each site frame's shared columns (``share-columns``), released with the frame
+_SHARED = FrameCache()
 _SAMPLE_CACHE: dict[tuple, list[pd.DataFrame]] = {}
 
 
@@ -347,7 +350,8 @@ class NodeStateStore:
 
 def shared_columns(data: pd.DataFrame, share: frozenset[str], site: int) -> pd.DataFrame:
     """The columns of a site's file that its policy ``share-columns`` lets enter a run (the
-    others never reach a client); a shared column the file lacks is the site's own error."""
+    others never reach a client); a shared column the file lacks is the site's own error.
+    Kept per frame: a simulated site answers many messages, and its caches follow the frame."""
     missing = sorted(share - {str(c) for c in data.columns})
     if missing:
         raise ProtocolError(
@@ -355,7 +359,8 @@ def shared_columns(data: pd.DataFrame, share: frozenset[str], site: int) -> pd.D
             f"site {site}'s policy share-columns names column {missing[0]!r}, which its "
             "data file does not have",
         )
-    return data.loc[:, [c for c in data.columns if str(c) in share]]
+    kept = [c for c in data.columns if str(c) in share]
+    return _SHARED.get(data, tuple(sorted(share)), lambda: data.loc[:, kept])
 
 
 def _client_fn(context: Context):
