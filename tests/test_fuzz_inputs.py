@@ -11,8 +11,16 @@ integers at another, constant columns, one-row clients, empty, binary, absent or
 a file without a header, one site writing its own labels for a column's levels (``level_no``
 for ``no``), a record-number column, an infinite value, a column copied or recoded at every site
 (a warning naming both when the run goes on), a column without a value at one site, values too
-large to square. Every federation runs through
+large to square, the same site given twice (the same path, or a copy), values with blanks
+around them, a few values of a text column written in another case, a file compressed (gzip,
+bz2, xz, zip) or encoded otherwise (UTF-8 with a byte-order mark, UTF-16 with or without one),
+Excel's ``sep=`` first line, decimals written with a comma, and an ``--out`` that is a folder,
+under a file, in folders still to make or over an earlier file. Every federation runs through
 ``fedcausal_flwr.cli.main`` as a user would type it; :func:`check_outcome` states the property.
+A file whose only change is its form (compression, encoding, ``sep=`` line, blanks around
+values) must give what the plain file gives: the same graph or the same error.
+(``test_fuzz_frames.py`` gives the grammar's frames to the Python API with categorical columns;
+``test_compare_kill.py`` kills ``compare`` at random moments.)
 
 CI runs a fixed, derandomised budget (``CI_EXAMPLES`` per method). To hunt for bugs with a larger
 one, set ``FEDCAUSAL_FUZZ_EXAMPLES`` (examples per method; the runs are then random, so vary
@@ -21,12 +29,18 @@ one, set ``FEDCAUSAL_FUZZ_EXAMPLES`` (examples per method; the runs are then ran
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import copy
+import dataclasses
+import gzip
 import io
+import lzma
 import os
 import re
 import signal
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -101,9 +115,27 @@ PERTURBATIONS = (
     "recoded_copy",
     "empty_column",
     "huge_values",
+    "duplicate_site",
+    "blanks",
+    "case_variant",
+    "compressed",
+    "encoded",
+    "excel_sep_line",
+    "decimal_comma",
+    "out_target",
 )
 #: Perturbations after which the input is still good data (the run must then succeed).
-BENIGN = {"delimiter", "reordered", "constant_at_one_site"}
+BENIGN = {
+    "delimiter", "reordered", "constant_at_one_site", "blanks", "compressed", "encoded",
+    "excel_sep_line", "decimal_comma", "case_variant",
+}  # fmt: skip
+COMPRESSIONS = ("gzip", "bz2", "xz", "zip")
+ENCODINGS = ("utf-8-sig", "utf-16", "utf-16-le")
+#: --out as the user gives it: good targets, then ones that must be refused before the run
+GOOD_OUT = ("file", "nested", "existing")
+BAD_OUT = ("folder", "under_file")
+#: Values pandas reads as a missing value or a truth value in some case: never re-cased.
+SPECIAL_TEXT = {"na", "nan", "null", "none", "true", "false", "n/a", "<na>"}
 
 
 @dataclass
@@ -118,6 +150,24 @@ class SiteFile:
     header: bool = True
     kind: str = "csv"  # or: empty, blank, header-only, binary, latin-1, directory, absent
     junk: bytes = b""
+    same_as: int | None = None  # given as the path of this earlier client (the same file)
+    # the file's form: what the plain file (:meth:`plain`) reads the same as
+    compression: str | None = None
+    encoding: str = "utf-8"
+    excel_sep: bool = False
+    blanks: int | None = None  # the seed that places blanks around some values
+    # what a careful reader reads otherwise, or must say
+    case_column: str | None = None  # a text column some values of which are re-cased
+    decimal_comma: bool = False
+
+    def plain(self) -> SiteFile:
+        """The same data in the plain form: UTF-8, uncompressed, no ``sep=`` line or blanks."""
+        return dataclasses.replace(
+            self, compression=None, encoding="utf-8", excel_sep=False, blanks=None
+        )
+
+    def reformed(self) -> bool:
+        return self.kind == "csv" and self != self.plain()
 
     def read_defect(self, sep_flag: str | None, keep_index: bool) -> bool:
         """Whether the reader must refuse this file, whatever the other files hold."""
@@ -130,6 +180,7 @@ class SiteFile:
             or bool(self.frame.isna().to_numpy().any())
             or (self.index_label is not None and not keep_index)
             or (sep is not None and not _splits_as(sep, self.sep))
+            or (self.decimal_comma and _has_fractions(self.frame))
         )
 
     def variables(self, keep_index: bool) -> list[str]:
@@ -155,16 +206,21 @@ class Federation:
     options: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     twins: list[tuple[str, str]] = field(default_factory=list)  # (column, its copy)
+    out_kind: str = "file"
 
     def describe(self) -> str:
         lines = [
             f"method {self.method}, intended {self.intended}, sep flag {self.sep_flag!r}, "
-            f"keep_index {self.keep_index}, target {self.target!r}, applied {self.applied}"
+            f"keep_index {self.keep_index}, target {self.target!r}, out {self.out_kind}, "
+            f"applied {self.applied}"
         ]
         for k, site in enumerate(self.sites):
             lines.append(
                 f"  client {k}: {site.kind}, sep {site.sep!r}, index {site.index_label!r}, "
-                f"header {site.header}, na_rep {site.na_rep!r}, columns "
+                f"header {site.header}, na_rep {site.na_rep!r}, same_as {site.same_as}, "
+                f"form {site.compression}/{site.encoding}/sep= {site.excel_sep}/blanks "
+                f"{site.blanks}, case {site.case_column!r}, decimal comma {site.decimal_comma}, "
+                "columns "
                 f"{list(site.frame.columns)}, dtypes {[str(t) for t in site.frame.dtypes]}, "
                 f"{len(site.frame)} rows"
             )
@@ -173,6 +229,34 @@ class Federation:
 
 def _flag_delimiter(flag: str | None) -> str | None:
     return {None: None, "tab": "\t", "whitespace": " "}.get(flag, flag)
+
+
+def _has_fractions(frame: pd.DataFrame) -> bool:
+    """Whether a decimal column of ``frame`` holds a finite value with a fraction."""
+    for k in range(frame.shape[1]):
+        values = frame.iloc[:, k]
+        if pd.api.types.is_float_dtype(values):
+            finite = values[np.isfinite(values)]
+            if (finite != finite.round()).any():
+                return True
+    return False
+
+
+def reads_the_same(a: SiteFile, b: SiteFile) -> bool:
+    """Whether two clients' files plainly hold the same data (the same site given twice)."""
+    return (
+        a.kind == b.kind == "csv"
+        and a.header
+        and b.header
+        and a.index_label is None
+        and b.index_label is None
+        and a.case_column is None
+        and b.case_column is None
+        and list(map(str, a.frame.columns)) == list(map(str, b.frame.columns))
+        and a.frame.astype(str)
+        .reset_index(drop=True)
+        .equals(b.frame.astype(str).reset_index(drop=True))
+    )
 
 
 def _splits_as(flag: str, written: str) -> bool:
@@ -366,6 +450,29 @@ def perturb(draw, fed: Federation, name: str, rng: np.random.Generator) -> None:
         values = frame[column]
         if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
             site.frame = frame.assign(**{str(column): (values.astype(float) + 1.5) * 1e200})
+    elif name == "duplicate_site" and site.same_as is None:
+        twin = copy.deepcopy(site)
+        twin.same_as = k if draw(st.booleans()) else None
+        fed.sites.append(twin)
+    elif (
+        name == "blanks" and site.sep not in (" ", "\t") and fed.sep_flag not in (" ", "whitespace")
+    ):
+        site.blanks = draw(st.integers(0, 2**16))
+    elif name == "case_variant":
+        texts = [c for c in frame.columns if recasable(frame, c)]
+        if not texts:
+            return
+        site.case_column = str(draw(st.sampled_from(texts)))
+    elif name == "compressed":
+        site.compression = draw(st.sampled_from(COMPRESSIONS))
+    elif name == "encoded":
+        site.encoding = draw(st.sampled_from(ENCODINGS))
+    elif name == "excel_sep_line":
+        site.excel_sep = True
+    elif name == "decimal_comma":
+        site.decimal_comma = True
+    elif name == "out_target":
+        fed.out_kind = draw(st.sampled_from(GOOD_OUT + BAD_OUT))
     else:
         return
     fed.applied.append(f"{name}@{k}")
@@ -391,7 +498,7 @@ def write_site(site: SiteFile, path: Path) -> None:
         text = site.frame.to_csv(index=False, sep=site.sep)
         path.write_bytes(("café" + site.sep + text).encode("latin-1", errors="replace"))
         return
-    frame = site.frame
+    frame = written_frame(site)
     if site.index_label is not None:
         frame = frame.set_axis(range(site.index_start, site.index_start + len(frame)))
     text = frame.to_csv(
@@ -400,17 +507,100 @@ def write_site(site: SiteFile, path: Path) -> None:
         index_label=site.index_label,
         header=site.header,
         na_rep=site.na_rep,
+        decimal="," if site.decimal_comma else ".",
     )
     if site.kind == "header-only":
         text = text.splitlines()[0] + "\n"
-    path.write_text(text, encoding="utf-8")
+    if site.excel_sep:
+        text = f"sep={site.sep}\n{text}"
+    path.write_bytes(compress(text.encode(site.encoding), site.compression))
+
+
+def written_frame(site: SiteFile) -> pd.DataFrame:
+    """The values as the file shows them: some padded with blanks, some re-cased."""
+    frame = site.frame
+    if site.case_column is not None and recasable(frame, site.case_column):
+        values = frame[site.case_column]
+        rng = np.random.default_rng(len(frame))
+        chosen = rng.random(len(frame)) < 0.4
+        chosen[0] = True  # at least one value in the other case
+        recased = values.map(lambda v: v[:1].swapcase() + v[1:] if isinstance(v, str) else v)
+        frame = frame.assign(**{site.case_column: values.where(~chosen, recased)})
+    if site.blanks is not None:
+        rng = np.random.default_rng(site.blanks)
+        frame = frame.copy()
+        for k in range(frame.shape[1]):
+            pads = rng.choice(["", " ", "  "], size=(len(frame), 2), p=[0.5, 0.35, 0.15])
+            frame.isetitem(
+                k,
+                [
+                    f"{left}{_as_written(value, site)}{right}" if _paddable(value) else value
+                    for value, (left, right) in zip(frame.iloc[:, k], pads, strict=True)
+                ],
+            )
+    return frame
+
+
+def recasable(frame: pd.DataFrame, column: str) -> bool:
+    """Whether ``column`` is still one text column of at most three levels (a later mistake
+    may have dropped or recoded it), none of which pandas reads as a gap or a truth value."""
+    if not holds_once(frame, column) or frame[column].dtype != object:
+        return False
+    values = frame[column].dropna()
+    return (
+        all(isinstance(v, str) and v for v in values)
+        and 1 <= values.nunique() <= 3
+        and not {v.lower() for v in values} & SPECIAL_TEXT
+    )
+
+
+def spellings_of(fed: Federation, column: str) -> set[str]:
+    """The text values of ``column`` over the clients' files, as the reader strips them."""
+    found: set[str] = set()
+    for site in fed.sites:
+        if site.kind == "csv" and holds_once(site.frame, column):
+            values = written_frame(site)[column].dropna()
+            found |= {v.strip() for v in values if isinstance(v, str)}
+    return found
+
+
+def _as_written(value, site: SiteFile) -> str:
+    """A value as ``to_csv`` writes it for this file (its decimal mark)."""
+    if site.decimal_comma and isinstance(value, (float, np.floating)):
+        return str(value).replace(".", ",")
+    return str(value)
+
+
+def _paddable(value) -> bool:
+    """Text, or a finite number (a padded ``inf`` or ``nan`` is no longer read as a number)."""
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, (int, float, np.integer, np.floating)) and bool(np.isfinite(value))
+
+
+def compress(data: bytes, how: str | None) -> bytes:
+    if how == "gzip":
+        return gzip.compress(data)
+    if how == "bz2":
+        return bz2.compress(data)
+    if how == "xz":
+        return lzma.compress(data)
+    if how == "zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("site.csv", data)
+        return buffer.getvalue()
+    return data
 
 
 def run_cli(fed: Federation, folder: Path) -> tuple[int, str, str, Path, list[Path]]:
-    paths = [folder / f"site{k}.csv" for k in range(len(fed.sites))]
+    files = [folder / f"site{k}.csv" for k in range(len(fed.sites))]
+    paths = [files[site.same_as] if site.same_as is not None else files[k]
+             for k, site in enumerate(fed.sites)]  # fmt: skip
     for site, path in zip(fed.sites, paths, strict=True):
-        write_site(site, path)
-    out_file = folder / "result.json"
+        if site.same_as is None:
+            write_site(site, path)
+    out_file = out_target(fed.out_kind, folder)
     argv = ["run", "--method", fed.method, "--backend", "inprocess", "--out", str(out_file)]
     argv += ["--data", *map(str, paths), *fed.options]
     if fed.sep_flag is not None:
@@ -421,6 +611,20 @@ def run_cli(fed: Federation, folder: Path) -> tuple[int, str, str, Path, list[Pa
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     return code, out.getvalue(), err.getvalue(), out_file, paths
+
+
+def out_target(kind: str, folder: Path) -> Path:
+    """The ``--out`` path of a kind (:data:`GOOD_OUT`, :data:`BAD_OUT`), made as it says."""
+    if kind == "nested":
+        return folder / "results" / "today" / "result.json"
+    if kind == "existing":
+        (folder / "result.json").write_text("an earlier result\n")
+    if kind == "folder":
+        (folder / "result.json").mkdir()
+    if kind == "under_file":
+        (folder / "notes").write_text("a file\n")
+        return folder / "notes" / "result.json"
+    return folder / "result.json"
 
 
 # --------------------------------------------------------------------------- the property
@@ -435,10 +639,20 @@ def must_succeed(fed: Federation) -> bool:
         return False  # a data column named like an index may count the rows
     if any(site.sep in str(name) for site in fed.sites for name in site.frame.columns):
         return False  # a name holding its file's separator splits the header
+    if fed.out_kind in BAD_OUT or twice_given(fed):
+        return False
+    if any(site.read_defect(fed.sep_flag, fed.keep_index) for site in fed.sites):
+        return False  # decimals written with a comma
     pooled = pd.concat([site.frame for site in fed.sites], ignore_index=True)
     if "--test" in fed.options and len(pooled) <= len(fed.intended) + 1:
         return False  # Fisher-z given p - 2 variables needs more than p + 1 rows
     return not (pooled.nunique() < 2).any()
+
+
+def twice_given(fed: Federation) -> list[tuple[int, int]]:
+    """Pairs of clients given the same data (the same file, or a copy)."""
+    return [(a, b) for b in range(len(fed.sites)) for a in range(b)
+            if reads_the_same(fed.sites[a], fed.sites[b])]  # fmt: skip
 
 
 def check_outcome(fed: Federation, code: int, out: str, err: str, out_file: Path, paths) -> None:
@@ -454,6 +668,8 @@ def check_outcome(fed: Federation, code: int, out: str, err: str, out_file: Path
     ]
     if code == 0:
         assert not defect, f"a file the reader must refuse was read\n{story}"
+        assert fed.out_kind not in BAD_OUT, f"--out {fed.out_kind} was taken\n{story}"
+        assert not twice_given(fed), f"a site given twice was run\n{story}"
         result = Result.load(out_file)
         learned = set(result.variables)
         assert result.graph is not None and set(result.graph.names) == learned, story
@@ -474,7 +690,15 @@ def check_outcome(fed: Federation, code: int, out: str, err: str, out_file: Path
                 and site.frame[column].astype(str).equals(site.frame[twin].astype(str))
                 for site in fed.sites
             ):
-                assert f"columns {column!r} and {twin!r} are equal at every site" in err, story
+                constant = f"column {column!r} has a single level" in err  # an isolated node
+                assert constant or f"columns {column!r} and {twin!r} are equal" in err, story
+        for column in {site.case_column for site in fed.sites} - {None}:
+            spelled = {}
+            for value in spellings_of(fed, column):
+                spelled.setdefault(value.casefold(), set()).add(value)
+            if column in learned and any(len(v) > 1 for v in spelled.values()):
+                warned = [line for line in err.splitlines() if "differ only by case" in line]
+                assert warned and f"column {column!r}" in warned[0], f"no case note\n{story}"
         return
     assert not must_succeed(fed), f"good data was refused\n{story}"
     lines = err.strip().splitlines()
@@ -489,7 +713,11 @@ def check_outcome(fed: Federation, code: int, out: str, err: str, out_file: Path
         or re.search(r"\bcolumns? '", message)
     )
     assert named, f"the error names no client, file, column or option\n{story}"
-    if defect:  # files are read in order: the first refused file is at most the first bad one
+    if message.startswith("--out "):  # checked before the run: nothing learned, nothing shown
+        assert fed.out_kind in BAD_OUT and not out.strip(), story
+    if defect and not message.startswith(
+        "--out "
+    ):  # files are read in order: the first refused file is at most the first bad one
         client = re.match(r"client (\d+) \(", message)
         assert client and int(client.group(1)) <= defect[0], story
 
@@ -522,6 +750,33 @@ def test_every_method_learns_the_declared_variables_or_says_what_is_wrong(method
         with tempfile.TemporaryDirectory() as folder, hang_guard(HANG_SECONDS, fed):
             code, out, err, out_file, paths = run_cli(fed, Path(folder))
             event("learned a graph" if code == 0 else f"exit {code}")
+            for applied in fed.applied:
+                event(applied.split("@")[0])
             check_outcome(fed, code, out, err, out_file, paths)
+            if any(site.reformed() for site in fed.sites):
+                same_as_plain(fed, code, err, out_file)
 
     property_holds()
+
+
+def same_as_plain(fed: Federation, code: int, err: str, out_file: Path) -> None:
+    """A file's form changes nothing: the plain files give the same graph or the same error."""
+    plain = dataclasses.replace(fed, sites=[site.plain() for site in fed.sites])
+    with tempfile.TemporaryDirectory() as folder:
+        plain_code, _, plain_err, plain_out, _ = run_cli(plain, Path(folder))
+        story = f"{fed.describe()}\nexit {code} (plain {plain_code})\n{err}\nplain:\n{plain_err}"
+        assert code == plain_code, f"the form changed the outcome\n{story}"
+        if code == 0:
+            graph, plain_graph = Result.load(out_file).graph, Result.load(plain_out).graph
+            assert graph == plain_graph, f"the form changed the graph\n{story}"
+        else:  # the same culprit (the words may differ: a sep= line or a line number tells more)
+            assert culprit(err) == culprit(plain_err), story
+
+
+def culprit(err: str) -> tuple[str | None, ...]:
+    """What an error line blames: the option, the client and the column it names first."""
+    line = err.strip().splitlines()[-1]
+    found = (
+        re.search(p, line) for p in (r"error: (--[a-z-]+)", r"clients? (\d+)", r"column '([^']*)'")
+    )
+    return tuple(m.group(1) if m else None for m in found)

@@ -410,3 +410,28 @@ def test_excels_separator_line_is_read(capsys, tmp_path, asia, files):
     holes = write("holes.csv", "sep=;\nA;B\n1;2\n2;\n")
     with pytest.raises(InputError, match=r"data row 1 \(line 4 of the file"):
         read_client_csv(holes, 0)
+
+
+def test_a_separator_line_that_does_not_split_the_header_says_so(files):
+    """The ``sep=`` line decides the separator, so a single column is the line's fault (or
+    the file's), not a ``--sep`` the user never gave."""
+    _, write = files
+    wrong = write("wrong.csv", "sep=;\nA,B\n1,0\n0,1\n")
+    with pytest.raises(InputError) as caught:
+        read_client_csv(wrong, 0, entry_point="cli")
+    assert "the separator ';' its first line names, but its lines split on ','" in str(caught.value)
+    assert "correct its first line to sep=, or remove that line" in str(caught.value)
+    assert "--sep" not in str(caught.value)
+    single = write("single.csv", "sep=,\nA\n1\n0\n")
+    with pytest.raises(InputError, match="a client file needs at least two columns") as caught:
+        read_client_csv(single, 0, entry_point="cli")
+    assert "--sep" not in str(caught.value)
+
+
+def test_a_separator_line_naming_a_blank_is_read(files):
+    """``sep= `` names the space (the blank is the separator, not padding to strip)."""
+    _, write = files
+    spaced = write("spaced.csv", "sep= \nA B\n1 0\n0 1\n")
+    assert read_client_csv(spaced, 0).columns.tolist() == ["A", "B"]
+    padded = write("padded.csv", "sep=; \r\nA;B\r\n1;0\r\n0;1\r\n")
+    assert read_client_csv(padded, 0).columns.tolist() == ["A", "B"]

@@ -309,7 +309,7 @@ def read_client_csv(
             "header row, then data rows only",
             "remove the comment lines",
         )
-    sep = _delimiter(source, lines, declared or parse_sep(sep))
+    sep = _delimiter(source, lines, declared or parse_sep(sep), declared is not None)
     header = split_line(lines[0], sep)
     _check_header(source, header)
     if len(lines) == 1:
@@ -332,7 +332,8 @@ def _excel_sep_line(source: _File, text: str, given: str | None) -> tuple[str, s
     """The text without Excel's first line ``sep=X`` and the delimiter it names (``None``: no
     such line). A delimiter given otherwise must agree with it."""
     first, _, rest = text.partition("\n")
-    match = _EXCEL_SEP.fullmatch(first.strip(' \r"'))
+    line = first.rstrip("\r").strip('"')
+    match = _EXCEL_SEP.fullmatch(line) or _EXCEL_SEP.fullmatch(line.strip())  # sep=  : a blank
     if match is None:
         return text, None
     declared = parse_sep(match.group(1))
@@ -347,10 +348,26 @@ def _excel_sep_line(source: _File, text: str, given: str | None) -> tuple[str, s
     return rest, declared
 
 
-def _delimiter(source: _File, lines: list[str], given: str | None) -> str:
+def _delimiter(source: _File, lines: list[str], given: str | None, declared: bool = False) -> str:
+    """The delimiter: ``given`` (by the user, or by the file's ``sep=`` line: ``declared``)
+    when it splits the header, else the one sniffed."""
     sample = lines[: SNIFFED_LINES + 1]
     sniffed = sniff_delimiter(sample)
     if given is not None:
+        if declared and len(split_line(lines[0], given)) < 2:
+            named = (
+                f"has a single column with the separator {delimiter_name(given)} its first "
+                "line names"
+            )
+            if sniffed:
+                raise source.error(
+                    f"{named}, but its lines split on {delimiter_name(sniffed)}",
+                    f"correct its first line to sep={sniffed} or remove that line",
+                )
+            raise source.error(
+                f"{named}; a client file needs at least two columns",
+                "give the file's other columns",
+            )
         if len(split_line(lines[0], given)) < 2:
             hint = f" (its lines split on {delimiter_name(sniffed)})" if sniffed else ""
             raise source.error(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedcausal_flwr.data.inputs import client_label
@@ -234,6 +234,23 @@ def _clients_text(pids: list[int], files: Mapping[int, str]) -> str:
     return "clients " + ", ".join(n.removeprefix("client ") for n in shown)
 
 
+def _pair(kind: str, pair: Sequence[str]) -> tuple[str, ...]:
+    """A reported pair as compared between sites: duplicates in either order are one pair."""
+    return tuple(sorted(pair)) if kind == "duplicates" else tuple(pair)
+
+
+def _constant_pair(kind: str, pair: tuple[str, ...], report: ClientInfo) -> bool:
+    """Whether a site where ``pair`` is not reported holds it anyway through a constant column:
+    two columns of one level, the same, are equal; a column of one level is determined by any
+    other."""
+    single = [report.levels.get(c) for c in pair]
+    if kind == "duplicates":
+        return all(lv is not None and len(lv) == 1 for lv in single) and single[0] == single[1]
+    if kind == "determines":
+        return pair[0] in report.levels and single[1] is not None and len(single[1]) == 1
+    return False
+
+
 class DependenceWarning(InputNote):
     """Columns a CI test cannot separate at every site (duplicates, a function of another,
     near-collinear): their tests remove true edges silently, so the user is told."""
@@ -248,8 +265,15 @@ def warn_dependence(info: Mapping[int, ClientInfo], *, discrete: bool, numeric: 
     reports = [report.dependence for report in info.values()]
 
     def everywhere(kind: str) -> list[tuple[str, ...]]:
-        sets = [{tuple(pair) for pair in found.get(kind, [])} for found in reports]
-        return sorted(set.intersection(*sets))
+        """Pairs some site reports and every other site holds as well: reported there, or
+        implied by a column constant there (a site reports only columns that vary)."""
+        sets = [{_pair(kind, pair) for pair in found.get(kind, [])} for found in reports]
+        return sorted(
+            pair
+            for pair in set.union(*sets)
+            if all(pair in found or _constant_pair(kind, pair, report)
+                   for found, report in zip(sets, info.values(), strict=True))
+        )  # fmt: skip
 
     lines = [
         f"columns {a!r} and {b!r} are equal at every site (duplicates): a CI test given one "
