@@ -757,6 +757,25 @@ def test_a_recoded_column_is_one_warning_for_both_directions():
     ]
 
 
+def test_a_relationship_held_through_a_constant_or_another_column_order_is_warned():
+    """A site reports only columns that vary, in its own column order: one where both copies
+    are one constant value (or the determined column is), or that lists the copy first, still
+    holds the relationship."""
+    frames = [site_frame(400, k).assign(B2=lambda f: f["B"]) for k in range(3)]
+    frames[0][["B", "B2"]] = 1  # both copies constant, and equal, at one site
+    frames[1] = frames[1][["B2", *frames[1].columns.drop("B2")]]  # the copy first
+    assert checked_warnings(frames, "discrete") == [DUPLICATE_LINE]
+    frames[0] = frames[0].assign(B2=0)  # now different constants: not copies there
+    assert checked_warnings(frames, "discrete") == []
+    determined = [site_frame(400, k) for k in range(3)]
+    for frame in determined:
+        frame["G"] = np.where(frame["C"] == 2, "high", "low")
+    determined[2]["G"] = "low"  # one value at a site: determined by anything there
+    assert [w.split(":")[0] for w in checked_warnings(determined, "discrete")] == [
+        "column 'C' determines column 'G' at every site (one value of 'G' per value of 'C')"
+    ]
+
+
 def test_a_relationship_at_some_sites_only_is_data():
     frames = [site_frame(400, k) for k in range(3)]
     frames[0]["B2"] = frames[0]["B"]

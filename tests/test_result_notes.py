@@ -117,6 +117,46 @@ def test_cli_prints_listwise_note_once(
     ]
 
 
+def _cli_notes(tmp_path, capsys, frames: list[pd.DataFrame], *args: str) -> list[str]:
+    """The note lines of a command-line run on ``frames`` written as site files."""
+    files = []
+    for k, frame in enumerate(frames):
+        files.append(str(tmp_path / f"site{k}.csv"))
+        frame.to_csv(files[-1], index=False)
+    code = main(["run", "--backend", "inprocess", "--data", *files, *args])
+    printed = capsys.readouterr()
+    assert code == 0 and "Traceback" not in printed.err, printed.err
+    return [ln for ln in printed.err.splitlines() if ln.startswith("fedcausal-flwr: note: ")]
+
+
+def test_cli_names_untested_pairs_and_case_split_names(
+    sites: list[pd.DataFrame], tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = sites
+    cols = list(a.columns)
+    second = b[cols[3:]].rename(columns={"lung": "Lung"})
+    notes = _cli_notes(tmp_path, capsys, [a[cols[:5]], second], "--method", "fedcdnv")
+    assert len(notes) == 2, notes
+    assert notes[0].startswith(
+        "fedcausal-flwr: note: 16 of 36 variable pairs are never observed together at one "
+        "client (asia-Lung, asia-either,"
+    )
+    assert notes[1] == (
+        "fedcausal-flwr: note: client 0 (site0.csv)'s 'lung' and client 1 (site1.csv)'s 'Lung' "
+        "are read as 2 variables (their names differ only by case or blanks); rename them to "
+        "one spelling if they are one variable"
+    )
+
+
+def test_cli_notes_a_column_whose_levels_make_tables_sparse(
+    sites: list[pd.DataFrame], tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    data = [frame.assign(code=rng.integers(0, 80, len(frame))) for frame in sites]
+    notes = _cli_notes(tmp_path, capsys, data, "--method", "fedpc", "--test", "chi2")
+    assert [n for n in notes if "column 'code' has 80 levels" in n] == notes and len(notes) == 1
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> Path:
     """A two-seed sweep whose second run record is then cut short."""
