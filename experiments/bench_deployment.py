@@ -6,7 +6,7 @@ the warm executor beside Flower's SuperNode, and the tuned set-up.
 Three sites (an IID split of ``--samples`` rows of asia, one CSV each), a SuperLink, one SuperNode
 per site and ``flwr run`` (FedPC, exact chi2, alpha 0.05, by default), in one run of this script:
 
-* stock: the README's commands, ``flower-supernode`` in its default ``subprocess`` isolation
+* stock: docs/deployment.md's commands, ``flower-supernode`` in its default ``subprocess`` isolation
   (Flower's own SuperExec starts a fresh ``flwr-clientapp`` process for every message; the
   SuperNode sleeps 3 s after an empty pull and waits for replies in 0.5 s steps);
 * executor: Flower's own ``flower-supernode --isolation process`` (unchanged) plus a warm
@@ -26,8 +26,8 @@ deployment used (SuperLink, SuperNodes, executors, everything they started and `
 ``flwr run`` to its result: the cost a loaded machine stretches into waiting); then the means
 against the targets (stock <= 5 s, i.e. at least 2x faster than the ~10 s per round before;
 tuned <= 2 s) and the ratios stock / tuned and stock / floor. The SuperLink keeps its state in
-memory, as the README's command does; ``--database`` puts it in an SQLite file instead (every
-pull is then a transaction on disk: slower rounds, more CPU). The machine's load average is
+memory, as docs/deployment.md's command does; ``--database`` puts it in an SQLite file instead
+(every pull is then a transaction on disk: slower rounds, more CPU). The machine's load average is
 printed before and after: on a loaded machine every figure but the CPU seconds grows.
 """
 
@@ -226,7 +226,7 @@ def main() -> None:
         "--database",
         action="store_true",
         help="the SuperLink keeps its state in an SQLite file (flower-superlink --database) "
-        "instead of in memory (the README's command)",
+        "instead of in memory (docs/deployment.md's command)",
     )
     args = parser.parse_args()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from fedcausal_flwr import outputs
+from fedcausal_flwr.result import PVALUE_FLOOR
 
 
 def add_citest_parser(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +102,8 @@ def citest_command(args: argparse.Namespace) -> int:
     print(f"test: {res.x} _||_ {res.y} | {given}  ({args.ci}, site effect {args.site_effect})")
     for name in (res.x, res.y, *res.given):
         print(f"  {name}: {schema[name].kind}")
-    print(f"p-value: {res.p_value:.6g}")
+    shown = f"< {PVALUE_FLOOR:.0e}" if res.p_value < PVALUE_FLOOR else f"{res.p_value:.6g}"
+    print(f"p-value: {shown}")
     if args.ci == "fedci":
         print(f"  {res.x} ~ {res.y} + Z: LRT statistic {res.statistic_x:.6g}, df {res.df_x}, "
               f"p {res.p_x:.6g}")  # fmt: skip

@@ -259,18 +259,14 @@ def _drawer(path: str, failed: outputs.FailedWrites) -> Callable[[Any, Any], Non
     """``run --draw``: the learned graph against the truth it was scored with, if any."""
 
     def draw(result: Any, dag: Any) -> None:
-        from fedcausal_flwr.plots import plot_graph_vs_truth
-        from fedcausal_flwr.scoring import truth_for
+        from fedcausal_flwr.plots import plot_graph_vs_truth, result_drawing
 
         if result.graph is None:
             raise OptionError(f"--draw {path}: {result.method} returned no single graph to draw")
-        data = result.config.get("data") or {}
-        title = f"{result.method}: {data.get('clients', '?')} clients" + (
-            f", {data['network']} x {data.get('samples')}" if data.get("network") else ""
-        )
-        reference = None if dag is None else truth_for(result.graph, dag)
+        # in the view of the summary's metrics; the title names the run and the view
+        learned, reference, title = result_drawing(result, dag)
         with failed.attempt(f"--draw {path}", "the graph", path):  # told after the summary
-            plot_graph_vs_truth(result.graph, reference, path, title=title)
+            plot_graph_vs_truth(learned, reference, path, title=title)
 
     return draw
 
@@ -327,10 +323,7 @@ def disclosure_rows(spec) -> list[tuple[str, str]]:
 
 def methods_markdown() -> str:
     """Every method's options as Markdown tables (docs/methods.md is this text)."""
-    from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+    from fedcausal_flwr.federation.core.registry import builtin_methods
 
     blocks = [
         "# Method options",
@@ -342,38 +335,48 @@ def methods_markdown() -> str:
         "(`options='max-depth=3'`).",
     ]
     for name in builtin_methods():
-        spec = get_method(name)
-        blocks += [
-            "",
-            f"## `{name}`",
-            "",
-            spec.description + (f" ({spec.paper})." if spec.paper else "."),
-            "",
-            "What its sites send (a site answers no other action; "
-            "[What a site controls](deploy.md#what-a-site-controls)):",
-            "",
-            *(f"- `{action}`: {cell(kind)}" for action, kind in disclosure_rows(spec)),
-        ]
-        if not len(spec.options):
-            blocks += ["", "No options."]
-            continue
-        blocks += [
-            "",
-            "| option | values | default | paper | what it does |",
-            "|---|---|---|---|---|",
-        ]
-        for option in spec.options:
-            default = "required" if option.required else show_value(option.default)
-            blocks.append(
-                f"| `{option.name}` | {cell(option.describe_type())} | `{default}` | "
-                f"{cell(option.paper) or '-'} | {cell(option.help)} |"
-            )
+        blocks += ["", method_markdown(name, level=2, links="")]
     return "\n".join(blocks) + "\n"
+
+
+def method_markdown(name: str, level: int = 2, links: str = "") -> str:
+    """One method's declaration as Markdown: what it is, what its sites send, its options (the
+    documentation site's method pages insert this text; ``links``: the path to the guides)."""
+    from fedcausal_flwr.federation.core.registry import get_method
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    spec = get_method(name)
+    blocks = [
+        f"{'#' * level} `{name}`",
+        "",
+        spec.description + (f" ({spec.paper})." if spec.paper else "."),
+        "",
+        "What its sites send (a site answers no other action; "
+        f"[What a site controls]({links}deploy.md#what-a-site-controls)):",
+        "",
+        *(f"- `{action}`: {cell(kind)}" for action, kind in disclosure_rows(spec)),
+    ]
+    if not len(spec.options):
+        return "\n".join([*blocks, "", "No options."])
+    blocks += [
+        "",
+        "| option | values | default | paper | what it does |",
+        "|---|---|---|---|---|",
+    ]
+    for option in spec.options:
+        default = "required" if option.required else show_value(option.default)
+        blocks.append(
+            f"| `{option.name}` | {cell(option.describe_type())} | `{default}` | "
+            f"{cell(option.paper) or '-'} | {cell(option.help)} |"
+        )
+    return "\n".join(blocks)
 
 
 def defaults_vs_papers() -> str:
     """Markdown bullets: every default that differs from its paper (or the authors' code where
-    the paper is silent), and why; the README's list is this text (a test checks it)."""
+    the paper is silent), and why; docs/options.md's list is this text (a test checks it)."""
     from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 
     grouped: dict[tuple, list[str]] = {}
@@ -565,16 +568,13 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.report import REPORT_NAME, build_report
+    from fedcausal_flwr.report import REPORT_NAME, rebuild_page
 
     folder = Path(args.dir)
     if not folder.is_dir():
         raise OptionError(f"report {args.dir}: no such folder")
     path = outputs.check_file(folder / REPORT_NAME, f"report {args.dir}")
-    try:
-        page = build_report(folder, args.title)
-    except FileNotFoundError as err:
-        raise OptionError(f"report {args.dir}: {err}") from None
+    page = rebuild_page(folder, args.title)  # or one line, and no stale page left
     failed = outputs.FailedWrites()
     with failed.attempt(f"report {args.dir}", str(path)):
         outputs.write_text(path, page)

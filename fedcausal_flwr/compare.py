@@ -13,7 +13,9 @@ Layout of ``out/``:
 * ``results.csv``: one row per run, rebuilt from all run records (never duplicates), plus the rows
   a method's ``summaries`` hook adds (``local``: ``local-avg`` and ``local-best-oracle``).
 * ``summary.csv`` / ``summary.txt``: mean and sd per network x method x K for the current sweep.
-* ``plots/*.png``: metrics against K, costs, and one learned graph against its truth.
+* ``plots/*.png``: metrics against K, costs, and one run's learned graph against its truth, in
+  the view its table scores it (a DAG output as its equivalence class, a local structure over
+  its target's neighbourhood), its title naming the run and the view.
 * ``study.json``: the sweep's plan (settings, metrics, run keys, the drawn run) and
   ``report.html``: one self-contained page of all of it (:mod:`fedcausal_flwr.report`).
 
@@ -578,12 +580,16 @@ def compare(
     summary = summarise(frame, metrics)
     study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
 
-    def attempt(what: str, write: Callable[[], Any]) -> Any:
+    def attempt(what: str, write: Callable[[], Any], drawn: bool = False) -> Any:
         try:
             return write()
         except OSError as err:
             study.not_written[what] = reason(err)
-            return None
+        except (ValueError, KeyError) as err:  # a plot or page that cannot be drawn: the runs
+            if not drawn:  # and tables are kept, and the line says why
+                raise
+            study.not_written[what] = str(err.args[0] if isinstance(err, KeyError) else err)
+        return None
 
     attempt("results.csv", lambda: write_results(out, everything))
     attempt("summary.csv", lambda: write_text(out / "summary.csv", summary.to_csv(index=False)))
@@ -613,13 +619,13 @@ def compare(
         from fedcausal_flwr.plots import plot_study
 
         drawn = attempt(
-            "plots", lambda: plot_study(frame, out, metrics, graph_to_draw(out, chosen))
+            "plots", lambda: plot_study(frame, out, metrics, graph_to_draw(out, chosen)), True
         )
         study.plots = list(drawn or [])
     if report:
         from fedcausal_flwr.report import write_report
 
-        study.report = attempt("report.html", lambda: write_report(out))
+        study.report = attempt("report.html", lambda: write_report(out), True)
     if {"plots", "report.html"} & set(study.not_written):  # the report draws into plots/ too
         remove_cut_pngs(out / "plots")
     if study.not_written:
@@ -679,12 +685,12 @@ def default_graph_run(specs: Sequence[RunSpec], frame: pd.DataFrame) -> str | No
 
 
 def graph_to_draw(out: str | Path, key: str | None) -> tuple[Any, Any, str] | None:
-    """``(learned graph, its truth, title)`` of a stored run, for the study's graph plot."""
+    """``(learned graph, its truth, title)`` of a stored run, for the study's graph plot: the two
+    graphs its table's columns compare (a local structure at its target, a DAG output as its
+    equivalence class), the title naming the run and that view."""
+    from fedcausal_flwr.plots import drawing_title
+
     if key is None:
         return None
     learned, truth, record = learned_and_truth(out, key)
-    title = (
-        f"{record['method']} on {record['network']} (n={record['n']}, K={record['K']}, "
-        f"seed={record['seed']}): SHD {record['metrics'].get('shd')}"
-    )
-    return learned, truth, title
+    return learned, truth, drawing_title(record)

@@ -10,8 +10,12 @@ them on can set them before importing the package).
 from __future__ import annotations
 
 import os
+from importlib.metadata import PackageNotFoundError, version
 
-VERSION = "0.1.0"
+try:  # the version is pyproject.toml's, read from the installed package's metadata
+    VERSION = version("fedcausal-flwr")
+except PackageNotFoundError:  # a source tree that was never installed
+    VERSION = "0+unknown"
 
 NO_PHONING_OUT = {
     "FLWR_TELEMETRY_ENABLED": "0",

@@ -244,6 +244,39 @@ def local_metrics(learned: Graph, truth: Graph, target: int | str) -> dict[str, 
     return rates
 
 
+def target_neighbourhood(learned: Graph, truth: Graph, target: str) -> tuple[Graph, Graph]:
+    """The pairs :func:`local_metrics` scores, as two ``LOCAL`` graphs over the same nodes.
+
+    A local-structure method (FedLCS) claims the target's parents and children, nothing about the
+    edges among them, so both graphs keep only the edges at ``target``, over the target, its true
+    parents and children and its learned neighbours (``truth``'s order). ``learned`` may cover
+    a subset of ``truth``'s nodes (a ``LOCAL`` graph over what its search touched). Their
+    :func:`shd` is ``local_metrics``'s, and :func:`graph_metrics` of them scores the
+    neighbourhood in the usual columns (adjacency F1: the parents-and-children set's).
+    """
+    unknown = sorted(set(learned.names) - set(truth.names))
+    if unknown or target not in truth.names:
+        missing = unknown or [target]
+        raise ValueError(
+            f"cannot compare a local structure at {target!r}: {missing} not in the truth"
+        )
+    p = truth.n_nodes
+    where = [truth.index(v) for v in learned.names]
+    embedded = np.zeros((p, p), dtype=truth.marks.dtype)
+    embedded[np.ix_(where, where)] = learned.marks
+    t = truth.index(target)
+    at_target = np.zeros((p, p), dtype=bool)
+    at_target[t, :] = at_target[:, t] = True
+    lm = np.where(at_target, embedded, NONE)
+    tm = np.where(at_target, truth.marks, NONE)
+    keep = (lm[t] != NONE) | (tm[t] != NONE)
+    keep[t] = True
+    nodes = np.flatnonzero(keep)
+    names = tuple(truth.names[i] for i in nodes)
+    pick = np.ix_(nodes, nodes)
+    return Graph(names, lm[pick], "LOCAL"), Graph(names, tm[pick], "LOCAL")
+
+
 # ============================================================================ summary
 def graph_metrics(learned: Graph, truth: Graph) -> dict[str, float]:
     """The usual summary of a learned graph against its truth.

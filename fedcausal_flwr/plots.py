@@ -237,11 +237,16 @@ def classify_pairs(learned: Graph, truth: Graph) -> dict[str, list[tuple[int, in
     return groups
 
 
-_ARROWSTYLE = {
-    (TAIL, ARROW): "-|>",
-    (ARROW, TAIL): "<|-",
-    (ARROW, ARROW): "<|-|>",
-}
+#: Arrowhead length in points (the heads' ``mutation_scale``): 12 pt is about 17 px at
+#: :data:`GRAPH_DPI`, several line widths long, so an edge's direction reads at 100% zoom even
+#: on a dense graph (matplotlib's default head, 0.4 of a 15 pt scale, drew 8 px heads, and a
+#: dotted edge drew a dotted head). Heads are drawn solid and filled on every edge class.
+ARROWHEAD_PT = 12.0
+#: Arrowhead width over its length (a head ``0.75 * ARROWHEAD_PT`` = 9 pt wide, about 12 px).
+ARROWHEAD_WIDTH = 0.75
+#: an arrowhead: a filled triangle ARROWHEAD_PT long (its path is exactly that long: no shaft)
+_HEADSTYLE = f"-|>,head_length=1,head_width={ARROWHEAD_WIDTH / 2:g}"
+_SHRINK_PT = 2.0  # the gap between an edge's end and its node's label box, in points
 
 #: what each class of pair means, for the legend
 EDGE_MEANINGS = {
@@ -259,7 +264,86 @@ GRAPH_DPI = 100
 NODE_FONT = 10.0  # points
 EDGE_FONT = 8.5
 _NODE_PAD, _EDGE_PAD = 0.35, 0.2  # label box padding, in font sizes
-_TITLE_PX, _GAP_PX = 44, 10  # the title's band above the graph, the space around boxes
+_TITLE_PX, _GAP_PX = 44, 10  # a one-line title's band above the graph, the space around boxes
+TITLE_FONT = 12.0  # points
+TITLE_CHARS = 150  # characters a title line holds at TITLE_FONT across the drawing
+
+
+def compared_text(learned: Graph, truth: Graph | None) -> str:
+    """What a drawing's two graphs are, for its legend: ``CPDAG against the true CPDAG``, a local
+    structure as the target's edges against the true ones."""
+    if truth is None:
+        return f"learned {learned.kind}"
+    if learned.kind == "LOCAL":
+        return "the target's learned edges against its true edges (parents and children)"
+    return f"{learned.kind} against the true {truth.kind}"
+
+
+def drawing_title(record: Mapping[str, Any]) -> str:
+    """The title of a study's drawing of one stored run (a ``compare`` run record): see
+    :func:`run_title`."""
+    extra = (record.get("result") or {}).get("extra") or {}
+    method, network, view = str(record["method"]), str(record["network"]), record.get("view")
+    metrics, target = record.get("metrics") or {}, extra.get("target")
+    return run_title(method, network, record["seed"], record["K"], record.get("n"),
+                     str(view or ""), metrics, target)  # fmt: skip
+
+
+def run_title(
+    method: str,
+    network: str | None,
+    seed: Any,
+    clients: Any,
+    samples: Any,
+    view: str,
+    metrics: Mapping[str, Any],
+    target: Any = None,
+) -> str:
+    """A drawing's title: which run it is (method, network, seed, K, rows; a local structure's
+    target) and the view its graphs and SHD are in, worded as its table's view note. Tables
+    average over seeds and a drawing shows one of those runs, so it says "one run"."""
+    setting = [f"seed {seed}" if seed is not None else "", f"K = {clients} clients"]
+    if samples:
+        setting.append(f"n = {int(samples):,} rows")
+    if target:
+        setting.append(f"target {target}")
+    where = f" on {network}" if network else ""
+    run = f"{method}{where}, one run: " + ", ".join(p for p in setting if p)
+    statement = view_statement({method: view} if view else {})
+    if "shd" in metrics:
+        return f"{run}: SHD {metrics['shd']:g}\n{statement}"
+    if "dag_shd" in metrics:  # a DAG output with no equivalence class: drawn as the DAG
+        return (
+            f"{run}: SHD {metrics['dag_shd']:g} in the DAG view (the DAG against the true DAG)\n"
+            f"{statement}"
+        )
+    return f"{run}\n{statement}" if view else run
+
+
+def result_drawing(result: Any, dag: Graph | None) -> tuple[Graph, Graph | None, str]:
+    """What ``run --draw`` draws: a :class:`~fedcausal_flwr.result.Result`'s graph and truth as
+    its summary's metrics compare them (a DAG output as its equivalence class, a local structure
+    at its target; the graph alone without a truth), and the title naming the run and view."""
+    from fedcausal_flwr.scoring import view_graphs
+
+    if result.graph is None:
+        raise ValueError(f"{result.method} returned no single graph to draw")
+    data = result.config.get("data") or {}
+    target = result.extra.get("target") if result.graph.kind == "LOCAL" else None
+    title = run_title(
+        result.method,
+        data.get("network"),
+        (result.config.get("run") or {}).get("seed"),
+        data.get("clients", "?"),
+        data.get("samples"),
+        str(result.config.get("view") or "") if dag is not None else "",
+        result.metrics if dag is not None else {},
+        target,
+    )
+    if dag is None:
+        return result.graph, None, title
+    learned, truth = view_graphs(result.graph, dag, None if target is None else str(target))
+    return learned, truth, title
 
 
 def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
@@ -429,6 +513,17 @@ def _edge_ends(xy: np.ndarray, nodes: np.ndarray, i: int, j: int) -> tuple[np.nd
     return xy[i] + out_i * unit, xy[j] - out_j * unit
 
 
+def _head_tip(
+    xy: np.ndarray, nodes: np.ndarray, node: int, other: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where an arrowhead at ``node`` on the edge from ``other`` has its tip (the edge's end, just
+    off the node's label box), and the unit vector from there back along the edge."""
+    step = xy[other] - xy[node]
+    unit = step / (float(np.hypot(*step)) or 1.0)
+    end = _edge_ends(xy, nodes, node, other)[0]
+    return end + _SHRINK_PT * GRAPH_DPI / 72 * unit, unit
+
+
 def place_edge_labels(
     xy: np.ndarray,
     node_sizes: np.ndarray,
@@ -436,15 +531,16 @@ def place_edge_labels(
     labelled: Sequence[int],
     labels: Sequence[str],
     frame: tuple[float, float],
+    avoid: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray | None, bool]]:
     """Where the label of each ``edges[labelled[k]]`` goes (drawing pixels): on its own edge,
-    where its box overlaps no node box and no label placed before it, and no other edge runs
-    under it; the middle if free, else the free spot nearest it. With no such spot the label is
-    numbered, the number's small box placed the same way, and the label goes to the notes under
-    the drawing. Per label: (centre, or None when not even the number fits; whether the full
-    label is drawn there)."""
+    where its box overlaps no node box, no box of ``avoid`` (x0, y0, x1, y1: the arrowheads) and
+    no label placed before it, and no other edge runs under it; the middle if free, else the
+    free spot nearest it. With no such spot the label is numbered, the number's small box placed
+    the same way, and the label goes to the notes under the drawing. Per label: (centre, or None
+    when not even the number fits; whether the full label is drawn there)."""
     ends = np.array([[xy[i], xy[j]] for i, j in edges]).reshape(-1, 2, 2)
-    obstacles = [_boxes_at(xy, node_sizes + 4)]
+    obstacles = [_boxes_at(xy, node_sizes + 4), np.zeros((0, 4)) if avoid is None else avoid]
     full = _text_sizes(labels, EDGE_FONT, _EDGE_PAD)
     numbers = _text_sizes([str(k + 1) for k in range(len(labels))], EDGE_FONT, _EDGE_PAD)
     length = np.hypot(*(ends[labelled, 1] - ends[labelled, 0]).T) if len(labelled) else []
@@ -476,6 +572,7 @@ class GraphDrawing(NamedTuple):
     node_labels: list[Any]
     edge_labels: list[Any]  # labels and numbers drawn on edges
     notes: list[Any]  # the labels with no room on their edge, under the drawing
+    heading: Any = None  # the title: which run, in which view
 
 
 def draw_graph_vs_truth(
@@ -491,6 +588,7 @@ def draw_graph_vs_truth(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch
 
     from fedcausal_flwr.metrics import align
 
@@ -513,8 +611,18 @@ def draw_graph_vs_truth(
         and (text := (edge_labels or {}).get(frozenset((truth.names[i], truth.names[j]))))
     ]
     edges = [(i, j) for _, i, j in drawn_pairs]
+    # every arrowhead: (pair, node it points at, its tip, the unit vector back along the edge)
+    heads = [
+        (k, node, *_head_tip(xy, node_sizes, node, other))
+        for k, (category, i, j) in enumerate(drawn_pairs)
+        for node, other in ((i, j), (j, i))
+        if (truth if category == "missing" else learned).marks[other, node] == ARROW
+    ]
+    head_px = ARROWHEAD_PT * GRAPH_DPI / 72
+    head_boxes = np.array([_boxes_at(tip + unit * head_px / 2, np.full(2, head_px))
+                           for _, _, tip, unit in heads]).reshape(-1, 4)  # fmt: skip
     spots = place_edge_labels(
-        xy, node_sizes, edges, [k for k, _ in wanted], [t for _, t in wanted], frame
+        xy, node_sizes, edges, [k for k, _ in wanted], [t for _, t in wanted], frame, head_boxes
     )
 
     fig = Figure(figsize=(GRAPH_WIDTH_PX / GRAPH_DPI, 10), dpi=GRAPH_DPI)
@@ -534,21 +642,20 @@ def draw_graph_vs_truth(
         style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
         graph = truth if category == "missing" else learned
         at_i, at_j = int(graph.marks[j, i]), int(graph.marks[i, j])
-        ax.annotate(
+        ax.annotate(  # the edge's line, in its class's style, from box to box
             "",
             xy=xy[j],
             xytext=xy[i],
             zorder=1,
             arrowprops={
-                "arrowstyle": _ARROWSTYLE.get((at_i, at_j), "-"),
+                "arrowstyle": "-",
                 "color": style["color"],
                 "linestyle": style["linestyle"],
                 "lw": style["lw"],
                 "patchA": nodes[i].get_bbox_patch(),  # edges end at the label's box
                 "patchB": nodes[j].get_bbox_patch(),
-                "shrinkA": 2,
-                "shrinkB": 2,
-                "mutation_scale": 15,
+                "shrinkA": _SHRINK_PT,
+                "shrinkB": _SHRINK_PT,
             },
         )
         for node, other, mark in ((i, j, at_i), (j, i, at_j)):
@@ -558,6 +665,12 @@ def draw_graph_vs_truth(
                 ax.plot(*(end + 6 * unit), marker="o", mfc="white", mec=style["color"], ms=6,
                         zorder=2)  # fmt: skip
                 circles = True
+    for k, _, tip, unit in heads:  # solid, whatever the line's style: a dotted head does not read
+        style = EDGE_STYLES.get(drawn_pairs[k][0], EDGE_STYLES["correct"])
+        (x0, y0), (x1, y1) = (tip + head_px * unit).tolist(), tip.tolist()
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle=_HEADSTYLE,
+                                     mutation_scale=ARROWHEAD_PT, color=style["color"],
+                                     lw=style["lw"], shrinkA=0, shrinkB=0, zorder=2))  # fmt: skip
     on_edges: list[Any] = []
     notes_text: list[str] = []
     for (k, text), (spot, whole) in zip(wanted, spots, strict=True):
@@ -589,13 +702,16 @@ def draw_graph_vs_truth(
     if notes_text:
         handles.append(Line2D([], [], ls="none"))
         names.append("a number on an edge: its label had no room there; see the notes below")
-    against = "" if truth is learned else f" against the true {truth.kind}"
+    compared = compared_text(learned, None if truth is learned else truth)
     legend = fig.legend(handles, names, loc="upper left", fontsize=9.5, handlelength=3,
-                        title=f"{learned.kind}{against}", title_fontsize=10, frameon=False,
+                        title=compared, title_fontsize=10, frameon=False,
                         alignment="left")  # fmt: skip
     notes = [fig.text(0, 0, line, fontsize=9, va="top") for line in notes_text]
-    heading = fig.text(0.5, 1, title or f"learned {learned.kind}{against}", fontsize=12,
-                       ha="center", va="top")  # fmt: skip
+    lines = (title or f"learned {compared}").splitlines()
+    wrapped = "\n".join(textwrap.fill(line, TITLE_CHARS) for line in lines)
+    heading = fig.text(0.5, 1, wrapped, fontsize=TITLE_FONT, ha="center", va="top")
+    # the title's band: one line in _TITLE_PX, a line height more per further line
+    title_px = _TITLE_PX + wrapped.count("\n") * TITLE_FONT * 1.25 * GRAPH_DPI / 72
 
     # stack title, graph, legend and notes from the top, in pixels, then size the figure to fit
     renderer = canvas.get_renderer()
@@ -604,11 +720,11 @@ def draw_graph_vs_truth(
     per_row = max(1, int((GRAPH_WIDTH_PX - 40) // note_w))
     line_h = NODE_FONT * 1.5 * GRAPH_DPI / 72
     notes_h = (line_h * (1 + -(-len(notes) // per_row)) + _GAP_PX) if notes else 0.0
-    height = _TITLE_PX + frame[1] + legend_h + notes_h + 2 * _GAP_PX
+    height = title_px + frame[1] + legend_h + notes_h + 2 * _GAP_PX
     fig.set_size_inches(GRAPH_WIDTH_PX / GRAPH_DPI, height / GRAPH_DPI)
-    ax.set_position((0, (height - _TITLE_PX - frame[1]) / height, 1, frame[1] / height))
+    ax.set_position((0, (height - title_px - frame[1]) / height, 1, frame[1] / height))
     heading.set_position((0.5, 1 - 12 / height))
-    top = height - _TITLE_PX - frame[1] - _GAP_PX
+    top = height - title_px - frame[1] - _GAP_PX
     legend.set_bbox_to_anchor((14 / GRAPH_WIDTH_PX, top / height), transform=fig.transFigure)
     top -= legend_h + _GAP_PX
     if notes:
@@ -618,7 +734,7 @@ def draw_graph_vs_truth(
         row, col = divmod(k, per_row)
         x, y = 20 + col * note_w, top - line_h * (row + 1)
         note.set_position((x / GRAPH_WIDTH_PX, y / height))
-    return GraphDrawing(fig, nodes, on_edges, notes)
+    return GraphDrawing(fig, nodes, on_edges, notes, heading)
 
 
 def plot_graph_vs_truth(

@@ -22,7 +22,7 @@ import html
 import json
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,13 @@ import pandas as pd
 from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.outputs import write_text
 from fedcausal_flwr.result import confidence_labels
+from fedcausal_flwr.server_held import (
+    LEGEND,
+    held_by_kind,
+    recorded_sums,
+    run_mode,
+    run_sentence,
+)
 from fedcausal_flwr.study_files import (
     DEFAULT_METRICS,
     STUDY_FILE,
@@ -287,63 +294,78 @@ def warn_unreadable(names: Sequence[str]) -> None:
         )
 
 
-def ledger_summary(ledger: Sequence[dict[str, Any]]) -> list[list[Any]]:
-    """Per message kind: rounds, clients, whether the server saw only a sum (and through
-    SecAgg+), how many numbers it received per client, and the metadata keys."""
-    kinds: dict[str, dict[str, Any]] = {}
-    for entry in ledger:
-        row = kinds.setdefault(
-            entry["kind"],
-            {
-                "rounds": 0,
-                "clients": 0,
-                "summed": True,
-                "secure": True,
-                "numbers": 0,
-                "meta": set(),
-            },
-        )
-        row["rounds"] += 1
-        row["clients"] = max(row["clients"], int(entry.get("n_clients", 0)))
-        row["summed"] &= bool(entry.get("summed"))
-        row["secure"] &= bool(entry.get("secure"))
-        for array in entry.get("arrays", []):  # distinct shapes: a client's largest reply
-            sizes = [math.prod(int(s) for s in shape) for shape in array.get("shapes", [])]
-            row["numbers"] += max(sizes, default=0)
-        row["meta"].update(entry.get("meta_keys", []))
+def ledger_summary(
+    ledger: Sequence[dict[str, Any]],
+    config: dict[str, Any] | None = None,
+    summed_kinds: Collection[str] | None = None,
+) -> list[list[Any]]:
+    """Per message kind: what the server held of it in this run (:mod:`~.server_held`: SecAgg+
+    or not, whose noise; a kind held differently in different rounds has a row per label),
+    rounds, clients, how many numbers it received per client, and the metadata keys.
+    ``config``: the run's recorded settings; ``summed_kinds``: the actions the method declares
+    summed (:func:`summed_actions`)."""
     rows = []
-    for kind, row in kinds.items():
-        seen = "sum via SecAgg+" if row["secure"] else ("sum" if row["summed"] else "each client's")
-        meta = ", ".join(sorted(row["meta"])) or "–"
-        numbers = _number(row["numbers"])
-        rows.append([kind, seen, row["rounds"], row["clients"], numbers, meta])
+    for kind, held, entries in held_by_kind(ledger, config, summed_kinds):
+        clients = max((int(e.get("n_clients", 0)) for e in entries), default=0)
+        numbers = 0
+        meta: set[str] = set()
+        for entry in entries:
+            for array in entry.get("arrays", []):  # distinct shapes: a client's largest reply
+                sizes = [math.prod(int(s) for s in shape) for shape in array.get("shapes", [])]
+                numbers += max(sizes, default=0)
+            meta.update(entry.get("meta_keys", []))
+        rows.append(
+            [kind, held, len(entries), clients, _number(numbers), ", ".join(sorted(meta)) or "–"]
+        )
     return rows
+
+
+def summed_actions(result: dict[str, Any]) -> list[str] | None:
+    """The actions a run record's method declares only their sum is needed of: as the run
+    recorded them, else (an older record) as the method's registration declares them; None for
+    a method not registered here, whose ledger entries then say it themselves."""
+    from fedcausal_flwr.federation.core.disclosure import summed_actions as declared
+    from fedcausal_flwr.federation.core.registry import UnknownMethodError, get_method
+
+    config = result.get("config") or {}
+    recorded = recorded_sums(config)
+    if recorded is not None:
+        return recorded
+    try:
+        spec = get_method(str(config.get("method") or result.get("method")))
+    except UnknownMethodError:
+        return None
+    return declared(spec.disclosures)
 
 
 def ledger_section(
     records: Sequence[dict[str, Any]], key: str | None, order: Sequence[str] = ()
 ) -> str:
-    """What the server received, per method, from one run each (the drawn run's setting)."""
+    """What the server received, per method, from one run each (the drawn run's setting): each
+    message kind as the run held it, and one sentence on the run's mode."""
     chosen = _runs_like(records, key, order)
     if not chosen:
         return ""
     parts = []
     for record in chosen:
-        ledger = (record.get("result") or {}).get("ledger") or []
+        result = record.get("result") or {}
+        ledger = result.get("ledger") or []
         where = f"K = {record['K']}, seed {record['seed']}"
         parts.append(f"<h3>{_esc(record['method'])} <span class='muted'>({where})</span></h3>")
         if not ledger:
             parts.append("<p class='muted'>no ledger recorded.</p>")
             continue
-        header = ["message", "server saw", "rounds", "clients", "numbers received", "metadata"]
-        parts.append(_table(header, ledger_summary(ledger), names=2, text=1))
-        privacy = ((record.get("result") or {}).get("extra") or {}).get("privacy")
+        config = result.get("config") or {}
+        summed = summed_actions(result)
+        header = ["message", "server held", "rounds", "clients", "numbers received", "metadata"]
+        parts.append(_table(header, ledger_summary(ledger, config, summed), names=2, text=1))
+        parts.append(f"<p>{_esc(run_sentence(*run_mode(config, ledger)))}</p>")
+        privacy = (result.get("extra") or {}).get("privacy")
         if privacy:
             parts.append(f"<p>{_esc(privacy_sentence(privacy))}</p>")
     parts.append(
-        "<p class='muted'>“sum”: only the element-wise sum over clients reached the server; "
-        "“each client's”: every client's message; “numbers received”: array entries of one "
-        "client's (largest) reply, added over the rounds of that kind.</p>"
+        f"<p class='muted'>{_esc(LEGEND)} “numbers received”: array entries of one client's "
+        "(largest) reply, added over the rounds of that kind.</p>"
     )
     return "".join(parts)
 
@@ -354,17 +376,20 @@ def privacy_sentence(privacy: dict[str, Any]) -> str:
     # in the released statistics' own units (a lattice's releases state their resolution)
     variances = [float(r["variance"]) * float(r.get("resolution", 1.0)) ** 2 for r in releases]
     target, delta = privacy.get("target_epsilon"), privacy.get("delta")
-    noise = (
-        f"; noise variance per cell {min(variances):.4g} to {max(variances):.4g}"
-        if variances and max(variances) > 0
-        else "; no noise"
-    )
+    noisy = [v for v in variances if v > 0]  # a release of variance 0 (epsilon inf) has none
+    if not noisy:
+        released = f"{len(releases)} release(s), no noise"
+    else:
+        released = (
+            f"{len(releases)} noisy release(s)"
+            if len(noisy) == len(releases)
+            else f"{len(releases)} release(s), {len(noisy)} with noise"
+        ) + f"; noise variance per cell {min(noisy):.4g} to {max(noisy):.4g}"
     return (
         f"Differential privacy ({privacy.get('mechanism', '?')}): target epsilon {target:g} at "
         f"delta {delta:g}; spent rho {float(privacy.get('rho') or 0):.4g} = epsilon "
         f"{float(privacy.get('epsilon') or 0):.4g} over {privacy.get('batches', 0)} batch(es), "
-        f"{len(releases)} noisy release(s){noise}."
-        + (f" The search {privacy['stopped']}." if privacy.get("stopped") else "")
+        f"{released}." + (f" The search {privacy['stopped']}." if privacy.get("stopped") else "")
     )
 
 
@@ -399,33 +424,33 @@ def graphs_section(
     drawing uses the truth's layout (computed once), so a node sits in one place in all of them
     and the methods compare node by node."""
     from fedcausal_flwr.graphs.export import edge_lines, edge_pairs
-    from fedcausal_flwr.plots import plot_graph_vs_truth, truth_layout
+    from fedcausal_flwr.plots import drawing_title, plot_graph_vs_truth, truth_layout
 
     chosen = _runs_like(records, key, order)
     parts = []
     layouts: dict[tuple[str, ...], dict[int, Any]] = {}  # by the truth's nodes
+    local = False
     for record in chosen:
+        # each graph in its table's view (a local structure at its target), so the drawing
+        # shows what the row's numbers count; its title names the run and the view
+        path = out / "plots" / "graphs" / f"{record['key']}.png"
         try:
             learned, truth, _ = learned_and_truth(out, record["key"])
+            title = drawing_title(record)
+            extra = (record.get("result") or {}).get("extra") or {}
+            confidence = confidence_labels(extra)
+            # labels stay readable up to about 80 edges; the list below always has them
+            pairs = {frozenset(pair) for pair in edge_pairs(learned)}
+            short = {k: v for k, v in confidence_labels(extra, short=True).items() if k in pairs}
+            drawn = short if len(short) <= MAX_LABELLED_EDGES else None
+            nodes = tuple(truth.names)
+            if nodes not in layouts:
+                layouts[nodes] = truth_layout(truth)
+            plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn, pos=layouts[nodes])
         except (KeyError, ValueError) as err:
-            parts.append(f"<p class='muted'>{_esc(record['method'])}: {_esc(err)}</p>")
+            parts.append(f"<p class='bad'>{_esc(record['method'])}: not drawn: {_esc(err)}</p>")
             continue
-        metrics = record.get("metrics") or {}
-        title = (
-            f"{record['method']} on {record['network']} (n={record['n']}, K={record['K']}, "
-            f"seed={record['seed']}): SHD {_number(metrics.get('shd', float('nan')))}"
-        )
-        path = out / "plots" / "graphs" / f"{record['key']}.png"
-        extra = (record.get("result") or {}).get("extra") or {}
-        confidence = confidence_labels(extra)
-        # labels stay readable up to about 80 edges; the list below always has them
-        pairs = {frozenset(pair) for pair in edge_pairs(learned)}
-        short = {k: v for k, v in confidence_labels(extra, short=True).items() if k in pairs}
-        drawn = short if len(short) <= MAX_LABELLED_EDGES else None
-        nodes = tuple(truth.names)
-        if nodes not in layouts:
-            layouts[nodes] = truth_layout(truth)
-        plot_graph_vs_truth(learned, truth, path, title, edge_labels=drawn, pos=layouts[nodes])
+        local |= learned.kind == "LOCAL"
         lines = [
             f"{line}   {confidence[frozenset(pair)]}" if frozenset(pair) in confidence else line
             for line, pair in zip(edge_lines(learned), edge_pairs(learned), strict=True)
@@ -441,8 +466,18 @@ def graphs_section(
     if not parts:
         return ""
     where = (
-        "<p class='muted'>Every drawing puts each node where the true graph's layout puts it, so "
-        "the same node sits in the same place in each method's drawing.</p>"
+        "<p class='muted'>Each drawing is one run (its title names it: the tables average over "
+        "seeds) in the view of its table's rows. Every drawing puts each node where the true "
+        "graph's layout puts it, so the same node sits in the same place in each method's "
+        "drawing"
+        + (
+            "; a local structure is drawn over its target's neighbourhood only (the target, its "
+            "true parents and children and its learned neighbours), on that neighbourhood's "
+            "layout."
+            if local
+            else "."
+        )
+        + "</p>"
     )
     return where + "".join(parts)
 
@@ -543,6 +578,30 @@ def build_report(out: str | Path, title: str | None = None) -> str:
     )
 
 
+class ReportError(ValueError):
+    """A report that could not be built: one line saying why, the old page removed."""
+
+
+def rebuild_page(out: str | Path, title: str | None = None) -> str:
+    """:func:`build_report`, or, when the page cannot be built, :class:`ReportError` in one line
+    (``report DIR: why``) and no ``report.html`` left behind: a page from an earlier run would
+    look current."""
+    try:
+        return build_report(out, title)
+    except (ValueError, KeyError, OSError) as err:
+        old = Path(out) / REPORT_NAME
+        gone = ""
+        if old.is_file():
+            try:
+                old.unlink()
+                gone = f"; the old {REPORT_NAME} was removed"
+            except OSError:
+                gone = f"; the old {REPORT_NAME} could not be removed and is out of date"
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise ReportError(f"report {out}: {message}{gone}") from None
+
+
 def write_report(out: str | Path, title: str | None = None) -> Path:
-    """Write ``out/report.html`` (see :func:`build_report`) and return its path."""
-    return write_text(Path(out) / REPORT_NAME, build_report(out, title))  # no half page
+    """Write ``out/report.html`` (see :func:`build_report`) and return its path; a page that
+    cannot be built is :class:`ReportError`, and no old page stays (:func:`rebuild_page`)."""
+    return write_text(Path(out) / REPORT_NAME, rebuild_page(out, title))  # no half page

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +20,7 @@ import numpy as np
 
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.outputs import OutputError, write_text
+from fedcausal_flwr.server_held import held_line
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -45,15 +46,19 @@ def run_config(
     run: Mapping[str, Any],
     data: Mapping[str, Any],
     truth: str | None = None,
+    summed_actions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """A result's ``config``: everything needed to re-run it and to tell what produced it.
 
     ``options``: every effective method option (defaults included); ``run``: the run settings
     (backend, seed, min_clients, secure, ...); ``data``: where the client data came from
     (``source`` network / files / frames / sites and its parameters; the runtime adds the number
-    of clients and the fingerprint they reported); ``truth``: what the metrics were scored against.
+    of clients and the fingerprint they reported); ``truth``: what the metrics were scored against;
+    ``summed_actions``: the actions the method declares only their sum is needed of, kept so what
+    the record says the server held combines that declaration with what the run did
+    (:mod:`fedcausal_flwr.server_held`).
     """
-    return {
+    config: dict[str, Any] = {
         "method": method,
         "options": dict(options),
         "run": dict(run),
@@ -61,6 +66,9 @@ def run_config(
         "truth": truth,
         "versions": software_versions(),
     }
+    if summed_actions is not None:
+        config["summed_actions"] = sorted(summed_actions)
+    return config
 
 
 def _plain(obj: Any) -> Any:
@@ -86,6 +94,17 @@ def _plain(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} value {obj!r} in a Result")
 
 
+#: The smallest p-value printed as a number. A test's p below it has underflowed (0.0) or sits in
+#: the subnormal floats (under 2.2e-308) where its digits are noise, so it prints as a bound.
+PVALUE_FLOOR = 1e-300
+
+
+def pvalue_text(p: float) -> str:
+    """A p-value in two significant digits, or ``< 1e-300`` when it is below
+    :data:`PVALUE_FLOOR`: "p 0" would claim certainty where the float only ran out of range."""
+    return f"< {PVALUE_FLOOR:.0e}" if p < PVALUE_FLOOR else f"{p:.2g}"
+
+
 def confidence_labels(extra: Mapping[str, Any], short: bool = False) -> dict[frozenset, str]:
     """A label per learned edge of a result's ``extra`` (by the pair of names), where the method
     reports confidence: the deciding p-value (``edge_pvalues``: the largest p of its tests, all
@@ -93,7 +112,7 @@ def confidence_labels(extra: Mapping[str, Any], short: bool = False) -> dict[fro
     resamples with the edge (``bootstrap``; ``short=False`` adds each direction's share)."""
     labels: dict[frozenset, list[str]] = {}
     for x, y, p in (extra.get("edge_pvalues") or {}).get("kept") or []:
-        labels.setdefault(frozenset((x, y)), []).append(f"p {p:.2g}")
+        labels.setdefault(frozenset((x, y)), []).append(f"p {pvalue_text(p)}")
     for x, y, share in (extra.get("edge_votes") or {}).get("kept") or []:
         labels.setdefault(frozenset((x, y)), []).append(f"kept by {share:.0%}")
     boot = extra.get("bootstrap") or {}
@@ -136,7 +155,9 @@ class Result:
         ``client``, ``node``, ``round``, ``action`` and ``reason`` of every dropout.
     ledger : list of dict
         One entry per message kind the server received: round, kind, array shapes and dtypes,
-        whether it was summed and whether through SecAgg+, number of clients.
+        whether the method needed only its sum (``summed``) and whether SecAgg+ summed it
+        (``secure``: only then did the server hold the sum alone), number of clients, and the
+        noise a private run added (:mod:`fedcausal_flwr.server_held` reads it).
     log : list of dict
         One entry per round (action, status, clients, replies, seconds, bytes, annotations).
     extra : dict
@@ -329,6 +350,8 @@ class Result:
         if self.dropped_clients:
             dropped = ", ".join(f"{d['client']}@round{d['round']}" for d in self.dropped_clients)
             lines.append(f"dropped clients: {dropped}")
+        if self.ledger:  # from what this run did (SecAgg+ or not, whose noise), not the method
+            lines.append(held_line(self.ledger, self.config))
         # the common view's columns, then a DAG output's DAG-view ones (fedcausal_flwr.scoring)
         common = {k: v for k, v in self.metrics.items() if not k.startswith("dag_")}
         dag_view = {k[4:]: v for k, v in self.metrics.items() if k.startswith("dag_")}

@@ -10,8 +10,13 @@ class of its Dor-Tarsi extension; one with a directed cycle, or no consistent ex
 common view (no common numbers, a note).
 A method whose registration scores it another way (``score``, with its ``score_view``: FedLCS
 scores the local structure of its target) keeps its own numbers, in the view it declares. A
-comparison adds the rows a method's ``summaries`` hook gives (``local``'s per-client average and
-best-oracle rows). No method is named here: the registry says.
+``LOCAL`` output (a target's local structure) is compared over its target's neighbourhood only:
+the edges at the target, against the true DAG's edges there (its parents and children,
+:func:`~fedcausal_flwr.metrics.target_neighbourhood`), and gets the common column names in that
+view too, so a table's row for it is not empty. A drawing shows what the common columns compare
+(:func:`view_graphs`). A comparison adds the rows a method's ``summaries`` hook gives
+(``local``'s per-client average and best-oracle rows). No method is named here: the registry
+says.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from fedcausal_flwr.federation.core.registry import MethodSpec, UnknownMethodErr
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.extension import pdag_to_dag
 from fedcausal_flwr.graphs.truth import check_dag, dag_to_cpdag, dag_to_pag
-from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.metrics import graph_metrics, target_neighbourhood
 from fedcausal_flwr.result import Result
 
 
@@ -117,7 +122,10 @@ VIEW_TEXT = {
 }
 #: the prefix of the DAG-view columns of a DAG output
 DAG_VIEW_PREFIX = "dag_"
-NO_COMMON_VIEW = "none (a DAG output with a directed cycle has no equivalence class)"
+NO_COMMON_VIEW = (
+    "none (a DAG output with a directed cycle, or with undirected edges no DAG extends, has no "
+    "equivalence class)"
+)
 
 
 def truth_for(result_graph: Graph, dag: Graph, latent: Sequence[str] = ()) -> Graph:
@@ -144,7 +152,12 @@ def score_graph(result: Result, dag: Graph) -> dict[str, float]:
     columns, and a DAG output's ``dag_*`` columns."""
     spec = method_of(result)
     if spec is not None and spec.score is not None:
-        return spec.score(result, dag)
+        own = spec.score(result, dag)
+        if result.graph is None or result.graph.kind != "LOCAL":
+            return own
+        local = graph_metrics(*target_neighbourhood(result.graph, dag, local_target(result)))
+        del local["shd_normalised"]  # over every pair of the neighbourhood: not a local number
+        return {**local, **own}  # the method's own numbers win
     learned = result.graph
     if learned is None:
         raise ValueError(f"the {result.method} result has no graph to score")
@@ -197,6 +210,30 @@ def equivalence_class(learned: Graph) -> Graph | None:
         return dag_to_cpdag(learned)
     except ValueError:  # a directed cycle
         return None
+
+
+def local_target(result: Result) -> str:
+    """The target whose local structure a ``LOCAL`` result is (the first one it names)."""
+    target = (result.extra or {}).get("target")
+    if not target:
+        raise ValueError(f"the {result.method} result is a local structure that names no target")
+    return str(target)
+
+
+def view_graphs(learned: Graph, dag: Graph, target: str | None = None) -> tuple[Graph, Graph]:
+    """``(learned, truth)`` as the common columns compare them, for a drawing that matches its
+    table: a ``LOCAL`` graph and its truth at ``target`` only (:func:`target_neighbourhood`), a
+    DAG output as its equivalence class against the true CPDAG (the DAG against the true DAG
+    when it has none: :data:`NO_COMMON_VIEW`), any other graph against :func:`truth_for`."""
+    if learned.kind == "LOCAL":
+        if target is None:
+            raise ValueError("a local structure is compared at its target: give target")
+        return target_neighbourhood(learned, dag, target)
+    truth = truth_for(learned, dag)
+    if learned.kind != "DAG":
+        return learned, truth
+    cpdag = equivalence_class(learned)
+    return (learned, truth) if cpdag is None else (cpdag, dag_to_cpdag(truth))
 
 
 def summary_rows(result: Result, dag: Graph) -> dict[str, dict]:

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from fedcausal_flwr.outputs import write_text
-from fedcausal_flwr.scoring import truth_for
+from fedcausal_flwr.scoring import view_graphs
 
 DEFAULT_METRICS = ("shd", "adj_f1", "arrow_f1")
 ROW_COLUMNS = (
@@ -141,24 +141,36 @@ def view_text(view: str) -> str:
     return VIEW_TEXT.get(view, view)
 
 
+def view_tag(view: str) -> str:
+    """A view's short name, for row and legend labels: a common view's key (``CPDAG``), a
+    declared view's words before its first colon (``local structure``), else the whole view."""
+    return view.partition(":")[0].strip() if ":" in view else view
+
+
 def view_statement(views: dict[str, str], methods: Sequence[str] | None = None) -> str:
     """The sentence beside a table or plot saying which view its numbers are in: one view for
-    every method, or each method's."""
+    every method, or each method's (``[tag] what it compares: methods``)."""
     shown = {m: v for m, v in views.items() if methods is None or m in methods}
     distinct = list(dict.fromkeys(shown.values()))
     if not distinct:
         return "view: as each method scores itself"
     if len(distinct) == 1:
         return f"view: {view_text(distinct[0])}"
-    groups = [(v, [m for m, w in shown.items() if w == v]) for v in distinct]
-    return "views: " + "; ".join(f"[{v}] {view_text(v)}: {', '.join(ms)}" for v, ms in groups)
+    parts = []
+    for view in distinct:
+        tag, text = view_tag(view), view_text(view)
+        text = text[len(tag) + 1 :].strip() if text.startswith(f"{tag}:") else text
+        named = f"[{tag}]" if text == tag else f"[{tag}] {text}"
+        parts.append(f"{named}: {', '.join(m for m, w in shown.items() if w == view)}")
+    return "views: " + "; ".join(parts)
 
 
 def method_label(method: str, views: dict[str, str]) -> str:
-    """A method's row or legend label, with its view in brackets when a table mixes views."""
+    """A method's row or legend label, with its view's tag in brackets when a table mixes
+    views (:func:`view_statement` beside the table says what each tag means)."""
     if len(set(views.values())) <= 1 or method not in views:
         return method
-    return f"{method} [{views[method]}]"
+    return f"{method} [{view_tag(views[method])}]"
 
 
 def cell_text(mean: float, sd: float, runs: int) -> str:
@@ -172,7 +184,8 @@ def summary_blocks(
     summary: pd.DataFrame, metrics: Sequence[str]
 ) -> Iterator[tuple[str, str, list[int], list[tuple[str, list[tuple[float, float, int] | None]]]]]:
     """Per network and metric: ``(network, metric, Ks, [(method, cells)])``, a cell per K being
-    ``(mean, sd, runs)`` (sd 0 for one run) or None where the method has no run at that K."""
+    ``(mean, sd, runs)`` (sd 0 for one run) or None where the method has no run at that K or
+    no such column."""
     for network, per_net in summary.groupby("network", sort=False):
         ks = sorted(int(k) for k in per_net["K"].unique())
         for metric in metrics:
@@ -183,10 +196,11 @@ def summary_blocks(
                 cells: list[tuple[float, float, int] | None] = []
                 for k in ks:
                     hit = group[group["K"] == k]
-                    if hit.empty:
+                    mean = hit[f"{metric}_mean"].iloc[0] if not hit.empty else math.nan
+                    if math.isnan(mean):  # no run at K, or no such column (a derived row)
                         cells.append(None)
                         continue
-                    mean, sd = hit[f"{metric}_mean"].iloc[0], hit[f"{metric}_std"].iloc[0]
+                    sd = hit[f"{metric}_std"].iloc[0]
                     cells.append((mean, 0.0 if math.isnan(sd) else sd, int(hit["runs"].iloc[0])))
                 rows.append((str(method), cells))
             yield str(network), metric, ks, rows
@@ -199,8 +213,9 @@ def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRI
     views = method_views(summary)
     blocks = []
     for network, metric, ks, rows in summary_blocks(summary, metrics):
-        header = f"{'method':<28}" + "".join(f"{f'K={k}':>18}" for k in ks)
         methods = [m for m, _ in rows]
+        width = max(28, *(len(method_label(m, views)) + 2 for m in methods))
+        header = f"{'method':<{width}}" + "".join(f"{f'K={k}':>18}" for k in ks)
         lines = [
             f"{network}: {metric} (mean ± sd over seeds); {view_statement(views, methods)}",
             header,
@@ -209,13 +224,15 @@ def format_summary(summary: pd.DataFrame, metrics: Sequence[str] = DEFAULT_METRI
         for method, cells in rows:
             text = ["-" if c is None else cell_text(*c) for c in cells]
             label = method_label(method, views)
-            lines.append(f"{label:<28}" + "".join(f"{t:>18}" for t in text))
+            lines.append(f"{label:<{width}}" + "".join(f"{t:>18}" for t in text))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
 def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, Any]]:
-    """The learned graph of a stored run, its truth of the same kind, and the record."""
+    """The learned graph of a stored run and its truth as the run's common columns compare them
+    (:func:`~fedcausal_flwr.scoring.view_graphs`: a local structure at its target, a DAG output
+    as its equivalence class), and the record: what a drawing of the run shows."""
     from fedcausal_flwr.graphs import Graph
 
     record = read_record(record_path(Path(out), key))
@@ -225,4 +242,6 @@ def learned_and_truth(out: str | Path, key: str) -> tuple[Any, Any, dict[str, An
         raise ValueError(f"run {key!r} has no learned graph (status {record.get('status')})")
     learned = Graph.from_json(record["result"]["graph"])
     dag = network_for(record["network"], int(record["seed"])).dag
-    return learned, truth_for(learned, dag), record
+    target = (record["result"].get("extra") or {}).get("target")
+    drawn, truth = view_graphs(learned, dag, None if target is None else str(target))
+    return drawn, truth, record

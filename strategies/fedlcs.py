@@ -500,8 +500,8 @@ class LCSPooledStrategy(LCSSearchStrategy):
         }
 
 
-#: what score_local_structure's numbers are
-SCORE_VIEW = "the local structure of the target against the true DAG"
+#: what score_local_structure's numbers are: the edges at the target, its parents and children
+SCORE_VIEW = "local structure: the target's parents and children against the true DAG's"
 
 
 def score_local_structure(result: Result, dag: Graph) -> dict[str, float]:

@@ -6,8 +6,9 @@ The patch, in the reference only: causal-learn's ``removeByPossibleDsep`` calls
 ``DepthChoiceGenerator.next()`` for the next subset before it tests the current one, and ``next``
 returns the same list object each time, refilled in place; so within each subset size the first
 subset is never tested and the last is tested twice. :func:`subsets_fixed` makes ``next`` return a
-copy, which is what the loop assumes. The project tests every subset (README, "Differences from
-causal-learn"); :func:`test_the_subset_bug_skips_the_first_subset_of_each_size` pins it.
+copy, which is what the loop assumes. The project tests every subset (docs/exactness.md,
+"Differences from causal-learn"); :func:`test_the_subset_bug_skips_the_first_subset_of_each_size`
+pins it.
 """
 
 import contextlib

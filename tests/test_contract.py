@@ -136,13 +136,12 @@ def test_docs_method_options_are_generated_from_the_declarations():
     assert docs == methods_markdown(), "run: fedcausal-flwr methods --markdown > docs/methods.md"
 
 
-def test_readme_method_table_agrees_with_the_declarations():
-    """Every registered method has a row; every flag a row mentions is an option (or run
-    setting) of its methods, with values the option allows."""
+def test_the_method_table_agrees_with_the_declarations():
+    """docs/methods/index.md: every registered method has a row; every flag a row mentions is
+    an option (or run setting) of its methods, with values the option allows."""
     from fedcausal_flwr.settings import RUN_SETTINGS
 
-    readme = (REPO_ROOT / "README.md").read_text()
-    table = readme[readme.index("## Methods") : readme.index("### The papers' experiments")]
+    table = (REPO_ROOT / "docs" / "methods" / "index.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     listed: set[str] = set()
     for row in rows:
@@ -156,12 +155,12 @@ def test_readme_method_table_agrees_with_the_declarations():
             assert owners or name in RUN_SETTINGS, f"{methods}: --{flag} is no option of theirs"
             for value in filter(None, values.replace("\\", "").split("|")):
                 for option in owners:
-                    option.parse(value)  # raises if the README names a value it does not allow
+                    option.parse(value)  # raises if the page names a value it does not allow
     assert listed - {"local-avg", "local-best"} == set(builtin_methods())
 
 
-def test_readme_lists_the_defaults_that_differ_from_the_papers():
-    readme = (REPO_ROOT / "README.md").read_text()
+def test_the_docs_list_the_defaults_that_differ_from_the_papers():
+    readme = (REPO_ROOT / "docs" / "options.md").read_text()
     start = readme.index("<!-- defaults-vs-papers: start -->")
     section = readme[start : readme.index("<!-- defaults-vs-papers: end -->")]
     from fedcausal_flwr.cli import defaults_vs_papers

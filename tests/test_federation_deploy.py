@@ -3,7 +3,7 @@
 The tuned set-up (``fedcausal-supernode --isolation process`` + ``fedcausal-executor`` per site,
 which keeps these tests fast) runs FedPC, then FedLCS with its method options through
 ``--run-config``, then FedPC again with one site killed after the hello round (a real dropout);
-the stock set-up (the README's ``flower-supernode`` commands) runs FedPC once; both give the
+the stock set-up (docs/deployment.md's ``flower-supernode`` commands) runs FedPC once; both give the
 in-process result. ``flwr run .`` runs on Flower's default local simulation. Every process started
 (and everything it starts) has Flower's update check and runtime dependency installation off.
 The tuned SuperNode refuses a Flower whose loop it was not written for, and the warm executor
@@ -232,9 +232,9 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
 
 @pytest.mark.slow
 def test_stock_deployment_runs_fedpc(tmp_path):
-    """The README's commands (flower-supernode in its default subprocess isolation, which starts
-    flower-superexec and a flwr-clientapp per message): the in-process result, and none of those
-    processes phones out."""
+    """docs/deployment.md's commands (flower-supernode in its default subprocess isolation, which
+    starts flower-superexec and a flwr-clientapp per message): the in-process result, and none of
+    those processes phones out."""
     paths = write_sites(tmp_path, rows=1_500)
     frames = [pd.read_csv(p) for p in paths]
     app_dir = stage_app(tmp_path)

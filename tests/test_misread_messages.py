@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 import fedcausal_flwr
@@ -64,3 +65,24 @@ def test_a_truth_over_a_variable_only_some_sites_hold_is_scored(tmp_path):
                                                  load_network("asia").edges))  # fmt: skip
     result = fedcausal_flwr.run("fedcdnv", data=frames, truth=str(truth))
     assert "asia" in result.variables and result.metrics
+
+
+def test_a_level_pandas_read_as_missing_is_named_with_the_reader_that_keeps_it(tmp_path):
+    """child's ``DuctFlow`` has a level written ``None``: ``pd.read_csv`` makes it a gap, so
+    the error says how to read the file keeping it; read so, the run goes on."""
+    from fedcausal_flwr.data import read_client_csv
+    from fedcausal_flwr.data.inputs import InputError
+    from fedcausal_flwr.data.specs import write_sample
+
+    write_sample("child", 600, 2, "iid", 0, tmp_path)
+    files = [tmp_path / f"site{k}.csv" for k in range(2)]
+    with pytest.raises(InputError) as refused:
+        fedcausal_flwr.run("fedpc", data=[pd.read_csv(f) for f in files])
+    assert "read the file with fedcausal_flwr.data.read_client_csv(path)" in str(refused.value)
+    assert "keep_default_na=False" in str(refused.value)
+    kept = [read_client_csv(f, k) for k, f in enumerate(files)]
+    assert fedcausal_flwr.run("fedpc", data=kept).graph is not None
+    numbers = [pd.DataFrame({"A": [1.0, None, 0.0, 1.0], "B": [0, 1, 1, 0]})]
+    with pytest.raises(InputError) as plain:  # numbers: no level can have been read as a gap
+        fedcausal_flwr.run("fedpc", data=numbers)
+    assert "read_client_csv" not in str(plain.value)

@@ -113,7 +113,7 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
     for folder in sorted({Path(d).parts[0] for d in package_dirs().values()}):
         shutil.copytree(REPO_ROOT / folder, source / folder, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO_ROOT / name, source / name)
     # pip's isolated build: the environment need not hold the build-system requirements
     # (setuptools >= 69 and wheel), which .ci/run's `pip install -e` fetches the same way
@@ -132,6 +132,7 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
                 == hashlib.sha256(sachs_file(name).read_bytes()).digest()
             ), name
     assert "fedcausal_flwr/data/sachs/README.md" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "no licence in the wheel"
     assert {
         "fedcausal_flwr/experiments/__init__.py",
         "fedcausal_flwr/experiments/fedcdnv.py",
@@ -191,3 +192,37 @@ def test_wheel_runs_the_sachs_experiment_from_outside_the_repository(tmp_path):
     written = sorted(p.name for p in (folder / "fedc2sl-sachs-v1-quick").iterdir())
     assert written == ["experiment.json", "log.txt", "report.html"]
     print(f"wheel test: {time.perf_counter() - start:.1f} s")
+
+
+def test_the_package_carries_what_a_registry_shows():
+    """Licence, changelog and citation files, and the metadata a package index shows; the
+    version is written once (pyproject.toml) and read from the installed metadata."""
+    import tomllib
+
+    import fedcausal_flwr
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert project["readme"] == "README.md" and project["license"] == {"text": "MIT"}
+    assert "License :: OSI Approved :: MIT License" in project["classifiers"]
+    assert "MIT License" in (REPO_ROOT / "LICENSE").read_text().splitlines()[0]
+    assert fedcausal_flwr.__version__ == project["version"]
+    assert f"## {project['version']}" in (REPO_ROOT / "CHANGELOG.md").read_text()
+    citation = (REPO_ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and "license: MIT" in citation
+    assert "\nversion:" not in citation  # one place for the version
+
+
+def test_the_facade_is_the_documented_functions_and_loads_no_flower():
+    """``fedcausal_flwr.run`` is ``api.run`` itself (``help()`` shows its parameters), imported
+    on first use: importing the package loads no Flower."""
+    code = (
+        "import pydoc, sys, fedcausal_flwr as fc; print('flwr' in sys.modules); "
+        "print(pydoc.render_doc(fc.run, renderer=pydoc.plaintext)); "
+        "print(fc.rerun.__module__, fc.citest.__module__)"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "False"
+    assert "Parameters" in shown.stdout and "method_options" in shown.stdout
+    assert lines[-1] == "fedcausal_flwr.api fedcausal_flwr.citest"

@@ -66,10 +66,13 @@ def test_compare_writes_a_self_contained_report(study):
     assert "edges (with each edge's confidence)</summary>" in graphs
     values = [float(v) for v in re.findall(r"(?:--&gt;|---) \S+   p ([0-9.e+-]+)", graphs)]
     assert values and all(0 <= v <= 0.05 for v in values)
-    # the ledger in short: exact FedPC's server saw sums of tables, pooled the rows themselves
+    # the ledger in short: a compare run is plain, so exact FedPC's server held every client's
+    # tables (and summed them itself), pooled the rows themselves
     ledger = page[page.index("<h2>What the server received</h2>") :]
     fedpc = ledger[ledger.index("<h3>fedpc") : ledger.index("<h3>pooled")]
-    assert "<td class='name'>tables</td><td class='name'>sum</td>" in fedpc
+    held = "each client&#x27;s, summed by the server"
+    assert f"<td class='name'>tables</td><td class='name'>{held}</td>" in fedpc
+    assert "Plain run (no SecAgg+)" in fedpc and "sum only" not in fedpc
     assert "<td class='name'>raw_data</td><td class='name'>each client&#x27;s</td>" in ledger
 
 
@@ -138,9 +141,13 @@ def test_ledger_summary_counts_what_the_server_received():
     rows = {row[0]: row[1:] for row in ledger_summary(ledger)}
     assert rows["hello"] == ["each client's", 1, 3, "0", "levels, n_rows"]
     # per round the largest reply of each array position: 24, then 7 + 1 (a scalar)
-    assert rows["tables"] == ["sum via SecAgg+", 2, 3, "32", "–"]
+    assert rows["tables"] == ["sum only (SecAgg+)", 2, 3, "32", "–"]
+    # a round outside SecAgg+ is its own row: the server held every client's reply there
     ledger[2]["secure"] = False
-    assert ledger_summary(ledger)[1][1] == "sum"
+    assert [row[:3] for row in ledger_summary(ledger)[1:]] == [
+        ["tables", "sum only (SecAgg+)", 1],
+        ["tables", "each client's, summed by the server", 1],
+    ]
 
 
 def test_build_report_escapes_names(tmp_path):

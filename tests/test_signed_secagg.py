@@ -403,8 +403,11 @@ def roster_walkthrough() -> list[str]:
     """The commands of docs/deploy.md's "A roster from scratch" block."""
     text = (REPO_ROOT / "docs" / "deploy.md").read_text()
     section = text.split("## A roster from scratch", 1)[1]
-    block = re.search(r"<!-- docs-test: tests/test_signed_secagg.py -->\n```bash\n(.*?)```",
-                      section, re.S)  # fmt: skip
+    mark = (
+        "<!-- doc-test: covered by "
+        "tests/test_signed_secagg.py::test_the_docs_roster_walkthrough_runs -->"
+    )
+    block = re.search(re.escape(mark) + r"\n```bash\n(.*?)```", section, re.S)
     assert block, "docs/deploy.md's roster walkthrough has no tested bash block"
     joined = re.sub(r"\\\n\s*", " ", block.group(1))
     return [line.split("  #")[0].strip() for line in joined.splitlines()

@@ -123,7 +123,9 @@ class RunRecorder:
     ) -> None:
         """One entry per message kind the server received.
 
-        ``summed``: the server only saw the sum; ``secure``: that sum came through SecAgg+.
+        ``summed``: the method reads only the sum over the clients; ``secure``: SecAgg+ summed
+        it, so the server held the sum alone (``summed`` without ``secure``: the server received
+        every client's reply and added them itself; :mod:`fedcausal_flwr.server_held` says which).
         """
         self.ledger.append(
             {

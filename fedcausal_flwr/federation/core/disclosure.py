@@ -61,6 +61,13 @@ def declare(owner: str, disclosures: Mapping[str, str] | None) -> dict[str, str]
     return dict(sorted(out.items()))
 
 
+def summed_actions(disclosures: Mapping[str, str]) -> list[str]:
+    """The actions a declaration says only their sum is needed of: a run records them, so what
+    it says the server held is read from the declaration and what the run did
+    (:mod:`fedcausal_flwr.server_held`)."""
+    return sorted(action for action, kind in disclosures.items() if kind == SUM)
+
+
 def most_revealing(kinds: Iterable[str]) -> str:
     """The most revealing of ``kinds`` (``metadata`` for none)."""
     return max(kinds, key=CLASSES.index, default=METADATA)

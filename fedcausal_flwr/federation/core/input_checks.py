@@ -204,6 +204,21 @@ class _Check:
             problem, client=client, file=file, column=column, fix=fix, entry_point=self.entry_point
         )
 
+    def _read_as_missing(self, pid: int, col: str) -> str:
+        """For a text column of a frame given in Python: pandas' ``read_csv`` reads levels named
+        ``None``, ``NA`` or ``null`` (pgmpy's child and insurance have them) as missing values,
+        where this package's reader keeps them, so the gaps may be levels it dropped."""
+        levels = self.info[pid].levels.get(col) or []
+        if pid in self.files or self.entry_point != "python" or not levels:
+            return ""
+        if not all(isinstance(level, str) for level in levels):
+            return ""
+        return (
+            " (if the frame was read with pd.read_csv, a level written None, NA or null became a "
+            "missing value: read the file with fedcausal_flwr.data.read_client_csv(path), or "
+            "pd.read_csv(path, keep_default_na=False, na_values=['']))"
+        )
+
     def label(self, pid: int) -> str:
         return client_label(pid, self.files.get(pid))
 
@@ -320,7 +335,7 @@ class _Check:
                 if missing and needs.missing in (None, "error"):
                     raise self.error(
                         f"has {missing} missing value{'s' if missing > 1 else ''}; "
-                        f"{self.method} needs complete data",
+                        f"{self.method} needs complete data{self._read_as_missing(pid, col)}",
                         client=pid,
                         column=col,
                         fix=MISSING_DROP if needs.missing is None else MISSING_FIX,

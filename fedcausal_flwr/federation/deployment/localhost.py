@@ -16,6 +16,7 @@ machines (docs/deploy.md, "A roster from scratch").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -23,12 +24,20 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 FEDERATION_FILE = "federation.json"
 APP_DIR = "fedcausal-app"  # `flwr run` takes the directory name as the app's name: a valid one
+#: the run `up` prints: FedPC with SecAgg+, which a site's default policy answers
+PRINTED_METHOD, PRINTED_OPTIONS = "fedpc", "alpha=0.05"
+#: why `--tuned`, where a user chooses it: one secure run measured with and without it
+#: (docs/deploy.md, under `federation up`)
+TUNED_HINT = (
+    "secure runs are much faster with --tuned (measured on one 2-core machine: the same secure "
+    "run took 6.5 min with the stock SuperNodes, 49 s with --tuned)"
+)
 
 
 def add_federation_parser(sub: Any) -> None:
@@ -69,7 +78,8 @@ def add_federation_parser(sub: Any) -> None:
     up.add_argument(
         "--tuned",
         action="store_true",
-        help="faster rounds: fedcausal-supernode + fedcausal-executor per site",
+        help="faster rounds: fedcausal-supernode + fedcausal-executor per site; recommended "
+        "for secure runs (" + TUNED_HINT.split("(", 1)[1],
     )
     up.add_argument(
         "--site-policy",
@@ -166,7 +176,8 @@ def run_command(
     deployment: Any, app: Path, method: str = "fedpc", options: str = "", secure: bool = True
 ) -> str:
     """The ``flwr run`` command line for ``deployment`` (shell-quoted); ``secure`` by default,
-    since a site's default policy lets its statistics leave only as SecAgg+ sums."""
+    since a site's default policy lets its statistics leave only as SecAgg+ sums
+    (:func:`policy_refusal` checks a run config against the sites' policies)."""
     from fedcausal_flwr.federation.deployment.local_deployment import FEDERATION
 
     config = f"method='{method}' num-clients={len(deployment.node_configs)} " + (
@@ -180,6 +191,38 @@ def run_command(
         f"FLWR_HOME={shlex.quote(str(deployment.flwr_home))} flwr run {shlex.quote(str(app))} "
         f"{FEDERATION} --stream --run-config {quoted}"
     )
+
+
+def policy_refusal(run_config: Mapping[str, Any], policies: Sequence[Any]) -> str | None:
+    """The first refusal the sites' ``policies`` give a run config, in a site's own one-line
+    words (None: every site answers it): its ``hello``, then each action its method declares, as
+    the run sends it (a summed one through SecAgg+ in a secure run, else plainly; a ``per_client``
+    statistic in a plain run only, since which of them a secure run still sends depends on its
+    options). The same guard a site applies to each message, before anything is printed: no data
+    read, nothing written to a site's audit log; a privacy budget's noise is not planned here."""
+    from fedcausal_flwr.federation.core.disclosure import CLASSES, PER_CLIENT, SUM
+    from fedcausal_flwr.federation.core.messages import HELLO
+    from fedcausal_flwr.federation.core.registry import check_secure, get_method
+    from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, public_error
+    from fedcausal_flwr.options import parse_assignments, parse_bool
+
+    spec = get_method(str(run_config["method"]))
+    raw = parse_assignments(str(run_config.get("options", "")), what="run config key options")
+    options = spec.resolve(raw, "config")
+    secure = parse_bool(run_config.get("secure", False))
+    check_secure(spec, options, secure, "config")
+    declared = sorted(spec.disclosures.items(), key=lambda item: CLASSES.index(item[1]))
+    sent = [(a, k) for a, k in declared if not (secure and k == PER_CLIENT)]
+    for site, policy in enumerate(policies):
+        quiet = None if policy is None else dataclasses.replace(policy, audit_log=None)
+        guard = spec.guard(site, quiet, secure_run=secure, options=options)
+        for action, kind in [(HELLO, ""), *sent]:
+            participants = len(policies) if secure and kind == SUM else None
+            try:
+                guard.check(action, {}, secagg_participants=participants)
+            except PolicyRefusal as err:
+                return public_error(err, site, action, quiet)
+    return None
 
 
 def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
@@ -243,7 +286,15 @@ def federation_up(args: argparse.Namespace, run_config: Mapping[str, Any]) -> in
     for problem in problems:
         print(f"  PROBLEM    {problem}")
     print("run a method (its options go in `options`, e.g. options='alpha=0.01 max-depth=3'):")
-    print(f"  {run_command(deployment, app, 'fedpc', 'alpha=0.05')}")
+    command = run_command(deployment, app, PRINTED_METHOD, PRINTED_OPTIONS)
+    print(f"  {command}")
+    printed = {"method": PRINTED_METHOD, "options": PRINTED_OPTIONS, "secure": True}
+    refusal = policy_refusal(printed, policies)
+    if refusal:  # a --site-policy the printed run does not fit: say so, not a silent failure
+        print(f"  NOTE       the sites' policies refuse this run: {refusal}; change its run "
+              "config to one they allow (docs/deploy.md, 'What a site controls')")  # fmt: skip
+    if not args.tuned:
+        print(f"  TIP        {TUNED_HINT}")
     print(f"the result JSON is written to {deployment.results_dir / 'result.json'}")
     print(f"stop: `fedcausal-flwr federation down --workdir {workdir}`", end="")
     if args.detach:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -250,19 +251,72 @@ def site_data(context: Context, spec: MethodSpec, settings: Mapping[str, Any]) -
 
 server_app = ServerApp()
 
+#: errors the ServerApp says in one line (naming the site and policy key, the option or the
+#: folder): Flower's traceback of them would bury that line in the log stream
+SAID_ERRORS = (CoordinatorError, SitePolicyError, OptionError)
+#: set on an error once the ServerApp has printed it
+_SAID = "_fedcausal_said"
+
+
+class SaidErrorFilter(logging.Filter):
+    """Drops the record in which Flower logs the traceback of an exception the ServerApp already
+    said in one line (``ServerApp raised an exception``). The exception still reaches Flower, so
+    the run ends as failed (``flwr ls``: ``finished:failed``, exit code 201)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not getattr(error, _SAID, False)
+
+
+def keep_tracebacks_of_unsaid_errors() -> None:
+    """Install :class:`SaidErrorFilter` on Flower's logger, once per process."""
+    flower = logging.getLogger("flwr")
+    if not any(isinstance(f, SaidErrorFilter) for f in flower.filters):
+        flower.addFilter(SaidErrorFilter())
+
+
+#: how each site's refusal ends (:func:`~fedcausal_flwr.federation.core.site_guard.public_error`)
+_FULL_REASON = "; the site's audit log has the full reason"
+
+
+def merged_refusals(message: str) -> str:
+    """Sites refusing for the same reason said once: ``sites 0, 1, 2: each refuses action
+    'tables': its policy has allow-plain-statistics = false; ...`` instead of three times
+    (``message``: the sites' one-line refusals joined; anything else comes back as it is)."""
+    parts = message.split(_FULL_REASON)
+    if len(parts) < 2 or parts[-1]:
+        return message
+    sites: dict[str, list[str]] = {}
+    for part in parts[:-1]:
+        match = re.fullmatch(r"site (\d+) (.+)", part.removeprefix("; "), flags=re.DOTALL)
+        if match is None:
+            return message
+        sites.setdefault(match[2], []).append(match[1])
+    said = "; ".join(
+        f"site {ids[0]} {why}" if len(ids) == 1 else f"sites {', '.join(ids)}: each {why}"
+        for why, ids in sites.items()
+    )
+    return said + (
+        _FULL_REASON if len(parts) == 2 else "; each site's audit log has the full reason"
+    )
+
 
 @server_app.main()
 def _server_main(grid: Grid, context: Context) -> None:
     try:
         _serve(grid, context)
-    except (CoordinatorError, SitePolicyError, OptionError) as err:
-        print(f"fedcausal-flwr: error: {err}", flush=True)  # the one line the submitter reads
+    except SAID_ERRORS as err:
+        said = merged_refusals(str(err)) if isinstance(err, SitePolicyError) else str(err)
+        print(f"fedcausal-flwr: error: {said}", flush=True)  # the one line the submitter reads
+        setattr(err, _SAID, True)
+        keep_tracebacks_of_unsaid_errors()
         raise
 
 
 def _serve(grid: Grid, context: Context) -> None:
     # the server side's modules are imported here, not at module level: the ClientApp process
     # loads this module too, and imports only what a client needs (see _client_fn)
+    from fedcausal_flwr.federation.core.disclosure import summed_actions
     from fedcausal_flwr.federation.runtime.workflow import RunSettings, run_strategy
     from fedcausal_flwr.result import run_config
 
@@ -299,7 +353,13 @@ def _serve(grid: Grid, context: Context) -> None:
     source = {"source": "sites", "network": settings["network"], "samples": settings["samples"],
               "partition": settings["partition"]}  # fmt: skip
     result = strategy.build_result(
-        config=run_config(spec.name, options, {"backend": "flwr", **recorded}, source)
+        config=run_config(
+            spec.name,
+            options,
+            {"backend": "flwr", **recorded},
+            source,
+            summed_actions=summed_actions(spec.disclosures),
+        )
     )
     if settings["result_path"]:  # saved before scoring: a truth that fails loses no result
         path = folders.save(result, settings["result_path"])

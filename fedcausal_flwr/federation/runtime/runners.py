@@ -31,6 +31,7 @@ from flwr.app import Context
 
 from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.environment import NO_PHONING_OUT
+from fedcausal_flwr.federation.core.disclosure import summed_actions
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.core.registry import check_secure, get_method
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
@@ -316,7 +317,8 @@ def run_method(
     maker = BoundClientMaker(spec.make_client, spec.own_options(opts), spec.guard(0))
     factory = PartitionedClients(maker, partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
-    config = run_config(name, opts, settings, dict(data or {"source": "frames"}))
+    data = dict(data or {"source": "frames"})
+    config = run_config(name, opts, settings, data, summed_actions=summed_actions(spec.disclosures))
     return run_protocol(
         strategy,
         factory,
