@@ -526,7 +526,7 @@ def written_frame(site: SiteFile) -> pd.DataFrame:
         chosen[0] = True  # at least one value in the other case
         recased = values.map(lambda v: v[:1].swapcase() + v[1:] if isinstance(v, str) else v)
         frame = frame.assign(**{site.case_column: values.where(~chosen, recased)})
-    if site.blanks is not None:
+    if site.blanks is not None and site.sep not in " \t":  # blanks would split fields there
         rng = np.random.default_rng(site.blanks)
         frame = frame.copy()
         for k in range(frame.shape[1]):
