@@ -374,9 +374,13 @@ class OptionSet:
                     )
                     raise OptionError(f"{owner}: option {shown}: {err}") from None
             elif option.required:
+                how = ""
+                spec = re.fullmatch(r"method '([^']+)'", owner)
+                if entry_point == "spec" and spec:  # how a compare method spec gives it
+                    how = f"; give it in the method spec: {spec.group(1)}:{option.name}=VALUE"
                 raise OptionError(
                     f"{owner} needs option {spell(option.name, entry_point)} ({option.help}; "
-                    f"{option.describe_type()})"
+                    f"{option.describe_type()}){how}"
                 )
             else:
                 values[option.name] = option.default

@@ -529,7 +529,8 @@ METHODS: tuple[tuple[type[LCSSearchStrategy], str, dict[str, Any]], ...] = (
         {
             "disclosures": DISCLOSURES,
             "paper": "FedLCS (Yu et al., Sci China Inf Sci 2025)",
-            "description": "FedLCS (Yu et al. 2025): federated local structure of option 'target'",
+            "description": "FedLCS (Yu et al. 2025): the parents and children of each target "
+            "variable (option target), learned and oriented from the clients' votes",
             "min_sites": 2,
         },
     ),

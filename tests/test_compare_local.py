@@ -147,3 +147,13 @@ def test_a_report_that_cannot_be_built_leaves_no_stale_page(study, tmp_path, cap
     assert again.n_skipped == 2 and again.report is None and "report.html" in again.not_written
     assert len(lines) == 1 and "not written" in lines[0] and "cannot compare graphs" in lines[0]
     assert not (copy / "report.html").exists() and (copy / "results.csv").exists()
+
+
+def test_a_spec_without_its_required_option_says_how_to_give_it(tmp_path, capsys):
+    from fedcausal_flwr.cli import main
+
+    args = ["compare", "--methods", "fedpc,fedlcs", "--networks", "asia", "--clients", "2"]
+    assert main([*args, "--samples", "300", "--out", str(tmp_path / "s"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "method 'fedlcs' needs option target" in err
+    assert "give it in the method spec: fedlcs:target=VALUE" in err

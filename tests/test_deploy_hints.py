@@ -273,3 +273,36 @@ def test_a_refused_run_in_a_deployment_shows_one_line_and_ends_failed(tmp_path):
     assert "Traceback" not in stream and "SitePolicyError" not in stream
     runs = json.loads(listed.stdout)["runs"]
     assert [run["status"] for run in runs] == ["finished:failed"]
+
+
+def test_down_while_a_foreground_up_cleans_up_ends_quietly(tmp_path, monkeypatch, capsys):
+    """`federation down` against a foreground `up`: ending the processes makes `up` remove its
+    record first, which is no error (a newcomer saw exit 2 naming the missing file)."""
+    import os
+    import sys
+
+    from fedcausal_flwr.cli import main
+
+    workdir = tmp_path / "fed"
+    workdir.mkdir()
+    env = {**os.environ, "FLWR_HOME": str(workdir / "flwr_home")}
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    record = workdir / localhost.FEDERATION_FILE
+    record.write_text(json.dumps({"pids": [sleeper.pid]}))
+    real_end = local_deployment.end_processes
+
+    def ended_and_up_cleaned(pids):  # noqa: ANN001, ANN202
+        done = real_end(pids)
+        record.unlink()  # what the foreground `up` does once its processes end
+        return done
+
+    monkeypatch.setattr(local_deployment, "end_processes", ended_and_up_cleaned)
+    try:
+        assert main(["federation", "down", "--workdir", str(workdir)]) == 0
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+        sleeper.wait()
+    printed = capsys.readouterr()
+    assert f"federation down: ended pids {sleeper.pid}" in printed.out, printed
+    assert "error" not in printed.err

@@ -7,8 +7,8 @@ one fails):
   these two kinds run as written, in the page's order, in one fresh folder (a page is a
   notebook: a later block may read what an earlier one wrote), Python blocks in one namespace.
   A ``fedcausal-flwr`` command runs in this process (its globs expanded as a shell would), any
-  other command in ``bash``; the README's commands take the small sizes of :data:`SMALL`. A page
-  whose commands start Ray or Flower processes runs with the slow tests.
+  other command in ``bash``; the main job's commands take the small sizes of :data:`SMALL`. A
+  page whose commands start Ray or Flower processes runs with the slow tests.
 * ``<!-- doc-test: synopsis -->``: a list of commands with alternatives (``a|b``, ``[...]``):
   every subcommand and every ``--flag`` it shows must exist (the command's ``--help`` lists it);
 * ``<!-- doc-test: covered by FILE[::TEST] [via MODULE] -->``: a deployment command, or the test
@@ -42,7 +42,7 @@ from fedcausal_flwr.federation.deployment.local_deployment import (
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
 MARK = re.compile(r"<!-- doc-test: (.+?) -->")
-FENCE = re.compile(r"^```(bash|sh|shell|console|python)\s*$")
+FENCE = re.compile(r"^\s*```(bash|sh|shell|console|python)\s*$")  # in a list item too
 #: the small sizes the README's runnable commands run with (pattern -> replacement; the site's
 #: pages are small as written)
 SMALL = (
@@ -54,7 +54,10 @@ SMALL = (
     (r"--run-config \"", '--run-config "samples=1500 '),
     (r" <federation>", ""),  # Flower's default local simulation
 )
-#: commands that start Ray or Flower processes: their page runs with the slow tests
+#: the pages that show the main job at its full size (it runs with :data:`SMALL`)
+MAIN_JOB_PAGES = ("README.md", "docs/getting-started.md")
+#: commands that start Ray or Flower processes: their page runs with the slow tests, and they
+#: run in their own process (RAY_TMPDIR: the session's, tests/conftest.py)
 SLOW = re.compile(r"--backend ray|^flwr |--ray-address")
 
 
@@ -70,7 +73,7 @@ def page_blocks(page: Path) -> list[tuple[int, str, str, str]]:
         fence = FENCE.match(line)
         if not fence:
             continue
-        end = next(k for k in range(number + 1, len(lines)) if lines[k].startswith("```"))
+        end = next(k for k in range(number + 1, len(lines)) if lines[k].lstrip().startswith("```"))
         mark = MARK.search(lines[number - 1]) if number else None
         kind = mark.group(1) if mark else ""
         text = "\n".join(lines[number + 1 : end])
@@ -190,7 +193,7 @@ def run_page(page: Path, folder: Path, env: dict[str, str]) -> None:
             exec(compile(text, where, "exec"), namespace)  # noqa: S102 - the page's own code
         elif kind == "run":
             for command in commands(text):
-                shrunk = small(command) if page.name == "README.md" else command
+                shrunk = small(command) if page_name(page) in MAIN_JOB_PAGES else command
                 run_command(shrunk, where, folder, env)
 
 
@@ -200,7 +203,11 @@ def run_command(command: str, where: str, folder: Path, env: dict[str, str]) -> 
     if command.startswith("pip ") and " && " in command:
         command = command.split(" && ", 1)[1]
     words = shlex.split(command)
-    if words[0] == "fedcausal-flwr" and not re.search(r"[|&;<>]", command):
+    if (
+        words[0] == "fedcausal-flwr"
+        and not re.search(r"[|&;<>]", command)
+        and not SLOW.search(command)
+    ):
         argv = [m for w in words[1:] for m in (sorted(glob.glob(w)) or [w])]  # the shell's globs
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

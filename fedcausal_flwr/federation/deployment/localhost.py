@@ -391,7 +391,8 @@ def federation_down(args: argparse.Namespace) -> int:
         if process_environment(pid).get("FLWR_HOME", "").startswith(str(workdir))
     ]
     ended = end_processes(ours)
-    state_file.unlink()
+    # a foreground `up` whose processes just ended removes the file itself, maybe first
+    state_file.unlink(missing_ok=True)
     deadline = time.monotonic() + 10.0  # SIGKILLed processes take a moment to go
     while (left := [p for p in ended if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
