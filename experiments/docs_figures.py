@@ -3,8 +3,9 @@
 Runs the README's main job (ALARM, 5 000 rows over 5, 10 and 20 clients, 2 seeds) and a compare
 of fedpc, fedpc-vote and fedecd on ALARM, copies their plots and learned-graph drawings into
 ``docs/figures/``, runs the tutorial's compare for its figure, builds the documentation site, and
-takes screenshots at 1280 px of the main job's ``report.html`` and of the tutorial's page in
-headless Chromium with the network off (``--no-screenshots`` without Chromium).
+takes screenshots at 1280 px of the main job's ``report.html``, of the second compare's learned
+graphs and of the tutorial's page in headless Chromium with the network off
+(``--no-screenshots`` without Chromium).
 
     python experiments/docs_figures.py [--out docs/figures] [--work DIR] [--no-screenshots]
 """
@@ -44,6 +45,18 @@ def screenshot(page: Path, shot: Path, height: int, work: Path) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=180, env=env)
 
 
+def section_page(report: Path, section: str, work: Path) -> Path:
+    """One section of a ``report.html`` (``<section id=...>``) as a page of its own, with the
+    report's head (its style): a screenshot then starts at that section."""
+    text = report.read_text()
+    start = text.index(f"<section id='{section}'>")
+    end = text.index("</section>", start) + len("</section>")
+    head = text[: text.index("<body>") + len("<body>")]
+    page = work / f"{report.parent.name}-{section}.html"
+    page.write_text(f"{head}{text[start:end]}</body></html>")
+    return page
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "figures")
@@ -71,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_screenshots:
         screenshot(main_job / "report.html", out / "report.png", 1000, work)
-        screenshot(voting / "report.html", out / "report-alarm.png", 2600, work)
+        graphs = section_page(voting / "report.html", "graphs", work)
+        screenshot(graphs, out / "report-alarm.png", 2400, work)
         site = work / "site"
         env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
         subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
