@@ -425,7 +425,11 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-depth", default=None, help="max_depth of every method that has one")
     p.add_argument("--metrics", default="shd,adj_f1,arrow_f1", help="summarised and plotted")
     p.add_argument("--graph-run", default=None, help="run key whose graph is drawn vs the truth")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="skip the PNG plots of the metrics (the report still draws each learned graph)",
+    )
     p.add_argument("--retry-failed", action="store_true", help="re-run runs recorded as failed")
     p.add_argument(
         "--progress",

@@ -603,7 +603,9 @@ def compare(
         "networks": list(networks),
         "clients": clients,
         "seeds": seeds,
-        **settings,
+        # the run settings the sweep uses (the others, such as one run's clients or seed, are
+        # the sweep's lists above)
+        **{k: settings[k] for k in ("samples", "partition", "backend")},
         "options": dict(options or {}),
         "metrics": list(metrics),
         "graph_run": chosen,

@@ -157,3 +157,17 @@ def test_a_spec_without_its_required_option_says_how_to_give_it(tmp_path, capsys
     err = capsys.readouterr().err
     assert "method 'fedlcs' needs option target" in err
     assert "give it in the method spec: fedlcs:target=VALUE" in err
+
+
+def test_the_study_plan_records_the_sweeps_own_lists(tmp_path):
+    """study.json says what the sweep ran: its clients and seeds, not one run's defaults."""
+    import json
+
+    from fedcausal_flwr.compare import compare
+
+    out = tmp_path / "s"
+    compare(["pc-vote"], ["asia"], [3], samples=300, seeds=[0, 2], out=out, plots=False,
+            report=False, progress=False)  # fmt: skip
+    plan = json.loads((out / "study.json").read_text())
+    assert (plan["clients"], plan["seeds"], plan["networks"]) == ([3], [0, 2], ["asia"])
+    assert plan["samples"] == 300 and "seed" not in plan and "network" not in plan
