@@ -27,6 +27,10 @@ DESCRIPTION = (
     "site, compare methods, export learned graphs and report results."
 )
 
+#: ``run`` lists the learned edges up to this many (a wide graph's 100,000 lines help nobody on a
+#: terminal: it is counted, and the export command named)
+MAX_LISTED_EDGES = 500
+
 RUN_USAGE = (
     "fedcausal-flwr run --method NAME (--network NET | --data CSV [CSV ...]) [run settings] "
     "[method options]\n       fedcausal-flwr run --config RESULT.json [overrides]"
@@ -103,6 +107,12 @@ def run_parser(method: str | None) -> argparse.ArgumentParser:
         "is one",
     )
     parser.add_argument("--no-edges", action="store_true", help="do not print the learned edges")
+    parser.add_argument(
+        "--all-edges",
+        action="store_true",
+        help=f"print every learned edge (by default a graph of more than {MAX_LISTED_EDGES:,} "
+        "edges is counted, not listed)",
+    )
     parser.add_argument(
         "--progress",
         action="store_true",
@@ -187,6 +197,8 @@ def _run_command(argv: list[str]) -> int:
     }
     if args.draw is not None and Path(args.draw).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise OptionError(f"--draw {args.draw}: give a .png, .svg or .pdf file name")
+    if args.no_edges and args.all_edges:
+        raise OptionError("--no-edges and --all-edges contradict each other: give one")
     for flag, path, example in (("--out", args.out, "result.json"), ("--draw", args.draw, "g.png")):
         if path is not None:  # before any work: a run must not end in a write it cannot do
             outputs.check_file(path, f"{flag} {path}", example=example)
@@ -242,10 +254,20 @@ def _run_command(argv: list[str]) -> int:
             interrupts.save_result(result, args.out)
     print(result.summary())
     if result.graph is not None and not args.no_edges:
-        lines = result.edge_lines(confidence=True)
-        print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
-        for line in lines:
-            print(f"  {line}")
+        n_edges = result.graph.n_edges()
+        if n_edges > MAX_LISTED_EDGES and not args.all_edges:
+            where = (
+                f"`fedcausal-flwr export {args.out} --format edges` writes them"
+                if args.out
+                else "--out FILE keeps the result"
+            )
+            print(f"learned {result.graph.kind}, {n_edges:,} edges: not listed (over "
+                  f"{MAX_LISTED_EDGES:,}; --all-edges lists them; {where})")  # fmt: skip
+        else:
+            lines = result.edge_lines(confidence=True)
+            print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
+            for line in lines:
+                print(f"  {line}")
     if args.draw and f"--draw {args.draw}" not in failed:
         print(f"  graph drawn to {args.draw}")
     for d in result.dropped_clients:

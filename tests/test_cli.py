@@ -336,3 +336,24 @@ def test_iod_enumeration_lines_reach_the_runs_progress():
     done = next(k for k, line in enumerate(heard) if line.startswith("IOD local phase done"))
     after = heard[done + 1 :]  # the enumeration's lines (if it took a second), the last round's
     assert after and after[-1].startswith(f"round {result.rounds}: local_lrt")
+
+
+def test_a_graph_of_many_edges_is_counted_not_listed(monkeypatch, capsys, tmp_path):
+    """Past MAX_LISTED_EDGES the edge list is one line naming how to get it; --all-edges
+    lists every edge; with --no-edges the two contradict."""
+    import fedcausal_flwr.cli as cli_module
+
+    monkeypatch.setattr(cli_module, "MAX_LISTED_EDGES", 3)
+    out = tmp_path / "r.json"
+    args = ["run", "--method", "fedpc", "--network", "asia", "--samples", "2000", "--clients", "2"]
+    assert cli_module.main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    counted = [line for line in printed.splitlines() if line.startswith("learned CPDAG")]
+    assert len(counted) == 1 and "edges: not listed (over 3; --all-edges lists them" in counted[0]
+    assert f"fedcausal-flwr export {out} --format edges" in counted[0]
+    assert " --> " not in printed and " --- " not in printed
+    assert cli_module.main([*args, "--all-edges"]) == 0
+    listed = capsys.readouterr().out
+    assert sum(line.startswith("  ") and " p " in line for line in listed.splitlines()) > 3
+    assert cli_module.main([*args, "--all-edges", "--no-edges"]) == 2
+    assert "--no-edges and --all-edges contradict" in capsys.readouterr().err
