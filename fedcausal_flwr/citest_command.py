@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from fedcausal_flwr import outputs
-from fedcausal_flwr.result import PVALUE_FLOOR
+from fedcausal_flwr.result import pvalue_text
 
 
 def add_citest_parser(sub: argparse._SubParsersAction) -> None:
@@ -102,8 +102,7 @@ def citest_command(args: argparse.Namespace) -> int:
     print(f"test: {res.x} _||_ {res.y} | {given}  ({args.ci}, site effect {args.site_effect})")
     for name in (res.x, res.y, *res.given):
         print(f"  {name}: {schema[name].kind}")
-    shown = f"< {PVALUE_FLOOR:.0e}" if res.p_value < PVALUE_FLOOR else f"{res.p_value:.6g}"
-    print(f"p-value: {shown}")
+    print(f"p-value: {pvalue_text(res.p_value, digits=6)}")
     if args.ci == "fedci":
         print(f"  {res.x} ~ {res.y} + Z: LRT statistic {res.statistic_x:.6g}, df {res.df_x}, "
               f"p {res.p_x:.6g}")  # fmt: skip

@@ -99,10 +99,10 @@ def _plain(obj: Any) -> Any:
 PVALUE_FLOOR = 1e-300
 
 
-def pvalue_text(p: float) -> str:
-    """A p-value in two significant digits, or ``< 1e-300`` when it is below
+def pvalue_text(p: float, digits: int = 2) -> str:
+    """A p-value in ``digits`` significant digits, or ``< 1e-300`` when it is below
     :data:`PVALUE_FLOOR`: "p 0" would claim certainty where the float only ran out of range."""
-    return f"< {PVALUE_FLOOR:.0e}" if p < PVALUE_FLOOR else f"{p:.2g}"
+    return f"< {PVALUE_FLOOR:.0e}" if p < PVALUE_FLOOR else f"{p:.{digits}g}"
 
 
 def confidence_labels(extra: Mapping[str, Any], short: bool = False) -> dict[frozenset, str]:

@@ -160,9 +160,9 @@ def test_synopsis_blocks_name_only_existing_commands_and_flags(page, line, kind,
             except SystemExit as ended:  # argparse's --help
                 code = ended.code
         assert code in (0, None), (command, printed.getvalue()[-2000:])
-        shown = subprocess.CompletedProcess(argv, 0, printed.getvalue(), "")
+        shown = printed.getvalue()
         for flag in set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", command)) - {"--help"}:
-            assert flag in shown.stdout, f"{page_name(page)}:{line}: {' '.join(sub)} has no {flag}"
+            assert flag in shown, f"{page_name(page)}:{line}: {' '.join(sub)} has no {flag}"
 
 
 def small(command: str) -> str:
