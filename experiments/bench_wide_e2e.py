@@ -7,11 +7,13 @@ columns a copy of an earlier one 80% of the time (real dependence, so the graph 
 chance), then ``fedcausal-flwr run --method fedpc --data s0.csv s1.csv --max-depth 0 --out r.json
 --no-edges`` in its own process, as a user types it. Printed per size: the command's wall time
 and peak memory (the child's maximum resident set), the run's own ``wall_s`` (its rounds) and
-the ratio command / rounds (what surrounds the search), the result file's size and its share
-that is evidence (separating sets and p-values keyed by "x|y"), the time ``json.load`` and
-``Result.load`` take to read it back, the edges, and the reference in the same run: the
-seconds the counting alone takes (every pair's table at both sites, as one matrix product),
-the floor of depth 0.
+the ratio command / rounds (what surrounds the search), the result file's size and its evidence
+companion's (``r.evidence.npz``: every removed pair's p-value, depth and separating sets), the
+time ``json.load`` and ``Result.load`` (companion included) take to read it back, the edges, and
+the reference in the same run: the seconds the counting alone takes (every pair's table at both
+sites, as one matrix product), the floor of depth 0. Then where the command's time goes: the
+same command again under ``cProfile``, its seconds by stage (imports, reading and checking the
+input, the rounds, building the result, writing it) as shares of that profiled run.
 Targets (issue 51): 2,000 columns under 10 s and 1 GB, read back under 2 s; 5,000 under 60 s.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import resource
 import subprocess
 import sys
@@ -31,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fedcausal_flwr.environment import NO_PHONING_OUT
+from fedcausal_flwr.evidence import companion_path
 from fedcausal_flwr.result import Result
 
 
@@ -80,6 +84,7 @@ def measure(columns: int, rows: int, folder: Path) -> dict[str, float]:
     if done.returncode != 0:
         raise SystemExit(f"the run failed:\n{done.stderr[-2000:]}")
     size = out.stat().st_size
+    companion = companion_path(out)
     text = out.read_text()
     started = time.perf_counter()
     raw = json.loads(text)
@@ -87,22 +92,49 @@ def measure(columns: int, rows: int, folder: Path) -> dict[str, float]:
     started = time.perf_counter()
     result = Result.load(out)
     load_s = time.perf_counter() - started
-    extra = raw.get("extra") or {}
-    evidence = len(json.dumps(extra.get("sepsets") or {})) + len(
-        json.dumps(extra.get("edge_pvalues") or {})
-    )
     return {
         "columns": columns,
         "command_s": wall,
         "rounds_s": float(raw.get("wall_s") or 0.0),
         "peak_mb": peak_mb,
         "file_mb": size / 1e6,
-        "evidence_share": evidence / size,
+        "companion_mb": companion.stat().st_size / 1e6 if companion.exists() else 0.0,
         "json_load_s": json_s,
         "result_load_s": load_s,
         "edges": result.graph.n_edges() if result.graph is not None else 0,
         "counting_s": counting_floor(sites),
+        "stages": stage_profile(command, env, folder),
     }
+
+
+#: The stages of a run, by the function whose cumulative time is the stage's.
+STAGES = (
+    ("imports", "api.py", "<module>"),
+    ("input check", "api.py", "check_frames"),
+    ("rounds", "localgrid.py", "run_local"),
+    ("result", "protocol.py", "build_result"),
+    ("writing", "interrupts.py", "save_result"),
+)
+
+
+def stage_profile(command: list[str], env: dict[str, str], folder: Path) -> dict[str, float]:
+    """The command again under cProfile: each stage's share of the profiled run."""
+    profile = folder / "run.prof"
+    out = folder / "profiled.json"
+    profiled = [sys.executable, "-m", "cProfile", "-o", str(profile), *command[1:]]
+    profiled[profiled.index("--out") + 1] = str(out)
+    subprocess.run(profiled, capture_output=True, text=True, env=env, check=True)
+    stats = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
+    total = max(ct for (_, _, name), (_, _, _, ct, _) in stats.items() if name == "<module>")
+    shares: dict[str, float] = {}
+    for stage, file, function in STAGES:
+        seconds = [
+            ct for (path, _, name), (_, _, _, ct, _) in stats.items()
+            if name == function and path.endswith(file)
+        ]  # fmt: skip
+        shares[stage] = max(seconds, default=0.0) / total
+    shares["other"] = max(0.0, 1.0 - sum(shares.values()))
+    return shares
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=60)
     parser.add_argument("--keep", type=Path, default=None, help="keep the files in DIR")
     args = parser.parse_args(argv)
-    print("columns  command s  rounds s  command/rounds  peak MB  file MB  evidence  json.load s  "
-          "Result.load s  edges  counting s  command/counting")  # fmt: skip
+    print("columns  command s  rounds s  command/rounds  peak MB  file MB  companion MB  "
+          "json.load s  Result.load s  edges  counting s  command/counting")  # fmt: skip
     for columns in args.columns:
         with tempfile.TemporaryDirectory() as scratch:
             folder = args.keep / str(columns) if args.keep else Path(scratch)
@@ -121,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{m['columns']:7d}  {m['command_s']:9.1f}  {m['rounds_s']:8.1f}  "
             f"{m['command_s'] / max(m['rounds_s'], 1e-9):14.1f}  {m['peak_mb']:7.0f}  "
-            f"{m['file_mb']:7.1f}  {m['evidence_share']:8.0%}  {m['json_load_s']:11.2f}  "
+            f"{m['file_mb']:7.1f}  {m['companion_mb']:12.1f}  {m['json_load_s']:11.2f}  "
             f"{m['result_load_s']:13.2f}  {m['edges']:5d}  {m['counting_s']:10.2f}  "
             f"{m['command_s'] / max(m['counting_s'], 1e-9):16.0f}",
             flush=True,
         )
+        stages = ", ".join(f"{k} {v:.0%}" for k, v in m["stages"].items())
+        print(f"         where the time goes (shares of a profiled run): {stages}", flush=True)
     return 0
 
 

@@ -49,6 +49,7 @@ def run(
     min_clients: int | None = None,
     secure: bool | None = None,
     ray_address: str | None = None,
+    evidence: bool | None = None,
     sep: str | None = None,
     keep_index: bool = False,
     **method_options: Any,
@@ -64,7 +65,7 @@ def run(
         ``fedcausal-flwr run --data`` reads them (``None`` is a level there, not a missing value).
         Without it, ``samples`` rows of ``network`` are drawn with ``seed`` and split into
         ``clients`` by ``partition``.
-    network, samples, clients, partition, seed, backend, min_clients, secure, ray_address
+    network, samples, clients, partition, seed, backend, min_clients, secure, ray_address, evidence
         Run settings (:data:`fedcausal_flwr.settings.RUN_SETTINGS`); ``None`` takes the default.
         ``network`` and ``data`` are alternatives, and the network settings do not apply with
         ``data``.
@@ -87,6 +88,7 @@ def run(
         "min_clients": min_clients,
         "secure": secure,
         "ray_address": ray_address,
+        "evidence": evidence,
     }
     frames, files = _frames_or_files(data)
     return execute(
@@ -257,6 +259,9 @@ def execute(
         ray_address=settings["ray_address"],
     )
     result.config["run"]["seed"] = settings["seed"]
+    result.config["run"]["evidence"] = settings["evidence"]
+    if not settings["evidence"]:
+        result.evidence = None
     result.config["truth"] = truth_label
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
     if on_result is not None:
@@ -312,7 +317,9 @@ def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
             "this result's config has no method/options/run/data record (written by an older "
             "version?); it cannot be re-run"
         ) from None
-    settings = {k: run_settings.get(k) for k in ("seed", "backend", "min_clients", "secure")}
+    settings = {
+        k: run_settings.get(k) for k in ("seed", "backend", "min_clients", "secure", "evidence")
+    }
     files = None
     reading = {"sep": data.get("sep"), "keep_index": bool(data.get("keep_index", False))}
     if data.get("source") == "network":

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from fedcausal_flwr.options import OptionError
 
@@ -88,26 +89,83 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     in one step: a failed or interrupted write leaves the earlier file as it was. A device or a
     pipe (``/dev/stdout``) is written as it is, and a symbolic link's target is replaced.
     A failure is an :class:`OutputError` naming ``path``."""
-    path = Path(path)
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, content: bytes) -> Path:
+    """``content`` to ``path`` as :func:`write_text` writes text (in one step, or not at all)."""
+    return write_with(path, lambda handle: handle.write(content))
+
+
+def write_with(path: str | os.PathLike, writer: Callable[[BinaryIO], object]) -> Path:
+    """What ``writer`` writes to an open binary file, to ``path`` as :func:`write_text` writes
+    text (streamed: a large file is never held in memory whole)."""
+    return write_together([(path, writer)])[0]
+
+
+def write_together(
+    files: Sequence[tuple[str | os.PathLike, Callable[[BinaryIO], object]]],
+    name: str | os.PathLike | None = None,
+) -> list[Path]:
+    """Each ``(path, writer)`` as :func:`write_with` writes one, all or none: every file goes to a
+    temporary file first, then each replaces its target, and a failure puts back what the
+    earlier ones replaced (a result and its evidence companion never part). A failure is an
+    :class:`OutputError` naming ``name`` (default: the file that failed)."""
+    paths = [Path(path) for path, _ in files]
+    staged: list[tuple[Path, Path, Path]] = []  # (temporary file, target, path as given)
+    aside: dict[Path, Path] = {}  # target -> a second name of its earlier file
+    placed: list[Path] = []
+    current = paths[0]
     try:
-        if _exists(path) and not path.is_file() and not path.is_dir():
-            with open(path, "w", encoding="utf-8") as handle:  # a device or a pipe
-                handle.write(text)
-            return path
-        target = Path(os.path.realpath(path)) if path.is_symlink() else path
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:  # a file where a folder of the path should be
-            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path)) from None
-        temp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-        try:
-            temp.write_text(text, encoding="utf-8")
+        for path, (_, writer) in zip(paths, files, strict=True):
+            current = path
+            if _exists(path) and not path.is_file() and not path.is_dir():
+                with path.open("wb") as handle:  # a device or a pipe: written as it is
+                    writer(handle)
+                continue
+            target = Path(os.path.realpath(path)) if path.is_symlink() else path
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # a file where a folder of the path should be
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path)) from None
+            temp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+            staged.append((temp, target, path))
+            with temp.open("wb") as handle:
+                writer(handle)
+        for temp, target, path in staged:
+            current = path
+            if len(staged) > 1 and target.is_file():  # kept by a second name until all are in
+                earlier = target.with_name(f".{target.name}.was{os.getpid()}")
+                earlier.unlink(missing_ok=True)
+                try:
+                    os.link(target, earlier)
+                except OSError:  # a file system without hard links
+                    shutil.copyfile(target, earlier)
+                aside[target] = earlier
             os.replace(temp, target)
-        finally:
-            temp.unlink(missing_ok=True)
+            placed.append(target)
     except OSError as err:
-        raise OutputError(path, err) from err
-    return path
+        for target in reversed(placed):  # back as they were
+            try:
+                if target in aside:
+                    os.replace(aside.pop(target), target)
+                else:
+                    target.unlink(missing_ok=True)
+            except OSError:
+                pass
+        raise OutputError(Path(name) if name is not None else current, err) from err
+    finally:
+        for temp, _, _ in staged:
+            temp.unlink(missing_ok=True)
+        for earlier in aside.values():
+            earlier.unlink(missing_ok=True)
+    return paths
+
+
+def is_regular_target(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is (or would be) a regular file, not a device or a pipe."""
+    path = Path(path)
+    return not _exists(path) or path.is_file()
 
 
 def _nearest_existing(folder: Path) -> Path:

@@ -14,18 +14,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from fedcausal_flwr.evidence import Evidence, companion_path
 from fedcausal_flwr.graphs.graph import Graph
-from fedcausal_flwr.outputs import OutputError, write_text
+from fedcausal_flwr.outputs import OutputError, is_regular_target, write_text, write_together
 from fedcausal_flwr.server_held import held_line
 
 if TYPE_CHECKING:
     import networkx as nx
 
-FORMAT_VERSION = 2
+#: 3: a search's per-pair evidence moved from ``extra`` into a companion file (:mod:`evidence`).
+FORMAT_VERSION = 3
+#: Older formats :meth:`Result.from_json` still reads.
+READABLE_VERSIONS = (2, 3)
 VERSIONED = ("fedcausal-flwr", "flwr", "numpy", "scipy", "pandas")
 
 
@@ -71,8 +75,18 @@ def run_config(
     return config
 
 
+_NATIVE = (str, int, float, bool, type(None))
+
+
 def _plain(obj: Any) -> Any:
     """Recursively turn numpy / tuple / set values into JSON-native ones."""
+    kind = type(obj)
+    if kind in _NATIVE:  # the bulk of a wide result's values: checked first
+        return obj
+    if kind is list and all(type(v) in _NATIVE for v in obj):
+        return obj  # already JSON (a wide result has 100,000s of such rows): not copied
+    if kind is list or kind is tuple:
+        return [v if type(v) in _NATIVE else _plain(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -92,6 +106,75 @@ def _plain(obj: Any) -> Any:
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
     raise TypeError(f"cannot store {type(obj).__name__} value {obj!r} in a Result")
+
+
+#: A top-level value whose compact JSON is longer than this is written on one line: Python's
+#: indenting encoder is pure Python, 20x slower than the compact one on a 100,000-edge graph.
+INDENTED_UP_TO = 1_000_000
+
+
+def json_text(obj: Mapping[str, Any]) -> str:
+    """A result's JSON text: one top-level key per line, each value indented as
+    ``json.dumps(obj, indent=1, sort_keys=True)`` would unless it is long (a wide graph's edges),
+    then compact."""
+    parts = []
+    for key in sorted(obj):
+        compact = json.dumps(obj[key], sort_keys=True)
+        text = (
+            compact
+            if len(compact) > INDENTED_UP_TO
+            else json.dumps(obj[key], indent=1, sort_keys=True).replace("\n", "\n ")
+        )
+        parts.append(f" {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+def _read_evidence(path: Path, held: Mapping[str, Any]) -> Evidence | None:
+    """The companion a result file names, from its folder; a missing or different one is a
+    warning (the graph and everything else still read)."""
+    import warnings
+
+    companion = path.parent / Path(str(held["file"])).name
+    try:
+        return Evidence.load(companion, held.get("sha256"))
+    except (OSError, ValueError) as err:
+        why = "is missing" if isinstance(err, FileNotFoundError) else f"cannot be read: {err}"
+        warnings.warn(
+            f"{path}: its evidence file {companion.name} {why}; the graph, metrics and run "
+            "records are read, the per-pair evidence (removed pairs' p-values, separating sets) "
+            "is not",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def _evidence_of_format_2(
+    extra: dict[str, Any], variables: list[str]
+) -> tuple[dict[str, Any], Evidence | None]:
+    """A format-2 result kept its evidence by name in ``extra``: move it to arrays."""
+    pvalues = extra.get("edge_pvalues")
+    pvalues = pvalues if isinstance(pvalues, dict) else {}
+    removed = pvalues.get("removed")
+    sepsets = extra.get("sepsets")
+    if removed is None and not isinstance(sepsets, dict):
+        return extra, None
+    extra = dict(extra)
+    if removed is not None:
+        extra["edge_pvalues"] = {k: v for k, v in pvalues.items() if k != "removed"}
+    if isinstance(sepsets, dict):
+        del extra["sepsets"]
+    return extra, Evidence.from_named(
+        variables, removed or (), sepsets if isinstance(sepsets, dict) else None
+    )
 
 
 #: The smallest p-value printed as a number. A test's p below it has underflowed (0.0) or sits in
@@ -161,7 +244,12 @@ class Result:
     log : list of dict
         One entry per round (action, status, clients, replies, seconds, bytes, annotations).
     extra : dict
-        Method-specific output (separating sets, layers, votes, ...).
+        Method-specific output (layers, votes, the deciding p-value of each edge, ...).
+    evidence : Evidence or None
+        A PC/FCI search's per-pair evidence (every removed pair's p-value, depth and separating
+        sets) as arrays (:class:`~fedcausal_flwr.evidence.Evidence`); :meth:`save` writes it to a
+        companion ``<name>.evidence.npz`` beside the result. None when the method has none or
+        the run setting ``evidence`` was off.
     bytes_per_client : dict
         ``{partition id: {"up": bytes, "down": bytes}}``.
     """
@@ -183,6 +271,12 @@ class Result:
     secagg_bytes_up: int = 0
     secagg_bytes_down: int = 0
     secagg: list[dict] = field(default_factory=list)
+    evidence: Evidence | None = None
+    #: the companion this result last wrote, ``(path, sha256, size, mtime_ns)``: a second save
+    #: (the scored result after the first) does not write it again
+    _evidence_written: tuple[Path, str, int, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def to_json(self) -> dict:
         """A JSON-native dict (graph as ``Graph.to_json()``, numpy values converted)."""
@@ -208,6 +302,7 @@ class Result:
             "secagg_bytes_up": int(self.secagg_bytes_up),
             "secagg_bytes_down": int(self.secagg_bytes_down),
             "secagg": _plain(self.secagg),
+            **({"evidence": self.evidence.describe()} if self.evidence is not None else {}),
         }
 
     @classmethod
@@ -218,11 +313,15 @@ class Result:
                 f"{type(obj).__name__ if not isinstance(obj, dict) else 'an object without method'}"
             )
         version = obj.get("format_version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(
-                f"unsupported Result format_version {version}; expected {FORMAT_VERSION}"
+                f"unsupported Result format_version {version}; this version reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))}"
             )
         graph = None if obj.get("graph") is None else Graph.from_json(obj["graph"])
+        extra, evidence = dict(obj.get("extra", {})), None
+        if version == 2:
+            extra, evidence = _evidence_of_format_2(extra, list(obj.get("variables", [])))
         return cls(
             method=obj["method"],
             config=obj.get("config", {}),
@@ -236,7 +335,8 @@ class Result:
             dropped_clients=list(obj.get("dropped_clients", [])),
             ledger=list(obj.get("ledger", [])),
             log=list(obj.get("log", [])),
-            extra=obj.get("extra", {}),
+            extra=extra,
+            evidence=evidence,
             bytes_per_client={int(k): dict(v) for k, v in obj.get("bytes_per_client", {}).items()},
             secagg_bytes_up=int(obj.get("secagg_bytes_up", 0)),
             secagg_bytes_down=int(obj.get("secagg_bytes_down", 0)),
@@ -248,14 +348,56 @@ class Result:
 
     def save(self, path: str | Path) -> Path:
         """Write the JSON form to ``path`` (parent directories are created) in one step: a failed
-        write leaves no half file. A failure is an :class:`~fedcausal_flwr.outputs.OutputError`
-        (an ``OSError``) naming ``path`` and why, with this result as its ``result``."""
-        text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        write leaves no half file. The evidence, if any, goes first to its companion
+        (:func:`~fedcausal_flwr.evidence.companion_path`), whose name and SHA-256 the JSON
+        records. A failure is an :class:`~fedcausal_flwr.outputs.OutputError` (an ``OSError``)
+        naming the file and why, with this result as its ``result``."""
+        obj = self.to_json()
+        path = Path(path)
         try:
-            return write_text(path, text)
+            companion = self._companion_due(path)
+            if companion is None:
+                if self.evidence is not None:
+                    obj["evidence"].update(self._evidence_named(path))
+                return write_text(path, json_text(obj))
+            # the evidence and the result that names it are written together, or neither
+            evidence = self.evidence
+            assert evidence is not None
+            checksum = evidence.checksum()
+            obj["evidence"].update(file=companion.name, sha256=checksum)
+            text = json_text(obj).encode("utf-8")
+
+            def write_evidence(handle: BinaryIO) -> None:
+                evidence.write(handle)
+
+            def write_result(handle: BinaryIO) -> None:
+                handle.write(text)
+
+            write_together([(companion, write_evidence), (path, write_result)], name=path)
+            self._evidence_written = (companion, checksum, *_stamp(companion))
+            return path
         except OutputError as err:
             err.result = self
             raise
+
+    def _companion_due(self, path: Path) -> Path | None:
+        """The companion to write with this save, or None (no evidence, a device or a pipe,
+        or the same companion this result wrote last, unchanged since)."""
+        if self.evidence is None or not is_regular_target(path):
+            return None
+        companion = companion_path(path)
+        written = self._evidence_written
+        if written is not None and written[0] == companion and _stamp(companion) == written[2:]:
+            return None
+        return companion
+
+    def _evidence_named(self, path: Path) -> dict[str, str | None]:
+        """What the result file says of a companion written before (or of none beside a
+        device or a pipe)."""
+        written = self._evidence_written
+        if not is_regular_target(path) or written is None:
+            return {"file": None, "sha256": None}
+        return {"file": written[0].name, "sha256": written[1]}
 
     # ----------------------------------------------------------------- the graph, exported
     def _learned(self) -> Graph:
@@ -322,12 +464,16 @@ class Result:
                         f"{data.get('status')!r}), so it holds no result"
                     )
                 data = data["result"]
-            return cls.from_json(data)
+            result = cls.from_json(data)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not a result JSON (cut short or not JSON: {err})") from None
         except (ValueError, KeyError, TypeError) as err:
             message = err.args[0] if isinstance(err, KeyError) and err.args else err
             raise ValueError(f"{path}: {message}") from None
+        held = data.get("evidence") if isinstance(data, dict) else None
+        if isinstance(held, dict) and held.get("file"):
+            result.evidence = _read_evidence(path, held)
+        return result
 
     def summary(self) -> str:
         """One short human-readable paragraph."""

@@ -98,6 +98,14 @@ RUN_SETTINGS = OptionSet(
             False,
             "sum the method's statistics through Flower's SecAgg+ (exact integer sums)",
         ),
+        Option(
+            "evidence",
+            "bool",
+            True,
+            "keep a PC/FCI search's per-pair evidence (every removed pair's p-value, depth and "
+            "separating sets) as arrays, saved beside the result as <name>.evidence.npz; false "
+            "keeps only what grows with the graph (each edge's p-value stays in the result)",
+        ),
     )
 )
 

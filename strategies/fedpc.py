@@ -61,7 +61,7 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, named_sepsets, pc_steps, search_evidence
+from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.input_notes import note_constant_columns
@@ -219,6 +219,17 @@ class FedPCStrategy(PrivateSumsStrategy):
         self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
         self._sets: SetTables | None = None  # a private batch: its tests' variable sets
+        # a batch's p-values, handed to the search when the next round begins: the round's
+        # messages, tables and layouts are gone by then (on wide data, hundreds of MB that
+        # would otherwise stay alive through the search's next step)
+        self._answers_due: np.ndarray | None = None
+
+    def _advance_search(self) -> None:
+        """Give the search the p-values of the batch last answered (see ``_answers_due``)."""
+        if self._answers_due is not None:
+            assert self.runner is not None  # the batch came from it
+            answers, self._answers_due = self._answers_due, None
+            self.runner.answer(answers)
 
     @property
     def max_cells(self) -> int:
@@ -285,6 +296,7 @@ class FedPCStrategy(PrivateSumsStrategy):
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
+        self._advance_search()
         runner = self.runner
         if runner is None:
             if self.options.test == "fisherz" and self.options.missing != "testwise":
@@ -529,7 +541,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             self._sets = None
         if self.privacy is not None:
             self.privacy.close_batch()
-        self.runner.answer(answers)
+        self._answers_due = answers
 
     def _private_pvalues(
         self, counts: np.ndarray, queries: Sequence[Query], plan: BatchPlan
@@ -612,7 +624,12 @@ class FedPCStrategy(PrivateSumsStrategy):
         fix = Fix("give more rows, or cap the conditioning sets with {}", deepest)
         return InputError(problem, fix=fix, entry_point=self.entry_point)
 
+    def stop_search(self, refusal: str) -> bool:
+        self._advance_search()
+        return super().stop_search(refusal)
+
     def on_clients_dropped(self, dropped: list[int]) -> None:
+        self._advance_search()
         # A sketch batch restarts from its margins with the survivors, a batch counted in parts
         # from its first part (every sum of one batch comes from the same clients); a one-part
         # batch of tables is re-asked as is.
@@ -634,6 +651,7 @@ class FedPCStrategy(PrivateSumsStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
+        self._advance_search()
         assert self.runner is not None  # the search has run
         result: PCResult | FCIResult = self.runner.result
         skeleton = result.skeleton
@@ -650,7 +668,6 @@ class FedPCStrategy(PrivateSumsStrategy):
             if self.options.test != "fisherz"
             else result.n_tests,
             "batches": self.batches,
-            "sepsets": named_sepsets(skeleton.sepsets, result.graph.names),
             **self.privacy_report(),
         }
 

@@ -57,8 +57,10 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.lcs import max_pvalue_choice
+from fedcausal_flwr.discovery.pair_record import sorted_entries
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
 from fedcausal_flwr.discovery.skeleton import pair_key
+from fedcausal_flwr.evidence import Evidence
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.colliders import ColliderOrientation
@@ -295,10 +297,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             "orientation": self.options.orientation,
             "layers": self.layers,
             "edge_votes": self.edge_votes(),
-            "sepsets": {
-                pair_name(pair): [[names[v] for v in s] for s in sets]
-                for pair, sets in sorted(self.sepsets.items())
-            },
+            "evidence": Evidence.build(names, sepsets=sorted_entries(self.sepsets)),
             "consistent_sepsets": chosen,
             "orientation_tests": len(self.candidates),
             "colliders": triples(self.colliders.colliders),

@@ -392,14 +392,14 @@ def test_every_write_after_the_runs_failing_loses_no_run_and_no_table(tmp_path, 
     out = tmp_path / "study"
     first = compare(**SWEEP, out=out, plots=False, report=False, progress=False)
     before = (out / "results.csv").read_bytes()
-    real_write_text = Path.write_text
+    real_open = Path.open
 
-    def full(self: Path, *args, **kwargs):  # noqa: ANN202
-        if out in self.parents:
+    def full(self: Path, mode: str = "r", *args, **kwargs):  # noqa: ANN202
+        if "w" in mode and out in self.parents and ".tmp" in self.name:  # what is written
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
-        return real_write_text(self, *args, **kwargs)
+        return real_open(self, mode, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "write_text", full)
+    monkeypatch.setattr(Path, "open", full)
     told: list[str] = []
     study = compare(**SWEEP, out=out, plots=False, progress=False, warn=told.append)
     assert (study.n_skipped, study.n_run) == (N_RUNS, 0)

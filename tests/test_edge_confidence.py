@@ -49,7 +49,7 @@ def test_federated_edge_pvalues_equal_the_pooled_ones(alarm):
     parts = split_iid(frame, 4, seed=0).clients
     federated = run_method("fedpc", parts, {})
     expected = edge_pvalues(pc(oracle, 0.05))
-    got = federated.extra["edge_pvalues"]
+    got = {**federated.extra["edge_pvalues"], "removed": federated.evidence.removed()}
     assert [row[:2] for row in got["kept"]] == [row[:2] for row in expected["kept"]]
     assert [row[:2] + row[3:] for row in got["removed"]] == [
         row[:2] + row[3:] for row in expected["removed"]
@@ -61,6 +61,7 @@ def test_federated_edge_pvalues_equal_the_pooled_ones(alarm):
     )
     pooled = run_method("pooled", parts, {})
     assert pooled.extra["edge_pvalues"] == federated.extra["edge_pvalues"]
+    assert pooled.evidence == federated.evidence
 
 
 def test_voting_fedpc_reports_each_pairs_vote_share(alarm):
@@ -115,7 +116,7 @@ def test_fci_pairs_carry_the_largest_p_of_their_tests_possible_dsep_included(pos
     assert sum(r[3] == "possible-dsep" for r in found["removed"]) == len(result.pds_removed)
     parts = split_iid(frame, 4, seed=0).clients
     federated = run_method("fedfci", parts, {"possible_dsep": possible_dsep})
-    got = federated.extra["edge_pvalues"]
+    got = {**federated.extra["edge_pvalues"], "removed": federated.evidence.removed()}
     assert [r[:2] for r in got["kept"]] == [r[:2] for r in found["kept"]]
     assert [r[:2] + r[3:] for r in got["removed"]] == [r[:2] + r[3:] for r in found["removed"]]
     np.testing.assert_allclose(

@@ -102,6 +102,7 @@ def same_run(first: Result, second: Result, *, exact_up: bool = True) -> None:
     """The same graph, p-values and bytes (fedECD's replies carry timings: a few bytes)."""
     assert first.graph == second.graph
     assert first.extra.get("edge_pvalues") == second.extra.get("edge_pvalues")
+    assert first.evidence == second.evidence
     assert first.bytes_down == second.bytes_down
     if exact_up:
         assert first.bytes_up == second.bytes_up

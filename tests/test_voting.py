@@ -170,7 +170,7 @@ def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
         f"{names[a]}|{names[b]}": [[names[v] for v in s] for s in sets]
         for (a, b), sets in alarm_pc.skeleton.sepsets.items()
     }
-    assert result.extra["sepsets"] == expected
+    assert result.evidence.sepsets() == expected
     assert [lv["level"] for lv in result.extra["layers"]] == [
         lv["level"] for lv in alarm_pc.skeleton.depths
     ]

@@ -41,6 +41,7 @@ from fedcausal_flwr.discovery.pair_record import (
     sorted_entries,
 )
 from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
+from fedcausal_flwr.evidence import POSSIBLE_DSEP, Evidence
 from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
 from fedcausal_flwr.graphs.colliders import (
     ColliderOrientation,
@@ -226,11 +227,17 @@ def knowledge_supported(collider_rule: str, uc_rule: int, uc_priority: int) -> b
     return collider_rule in ("causallearn", "standard") and not needs_pvalues(uc_rule, priority)
 
 
-def search_evidence(result: PCResult | FCIResult) -> dict[str, dict]:
+def search_evidence(result: PCResult | FCIResult) -> dict[str, Any]:
     """The result fields every PC and FCI method reports: ``knowledge`` (what background
-    knowledge did, :func:`knowledge_report`) and ``edge_pvalues`` (:func:`edge_pvalues`)."""
+    knowledge did, :func:`knowledge_report`), ``edge_pvalues`` (each edge's deciding p-value,
+    ``kept`` of :func:`edge_pvalues`) and the per-pair ``evidence`` (:func:`search_record`)."""
+    deciding = _deciding_pvalues(result)
     with collector_paused():
-        return {"knowledge": knowledge_report(result), "edge_pvalues": edge_pvalues(result)}
+        return {
+            "knowledge": knowledge_report(result),
+            "edge_pvalues": {"kept": _kept(result.graph.names, *deciding[:3])},
+            "evidence": search_record(result, deciding),
+        }
 
 
 def knowledge_report(result: PCResult | FCIResult) -> dict[str, list[list[str]]]:
@@ -242,13 +249,12 @@ def knowledge_report(result: PCResult | FCIResult) -> dict[str, list[list[str]]]
     return {key: [[names[a], names[b]] for a, b in pairs] for key, pairs in applied.items()}
 
 
-def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
-    """Each tested pair's deciding p-value, by name: the largest p over the sets it was tested
-    on. A ``removed`` pair ``[x, y, p, depth]``: the p that removed it (p > alpha) and its depth
-    (``"possible-dsep"`` for FCI's Possible-D-Sep phase); a ``kept`` edge ``[x, y, p]``: its
-    weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
-    tested (background knowledge) are in neither."""
-    skeleton, names = result.skeleton, np.array(result.graph.names, dtype=object)
+def _deciding_pvalues(
+    result: PCResult | FCIResult,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every tested pair (k, 2) in pair order, its largest p over the sets it was tested on,
+    whether it is still adjacent, and the depth that removed it (-1: FCI's Possible-D-Sep)."""
+    skeleton = result.skeleton
     pds = getattr(result, "pds_max_pvalue", {})
     largest: Any = skeleton.max_pvalue
     if pds:
@@ -256,58 +262,62 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
         for pair, p in pds.items():
             largest[pair] = max(largest.get(pair, -1.0), p)
     pairs, pvalues, _ = sorted_entries(largest)
+    pvalues_array = np.asarray(pvalues, dtype=np.float64)
     a, b = pairs[:, 0], pairs[:, 1]
     adjacent = result.graph.adjacency()[a, b]
     depths_at, depths, _ = sorted_entries(skeleton.removed_at)
-    n = len(names)
-    where = np.searchsorted(depths_at[:, 0] * n + depths_at[:, 1], a * n + b)
-    where = np.minimum(where, max(len(depths) - 1, 0))
-    found = (
-        (depths_at[where, 0] == a) & (depths_at[where, 1] == b)
-        if len(depths)
-        else np.zeros(len(a), dtype=bool)
-    )
-    kept_at, removed_at = np.flatnonzero(adjacent), np.flatnonzero(~adjacent)
-    kept = [
-        [x, y, pvalues[i]]
-        for x, y, i in zip(
-            names[a[kept_at]].tolist(), names[b[kept_at]].tolist(), kept_at.tolist(), strict=True
-        )
-    ]
-    depth_of = [
-        depths[w] if f else "possible-dsep"
-        for w, f in zip(where[removed_at].tolist(), found[removed_at].tolist(), strict=True)
-    ]
-    removed = [
-        [x, y, pvalues[i], depth]
-        for x, y, i, depth in zip(
-            names[a[removed_at]].tolist(),
-            names[b[removed_at]].tolist(),
-            removed_at.tolist(),
-            depth_of,
+    n = len(result.graph.names)
+    depth = np.full(len(a), POSSIBLE_DSEP, dtype=np.int64)
+    if len(depths):
+        codes = depths_at[:, 0] * n + depths_at[:, 1]
+        where = np.minimum(np.searchsorted(codes, a * n + b), len(codes) - 1)
+        found = codes[where] == a * n + b
+        depth[found] = np.asarray(depths, dtype=np.int64)[where[found]]
+    return pairs, pvalues_array, adjacent, depth
+
+
+def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
+    """Each tested pair's deciding p-value, by name: the largest p over the sets it was tested
+    on. A ``removed`` pair ``[x, y, p, depth]``: the p that removed it (p > alpha) and its depth
+    (``"possible-dsep"`` for FCI's Possible-D-Sep phase); a ``kept`` edge ``[x, y, p]``: its
+    weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
+    tested (background knowledge) are in neither. A result keeps ``kept`` by name and the
+    removed pairs as arrays (:func:`search_record`)."""
+    deciding = _deciding_pvalues(result)
+    return {
+        "kept": _kept(result.graph.names, *deciding[:3]),
+        "removed": search_record(result, deciding).removed(),
+    }
+
+
+def _kept(
+    names: Sequence[str], pairs: np.ndarray, pvalues: np.ndarray, adjacent: np.ndarray
+) -> list[list]:
+    named = np.array(names, dtype=object)
+    at = np.flatnonzero(adjacent)
+    return [
+        [x, y, p]
+        for x, y, p in zip(
+            named[pairs[at, 0]].tolist(),
+            named[pairs[at, 1]].tolist(),
+            pvalues[at].tolist(),
             strict=True,
         )
     ]
-    return {"kept": kept, "removed": removed}
 
 
-def named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list[str]]]:
-    """The separating sets by name, ``"x|y": [[s, ...], ...]``, in pair order (a result's
-    ``sepsets``)."""
-    with collector_paused():
-        return _named_sepsets(sepsets, names)
-
-
-def _named_sepsets(sepsets: Mapping, names: Sequence[str]) -> dict[str, list[list[str]]]:
-    pairs, values, shared = sorted_entries(sepsets)
-    named = np.array(names, dtype=object)
-    firsts, seconds = named[pairs[:, 0]].tolist(), named[pairs[:, 1]].tolist()
-    keys = [f"{x}|{y}" for x, y in zip(firsts, seconds, strict=True)]
-    empty = shared.any() and values[int(np.argmax(shared))] == [()]  # depth 0's shared value
-    out: list[list[list[str]]] = [[[]] for _ in range(len(values))]
-    for i in np.flatnonzero(~shared).tolist() if empty else range(len(values)):
-        out[i] = [[names[v] for v in s] for s in values[i]]
-    return dict(zip(keys, out, strict=True))
+def search_record(
+    result: PCResult | FCIResult,
+    deciding: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Evidence:
+    """The search's per-pair evidence as arrays: every removed pair's deciding p-value and
+    depth, and every recorded separating set."""
+    pairs, pvalues, adjacent, depth = deciding or _deciding_pvalues(result)
+    return Evidence.build(
+        result.graph.names,
+        removed=(pairs[~adjacent], pvalues[~adjacent], depth[~adjacent]),
+        sepsets=sorted_entries(result.skeleton.sepsets),
+    )
 
 
 def knowledge_applied(knowledge: KnowledgeMatrix, adjacency: np.ndarray) -> dict[str, list]:

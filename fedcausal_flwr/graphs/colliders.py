@@ -66,13 +66,15 @@ class ColliderOrientation:
     def add_classified(self, y: int, xs: np.ndarray, zs: np.ndarray, status: np.ndarray) -> None:
         """Append the triples ``xs[i] - y - zs[i]`` to the colliders, noncolliders and ambiguous
         lists by their status codes (:data:`~.sepsets.COLLIDER` ...), split when read."""
-        if xs.size:
-            self._classified.append((y, xs, zs, status))
+        if xs.size:  # int32: a wide skeleton has tens of millions of triples
+            self._classified.append((y, xs.astype(np.int32), zs.astype(np.int32), status))
 
     def _split_classified(self) -> None:
         if not self._classified:
             return
-        ys = np.concatenate([np.full(xs.size, y) for y, xs, _, _ in self._classified])
+        ys = np.concatenate(
+            [np.full(xs.size, y, dtype=np.int32) for y, xs, _, _ in self._classified]
+        )
         xs = np.concatenate([xs for _, xs, _, _ in self._classified])
         zs = np.concatenate([zs for _, _, zs, _ in self._classified])
         status = np.concatenate([s for _, _, _, s in self._classified])
@@ -102,7 +104,7 @@ class ColliderOrientation:
     def add_block(self, name: str, triples: np.ndarray) -> None:
         """Append the rows of an (n, 3) array to the list ``name`` (after what it holds)."""
         if triples.size:
-            self._blocks[name].append(triples)
+            self._blocks[name].append(triples.astype(np.int32, copy=False))
 
     def count(self, name: str) -> int:
         """The length of a list without listing it."""

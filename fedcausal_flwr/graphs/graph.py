@@ -135,9 +135,15 @@ class Graph:
             if not 0 <= int(node) < len(self.names):
                 raise IndexError(f"node index {node} out of range 0..{len(self.names) - 1}")
             return int(node)
+        # a name's position, from a table built once per names tuple (a graph of 2,000 nodes
+        # read from a file looks up its 100,000 edges' ends)
+        positions = self.__dict__.get("_positions")
+        if positions is None or positions[0] is not self.names:
+            positions = (self.names, {name: i for i, name in enumerate(self.names)})
+            self.__dict__["_positions"] = positions
         try:
-            return self.names.index(str(node))
-        except ValueError:
+            return positions[1][str(node)]
+        except KeyError:
             raise KeyError(f"unknown node {node!r}; nodes are {list(self.names)}") from None
 
     def adjacency(self) -> np.ndarray:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedcausal_flwr.evidence import companion_path, is_evidence_file
 from fedcausal_flwr.federation.core.site_policy import plugin_names
 
 RESULTS_ENV = "FEDCAUSAL_RESULTS_DIR"
@@ -77,6 +78,16 @@ class CoordinatorFolders:
                     f"result-path {result_path!r}: a file that is not a fedcausal-flwr result "
                     "is there already; it is not overwritten (choose another name)"
                 )
+        # the evidence beside it (evidence.companion_path) is held to the same rules
+        companion = companion_path(target)
+        relative = str(companion.relative_to(self.results.resolve()))
+        if _inside(self.results, relative, "result-path", RESULTS_ENV) != companion or (
+            (companion.exists() or companion.is_symlink()) and not _evidence_by_us(companion)
+        ):
+            raise CoordinatorError(
+                f"result-path {result_path!r}: {companion.name} beside it is not an evidence file "
+                "a fedcausal-flwr result wrote; it is not overwritten (choose another name)"
+            )
         return target
 
     def save(self, result, result_path: str) -> Path:
@@ -129,6 +140,11 @@ def _inside(root: Path, relative: str, key: str, env: str) -> Path:
             f"{key} {relative!r} leads out of the coordinator's folder (a symlink); refused"
         )
     return target
+
+
+def _evidence_by_us(path: Path) -> bool:
+    """Whether ``path`` is a regular file holding evidence this project wrote."""
+    return not path.is_symlink() and path.is_file() and is_evidence_file(path)
 
 
 def _written_by_us(path: Path) -> bool:

@@ -133,7 +133,7 @@ def note_sparse_levels(
         return []
     sparse = []
     for col, count in counts.items():
-        fewest = min(c for other, c in counts.items() if other != col)
+        fewest = two[1] if count == two[0] else two[0]  # the fewest levels of another column
         if count * fewest * MIN_ROWS_PER_CELL > n:
             sparse.append((col, count, fewest))
     if not sparse or not _first_in_run(("sparse", n, tuple(sparse))):

@@ -425,6 +425,7 @@ class ProtocolRun:
         graph = payload.pop("graph", None)
         variables = payload.pop("variables", None)
         metrics = payload.pop("metrics", {})
+        evidence = payload.pop("evidence", None)
         rec = self.recorder
         info = self.members.info
         config = dict(config or {})
@@ -446,6 +447,7 @@ class ProtocolRun:
             ledger=list(rec.ledger),
             log=list(rec.log),
             extra=payload,
+            evidence=evidence,
             bytes_per_client={k: dict(v) for k, v in sorted(rec.per_client.items())},
             secagg_bytes_up=rec.secagg_bytes_up,
             secagg_bytes_down=rec.secagg_bytes_down,

@@ -113,6 +113,7 @@ APP_SETTINGS = OptionSet(
             minimum=0,
         ),
         RUN_SETTINGS["secure"],
+        RUN_SETTINGS["evidence"],
         Option("result_path", "str", "", "write the result JSON here (on the SuperLink)"),
         Option(
             "truth",
@@ -347,7 +348,7 @@ def _serve(grid: Grid, context: Context) -> None:
     run_strategy(grid, context, strategy, run_settings)
     recorded = {
         k: settings[k]
-        for k in ("seed", "num_clients", "min_clients", "secure", "connect_timeout",
+        for k in ("seed", "num_clients", "min_clients", "secure", "evidence", "connect_timeout",
                   "round_timeout", "max_rounds", "plugins")
     }  # fmt: skip
     source = {"source": "sites", "network": settings["network"], "samples": settings["samples"],
@@ -361,6 +362,8 @@ def _serve(grid: Grid, context: Context) -> None:
             summed_actions=summed_actions(spec.disclosures),
         )
     )
+    if not settings["evidence"]:
+        result.evidence = None
     if settings["result_path"]:  # saved before scoring: a truth that fails loses no result
         path = folders.save(result, settings["result_path"])
         logger.info("result written to %s", path)
