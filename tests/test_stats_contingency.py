@@ -236,7 +236,26 @@ def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypat
     split = contingency._pvalues(stat, dof)
     expected = np.ones_like(stat)
     expected[dof > 0] = stats.chi2.sf(stat[dof > 0], dof[dof > 0])
-    assert np.array_equal(split, expected)
+    assert np.array_equal(split[dof > 2], expected[dof > 2])
+    # one and two degrees of freedom by their closed forms: scipy's tail to the last digits
+    np.testing.assert_allclose(split, expected, rtol=1e-13, atol=0)
+    assert not np.array_equal(split[dof == 1], expected[dof == 1])  # (not scipy's own path)
+
+
+def test_the_closed_form_tails_equal_scipys_deep_into_the_tail():
+    """erfc(sqrt(x/2)) and exp(-x/2) against chi2.sf with 1 and 2 degrees of freedom, from 0 to
+    the underflow."""
+    from scipy import stats
+
+    from fedcausal_flwr.stats.contingency import _pvalues
+
+    stat = np.concatenate(([0.0, 1e-12], np.geomspace(1e-6, 1400, 20_000)))
+    for dof in (1, 2):
+        ours = _pvalues(stat, np.full(stat.shape, dof))
+        reference = stats.chi2.sf(stat, dof)
+        # the tail's condition number is about x / 2: at x = 1,000 the input's own rounding
+        # moves p by 1e-13 relative, in either function
+        np.testing.assert_allclose(ours, reference, rtol=1e-12, atol=1e-300)
 
 
 @pytest.mark.parametrize("missing", [False, True])

@@ -39,6 +39,7 @@ import io
 import lzma
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -407,7 +408,7 @@ def _check_header(source: _File, header: list[str]) -> None:
             f"has columns without a name (column {', '.join(map(str, empty))} of the header)",
             "name every column in the header",
         )
-    repeated = sorted({name for name in header if header.count(name) > 1})
+    repeated = sorted(name for name, k in Counter(header).items() if k > 1)
     if repeated:
         raise source.error(
             f"has repeated column names {repeated} in its header",

@@ -200,6 +200,8 @@ def sorted_entries(mapping: Mapping[Pair, Any]) -> tuple[np.ndarray, list[Any], 
     pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
     values = bulk_values + list(others.values())
     shared = np.concatenate((shared, np.zeros(len(others), dtype=bool)))
+    if not len(others):  # a bulk alone is sorted already (set_bulk checks it)
+        return pairs, values, shared
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     if np.any(order[1:] < order[:-1]):
         pairs, shared = pairs[order], shared[order]

@@ -44,6 +44,7 @@ chi2/G2 tables sparse (:class:`SparseLevelsNote`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -252,7 +253,7 @@ class _Check:
             if not report.columns:
                 raise self.error("has no columns", client=pid)
             names = report.columns
-            repeated = sorted({c for c in names if names.count(c) > 1})
+            repeated = sorted(c for c, k in Counter(names).items() if k > 1)
             if repeated:
                 raise self.error(
                     f"has repeated column names {repeated}",
