@@ -81,6 +81,7 @@ def cpu_seconds(pids: list[int]) -> float:
 #: this package): what a round costs in Flower alone; its ServerApp pulls replies as ours does.
 FLOOR_APP = """
 import json
+import os
 import time
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -112,7 +113,10 @@ def main(grid: Grid, context: Context) -> None:
         replies = send_and_receive(grid, messages, timeout=300, poll=0.05)
         assert len(replies) == len(nodes)
         seconds.append(time.perf_counter() - started)
-    with open(context.run_config["result-path"], "w") as out:
+    # result-path is relative to the coordinator's results folder (LocalDeployment.run reads it)
+    folder = os.environ.get("FEDCAUSAL_RESULTS_DIR", ".")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, context.run_config["result-path"]), "w") as out:
         json.dump({"seconds": seconds}, out)
 """
 
@@ -180,8 +184,12 @@ def measure(
     runs: int,
     database: bool = False,
 ) -> dict:
-    """Start a deployment of ``setup``, run ``method`` ``runs`` times, stop it; the figures."""
-    nodes = [{"partition-id": k, "data-path": str(p)} for k, p in enumerate(paths)]
+    """Start a deployment of ``setup``, run ``method`` ``runs`` times, stop it; the figures.
+    The sites let their own statistics leave them (FedPC's plain tables need it)."""
+    nodes = [
+        {"partition-id": k, "data-path": str(p), "allow-plain-statistics": True}
+        for k, p in enumerate(paths)
+    ]
     deployment = LocalDeployment(
         workdir / setup,
         nodes,

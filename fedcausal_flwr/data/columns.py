@@ -151,6 +151,12 @@ def frame_columns(frame: pd.DataFrame) -> list[Column]:
     return _COLUMNS.get(frame, "columns", lambda: _read_all(frame))
 
 
+def keep_columns(frame: pd.DataFrame, columns: list[Column]) -> None:
+    """Take ``columns`` as ``frame``'s :func:`frame_columns`: read from an equal frame before
+    (kept with it in a site's cache), so they need not be read again."""
+    _COLUMNS.get(frame, "columns", lambda: columns)
+
+
 def columns_of(frame: pd.DataFrame) -> list[Column]:
     """:func:`frame_columns` read now and not kept: for a frame its maker may still change in
     place (a file reader's), whose cached columns would then be stale."""

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 # A running parent-configuration code is compressed to observed configurations (np.unique) before
 # it could pass this bound, so (configuration, child) strata always fit in int64.
@@ -152,6 +151,8 @@ class BDeuScorer:
             raise ValueError(f"duplicate parents {list(parents)} for {self.names[child]!r}")
 
     def _compute(self, child: int, parents: tuple[int, ...]) -> float:
+        from scipy.special import gammaln  # here: a client's hello imports this module
+
         r = self.cards[child]
         q = math.prod(self.cards[v] for v in parents)
         if not parents:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from scipy.stats import chi2
 
 SEP_RULES = ("votes", "max_p", "fisher")
 SepsetJob = tuple[int, int, tuple[int, ...], int]  # (a, b, pool, depth)
@@ -70,6 +69,8 @@ def fisher_choice(block: np.ndarray, alpha: float) -> tuple[int, int, float] | N
 
 def fisher_combined(block: np.ndarray) -> np.ndarray:
     """Fisher's combination of a (clients x candidates) block per candidate (NaN reads as 0)."""
+    from scipy.stats import chi2  # here: a client's message imports this module, needs no chi2
+
     with np.errstate(divide="ignore"):
         statistic = -2.0 * np.log(block).sum(axis=0)
     return np.nan_to_num(chi2.sf(statistic, 2 * block.shape[0]), nan=0.0)

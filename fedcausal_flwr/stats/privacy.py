@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -143,13 +144,16 @@ def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
 
     if noise_variance <= 0:
         return float(stats.chi2.sf(statistic, df))
-    nodes, weights = _HERMITE
+    nodes, weights = _hermite()
     tails = stats.chi2.sf(statistic - math.sqrt(noise_variance) * nodes, df)
     return float(min(1.0, max(0.0, (weights @ tails) / math.sqrt(2 * math.pi))))
 
 
-#: probabilists' Gauss-Hermite rule (weight exp(-z^2 / 2)): enough nodes for a chi2 tail's kink
-_HERMITE = np.polynomial.hermite_e.hermegauss(160)
+@cache
+def _hermite() -> tuple[np.ndarray, np.ndarray]:
+    """Probabilists' Gauss-Hermite rule (weight exp(-z^2 / 2)): enough nodes for a chi2 tail's
+    kink. Computed on first use: every site's guard imports this module, few p-values need it."""
+    return np.polynomial.hermite_e.hermegauss(160)
 
 
 def discrete_gaussian(variance: float, size: int, rng: np.random.Generator) -> np.ndarray:

@@ -12,5 +12,6 @@ checks that nothing here imports Flower).
 * :mod:`.bootstrap` - the federated bootstrap (a method on the rows and on B resamples).
 * :mod:`.disclosure` - the four classes of what a client action discloses.
 * :mod:`.site_policy` - a site's policy, the guard every reply passes, the site's audit log.
+* :mod:`.site_cache` - a site's data file as read and checked, kept between messages.
 * :mod:`.coordinator` - the folders a coordinator reads and writes (result-path, truth, plugins).
 """

@@ -253,6 +253,7 @@ NODE_CONFIG_KEYS = (
     "data-path",
     "data-sep",
     "data-keep-index",
+    "data-cache",
     POLICY_FILE,
     *POLICY_KEYS,
 )

@@ -76,6 +76,7 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
         "pandas",
         "scipy.stats",  # imported where p-values are computed (e.g. a client's local test)
         "fedcausal_flwr.federation.runtime.flwr_app",
+        "fedcausal_flwr.data.csv_input",  # a message whose site cache has no entry reads the CSV
         "fedcausal_flwr.data.specs",
         *registry.builtin_method_modules(),
         *extra,

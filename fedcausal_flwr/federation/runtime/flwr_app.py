@@ -39,6 +39,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -46,7 +47,6 @@ from flwr.app import ConfigRecord, Context
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.data.frame_cache import FrameCache
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
 from fedcausal_flwr.federation.core.messages import ProtocolError, SitePolicyError
@@ -58,6 +58,7 @@ from fedcausal_flwr.federation.core.registry import (
     import_plugins,
     simulation_data,
 )
+from fedcausal_flwr.federation.core.site_cache import cache_folder, cached_read
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.core.site_policy import (
     ALLOW_PLUGINS,
@@ -203,23 +204,32 @@ def read_site_csv(
     keep_index: bool = False,
     client: int = 0,
     allow_missing: bool = False,
+    cache: Path | None = None,
 ) -> pd.DataFrame:
     """Site ``client``'s CSV, read and checked as every entry point reads client files
     (:func:`~fedcausal_flwr.data.csv_input.read_client_csv`: ``sep`` sniffed if ``None``),
-    cached per process (simulation actors answer many messages)."""
+    cached per process (simulation actors answer many messages) and, with a ``cache`` folder,
+    between processes (:mod:`~fedcausal_flwr.federation.core.site_cache`: a deployment starts
+    one per message)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"data-path {path!r} does not exist on this SuperNode")
     stat = os.stat(path)
     key = (os.path.abspath(path), sep, keep_index, allow_missing, stat.st_mtime_ns, stat.st_size)
     if key not in _CSV_CACHE:
-        _CSV_CACHE[key] = read_client_csv(
-            path,
-            client,
-            sep=sep,
-            keep_index=keep_index,
-            entry_point="config",
-            allow_missing=allow_missing,
-        )
+
+        def read() -> pd.DataFrame:
+            from fedcausal_flwr.data.csv_input import read_client_csv  # not on a cache hit
+
+            return read_client_csv(
+                path,
+                client,
+                sep=sep,
+                keep_index=keep_index,
+                entry_point="config",
+                allow_missing=allow_missing,
+            )
+
+        _CSV_CACHE[key] = cached_read(cache, path, (sep, keep_index, allow_missing), read)
     return _CSV_CACHE[key]
 
 
@@ -235,6 +245,7 @@ def site_data(context: Context, spec: MethodSpec, settings: Mapping[str, Any]) -
             keep_index=parse_bool(node_config.get("data-keep-index", False)),
             client=partition_id_of(context),
             allow_missing=settings.get("missing", "error") != "error",
+            cache=cache_folder(node_config),
         )
     if "num-partitions" not in node_config:
         raise KeyError(
