@@ -254,7 +254,7 @@ def _packed_sets(
     one value (depth 0's ``[()]`` for millions of pairs) are laid out by array arithmetic; only
     the others are read one by one."""
     if sepsets is None or not len(sepsets[0]):
-        return (np.zeros((0, 2), np.int32), np.zeros(1, np.int64), np.zeros(1, np.int64),
+        return (np.zeros((0, 2), np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32),
                 np.zeros(0, np.int32))  # fmt: skip
     pairs, values, shared = sepsets
     k = len(pairs)
@@ -286,4 +286,10 @@ def _packed_sets(
         offset = np.arange(len(members))[member_shared] - member_starts[shared_sets]
         members[member_shared] = template_flat[template_starts[place[shared_sets]] + offset]
     members[~member_shared] = [m for s in own_sets for m in s]
-    return (pairs.astype(np.int32).reshape(-1, 2), set_starts, member_starts, members)
+    offsets = np.int32 if member_starts[-1] < 2**31 and set_starts[-1] < 2**31 else np.int64
+    return (
+        pairs.astype(np.int32).reshape(-1, 2),
+        set_starts.astype(offsets),
+        member_starts.astype(offsets),
+        members,
+    )
