@@ -272,9 +272,9 @@ class Result:
     secagg_bytes_down: int = 0
     secagg: list[dict] = field(default_factory=list)
     evidence: Evidence | None = None
-    #: the companion this result last wrote, ``(path, sha256, size, mtime_ns)``: a second save
-    #: (the scored result after the first) does not write it again
-    _evidence_written: tuple[Path, str, int, int] | None = field(
+    #: the companion this result last wrote, ``(path, sha256, evidence id, size, mtime_ns)``: a
+    #: second save of the same evidence (the scored result after the first) does not write it
+    _evidence_written: tuple[Path, str, int, int, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
@@ -348,10 +348,10 @@ class Result:
 
     def save(self, path: str | Path) -> Path:
         """Write the JSON form to ``path`` (parent directories are created) in one step: a failed
-        write leaves no half file. The evidence, if any, goes first to its companion
-        (:func:`~fedcausal_flwr.evidence.companion_path`), whose name and SHA-256 the JSON
-        records. A failure is an :class:`~fedcausal_flwr.outputs.OutputError` (an ``OSError``)
-        naming the file and why, with this result as its ``result``."""
+        write leaves no half file. The evidence, if any, is written with it to its companion
+        (:func:`~fedcausal_flwr.evidence.companion_path`, named with its SHA-256 in the JSON):
+        both or neither. A failure is an :class:`~fedcausal_flwr.outputs.OutputError` (an
+        ``OSError``) naming the file and why, with this result as its ``result``."""
         obj = self.to_json()
         path = Path(path)
         try:
@@ -374,7 +374,7 @@ class Result:
                 handle.write(text)
 
             write_together([(companion, write_evidence), (path, write_result)], name=path)
-            self._evidence_written = (companion, checksum, *_stamp(companion))
+            self._evidence_written = (companion, checksum, id(evidence), *_stamp(companion))
             return path
         except OutputError as err:
             err.result = self
@@ -387,7 +387,15 @@ class Result:
             return None
         companion = companion_path(path)
         written = self._evidence_written
-        if written is not None and written[0] == companion and _stamp(companion) == written[2:]:
+        if (
+            written is not None
+            and written[0] == companion
+            and written[2:]
+            == (
+                id(self.evidence),
+                *_stamp(companion),
+            )
+        ):
             return None
         return companion
 
