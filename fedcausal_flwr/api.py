@@ -49,7 +49,7 @@ def run(
     min_clients: int | None = None,
     secure: bool | None = None,
     ray_address: str | None = None,
-    evidence: bool | None = None,
+    keep_evidence: bool | None = None,
     sep: str | None = None,
     keep_index: bool = False,
     **method_options: Any,
@@ -65,10 +65,13 @@ def run(
         ``fedcausal-flwr run --data`` reads them (``None`` is a level there, not a missing value).
         Without it, ``samples`` rows of ``network`` are drawn with ``seed`` and split into
         ``clients`` by ``partition``.
-    network, samples, clients, partition, seed, backend, min_clients, secure, ray_address, evidence
+    network, samples, clients, partition, seed, backend, min_clients, secure, ray_address
         Run settings (:data:`fedcausal_flwr.settings.RUN_SETTINGS`); ``None`` takes the default.
         ``network`` and ``data`` are alternatives, and the network settings do not apply with
         ``data``.
+    keep_evidence : bool, optional
+        The run setting ``keep_evidence``: keep a PC/FCI search's per-pair evidence
+        (``Result.evidence``, saved beside the result; default True).
     truth : Graph or path, optional
         A DAG or a ``cause,effect`` CSV for the metrics; with a network, its DAG by default.
     sep, keep_index
@@ -88,7 +91,7 @@ def run(
         "min_clients": min_clients,
         "secure": secure,
         "ray_address": ray_address,
-        "evidence": evidence,
+        "keep_evidence": keep_evidence,
     }
     frames, files = _frames_or_files(data)
     return execute(
@@ -259,8 +262,8 @@ def execute(
         ray_address=settings["ray_address"],
     )
     result.config["run"]["seed"] = settings["seed"]
-    result.config["run"]["evidence"] = settings["evidence"]
-    if not settings["evidence"]:
+    result.config["run"]["keep_evidence"] = settings["keep_evidence"]
+    if not settings["keep_evidence"]:
         result.evidence = None
     result.config["truth"] = truth_label
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
@@ -318,7 +321,8 @@ def rerun_arguments(config: Mapping[str, Any]) -> dict[str, Any]:
             "version?); it cannot be re-run"
         ) from None
     settings = {
-        k: run_settings.get(k) for k in ("seed", "backend", "min_clients", "secure", "evidence")
+        k: run_settings.get(k)
+        for k in ("seed", "backend", "min_clients", "secure", "keep_evidence")
     }
     files = None
     reading = {"sep": data.get("sep"), "keep_index": bool(data.get("keep_index", False))}

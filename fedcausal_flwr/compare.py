@@ -212,8 +212,8 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
         result = execute(
             spec.registered_method,
             # a record is the run's result without its per-pair evidence (re-run one with
-            # `run --config runs/<key>.json --evidence true --out r.json` to keep it)
-            {"seed": spec.seed, "backend": spec.backend, "evidence": False},
+            # `run --config runs/<key>.json --keep-evidence true --out r.json` to keep it)
+            {"seed": spec.seed, "backend": spec.backend, "keep_evidence": False},
             spec.run_options,
             data=part,
             truth=dag,

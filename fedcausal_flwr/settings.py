@@ -99,7 +99,7 @@ RUN_SETTINGS = OptionSet(
             "sum the method's statistics through Flower's SecAgg+ (exact integer sums)",
         ),
         Option(
-            "evidence",
+            "keep_evidence",
             "bool",
             True,
             "keep a PC/FCI search's per-pair evidence (every removed pair's p-value, depth and "

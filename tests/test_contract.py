@@ -187,3 +187,19 @@ def test_nothing_we_start_phones_out(tmp_path):
     for key, value in (("FLWR_DISABLE_UPDATE_CHECK", "1"), ("FLWR_TELEMETRY_ENABLED", "0"),
                        ("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")):  # fmt: skip
         assert deployment.env[key] == value
+
+
+def test_no_method_option_shares_its_name_with_a_run_setting():
+    """A method option named as a run setting would be shadowed on the command line (the run's
+    flag wins) and clash in ``run(...)``'s keywords; only the seed is one on purpose (the
+    method's randomness is the run's seed)."""
+    from fedcausal_flwr.federation.core.registry import get_method, known_methods
+    from fedcausal_flwr.settings import RUN_SETTINGS
+
+    shared = {
+        (method, option.name)
+        for method in known_methods()
+        for option in get_method(method).options
+        if option.name in RUN_SETTINGS and option.name != "seed"
+    }
+    assert not shared, sorted(shared)

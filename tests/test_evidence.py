@@ -104,8 +104,8 @@ def test_a_format_2_result_reads_its_evidence_from_the_by_name_keys(asia_result,
 
 
 def test_evidence_off_keeps_none_and_writes_no_companion(tmp_path):
-    result = run("fedpc", network="asia", samples=2000, clients=2, seed=1, evidence=False)
-    assert result.evidence is None and result.config["run"]["evidence"] is False
+    result = run("fedpc", network="asia", samples=2000, clients=2, seed=1, keep_evidence=False)
+    assert result.evidence is None and result.config["run"]["keep_evidence"] is False
     out = result.save(tmp_path / "r.json")
     assert not companion_path(out).exists()
     assert "evidence" not in json.loads(out.read_text())
@@ -138,3 +138,20 @@ def test_a_result_and_its_companion_are_written_together_or_not_at_all(
     assert (out.read_bytes(), companion_path(out).read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.evidence.npz", "r.json"]
     assert Result.load(out).evidence == asia_result.evidence
+
+
+def test_the_command_line_writes_the_companion_unless_told_not_to(tmp_path, capsys):
+    from fedcausal_flwr.cli import main
+
+    common = ["run", "--method", "fedpc", "--network", "asia", "--samples", "500",
+              "--clients", "2", "--no-edges"]  # fmt: skip
+    assert main([*common, "--out", str(tmp_path / "a.json")]) == 0
+    assert Result.load(tmp_path / "a.json").evidence is not None
+    assert (tmp_path / "a.evidence.npz").is_file()
+    assert main([*common, "--out", str(tmp_path / "b.json"), "--keep-evidence", "false"]) == 0
+    assert not (tmp_path / "b.evidence.npz").exists()
+    back = Result.load(tmp_path / "b.json")
+    assert back.evidence is None and back.config["run"]["keep_evidence"] is False
+    capsys.readouterr()
+    assert main([*common, "--keep-evidence", "maybe"]) == 2
+    assert "--keep-evidence" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fedcausal_flwr.data.fingerprint import combine_fingerprints
+from fedcausal_flwr.evidence import Evidence
 from fedcausal_flwr.federation.core.bookkeeping import RunRecorder
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, check_client_inputs
 from fedcausal_flwr.federation.core.membership import Answer, Membership
@@ -425,7 +426,9 @@ class ProtocolRun:
         graph = payload.pop("graph", None)
         variables = payload.pop("variables", None)
         metrics = payload.pop("metrics", {})
-        evidence = payload.pop("evidence", None)
+        # a search's per-pair evidence (a method's own "evidence" output, if any, stays in extra)
+        evidence = payload.get("evidence")
+        evidence = payload.pop("evidence") if isinstance(evidence, Evidence) else None
         rec = self.recorder
         info = self.members.info
         config = dict(config or {})

@@ -114,7 +114,7 @@ APP_SETTINGS = OptionSet(
             minimum=0,
         ),
         RUN_SETTINGS["secure"],
-        RUN_SETTINGS["evidence"],
+        RUN_SETTINGS["keep_evidence"],
         Option("result_path", "str", "", "write the result JSON here (on the SuperLink)"),
         Option(
             "truth",
@@ -359,8 +359,8 @@ def _serve(grid: Grid, context: Context) -> None:
     run_strategy(grid, context, strategy, run_settings)
     recorded = {
         k: settings[k]
-        for k in ("seed", "num_clients", "min_clients", "secure", "evidence", "connect_timeout",
-                  "round_timeout", "max_rounds", "plugins")
+        for k in ("seed", "num_clients", "min_clients", "secure", "keep_evidence",
+                  "connect_timeout", "round_timeout", "max_rounds", "plugins")
     }  # fmt: skip
     source = {"source": "sites", "network": settings["network"], "samples": settings["samples"],
               "partition": settings["partition"]}  # fmt: skip
@@ -373,7 +373,7 @@ def _serve(grid: Grid, context: Context) -> None:
             summed_actions=summed_actions(spec.disclosures),
         )
     )
-    if not settings["evidence"]:
+    if not settings["keep_evidence"]:
         result.evidence = None
     if settings["result_path"]:  # saved before scoring: a truth that fails loses no result
         path = folders.save(result, settings["result_path"])
