@@ -37,6 +37,7 @@ import copy
 import json
 import os
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -346,6 +347,14 @@ _RESAMPLES = FrameCache()
 
 
 # ============================================================================ table codes
+@lru_cache(maxsize=4096)
+def _level_index(levels: tuple, kinds: tuple) -> pd.Index:
+    """A variable's global levels as an index, made once per level set (every client of a
+    process encodes with the same levels, every batch); ``kinds`` (the levels' types) keeps
+    ``(1, True)`` apart from ``(1, 1)``, which compare equal."""
+    return pd.Index(levels)
+
+
 # A site's columns as integer codes over the global level sets: every method on discrete data
 # encodes with these.
 def encode_columns(
@@ -370,7 +379,8 @@ def encode_columns(
                 kind="the server asked for a column this site does not have",
                 column=name,
             )
-        index = pd.Index(levels[name])
+        held = tuple(levels[name])
+        index = _level_index(held, tuple(type(v) for v in held))
         if column.values is not None:  # numbers: matched value by value
             col_codes = index.get_indexer(column.values)
             present = ~np.isnan(column.values)

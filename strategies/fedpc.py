@@ -103,6 +103,7 @@ from fedcausal_flwr.stats.gaussian import (
 from fedcausal_flwr.stats.oracles import GaussianOracle
 from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
+from fedcausal_flwr.stats.tables import query_rows
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
 
@@ -223,6 +224,19 @@ class FedPCStrategy(PrivateSumsStrategy):
         # messages, tables and layouts are gone by then (on wide data, hundreds of MB that
         # would otherwise stay alive through the search's next step)
         self._answers_due: np.ndarray | None = None
+        self._batch_rows: tuple[Sequence[Query], FreshQueries] | None = None
+
+    def _pending_batch(self) -> Sequence[Query] | None:
+        """The search's pending batch as one query matrix, made once per batch: the tuples the
+        cache passes on are normalised already, and the request, the cell count and the
+        server's layout would each convert them again."""
+        assert self.runner is not None
+        pending = self.runner.pending
+        if pending is None or isinstance(pending, FreshQueries):
+            return pending
+        if self._batch_rows is None or self._batch_rows[0] is not pending:
+            self._batch_rows = (pending, FreshQueries(query_rows(pending, normalised=True)))
+        return self._batch_rows[1]
 
     def _advance_search(self) -> None:
         """Give the search the p-values of the batch last answered (see ``_answers_due``)."""
@@ -302,7 +316,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             if self.options.test == "fisherz" and self.options.missing != "testwise":
                 return Request(MOMENTS, MomentsRequest(self.variables, self.options.missing))
             runner = self._start()
-        queries = runner.pending
+        queries = self._pending_batch()
         if queries is None:  # the search has finished
             return None
         if self.options.test == "fisherz":  # test-wise deletion: each batch's moments, test by test
@@ -420,7 +434,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             f"(--max-cells {cost}; Python: max_cells={cost})"
         )
 
-    def _check_table_budget(self, queries: list[Query]) -> None:
+    def _check_table_budget(self, queries: Sequence[Query]) -> None:
         """Refuse a batch whose tables would not fit the budget, before a client counts them."""
         try:
             layout = make_layout(queries, self.cards, max_cells=self.max_cells)
@@ -455,7 +469,8 @@ class FedPCStrategy(PrivateSumsStrategy):
             return
         (summed,) = replies
         vector = summed.arrays[0]
-        queries = self.runner.pending
+        queries = self._pending_batch()
+        assert queries is not None  # the asked batch
         if request.action == MARGINS:
             self._margins = vector
             self._layout = make_layout(queries, self.cards)
@@ -479,7 +494,8 @@ class FedPCStrategy(PrivateSumsStrategy):
         """One part of an exact batch: dense summed tables or the clients' sparse cells."""
         assert self.runner is not None and self.runner.pending is not None
         assert self._plan is not None  # planned by next_request
-        plan, queries = self._plan, self.runner.pending
+        plan, queries = self._plan, self._pending_batch()
+        assert queries is not None
         part = plan.parts[len(plan.answered)]
         if self._sets is not None:  # a private batch: the noisy set tables, tested at the end
             (summed,) = replies
