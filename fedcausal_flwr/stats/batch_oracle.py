@@ -19,7 +19,8 @@ Query = tuple[int, int, tuple[int, ...]]
 def normalise_query(x: int, y: int, s: Sequence[int]) -> Query:
     """The cache key of ``x _||_ y | S``: symmetric in x, y and order-free in S."""
     x, y = int(x), int(y)
-    s_sorted = tuple(sorted(map(int, s)))
+    # (most tests of a search condition on at most one variable: no sort for them)
+    s_sorted = tuple(sorted(map(int, s))) if len(s) > 1 else (int(s[0]),) if len(s) else ()
     if x == y:
         raise ValueError(f"a CI test needs two different variables, got x = y = {x}")
     if s_sorted:
