@@ -39,8 +39,8 @@ def pair_scores(result, names: list[str]) -> dict[str, np.ndarray]:
     freq, surety = np.zeros((p, p)), np.full((p, p), -1.0)
     for x, y, edge, _, _ in result.extra["bootstrap"]["edges"]:
         freq[index[x], index[y]] = freq[index[y], index[x]] = edge
-    evidence = result.extra["edge_pvalues"]
-    for x, y, value, *_ in evidence["kept"] + evidence["removed"]:
+    removed = result.evidence.removed() if result.evidence is not None else []
+    for x, y, value, *_ in result.extra["edge_pvalues"]["kept"] + removed:
         surety[index[x], index[y]] = surety[index[y], index[x]] = -value
     upper = np.triu_indices(p, k=1)
     learned = result.graph.adjacency().astype(float)
