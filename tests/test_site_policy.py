@@ -376,6 +376,25 @@ def test_result_path_stays_in_the_results_folder(tmp_path, asia_frames, result_p
     assert (results / "existing.txt").read_text() == "someone's notes\n"
 
 
+@pytest.mark.parametrize("planted", ["link", "foreign"])
+def test_the_evidence_beside_a_result_stays_in_the_results_folder(tmp_path, asia_frames, planted):
+    """A coordinator plants r.evidence.npz (a symlink out of its folder, or a file not written
+    by a result) and asks for result-path r.json: the companion is never written through it."""
+    results = tmp_path / "results"
+    results.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone's file\n")
+    if planted == "link":
+        (results / "r.evidence.npz").symlink_to(outside)
+    else:
+        (results / "r.evidence.npz").write_text("someone's notes\n")
+    nodes = write_sites(tmp_path, asia_frames)
+    with pytest.raises(CoordinatorError, match="r.evidence.npz beside it is a link or a file no"):
+        run_app(nodes, {"method": "fedpc", "result-path": "r.json"})
+    assert outside.read_text() == "someone's file\n"
+    assert not (results / "r.json").exists()
+
+
 def test_truth_stays_in_the_truth_folder_and_is_never_quoted(tmp_path, asia_frames):
     secret = tmp_path / "secret.txt"
     secret.write_text("secret_token=hunter2\n")

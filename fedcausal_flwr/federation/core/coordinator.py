@@ -78,15 +78,13 @@ class CoordinatorFolders:
                     f"result-path {result_path!r}: a file that is not a fedcausal-flwr result "
                     "is there already; it is not overwritten (choose another name)"
                 )
-        # the evidence beside it (evidence.companion_path) is held to the same rules
+        # the evidence beside it (evidence.companion_path), in the same folder: only a link
+        # could lead it out
         companion = companion_path(target)
-        relative = str(companion.relative_to(self.results.resolve()))
-        if _inside(self.results, relative, "result-path", RESULTS_ENV) != companion or (
-            (companion.exists() or companion.is_symlink()) and not _evidence_by_us(companion)
-        ):
+        if companion.is_symlink() or (companion.exists() and not _evidence_by_us(companion)):
             raise CoordinatorError(
-                f"result-path {result_path!r}: {companion.name} beside it is not an evidence file "
-                "a fedcausal-flwr result wrote; it is not overwritten (choose another name)"
+                f"result-path {result_path!r}: {companion.name} beside it is a link or a file "
+                "no fedcausal-flwr result wrote; it is not overwritten (choose another name)"
             )
         return target
 
@@ -144,7 +142,7 @@ def _inside(root: Path, relative: str, key: str, env: str) -> Path:
 
 def _evidence_by_us(path: Path) -> bool:
     """Whether ``path`` is a regular file holding evidence this project wrote."""
-    return not path.is_symlink() and path.is_file() and is_evidence_file(path)
+    return path.is_file() and is_evidence_file(path)
 
 
 def _written_by_us(path: Path) -> bool:
