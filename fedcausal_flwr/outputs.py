@@ -89,11 +89,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     in one step: a failed or interrupted write leaves the earlier file as it was. A device or a
     pipe (``/dev/stdout``) is written as it is, and a symbolic link's target is replaced.
     A failure is an :class:`OutputError` naming ``path``."""
-    return write_bytes(path, text.encode("utf-8"))
-
-
-def write_bytes(path: str | os.PathLike, content: bytes) -> Path:
-    """``content`` to ``path`` as :func:`write_text` writes text (in one step, or not at all)."""
+    content = text.encode("utf-8")
     return write_with(path, lambda handle: handle.write(content))
 
 

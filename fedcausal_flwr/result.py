@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import platform
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -140,8 +141,6 @@ def _stamp(path: Path) -> tuple[int, int]:
 def _read_evidence(path: Path, held: Mapping[str, Any]) -> Evidence | None:
     """The companion a result file names, from its folder; a missing or different one is a
     warning (the graph and everything else still read)."""
-    import warnings
-
     companion = path.parent / Path(str(held["file"])).name
     try:
         return Evidence.load(companion, held.get("sha256"))
@@ -366,14 +365,8 @@ class Result:
             checksum = evidence.checksum()
             obj["evidence"].update(file=companion.name, sha256=checksum)
             text = json_text(obj).encode("utf-8")
-
-            def write_evidence(handle: BinaryIO) -> None:
-                evidence.write(handle)
-
-            def write_result(handle: BinaryIO) -> None:
-                handle.write(text)
-
-            write_together([(companion, write_evidence), (path, write_result)], name=path)
+            files = [(companion, evidence.write), (path, lambda handle: handle.write(text))]
+            write_together(files, name=path)
             self._evidence_written = (companion, checksum, id(evidence), *_stamp(companion))
             return path
         except OutputError as err:

@@ -283,10 +283,11 @@ def edge_pvalues(result: PCResult | FCIResult) -> dict[str, list[list]]:
     weakest evidence of dependence (p <= alpha, the smallest margin ``alpha - p``). Pairs never
     tested (background knowledge) are in neither. A result keeps ``kept`` by name and the
     removed pairs as arrays (:func:`search_record`)."""
-    deciding = _deciding_pvalues(result)
+    pairs, pvalues, adjacent, depth = _deciding_pvalues(result)
+    removed = (pairs[~adjacent], pvalues[~adjacent], depth[~adjacent])
     return {
-        "kept": _kept(result.graph.names, *deciding[:3]),
-        "removed": search_record(result, deciding).removed(),
+        "kept": _kept(result.graph.names, pairs, pvalues, adjacent),
+        "removed": Evidence.build(result.graph.names, removed=removed).removed(),
     }
 
 
