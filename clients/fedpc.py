@@ -41,6 +41,7 @@ from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.contingency import (
     TableLayout,
     TableTooLargeError,
+    count_type,
     local_tables,
     make_layout,
     sparse_local_tables,
@@ -64,7 +65,10 @@ class FedPCClient(ProtocolClient):
     def _tables(
         self, request: TableRequest, arrays: list[np.ndarray]
     ) -> tuple[np.ndarray, TableLayout]:
-        return self._count(local_tables, request, arrays, sparse=False)
+        """The batch's dense tables, in the smallest type that holds this site's counts."""
+        return self._count(
+            local_tables, request, arrays, sparse=False, dtype=count_type(len(self.data))
+        )
 
     def _count(
         self,
@@ -73,6 +77,7 @@ class FedPCClient(ProtocolClient):
         arrays: list[np.ndarray],
         *,
         sparse: bool,
+        **options: Any,
     ) -> T:
         """The batch's tables counted by ``count`` (dense or sparse) over this client's codes."""
         codes, cards, layout = self._layout(request, arrays, sparse=sparse)
@@ -84,6 +89,7 @@ class FedPCClient(ProtocolClient):
             variables=request.variables,
             client=self.label,
             allow_missing=request.missing == "testwise",
+            **options,
         )
 
     def _layout(

@@ -194,7 +194,8 @@ class BatchPlan:
     sparse: bool
     parts: list[np.ndarray]  # query positions
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
-    answered: list[np.ndarray] = field(default_factory=list)
+    tables: int  # tables asked: one per test, or per variable set (SetTables)
+    answered: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (tests, p)
     noise_variance: float = 0.0  # per summed cell, when the run is differentially private
     shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
@@ -219,7 +220,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         self._margins: np.ndarray | None = None  # sketch: margins of the pending batch
         self._plan: BatchPlan | None = None  # exact: how the pending batch is counted
         self._layout: TableLayout | None = None
-        self._sets: SetTables | None = None  # a private batch: its tests' variable sets
+        self._sets: SetTables | None = None  # a batch asked by its tests' variable sets
         # a batch's p-values, handed to the search when the next round begins: the round's
         # messages, tables and layouts are gone by then (on wide data, hundreds of MB that
         # would otherwise stay alive through the search's next step)
@@ -324,15 +325,10 @@ class FedPCStrategy(PrivateSumsStrategy):
             return Request(QUERY_MOMENTS, asked, arrays=[encode_queries(queries)])
         base = TableRequest(self.variables, self.levels, self.max_cells, self.options.missing)
         if self.options.ci == "exact":
-            if self._plan is None and self.privacy is None:
-                self._plan = self._plan_batch(queries)
-            elif self._plan is None:  # a private batch: one table per variable set, noised
-                self._sets = SetTables.of(queries)
-                self._plan = self._plan_batch(self._sets.queries)
-                noise = self.batch_noise(len(self._sets.sets), self._plan.dense_cells)
-                self._plan.noise_variance, self._plan.shares = noise
+            if self._plan is None:
+                self._plan = self._plan_exact(queries)
             plan = self._plan
-            counted = queries if self._sets is None else self._sets.queries
+            counted = queries if self._sets is None else _set_queries(self._sets)
             chosen = _select(counted, plan.parts[len(plan.answered)])
             if plan.sparse:
                 return Request(SPARSE_TABLES, base, arrays=[encode_queries(chosen)])
@@ -358,6 +354,26 @@ class FedPCStrategy(PrivateSumsStrategy):
         )
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
 
+    def _plan_exact(self, queries: Sequence[Query]) -> BatchPlan:
+        """How an exact batch is asked: one joint table per variable set where tests share
+        sets (:class:`~fedcausal_flwr.stats.set_tables.SetTables`: fewer tables, cells and rows
+        counted, the same p-values), and always in a private batch (its noise grows with the
+        tables); else the tests' own tables."""
+        rows = query_rows(queries, normalised=True)
+        sets = SetTables.of(rows) if rows.shape[1] > 2 or self.privacy is not None else None
+        if sets is not None and self.privacy is None:
+            plan = self._plan_batch(_set_queries(sets)) if len(sets.sets) < len(rows) else None
+            if plan is not None and not plan.sparse:  # (sparse tables are read test by test)
+                self._sets = sets
+                return plan
+            return self._plan_batch(queries)
+        if sets is None:
+            return self._plan_batch(queries)
+        self._sets = sets
+        plan = self._plan_batch(_set_queries(sets))
+        plan.noise_variance, plan.shares = self.batch_noise(len(sets.sets), plan.dense_cells)
+        return plan
+
     def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
         """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
         the dense tables are over the budget or twice the data a client holds, sparsely (nonzero
@@ -374,7 +390,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         # one round when a client's tables fit max_cells and all clients' max_server_cells
         if total <= self.max_cells and k * total <= self.options.max_server_cells:
             sparse = not self.dense_only and sparse_bytes < dense_bytes
-            return BatchPlan(sparse, everything, int(total))
+            return BatchPlan(sparse, everything, int(total), len(queries))
         # entries the server holds
         sparse_cost = 2 * np.minimum(cells[:, None], rows[None, :]).sum(axis=1)
         sparse = not self.dense_only and (
@@ -405,7 +421,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             end = max(int(end) - 1, start + 1)
             parts.append(np.arange(start, end))
             start = end
-        return BatchPlan(sparse, parts, int(total))
+        return BatchPlan(sparse, parts, int(total), len(queries))
 
     def _over_budget(
         self, query: Query, cells: int, cost: int, server_cost: int, sparse: bool
@@ -497,14 +513,23 @@ class FedPCStrategy(PrivateSumsStrategy):
         plan, queries = self._plan, self._pending_batch()
         assert queries is not None
         part = plan.parts[len(plan.answered)]
-        if self._sets is not None:  # a private batch: the noisy set tables, tested at the end
+        if self._sets is not None:  # the part's set tables: each test reads its set's table
             (summed,) = replies
-            counts, _ = self.released(
-                summed.arrays[0], len(summed.contributors), len(part), plan.noise_variance,
-                plan.shares, TABLES,
+            counts = summed.arrays[0]
+            if self.privacy is not None:
+                counts, _ = self.released(
+                    counts, len(summed.contributors), len(part), plan.noise_variance,
+                    plan.shares, TABLES,
+                )  # fmt: skip
+                counts = np.maximum(counts, 0)  # (post-processing: free)
+            plan.answered.append(
+                self._sets.pvalues(
+                    np.asarray(counts), int(part[0]), int(part[-1]) + 1, self.cards,
+                    self.options.test, noise_variance=plan.noise_variance,
+                    empty_strata_add_dof=self.options.empty_strata_add_dof,
+                )
             )  # fmt: skip
-            plan.answered.append(np.maximum(counts, 0))  # (post-processing: free)
-            self._close_part(plan, queries, part)
+            self._close_part(plan, queries)
             return
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
@@ -535,43 +560,30 @@ class FedPCStrategy(PrivateSumsStrategy):
                 self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
             ).pvalue
-        plan.answered.append(np.asarray(pvalues, dtype=np.float64))
-        self._close_part(plan, queries, part)
+        plan.answered.append((part, np.asarray(pvalues, dtype=np.float64)))
+        self._close_part(plan, queries)
 
-    def _close_part(self, plan: BatchPlan, queries: Sequence[Query], part: np.ndarray) -> None:
+    def _close_part(self, plan: BatchPlan, queries: Sequence[Query]) -> None:
         """A part of the batch is in; after the last, the batch's p-values go to the search."""
         assert self.runner is not None  # the batch came from it
         self.annotate(
-            batch=len(self.batches), tests=len(part), sparse=plan.sparse, part=len(plan.answered)
-        )
+            batch=len(self.batches), tests=len(plan.answered[-1][0]), sparse=plan.sparse,
+            part=len(plan.answered),
+        )  # fmt: skip
         if len(plan.answered) < len(plan.parts):
             return
         self._plan = None
         self.batches.append({
             "round": self.current_round, "tests": len(queries), "rounds": len(plan.parts),
-            "sparse": plan.sparse, "dense_cells": plan.dense_cells,
+            "sparse": plan.sparse, "dense_cells": plan.dense_cells, "tables": plan.tables,
         })  # fmt: skip
-        answers = np.concatenate(plan.answered)
-        if self._sets is not None:
-            answers = self._private_pvalues(answers, queries, plan)
-            self._sets = None
+        answers = np.empty(len(queries))
+        for positions, pvalues in plan.answered:
+            answers[positions] = pvalues
+        self._sets = None
         if self.privacy is not None:
             self.privacy.close_batch()
         self._answers_due = answers
-
-    def _private_pvalues(
-        self, counts: np.ndarray, queries: Sequence[Query], plan: BatchPlan
-    ) -> np.ndarray:
-        """Each test of a private batch from its set's noisy table (a transpose), with Pearson's
-        chi2 knowing the noise (the planned variance of every summed cell)."""
-        assert self._sets is not None
-        return discrete_pvalues(
-            self._sets.test_tables(counts, self.cards),
-            make_layout(queries, self.cards, max_cells=None),
-            self.options.test,
-            empty_strata_add_dof=self.options.empty_strata_add_dof,
-            noise_variance=plan.noise_variance,
-        )
 
     # ------------------------------------------------------------------ differential privacy
     @property
@@ -686,6 +698,13 @@ class FedPCStrategy(PrivateSumsStrategy):
             "batches": self.batches,
             **self.privacy_report(),
         }
+
+
+def _set_queries(sets: SetTables) -> Sequence[Query]:
+    """The sets' tables as the queries that count them (one size: fresh rows)."""
+    if sets.sets.size and sets.sets.min() >= 0:
+        return FreshQueries(sets.sets)
+    return sets.queries
 
 
 def _select(queries: Sequence[Query], positions: np.ndarray) -> Sequence[Query]:

@@ -297,7 +297,10 @@ def test_plain_table_replies_travel_compact_and_sum_exactly(monkeypatch):
     sparse = {a["dtype"] for e in compact.ledger if e["kind"] == "sparse_tables"
               for a in e["arrays"]}  # fmt: skip
     assert sparse and sparse <= {"uint8", "uint16", "uint32"}
+    import fedcausal_flwr.clients.fedpc as client_fedpc
+
     monkeypatch.setattr(client_base, "compact_integers", lambda array: array)
+    monkeypatch.setattr(client_fedpc, "count_type", lambda rows: np.dtype(np.int64))
     wide = run("fedpc", **setting)
     assert np.array_equal(wide.graph.marks, compact.graph.marks)
     assert compact.bytes_up < wide.bytes_up / 3  # 1,000-row clients: 2-byte counts, not 8

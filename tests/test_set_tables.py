@@ -6,21 +6,61 @@ import pytest
 import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.stats.contingency import discrete_pvalues
 from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.tables import local_tables, make_layout
 
 
-def test_each_tests_table_is_its_sets_table_transposed():
+@pytest.mark.parametrize("threads", [False, True])
+@pytest.mark.parametrize("test", ["chi2", "g2"])
+def test_each_test_on_its_sets_table_gives_its_own_tables_pvalue_to_the_bit(
+    test, threads, monkeypatch
+):
+    if threads:  # every part's tests in threads
+        from fedcausal_flwr.stats import set_tables
+
+        monkeypatch.setattr(set_tables, "THREADED_TEST_CELLS", 1)
+        monkeypatch.setattr(set_tables, "usable_cores", lambda: 2)
     rng = np.random.default_rng(0)
     cards = [2, 3, 4, 2, 3]
     codes = np.column_stack([rng.integers(0, c, 500) for c in cards])
     queries = [(0, 1, (2,)), (2, 0, (1,)), (1, 2, (0,)), (3, 4, ()), (0, 1, (2, 3)),
-               (1, 3, (0, 2)), (4, 2, ()), (2, 3, (1, 0))]  # fmt: skip
+               (1, 3, (0, 2)), (4, 2, ()), (2, 3, (1, 0)), (0, 3, (1, 2))]  # fmt: skip
     sets = SetTables.of(queries)
     assert len(sets.sets) == 4  # {0,1,2}, {3,4}, {0,1,2,3}, {2,4}
-    asked, _ = local_tables(codes, cards, make_layout(sets.queries, cards))
-    direct, _ = local_tables(codes, cards, make_layout(queries, cards))
-    assert np.array_equal(sets.test_tables(asked, cards), direct)
+    direct, layout = local_tables(codes, cards, make_layout(queries, cards))
+    for noise in (0.0, 2.5) if test == "chi2" else (0.0,):
+        expected = discrete_pvalues(direct, layout, test, noise_variance=noise)
+        # the sets asked in two parts, as two rounds would
+        for first, end in ((0, 2), (2, 4)):
+            part = make_layout(sets.sets[first:end], cards)
+            asked, _ = local_tables(codes, cards, part)
+            positions, pvalues = sets.pvalues(asked, first, end, cards, test, noise_variance=noise)
+            assert sorted(sets.index[positions].tolist()) == sorted(
+                i for i in sets.index.tolist() if first <= i < end
+            )
+            assert np.array_equal(pvalues, expected[positions])
+
+
+def test_a_batch_of_sets_lists_them_in_the_order_its_tests_first_name_them():
+    sets = SetTables.of([(3, 4, (5,)), (0, 1, (2,)), (3, 5, (4,)), (1, 2, (0,))])
+    assert sets.sets.tolist() == [[3, 4, 5], [0, 1, 2]]
+    assert sets.index.tolist() == [0, 1, 0, 1]
+
+
+def test_an_exact_batch_asks_each_variable_set_once_with_the_pooled_graph():
+    from fedcausal_flwr.discovery.pc import pc
+    from fedcausal_flwr.stats.oracles import DiscreteOracle
+
+    net = load_network("alarm")
+    sites = split_iid(net.sample(3000, seed=2), 3, seed=1).clients
+    result = fedcausal_flwr.run("fedpc", data=sites, test="chi2")
+    codes = net.sample_codes(3000, seed=2)
+    pooled = pc(DiscreteOracle(codes, net.cards, net.variables, test="chi2"), alpha=0.05)
+    assert result.graph == pooled.graph
+    depth1 = result.extra["batches"][1]
+    # the tables asked at depth 1 are fewer than its tests (a triangle's three share one)
+    assert depth1["tables"] < depth1["tests"]
 
 
 def test_a_private_batch_charges_one_table_per_variable_set():

@@ -232,7 +232,7 @@ def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypat
     stat = rng.chisquare(3, 5_000)
     dof = rng.integers(0, 6, 5_000)
     monkeypatch.setattr(contingency, "THREADED_PVALUES", 1_000)
-    monkeypatch.setattr(contingency.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(contingency, "usable_cores", lambda: 4)
     split = contingency._pvalues(stat, dof)
     expected = np.ones_like(stat)
     expected[dof > 0] = stats.chi2.sf(stat[dof > 0], dof[dof > 0])
@@ -240,6 +240,36 @@ def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypat
     # one and two degrees of freedom by their closed forms: scipy's tail to the last digits
     np.testing.assert_allclose(split, expected, rtol=1e-13, atol=0)
     assert not np.array_equal(split[dof == 1], expected[dof == 1])  # (not scipy's own path)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_a_large_count_runs_its_chunks_in_threads_with_the_serial_tables(monkeypatch, missing):
+    from fedcausal_flwr.stats import tables
+
+    rng = np.random.default_rng(5)
+    cards = rng.integers(2, 5, 12)
+    codes = np.column_stack([rng.integers(0, c, 3_000) for c in cards])
+    if missing:
+        codes[rng.random(codes.shape) < 0.05] = tables.MISSING_CODE
+    queries = [
+        (x, y, (z,))
+        for x in range(12)
+        for y in range(x + 1, 12)
+        for z in range(3)
+        if z not in (x, y)
+    ]
+    layout = tables.make_layout(queries, cards)
+    serial, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
+    used = []
+    monkeypatch.setattr(tables, "THREADED_VISITS", 10_000)
+    monkeypatch.setattr(tables, "usable_cores", lambda: 3)
+    monkeypatch.setattr(tables, "_COUNT_CHUNK_ELEMENTS", 20_000)
+    original = tables.ThreadPoolExecutor
+    monkeypatch.setattr(tables, "ThreadPoolExecutor", lambda n: used.append(n) or original(n))
+    layout = tables.make_layout(queries, cards)
+    threaded, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
+    assert used == [3]
+    assert np.array_equal(threaded, serial)
 
 
 def test_the_closed_form_tails_equal_scipys_deep_into_the_tail():

@@ -93,29 +93,24 @@ def test_fedpc_streams_a_level_over_its_server_budget_and_learns_the_pooled_grap
     assert tight.rounds > whole.rounds
 
 
-def _reference_order(adjacency, level, keep):
-    """The tests of a level, each once, in the order a cache first meets them (the definition
-    depth_rows vectorises)."""
+def _reference_tests(adjacency, level, keep):
+    """The tests of a level, each once, normalised (the definition depth_rows vectorises): every
+    still-adjacent pair given every set of the level's size from either end's neighbours."""
     from itertools import combinations
 
     neighbours = [np.flatnonzero(row).tolist() for row in adjacency]
-    out = []
+    out = set()
     for x, near in enumerate(neighbours):
-        if len(near) - 1 < level:
-            continue
         for i, y in enumerate(near):
             if keep is not None and keep[x, y]:
                 continue
             for s in combinations(near[:i] + near[i + 1 :], level):
-                if x < y:
-                    out.append((x, y, s))
-                elif not set(neighbours[y]).issuperset(s):
-                    out.append((y, x, s))
+                out.add((min(x, y), max(x, y), tuple(sorted(s))))
     return out
 
 
 @pytest.mark.parametrize("batch", [1, 3, 50, 10_000])
-def test_level_rows_list_each_test_once_in_the_order_a_cache_meets_them(batch):
+def test_level_rows_list_each_test_once_with_the_tests_of_a_set_together(batch):
     from fedcausal_flwr.discovery.skeleton import _exact_batches, depth_rows
 
     rng = np.random.default_rng(batch)
@@ -129,5 +124,10 @@ def test_level_rows_list_each_test_once_in_the_order_a_cache_meets_them(batch):
             for kept in (None, keep):
                 batches = list(_exact_batches(depth_rows(adjacency, level, kept, batch), batch))
                 listed = [q for rows in batches for q in FreshQueries(rows)]
-                assert listed == _reference_order(adjacency, level, kept)
+                assert len(listed) == len(set(listed))
+                assert set(listed) == _reference_tests(adjacency, level, kept)
+                # one variable set's tests come one after another (one joint table each)
+                sets = [frozenset((x, y, *s)) for x, y, s in listed]
+                runs = [v for i, v in enumerate(sets) if i == 0 or sets[i - 1] != v]
+                assert len(runs) == len(set(sets))
                 assert all(len(rows) == batch for rows in batches[:-1])

@@ -223,8 +223,8 @@ def streamed_depth(
     (the last may hold fewer); returns the pairs to remove as a (k, 2) array and records what
     :func:`apply_depth` records.
 
-    The tests are those of :func:`depth_queries`, each once, in the order a cache would first
-    meet them (:func:`depth_rows`). Kept per depth: each pair's largest p-value and the sets with
+    The tests are those of :func:`depth_queries`, each once, those of one variable set together
+    (:func:`depth_rows`). Kept per depth: each pair's largest p-value and the sets with
     ``p > alpha``; a removed pair's separating sets are then listed as :func:`apply_depth` lists
     them (``x``'s side first, then ``y``'s, each once). Depth 0 on an empty record is recorded as
     arrays (:class:`~.pair_record.PairRecord`): wide data removes millions of pairs there."""
@@ -305,52 +305,79 @@ def _combinations(pool: int, size: int) -> np.ndarray:
 def depth_rows(
     adjacency: np.ndarray, depth: int, keep: np.ndarray | None, batch: int
 ) -> Iterator[np.ndarray]:
-    """The distinct tests of a PC-stable depth as int64 blocks of rows ``[x, y, S...]`` (each at
-    most about ``batch`` rows), in the order a cache would first meet them: ``x`` ascending,
-    then ``y``, then ``S``; ``(x, y, S)`` with ``y < x`` was asked from ``y``'s side unless ``S``
-    is not in ``adj(y)``, and is then written ``(y, x, S)``. Pairs of ``keep`` are left out."""
-    for x in range(adjacency.shape[0]):
-        near = np.flatnonzero(adjacency[x])
-        if near.size - 1 < depth:
-            continue
-        asked = np.arange(near.size)
-        if keep is not None:
-            asked = asked[~keep[x, near]]
-        if depth == 0:
-            ys = near[asked]
+    """The distinct tests of a PC-stable depth as int64 blocks of normalised rows ``[x, y,
+    S...]`` (each at most about ``batch`` rows), the tests of one variable set together.
+
+    Depth 0 lists the pairs ``x < y`` in order. Above it, a test ``(x, y, S)`` asked from x's side
+    reads the joint table of the set ``{x, y} | S``, a star: x adjacent to every other member
+    (a *centre* of the set). Every test of a set comes from one of its centres, paired with
+    another member, given the rest; so at x's turn the sets ``{x} | B`` (``B`` in ``adj(x)``)
+    whose smallest centre is x are listed with all their tests (a triangle's three tests
+    together, where x-order listing meets the third from another x, usually in another
+    batch). A batch then asks one joint table per set. Pairs of ``keep`` are left out."""
+    if depth == 0:
+        for x in range(adjacency.shape[0]):
+            ys = np.flatnonzero(adjacency[x])
+            if keep is not None:
+                ys = ys[~keep[x, ys]]
             ys = ys[ys > x]  # the empty set is in every adj(y): y < x asked it first
             if ys.size:
                 yield np.stack((np.full_like(ys, x), ys), axis=1)
+        return
+    members = depth + 1  # of B
+    per_chunk = max(1, batch // comb(depth + 2, 2))  # sets whose tests fill about a batch
+    for x in range(adjacency.shape[0]):
+        near = np.flatnonzero(adjacency[x])
+        if near.size < members:
             continue
-        n_sets = comb(near.size - 1, depth)
-        if n_sets > batch:  # one y's sets alone exceed a batch: listed in slices
-            for position in asked.tolist():
-                y = int(near[position])
-                pool = combinations(np.delete(near, position).tolist(), depth)
-                while chunk := list(islice(pool, batch)):
-                    yield _oriented(adjacency, x, np.full(len(chunk), y), np.array(chunk))
+        if comb(near.size, members) > per_chunk:  # listed in slices
+            pool = combinations(near.tolist(), members)
+            while chunk := list(islice(pool, per_chunk)):
+                rows = _set_tests(adjacency, x, np.array(chunk, dtype=np.int64), keep)
+                if rows.size:
+                    yield rows
             continue
-        subsets = _combinations(near.size - 1, depth)
-        span = np.arange(near.size - 1)
-        step = max(1, batch // n_sets)
-        for start in range(0, asked.size, step):
-            positions = asked[start : start + step]
-            others = span[None, :] + (span[None, :] >= positions[:, None])  # near without y
-            given = near[others[:, subsets]].reshape(-1, depth)
-            ys = np.repeat(near[positions], n_sets)
-            yield _oriented(adjacency, x, ys, given)
+        rows = _set_tests(adjacency, x, near[_combinations(near.size, members)], keep)
+        if rows.size:
+            yield rows
 
 
-def _oriented(adjacency: np.ndarray, x: int, ys: np.ndarray, given: np.ndarray) -> np.ndarray:
-    """Rows ``[x, y, S...]`` of x's tests, normalised, without those asked from y's side."""
-    lower = ys < x
-    if lower.any():
-        from_y = np.zeros(ys.size, dtype=bool)
-        from_y[lower] = adjacency[ys[lower][:, None], given[lower]].all(axis=1)
-        ys, given, lower = ys[~from_y], given[~from_y], lower[~from_y]
-    first = np.where(lower, ys, x)
-    second = np.where(lower, x, ys)
-    return np.column_stack((first, second, given)).astype(np.int64, copy=False)
+@lru_cache(maxsize=16)
+def _pair_positions(width: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a sorted set of ``width`` variables: every pair of positions ``(i, j)``, ``i < j``,
+    and the other positions in order, as rows ``[i, j, rest...]``; and the pairs alone."""
+    rows = [
+        (i, j, *(k for k in range(width) if k not in (i, j)))
+        for i, j in combinations(range(width), 2)
+    ]
+    out = np.array(rows, dtype=np.int64)
+    out.setflags(write=False)
+    return out, out[:, :2]
+
+
+def _set_tests(
+    adjacency: np.ndarray, x: int, stars: np.ndarray, keep: np.ndarray | None
+) -> np.ndarray:
+    """Normalised rows of every test of the sets ``{x} | stars[i]`` whose smallest centre is
+    ``x``, set by set: each pair of members with a centre among them, given the rest."""
+    m, width = stars.shape
+    inner = adjacency[stars[:, :, None], stars[:, None, :]]
+    inner |= np.eye(width, dtype=bool)
+    centre = inner.all(axis=2)  # adjacent to every other member (x is adjacent to all)
+    first = ~(centre & (stars < x)).any(axis=1)
+    if not first.all():
+        stars, centre = stars[first], centre[first]
+    full = np.concatenate((np.full((len(stars), 1), x, dtype=np.int64), stars), axis=1)
+    centres = np.concatenate((np.ones((len(stars), 1), dtype=bool), centre), axis=1)
+    order = np.argsort(full, axis=1, kind="stable")
+    full = np.take_along_axis(full, order, axis=1)
+    centres = np.take_along_axis(centres, order, axis=1)
+    layout, pairs = _pair_positions(width + 1)
+    asked = centres[:, pairs[:, 0]] | centres[:, pairs[:, 1]]  # (sets, pairs)
+    rows = full[:, layout]  # (sets, pairs, width + 1)
+    if keep is not None:
+        asked &= ~keep[rows[:, :, 0], rows[:, :, 1]]
+    return rows[asked]
 
 
 def _exact_batches(blocks: Iterator[np.ndarray], batch: int) -> Iterator[np.ndarray]:

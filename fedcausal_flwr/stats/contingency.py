@@ -12,7 +12,6 @@ dof is 0.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, TypedDict
@@ -28,6 +27,7 @@ from .tables import (  # noqa: F401  (re-exported: the layout and counting live 
     check_codes,
     check_sparse_tables,
     count_tables,
+    count_type,
     local_tables,
     make_layout,
     merge_sparse_tables,
@@ -35,13 +35,14 @@ from .tables import (  # noqa: F401  (re-exported: the layout and counting live 
     sparse_local_tables,
     sum_tables,
     table_cells,
+    usable_cores,
 )
 
 #: Working-set sizes (array elements) of one vectorised testing chunk.
 _CHUNK_ELEMENTS = 2**22
 #: Table cells per chunk of :func:`stacked_statistics` calls: small enough to stay in cache
 #: (the statistics make several passes over the chunk; 2**22 cells ran at a third of the speed).
-_TEST_CHUNK_CELLS = 2**18
+TEST_CHUNK_CELLS = 2**18
 
 DiscreteTest = Literal["g2", "chi2"]
 _TEST_NAMES: dict[str, DiscreteTest] = {"g2": "g2", "gsq": "g2", "chi2": "chi2", "chisq": "chi2"}
@@ -239,7 +240,7 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
         p[at] = tail(np.maximum(stat[at], 0.0))
     pos = np.flatnonzero(dof > 2)
     df, x = dof[pos].astype(np.float64), stat[pos]
-    workers = min(4, _cores(), max(1, pos.size // THREADED_PVALUES))
+    workers = min(4, usable_cores(), max(1, pos.size // THREADED_PVALUES))
     if workers < 2:
         p[pos] = special.chdtrc(df, x)
         return p
@@ -248,13 +249,6 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
         tails = list(pool.map(lambda part: special.chdtrc(df[part], x[part]), parts))
     p[pos] = np.concatenate(tails)
     return p
-
-
-def _cores() -> int:
-    """Cores this process may run on (all of the machine's where the system cannot say)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 class DiscreteTestOptions(TypedDict):
@@ -342,7 +336,7 @@ def discrete_tests(
     for members, radices in _table_groups(layout, by_radices):
         cs, cx, cy = (int(v) for v in layout.shapes[members[0]])
         size = cs * cx * cy
-        chunk = max(1, _TEST_CHUNK_CELLS // size)
+        chunk = max(1, TEST_CHUNK_CELLS // size)
         for start in range(0, members.size, chunk):
             qi = members[start : start + chunk]
             t = tables[layout.offsets[qi][:, None] + np.arange(size)].reshape(-1, cs, cx, cy)

@@ -19,7 +19,9 @@ card_y)``; the stratum index is the mixed-radix number of the S codes with ``S[0
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -288,7 +290,9 @@ def _pair_runs(xs: np.ndarray, ys: np.ndarray, n_vars: int) -> np.ndarray | None
     return starts if 2 * starts.size <= pair.size else None
 
 
-def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
+def count_tables(
+    codes_t: np.ndarray, layout: TableLayout, dtype: np.dtype | type = np.int64
+) -> np.ndarray:
     """Fill the table vector: one bincount per chunk of queries with equal |S|.
 
     ``codes_t`` is the (p, n) transposed matrix of *validated* codes (see :func:`check_codes`);
@@ -301,8 +305,11 @@ def count_tables(codes_t: np.ndarray, layout: TableLayout) -> np.ndarray:
     are one joint table read in different axis orders: when a group's queries share their
     variable sets, each set's joint table is counted once and every query's table is read from
     it (the same counts, over the rows complete on those variables).
+
+    ``dtype``: of the vector (a count is at most the rows: a client replying with its counts
+    asks for the smallest type that holds them, :func:`count_type`, and skips a widening pass).
     """
-    out = np.zeros(layout.total, dtype=np.int64)
+    out = np.zeros(layout.total, dtype=dtype)
     n = codes_t.shape[1]
     if n == 0 or layout.n_queries == 0:
         return out
@@ -377,55 +384,92 @@ def _joint_plan(
     return as_queries, starts, index, target
 
 
+#: Row visits of a count from which its chunks run in threads (numpy's gathers, arithmetic and
+#: bincount release the GIL: about 1.5x on two cores).
+THREADED_VISITS = 2**24
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (all of the machine's where the system cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _count_rows(
     codes_t: np.ndarray, rows: np.ndarray, cards: np.ndarray, offsets: np.ndarray, out: np.ndarray
 ) -> None:
     """Count the tables of ``rows`` (queries ``[x, y, S...]`` of one size) into ``out`` at
-    ``offsets`` (ascending), a chunk of queries per bincount."""
+    ``offsets`` (ascending), a chunk of queries per bincount; a large count's chunks in threads
+    (each writes its own tables)."""
     n = codes_t.shape[1]
-    k = rows.shape[1] - 2
-    xs_all, ys_all, ss_all = rows[:, 0], rows[:, 1], rows[:, 2:]
-    sizes_all = cards[rows].prod(axis=1)
     chunk = max(1, _COUNT_CHUNK_ELEMENTS // n)
+    starts = list(range(0, len(rows), chunk))
     has_missing = bool(codes_t.size) and int(codes_t.min()) < 0
-    for start in range(0, len(rows), chunk):
-        sl = slice(start, start + chunk)
-        xs, ys, ss = xs_all[sl], ys_all[sl], ss_all[sl]
-        local_sizes = sizes_all[sl]
-        local_offsets = np.concatenate(([0], np.cumsum(local_sizes)[:-1]))
-        n_cells = int(local_sizes.sum())
-        dtype = codes_t.dtype if n_cells < 2**31 else np.int64
-        radix = cards.astype(dtype)
-        cell = codes_t[ss[:, 0] if k else xs].astype(dtype, copy=False)
-        for j in range(1, k):
-            cell *= radix[ss[:, j]][:, None]
-            cell += codes_t[ss[:, j]]
-        runs = _pair_runs(xs, ys, cards.size) if k else None
-        if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
-            xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
-            xy += codes_t[ys[runs]]
-            cell *= (radix[xs] * radix[ys])[:, None]
-            cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
-        else:
-            if k:
-                cell *= radix[xs][:, None]
-                cell += codes_t[xs]
-            cell *= radix[ys][:, None]
-            cell += codes_t[ys]
-        cell += local_offsets.astype(dtype)[:, None]
-        if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
-            cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
-            counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
-        else:
-            counts = np.bincount(cell.ravel(), minlength=n_cells)
-        first = offsets[start]
-        target_sizes = offsets[sl] - first - local_offsets
-        if not target_sizes.any():  # contiguous tables: one slice
-            out[first : first + n_cells] = counts
-        else:
-            target = np.repeat(offsets[sl] - local_offsets, local_sizes)
-            target += np.arange(target.size)
-            out[target] = counts
+    sizes = cards[rows].prod(axis=1)
+
+    def count_span(span: list[int]) -> None:
+        for start in span:
+            _count_chunk(codes_t, rows, cards, offsets, out, sizes, start, chunk, has_missing)
+
+    workers = min(usable_cores(), len(starts), max(1, len(rows) * n // THREADED_VISITS))
+    if workers < 2:
+        count_span(starts)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(count_span, [starts[w::workers] for w in range(workers)]))
+
+
+def _count_chunk(
+    codes_t: np.ndarray,
+    rows: np.ndarray,
+    cards: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    sizes_all: np.ndarray,
+    start: int,
+    chunk: int,
+    has_missing: bool,
+) -> None:
+    """One chunk of :func:`_count_rows`: the tables of ``rows[start : start + chunk]``."""
+    k = rows.shape[1] - 2
+    sl = slice(start, start + chunk)
+    xs, ys, ss = rows[sl, 0], rows[sl, 1], rows[sl, 2:]
+    local_sizes = sizes_all[sl]
+    local_offsets = np.concatenate(([0], np.cumsum(local_sizes)[:-1]))
+    n_cells = int(local_sizes.sum())
+    dtype = codes_t.dtype if n_cells < 2**31 else np.int64
+    radix = cards.astype(dtype)
+    cell = codes_t[ss[:, 0] if k else xs].astype(dtype, copy=False)
+    for j in range(1, k):
+        cell *= radix[ss[:, j]][:, None]
+        cell += codes_t[ss[:, j]]
+    runs = _pair_runs(xs, ys, cards.size) if k else None
+    if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
+        xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
+        xy += codes_t[ys[runs]]
+        cell *= (radix[xs] * radix[ys])[:, None]
+        cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
+    else:
+        if k:
+            cell *= radix[xs][:, None]
+            cell += codes_t[xs]
+        cell *= radix[ys][:, None]
+        cell += codes_t[ys]
+    cell += local_offsets.astype(dtype)[:, None]
+    if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
+        cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
+        counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
+    else:
+        counts = np.bincount(cell.ravel(), minlength=n_cells)
+    first = offsets[start]
+    target_sizes = offsets[sl] - first - local_offsets
+    if not target_sizes.any():  # contiguous tables: one slice
+        out[first : first + n_cells] = counts
+    else:
+        target = np.repeat(offsets[sl] - local_offsets, local_sizes)
+        target += np.arange(target.size)
+        out[target] = counts
 
 
 def local_tables(
@@ -437,8 +481,10 @@ def local_tables(
     client: str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,
     allow_missing: bool = False,
+    dtype: np.dtype | type = np.int64,
 ) -> tuple[np.ndarray, TableLayout]:
-    """Contingency tables of a batch of queries over one client's codes, as one int64 vector.
+    """Contingency tables of a batch of queries over one client's codes, as one vector (int64,
+    or ``dtype``, as :func:`count_tables`).
 
     ``queries`` may be a ready :class:`TableLayout` (then its cards must equal ``cards``).
     Errors name the client and variable (non-integer codes, codes outside the global level set,
@@ -452,7 +498,12 @@ def local_tables(
             raise ValueError(f"the layout was built for other cards than those{_where(client)}")
     else:
         layout = make_layout(queries, cards_arr, max_cells)
-    return count_tables(np.ascontiguousarray(codes_i64.T), layout), layout
+    return count_tables(np.ascontiguousarray(codes_i64.T), layout, dtype), layout
+
+
+def count_type(rows: int) -> np.dtype:
+    """The smallest unsigned type that holds any count over ``rows`` rows."""
+    return np.min_scalar_type(max(int(rows), 0))
 
 
 def sum_tables(vectors: Sequence[np.ndarray]) -> np.ndarray:

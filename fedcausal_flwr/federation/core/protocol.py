@@ -569,7 +569,7 @@ class ProtocolRun:
                 vector = np.asarray(answer.arrays[0]) if len(answer.arrays) == 1 else None
                 if vector is None or vector.ndim != 1 or vector.dtype.kind not in "biu":
                     problem = "a secure reply must be one flat integer vector"
-                elif vector.size and int(np.abs(vector.astype(np.int64)).max()) > bound:
+                elif vector.size and max(-int(vector.min()), int(vector.max())) > bound:
                     problem = f"its secure vector exceeds the bound |value| <= {bound}"
                 else:
                     lengths[answer.pid] = int(vector.shape[0])
