@@ -57,6 +57,7 @@ from fedcausal_flwr.data import (  # noqa: E402
     split_iid,
 )
 from fedcausal_flwr.discovery.pc import pc  # noqa: E402
+from fedcausal_flwr.experiments.profiling import stage_totals  # noqa: E402
 from fedcausal_flwr.graphs import Graph  # noqa: E402
 from fedcausal_flwr.result import Result  # noqa: E402
 from fedcausal_flwr.stats.contingency import count_tables, make_layout  # noqa: E402
@@ -93,27 +94,6 @@ class CheckTimer:
         inputs._frame_report = self._report
 
 
-#: stage of a profiled function, by where it is defined (first match)
-STAGES = (
-    ("input check + fingerprint", ("data/inputs.py", "data/columns.py", "data/dependence.py",
-                                   "data/fingerprint.py", "federation/core/input_checks.py")),
-    ("encoding the columns", ("clients/fedpc.py",)),
-    ("counting the tables", ("stats/tables.py",)),
-    ("server: tests and PC", ("discovery/", "stats/", "strategies/")),
-    ("Flower and messages", ("flwr/", "federation/", "clients/", "google/protobuf", "grpc")),
-    ("numpy / pandas / Python built-ins", ("numpy/", "pandas/", "{", "<", "~")),
-)  # fmt: skip
-
-
-def stage_of(filename: str) -> str:
-    path = filename.replace("\\", "/")
-    for stage, parts in STAGES:
-        if any(part in path if not part.startswith(("{", "<", "~")) else path.startswith(part)
-               for part in parts):  # fmt: skip
-            return stage
-    return "other"
-
-
 def profile_table(pooled: pd.DataFrame, args: argparse.Namespace) -> list[tuple[str, float]]:
     """Own seconds per stage over ``args.repeats`` profiled in-process runs."""
     profile = cProfile.Profile()
@@ -123,11 +103,7 @@ def profile_table(pooled: pd.DataFrame, args: argparse.Namespace) -> list[tuple[
         fedcausal_flwr.run("fedpc", data=partition, seed=args.seed, ci="exact", test="chi2",
                            alpha=args.alpha)  # fmt: skip
         profile.disable()
-    totals: dict[str, float] = {}
-    for (filename, _, _), (_, _, own, _, _) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
-        stage = stage_of(filename)
-        totals[stage] = totals.get(stage, 0.0) + own
-    return sorted(totals.items(), key=lambda item: -item[1])
+    return stage_totals(pstats.Stats(profile))
 
 
 def counting_throughput(

@@ -22,9 +22,12 @@ and CI tests; and what secure mode would send up instead (every table dense, as 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -49,7 +52,37 @@ def emit(phase: str, **figures: object) -> None:
     print(json.dumps({"phase": phase, **figures}), flush=True)
 
 
-def run_row(name: str) -> None:
+def level1_limit(adjacency, codes, cards) -> dict:
+    """The first level-1 tests (at least 20,000, as PC lists them: a variable set's tests
+    together) asked as their joint tables, counted over one client's rows by the package and by
+    one np.bincount over the same cells built in advance; and the tests per table."""
+    import numpy as np
+
+    from fedcausal_flwr.discovery.skeleton import depth_rows
+    from fedcausal_flwr.experiments.profiling import counting_limit
+    from fedcausal_flwr.stats.set_tables import SetTables
+
+    blocks, tests = [], 0
+    for block in depth_rows(adjacency, 1, None, 2**16):
+        blocks.append(block)
+        tests += len(block)
+        if tests >= 20_000:
+            break
+    sets = SetTables.of(np.concatenate(blocks))
+    kernel, binned = counting_limit(codes, cards, sets.sets)
+    return {"kernel_visits_s": kernel, "bincount_visits_s": binned,
+            "tests_per_set": tests / len(sets.sets)}  # fmt: skip
+
+
+def emit_profile(profile: cProfile.Profile) -> None:
+    """The profile so far, by stage (own seconds), as one line for the parent."""
+    from fedcausal_flwr.experiments.profiling import stage_totals
+
+    profile.disable()
+    emit("profile", stages=stage_totals(pstats.Stats(profile)))
+
+
+def run_row(name: str, profile_after: float | None = None) -> None:
     """One row, in this process, phase by phase (memory is measured by the parent)."""
     import numpy as np
 
@@ -77,12 +110,26 @@ def run_row(name: str) -> None:
     first, second = np.nonzero(upper)
     distinct = (degree[first] - 1) + (degree[second] - 1) - common[first, second]
     emit("plan", level1_tests=int(distinct.sum()))
+    if name in CAUSALLEARN_REFERENCE:  # the big rows: level 1's counting limit on this machine
+        emit(
+            "counting_limit",
+            **level1_limit(adjacency, codes[: rows // clients], np.asarray(net.cards)),
+        )
     del codes, oracle
+    profile = None
+    if profile_after:  # the run's profile by stage, emitted before the parent's time limit
+        profile = cProfile.Profile()
+        signal.signal(signal.SIGALRM, lambda *_: emit_profile(profile))
+        signal.alarm(int(profile_after))
+        profile.enable()
     started = time.perf_counter()
     result = run_method(
         "fedpc", parts, {"test": "chi2"}, backend=backend,
         progress=lambda line: emit("round", line=line),
     )  # fmt: skip
+    if profile is not None:
+        signal.alarm(0)
+        emit_profile(profile)
     emit(
         "federated", nodes=len(net.variables), rows=rows, clients=clients, backend=backend,
         wall_s=time.perf_counter() - started, rounds=result.rounds, bytes_up=result.bytes_up,
@@ -126,7 +173,8 @@ def measure(name: str, limit: float) -> dict:
     from fedcausal_flwr.experiments.process_memory import tree_rss
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name],
+        [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name,
+         "--profile-after", str(max(1, limit - 15))],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
@@ -149,6 +197,9 @@ def measure(name: str, limit: float) -> dict:
                         found.group(1).replace(",", "")
                     )
                     figures["tests_s"] = time.monotonic() - figures["tests_since"]
+                continue
+            if phase in ("counting_limit", "profile"):  # measured beside the run, not a phase of it
+                figures.update(record)
                 continue
             if phase == "plan":  # the level-0 skeleton that sizes level 1: not the run's memory
                 figures.update(record)
@@ -192,6 +243,7 @@ def show(figures: dict) -> None:
                 f"tests: about {figures['level1_tests'] / rate / 3600:.1f} h at this rate",
                 flush=True,
             )
+        show_where_the_time_goes(figures)
         return
     print(f"{name:<14} {figures['nodes']:>5} {figures['clients']:>5} {figures['wall_s']:8.1f} "
           f"{figures['rounds']:>6} {figures['bytes_up'] / 1e9:9.3f} "
@@ -222,6 +274,30 @@ def show(figures: dict) -> None:
         reference = f"causal-learn failed (exit code {figures.get('failed')})"
     print(f"{'':14} {pooled}; {reference}; peak of the row {figures['peak'] / 1e9:.2f} GB",
           flush=True)  # fmt: skip
+    show_where_the_time_goes(figures)
+
+
+def show_where_the_time_goes(figures: dict) -> None:
+    """The counting limit beside the run's rate, and the run's profile by stage."""
+    if "bincount_visits_s" in figures:
+        rows = ROWS[figures["row"]][1]
+        sets = figures["level1_tests"] / figures["tests_per_set"]
+        at_limit = sets * rows / figures["bincount_visits_s"]
+        kernel, binned = figures["kernel_visits_s"], figures["bincount_visits_s"]
+        print(f"{'':14} counting limit: level 1's first tables ({figures['tests_per_set']:.2f} "
+              f"tests a table) counted at {kernel / 1e6:,.0f} M table-row visits/s, one "
+              f"np.bincount over their cells {binned / 1e6:,.0f} M/s (ratio "
+              f"{kernel / binned:.2f}); level 1 at that limit: {at_limit / 3600:.2f} h",
+              flush=True)  # fmt: skip
+        if figures.get("tests_done"):
+            rate = figures["tests_done"] / figures["tests_s"]
+            print(f"{'':14} the run's level 1 at its rate / at the counting limit: "
+                  f"{figures['level1_tests'] / rate / at_limit:.1f}", flush=True)  # fmt: skip
+    if "stages" in figures:
+        whole = sum(seconds for _, seconds in figures["stages"])
+        print(f"{'':14} profile of the run by stage (own seconds, cProfile slows all):")
+        for stage, seconds in figures["stages"]:
+            print(f"{'':16} {stage:36s} {seconds:8.1f} s {seconds / whole:6.1%}", flush=True)
 
 
 def main() -> None:
@@ -229,9 +305,10 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--limit", type=float, default=3600.0, help="seconds per row")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a row's child process
+    parser.add_argument("--profile-after", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        run_row(args.one)
+        run_row(args.one, args.profile_after)
         return
     header = (f"{'row':<14} {'nodes':>5} {'K':>5} {'wall_s':>8} {'rounds':>6} {'GB up':>9} "
               f"{'GB down':>9} {'peak GB':>8} {'tests':>9}")  # fmt: skip

@@ -360,19 +360,18 @@ class FedPCStrategy(PrivateSumsStrategy):
         counted, the same p-values), and always in a private batch (its noise grows with the
         tables); else the tests' own tables."""
         rows = query_rows(queries, normalised=True)
-        sets = SetTables.of(rows) if rows.shape[1] > 2 or self.privacy is not None else None
-        if sets is not None and self.privacy is None:
-            plan = self._plan_batch(_set_queries(sets)) if len(sets.sets) < len(rows) else None
-            if plan is not None and not plan.sparse:  # (sparse tables are read test by test)
+        private = self.privacy is not None
+        sets = SetTables.of(rows) if rows.shape[1] > 2 or private else None
+        if sets is not None and (private or len(sets.sets) < len(rows)):
+            plan = self._plan_batch(_set_queries(sets))
+            if private:
+                plan.noise_variance, plan.shares = self.batch_noise(
+                    len(sets.sets), plan.dense_cells
+                )
+            if private or not plan.sparse:  # (sparse replies are tested test by test)
                 self._sets = sets
                 return plan
-            return self._plan_batch(queries)
-        if sets is None:
-            return self._plan_batch(queries)
-        self._sets = sets
-        plan = self._plan_batch(_set_queries(sets))
-        plan.noise_variance, plan.shares = self.batch_noise(len(sets.sets), plan.dense_cells)
-        return plan
+        return self._plan_batch(queries)
 
     def _plan_batch(self, queries: Sequence[Query]) -> BatchPlan:
         """How an exact batch is counted: dense tables summed (SecAgg+ can carry them) or, when
