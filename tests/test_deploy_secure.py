@@ -421,13 +421,14 @@ def site_ledger(ledger: list[dict]) -> list[dict]:
 #: honest runs under the default policy (only local results and signed SecAgg+ sums leave): the
 #: method, its run config settings and the sites' data
 HONEST = [
-    ("fedpc", {"secure": True}, "asia"),
     ("fedci-pc", {"secure": True, "options": "site-effect=fixed"}, "mixed"),
-    # the sites' noise shares through SecAgg+ (dp=distributed), at epsilon = inf: no noise, so
-    # the graph is the in-process run's (capped at dp-batches - 1 = 1, as that run is)
+    # FedPC's tables through signed SecAgg+ with the sites' noise shares (dp=distributed), at
+    # epsilon = inf: no noise, so the graph is the in-process run's (capped at dp-batches - 1 =
+    # 1, as that run is); secure FedPC at every depth: the TLS test above, and on Ray
+    # (test_fedc2sl.py)
     ("fedpc", {"secure": True, "options": "dp=distributed dp-epsilon=inf"}, "asia"),
+    # a local result (each site's own graph) under the default policy
     ("fedpc-vote", {"options": "max-depth=1"}, "asia"),
-    ("fedecd", {"options": "bootstraps=2 max-depth=1"}, "asia"),
 ]
 
 

@@ -3,8 +3,8 @@
 The tests ``x _||_ y | {z}``, ``x _||_ z | {y}`` and ``y _||_ z | {x}`` all count the joint table of
 ``{x, y, z}``, in three axis orders: asking that table once, and testing each test on a transpose
 of it, asks fewer tables at no cost to any test (the same cells, in the same order, give the same
-statistic to the bit). An exact batch asks fewer cells and counts fewer rows (on munin's depth 1,
-about 0.4 of the tests); a differentially private one also pays less noise: a row adds one count
+statistic to the bit). An exact batch asks fewer cells and counts fewer rows (one table for 2.88
+tests on munin's depth 1, for 2-3 on ALARM's); a differentially private one also pays less noise: a row adds one count
 to every table of a batch, so a batch of ``T`` tables has L2 sensitivity ``sqrt(T)``
 (:mod:`fedcausal_flwr.stats.privacy`), and ``T`` is the number of distinct sets.
 
