@@ -130,6 +130,8 @@ def sweep_worker_init(parent: int | None) -> None:
     imports what its runs need (seconds on a busy machine)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     end_with_parent(parent)
+    # the sweep's workers share the cores: each counts and tests in one thread (BLAS too)
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def ray_simulation_running() -> bool:

@@ -10,6 +10,8 @@ os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 os.environ["FLWR_DISABLE_UPDATE_CHECK"] = "1"
 os.environ["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+# two test workers share the two cores: each counts and tests in one thread
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)

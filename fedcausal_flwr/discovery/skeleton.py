@@ -17,8 +17,10 @@ tests, generated as they are sent (:func:`streamed_depth`): its tests are never 
 nor their p-values, only each pair's largest p-value and the separating sets found. Such a batch
 is :class:`FreshQueries`: distinct, normalised and never asked before, held as int64 rows, so a
 p-value cache passes it through without keeping its answers (a later phase that reads one of them
-asks again). A streamed depth 0 (wide data: millions of pairs) keeps its records as arrays
-(:class:`~.pair_record.PairRecord`), read by the orientation and the result without listing them.
+asks again). Above depth 0 its tests come variable set by variable set (:func:`depth_rows`), so a
+batch asks one joint table per set. A streamed depth 0 (wide data: millions of pairs) keeps its
+records as arrays (:class:`~.pair_record.PairRecord`), read by the orientation and the result
+without listing them.
 
 ``stable=False`` reads the same batch in causal-learn's order-dependent way (:func:`apply_depth_
 sequential`): nodes in index order, each with its neighbours fixed when its turn comes, an edge

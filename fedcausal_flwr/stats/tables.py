@@ -390,10 +390,13 @@ THREADED_VISITS = 2**24
 
 
 def usable_cores() -> int:
-    """Cores this process may run on (all of the machine's where the system cannot say)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """Threads this process may count and test in: the cores it may run on (all of the
+    machine's where the system cannot say), at most ``OMP_NUM_THREADS`` where that is set (as
+    BLAS reads it: a process sharing the cores with other workers, as a sweep's or a Ray
+    simulation's do, counts in one thread)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(cores or 1, int(limit) if limit.isdigit() and int(limit) > 0 else 2**31))
 
 
 def _count_rows(
