@@ -57,7 +57,7 @@ from fedcausal_flwr.data import (  # noqa: E402
     split_iid,
 )
 from fedcausal_flwr.discovery.pc import pc  # noqa: E402
-from fedcausal_flwr.experiments.profiling import stage_totals  # noqa: E402
+from fedcausal_flwr.experiments.profiling import counting_limit, stage_totals  # noqa: E402
 from fedcausal_flwr.graphs import Graph  # noqa: E402
 from fedcausal_flwr.result import Result  # noqa: E402
 from fedcausal_flwr.stats.contingency import count_tables, make_layout  # noqa: E402
@@ -116,29 +116,12 @@ def counting_throughput(
     p = codes.shape[1]
     every = [(x, y, (z,)) for x, y in itertools.combinations(range(p), 2)
              for z in range(p) if z not in (x, y)]  # fmt: skip
-    distinct = [(x, y, (z,)) for x, y, z in itertools.combinations(range(p), 3)]
+    layout = make_layout(every, cards)
     codes_t = np.ascontiguousarray(codes.T)
-    rates = []
-    for queries in (every, distinct):
-        layout = make_layout(queries, cards)
-        seconds = min(
-            timed(lambda laid=layout: count_tables(codes_t, laid))[0] for _ in range(repeats)
-        )
-        rates.append(codes.shape[0] * len(queries) / seconds)
-    cards_arr = np.asarray(cards)
-    q = np.asarray([(x, y, z) for x, y, (z,) in distinct])
-    sizes = cards_arr[q].prod(axis=1)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    cells = np.empty((len(distinct), codes.shape[0]), dtype=np.int64)
-    for start in range(0, len(distinct), 256):  # built once, outside the timing
-        sl = slice(start, start + 256)
-        x, y, z = codes_t[q[sl, 0]], codes_t[q[sl, 1]], codes_t[q[sl, 2]]
-        cells[sl] = (z * cards_arr[q[sl, 0], None] + x) * cards_arr[q[sl, 1], None] + y
-        cells[sl] += offsets[sl, None]
-    flat = cells.ravel()
-    total = int(sizes.sum())
-    binning = min(timed(lambda: np.bincount(flat, minlength=total))[0] for _ in range(repeats))
-    return rates[0], rates[1], codes.shape[0] * len(distinct) / binning
+    seconds = min(timed(lambda: count_tables(codes_t, layout))[0] for _ in range(repeats))
+    distinct = np.array(list(itertools.combinations(range(p), 3)), dtype=np.int64)
+    kernel, binned = counting_limit(codes, np.asarray(cards), distinct, repeats)
+    return codes.shape[0] * len(every) / seconds, kernel, binned
 
 
 def run_fedpc(pooled: pd.DataFrame, clients: int, seed: int, alpha: float, backend: str):

@@ -20,7 +20,7 @@ def test_each_test_on_its_sets_table_gives_its_own_tables_pvalue_to_the_bit(
         from fedcausal_flwr.stats import set_tables
 
         monkeypatch.setattr(set_tables, "THREADED_TEST_CELLS", 1)
-        monkeypatch.setattr(set_tables, "usable_cores", lambda: 2)
+        monkeypatch.setattr(set_tables, "counting_threads", lambda: 2)
     rng = np.random.default_rng(0)
     cards = [2, 3, 4, 2, 3]
     codes = np.column_stack([rng.integers(0, c, 500) for c in cards])

@@ -232,7 +232,7 @@ def test_pvalues_of_a_large_batch_run_in_threads_and_equal_scipys_tail(monkeypat
     stat = rng.chisquare(3, 5_000)
     dof = rng.integers(0, 6, 5_000)
     monkeypatch.setattr(contingency, "THREADED_PVALUES", 1_000)
-    monkeypatch.setattr(contingency, "usable_cores", lambda: 4)
+    monkeypatch.setattr(contingency, "counting_threads", lambda: 4)
     split = contingency._pvalues(stat, dof)
     expected = np.ones_like(stat)
     expected[dof > 0] = stats.chi2.sf(stat[dof > 0], dof[dof > 0])
@@ -262,7 +262,7 @@ def test_a_large_count_runs_its_chunks_in_threads_with_the_serial_tables(monkeyp
     serial, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
     used = []
     monkeypatch.setattr(tables, "THREADED_VISITS", 10_000)
-    monkeypatch.setattr(tables, "usable_cores", lambda: 3)
+    monkeypatch.setattr(tables, "counting_threads", lambda: 3)
     monkeypatch.setattr(tables, "_COUNT_CHUNK_ELEMENTS", 20_000)
     original = tables.ThreadPoolExecutor
     monkeypatch.setattr(tables, "ThreadPoolExecutor", lambda n: used.append(n) or original(n))

@@ -28,6 +28,7 @@ from .tables import (  # noqa: F401  (re-exported: the layout and counting live 
     check_sparse_tables,
     count_tables,
     count_type,
+    counting_threads,
     local_tables,
     make_layout,
     merge_sparse_tables,
@@ -35,7 +36,6 @@ from .tables import (  # noqa: F401  (re-exported: the layout and counting live 
     sparse_local_tables,
     sum_tables,
     table_cells,
-    usable_cores,
 )
 
 #: Working-set sizes (array elements) of one vectorised testing chunk.
@@ -240,7 +240,7 @@ def _pvalues(stat: np.ndarray, dof: np.ndarray) -> np.ndarray:
         p[at] = tail(np.maximum(stat[at], 0.0))
     pos = np.flatnonzero(dof > 2)
     df, x = dof[pos].astype(np.float64), stat[pos]
-    workers = min(4, usable_cores(), max(1, pos.size // THREADED_PVALUES))
+    workers = min(4, counting_threads(), max(1, pos.size // THREADED_PVALUES))
     if workers < 2:
         p[pos] = special.chdtrc(df, x)
         return p
@@ -260,6 +260,19 @@ class DiscreteTestOptions(TypedDict):
     empty_strata_add_dof: bool
 
 
+def equal_rows(columns: np.ndarray) -> list[np.ndarray]:
+    """Positions of the equal rows of ``columns`` (small integers), group by group (ascending
+    positions in each)."""
+    key = np.zeros(columns.shape[0], dtype=np.int64)
+    for column in columns.T:  # one int key per row (np.unique(axis=0) is slow)
+        levels, inverse = np.unique(column, return_inverse=True)
+        key = key * levels.size + inverse.reshape(-1)
+    _, inverse = np.unique(key, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse))[:-1]
+    return np.split(order, bounds)
+
+
 def _table_groups(
     layout: TableLayout, by_radices: bool
 ) -> list[tuple[np.ndarray, tuple[int, ...] | None]]:
@@ -269,14 +282,7 @@ def _table_groups(
     if not by_radices:
         if layout.n_queries == 0:
             return []
-        key = np.zeros(layout.n_queries, dtype=np.int64)
-        for column in layout.shapes.T:  # one int key per shape (np.unique(axis=0) is slow)
-            levels, inverse = np.unique(column, return_inverse=True)
-            key = key * levels.size + inverse.ravel()
-        _, inverse = np.unique(key, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.cumsum(np.bincount(inverse))[:-1]
-        return [(members, None) for members in np.split(order, bounds)]
+        return [(members, None) for members in equal_rows(layout.shapes)]
     groups: dict[tuple[int, ...], list[int]] = {}
     for i in range(layout.n_queries):
         groups.setdefault(layout.radices(i), []).append(i)

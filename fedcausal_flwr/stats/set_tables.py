@@ -23,8 +23,14 @@ from functools import cached_property
 import numpy as np
 
 from .batch_oracle import Query
-from .contingency import TEST_CHUNK_CELLS, finish_tests, resolve_test_name, stacked_statistics
-from .tables import make_layout, query_rows, rows_to_queries, usable_cores
+from .contingency import (
+    TEST_CHUNK_CELLS,
+    equal_rows,
+    finish_tests,
+    resolve_test_name,
+    stacked_statistics,
+)
+from .tables import counting_threads, make_layout, query_rows, rows_to_queries
 
 _PAD = np.iinfo(np.int64).max
 #: Cells of a part's tables from which its tests run in threads.
@@ -108,7 +114,7 @@ class SetTables:
             stat[qi], dof[qi], n[qi], empty[qi] = stacked_statistics(t, test_name, noise_variance)
 
         chunks = []
-        for group in _groups(np.column_stack((width, x_at, y_at, member_cards))):
+        for group in equal_rows(np.column_stack((width, x_at, y_at, member_cards))):
             w, i, j = int(width[group[0]]), int(x_at[group[0]]), int(y_at[group[0]])
             held = member_cards[group[0], :w]
             axes = [*range(2, w), 0, 1]  # the set table's axes, as positions in the set
@@ -120,7 +126,7 @@ class SetTables:
             for start in range(0, group.size, step):
                 chunks.append((group[start : start + step], shape, order, table_shape))
         # numpy's passes release the GIL: a large part's chunks run in threads
-        workers = min(usable_cores(), len(chunks), max(1, layout.total // THREADED_TEST_CELLS))
+        workers = min(counting_threads(), len(chunks), max(1, layout.total // THREADED_TEST_CELLS))
         if workers < 2:
             for chunk in chunks:
                 test_chunk(*chunk)
@@ -147,15 +153,3 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(first.size, dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.size)
     return np.sort(first), rank[inverse.reshape(-1)]
-
-
-def _groups(columns: np.ndarray) -> list[np.ndarray]:
-    """Positions of equal rows of ``columns`` (small integers), group by group."""
-    key = np.zeros(columns.shape[0], dtype=np.int64)
-    for column in columns.T:  # one int key per row (np.unique(axis=0) is slow)
-        levels, inverse = np.unique(column, return_inverse=True)
-        key = key * levels.size + inverse.reshape(-1)
-    _, inverse = np.unique(key, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.cumsum(np.bincount(inverse))[:-1]
-    return np.split(order, bounds)

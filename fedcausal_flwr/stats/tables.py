@@ -389,7 +389,7 @@ def _joint_plan(
 THREADED_VISITS = 2**24
 
 
-def usable_cores() -> int:
+def counting_threads() -> int:
     """Threads this process may count and test in: the cores it may run on (all of the
     machine's where the system cannot say), at most ``OMP_NUM_THREADS`` where that is set (as
     BLAS reads it: a process sharing the cores with other workers, as a sweep's or a Ray
@@ -415,7 +415,7 @@ def _count_rows(
         for start in span:
             _count_chunk(codes_t, rows, cards, offsets, out, sizes, start, chunk, has_missing)
 
-    workers = min(usable_cores(), len(starts), max(1, len(rows) * n // THREADED_VISITS))
+    workers = min(counting_threads(), len(starts), max(1, len(rows) * n // THREADED_VISITS))
     if workers < 2:
         count_span(starts)
         return
