@@ -3,9 +3,9 @@ the guard each site applies, and run in process on sites set up as `up` sets the
 a --site-policy refuses it, `--tuned` recommended where the user chooses; and a refusal that
 reaches the submitter as one line, without Flower's traceback, in a run that still ends failed.
 
-Fast: no process is started (the deployment is a stand-in; the runs use the in-process grid). The
-one check that needs a real deployment (what `flwr run --stream` shows and returns, and the run's
-status at the SuperLink) is marked slow.
+Fast: no process is started (the deployment is a stand-in; the runs use the in-process grid). What
+`flwr run --stream` shows of a refusal in a real deployment, and the run's status at the
+SuperLink: tests/test_deploy_secure.py (the refused raw-row runs).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from fedcausal_flwr.data.specs import sample_partition
-from fedcausal_flwr.federation.core.messages import FederationError, SitePolicyError
+from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_identity import make_federation_keys
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.federation.deployment import local_deployment, localhost
@@ -243,36 +243,6 @@ def test_a_refusal_reaches_the_submitter_as_one_line_and_fails_the_run(tmp_path,
         assert [r.exc_info[1] for r in handler.records] == [other]
     finally:
         logging.getLogger("flwr").removeHandler(handler)
-
-
-@pytest.mark.slow
-def test_a_refused_run_in_a_deployment_shows_one_line_and_ends_failed(tmp_path):
-    """The stream `flwr run --stream` shows: the one line, no traceback; Flower 1.42's `flwr
-    run` still exits 0 (it returns once the logs are read), so the status is where a failed run
-    shows: `flwr ls` says finished:failed."""
-    nodes = up_sites(tmp_path)
-    app = tmp_path / "fedcausal-app"
-    localhost.write_app(app, flwr_app.DEFAULT_RUN_CONFIG)
-    deployment = local_deployment.LocalDeployment(
-        tmp_path / "deploy", nodes, tuned=True, tls=False, auth=False
-    )
-    try:
-        deployment.start()
-        with pytest.raises(FederationError, match="exited with code 0"):
-            deployment.run(app, {"method": "fedpc", "options": PRINTED_OPTIONS}, timeout=50)
-        listed = subprocess.run(
-            ["flwr", "ls", local_deployment.FEDERATION, "--format", "json"],
-            env={**deployment.env, "FLWR_HOME": str(deployment.flwr_home)},
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
-    finally:
-        deployment.stop()
-    stream = (deployment.workdir / "flwr_run.log").read_text(errors="replace")
-    said = [line for line in stream.splitlines() if "error" in line.lower()]
-    assert said[0] == f"fedcausal-flwr: error: {PLAIN_REFUSED}"
-    assert "Traceback" not in stream and "SitePolicyError" not in stream
-    runs = json.loads(listed.stdout)["runs"]
-    assert [run["status"] for run in runs] == ["finished:failed"]
 
 
 def test_down_while_a_foreground_up_cleans_up_ends_quietly(tmp_path, monkeypatch, capsys):

@@ -60,8 +60,12 @@ from fedcausal_flwr.federation.deployment.local_deployment import (
 from fedcausal_flwr.federation.deployment.localhost import APP_DIR, FEDERATION_FILE, write_app
 from fedcausal_flwr.options import parse_assignments
 from fedcausal_flwr.result import Result
+from tests.test_iod_federated import fig1_sites
 
 SITES = 3
+#: the tests that share the module's federation run in one pytest worker, so it starts once
+#: (pyproject's `--dist loadgroup`)
+FEDERATION_GROUP = pytest.mark.xdist_group("secure-federation")
 #: One method per strategy module, with options that keep the run short, and the data its sites
 #: hold (see site_frames).
 BREADTH = [
@@ -73,6 +77,8 @@ BREADTH = [
     ("fedlcs", "target=either max-depth=1 extension-depth=0", "asia"),
     ("fedlcs-local", "target=either max-depth=1 extension-depth=0", "asia"),
     ("iod-fisher", "", "overlap"),
+    # fedCI-IOD on Fig. 1's split: sites with different columns (B and D never together)
+    ("fedci-iod", "procedure=orderedtriplets", "fig1"),
     ("fedcsl", "max-depth=1", "asia"),
     ("rfcd", "", "asia"),
     # a few ADMM iterations; the binary column goes through the level_counts round
@@ -94,7 +100,10 @@ RAW_METHODS = [
 def site_frames(kind: str) -> list[pd.DataFrame]:
     """Three sites' data: ``asia`` (discrete, IID), ``columns`` (asia, each site lacking some
     variables), ``mixed`` (continuous and binary columns of a 4-node DAG with 2 edges),
-    ``overlap`` (mixed, sites 0 and 1 each lacking one variable)."""
+    ``overlap`` (mixed, sites 0 and 1 each lacking one variable), ``fig1`` (fedCI-IOD's Fig. 1,
+    sites alternating between {A, B, C, E} and {A, C, D, E})."""
+    if kind == "fig1":
+        return fig1_sites(1200, SITES, seed=3)
     if kind in ("mixed", "overlap"):
         types = {"X1": "continuous", "X2": "binary", "X3": "continuous", "X4": "continuous"}
         dag = random_dag(4, expected_degree=1.5, seed=1)
@@ -298,6 +307,7 @@ def await_exit(proc: subprocess.Popen, timeout: float = 90.0) -> int:
         pytest.fail(f"{proc.args[0]} still running after {timeout:g} s")
 
 
+@FEDERATION_GROUP
 @pytest.mark.slow
 def test_tls_and_authentication_fedpc_on_registered_sites_refuses_the_others(federation):
     fed = federation
@@ -373,12 +383,13 @@ def test_tls_and_authentication_fedpc_on_registered_sites_refuses_the_others(fed
 
 
 @pytest.mark.slow
+@FEDERATION_GROUP
 @pytest.mark.parametrize(("method", "options", "data"), BREADTH, ids=[m for m, *_ in BREADTH])
 def test_every_strategy_module_through_the_superlink_equals_in_process(
     federation, method, options, data
 ):
     frames = federation.write_sites(site_frames(data))
-    if data in ("columns", "overlap"):
+    if data in ("columns", "overlap"):  # (fig1: two column sets over three sites)
         assert len({tuple(f.columns) for f in frames}) == SITES  # each site its own columns
     started = time.perf_counter()
     result, _ = federation.run({"method": method, "options": options})
@@ -432,6 +443,7 @@ HONEST = [
 ]
 
 
+@FEDERATION_GROUP
 @pytest.mark.slow
 def test_honest_runs_under_the_default_policy_equal_in_process(federation):
     """With the sites' default policy (nothing written in the policy file), secure FedPC and
@@ -457,11 +469,14 @@ def test_honest_runs_under_the_default_policy_equal_in_process(federation):
     assert sums and all(e["secure"] and len(e["participants"]) == SITES for e in sums)
 
 
+@FEDERATION_GROUP
 @pytest.mark.slow
 def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation):
-    """With the default policy each raw-row reference fails with the sites' one-line refusal and
-    no row leaves; once the sites' policy file allows raw rows, the same runs equal in-process."""
+    """With the default policy each raw-row reference fails with the sites' one-line refusal (the
+    first error line `flwr run --stream` shows, no traceback; the run's status: failed) and no
+    row leaves; once the sites' policy file allows raw rows, the same runs equal in-process."""
     policy = federation.sites[0].parent / "site-policy.toml"
+    run_ids = []
     for method, options, data in RAW_METHODS:
         federation.write_sites(site_frames(data))
         output = federation.refused({"method": method, "options": options})
@@ -470,6 +485,19 @@ def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation)
             r"allow-raw-rows = false"
         )
         assert re.search(expected, output), output[-3000:]
+        # what `flwr run --stream` shows: the one line first, no traceback
+        said = [line for line in output.splitlines() if "error" in line.lower()]
+        assert re.match(f"fedcausal-flwr: {expected}", said[0]), said
+        assert "Traceback" not in output and "SitePolicyError" not in output
+        run_ids.append(int(re.search(r"started run (\d+)", output).group(1)))
+    # Flower 1.42's `flwr run` exits 0 once the logs are read: the run's status says it failed
+    listed = subprocess.run(
+        ["flwr", "ls", FEDERATION, "--format", "json"],
+        env={**federation.env, "FLWR_HOME": str(federation.flwr_home)},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    status = {int(run["run-id"]): run["status"] for run in json.loads(listed.stdout)["runs"]}
+    assert [status[r] for r in run_ids] == ["finished:failed"] * len(RAW_METHODS), status
     logs = federation.audit()
     assert all(logs), "every site logged its refusals"
     for log in logs:
@@ -492,6 +520,7 @@ def test_sites_refuse_raw_rows_by_default_and_send_them_when_allowed(federation)
     assert len([e for e in sent if e["outcome"] == "sent"]) == SITES * len(RAW_METHODS)
 
 
+@FEDERATION_GROUP
 @pytest.mark.slow
 @pytest.mark.skipif(not TUNED, reason="the bundle check is fedcausal-executor's")
 def test_a_bundle_carrying_code_is_refused_and_never_imported(federation, tmp_path):

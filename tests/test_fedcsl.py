@@ -380,14 +380,3 @@ def test_continuous_data_is_refused():
     frame = pd.DataFrame(rng.normal(size=(50, 3)), columns=["x", "y", "z"])
     with pytest.raises(Exception, match="discrete|continuous|categor"):
         run_method("fedcsl", [frame, frame[::-1]], FAST)
-
-
-@pytest.mark.slow
-def test_fedcsl_on_ray_equals_inprocess(asia):
-    _, frame = asia
-    parts = list(split_iid(frame, 3, seed=4).clients)
-    inprocess = run_method("fedcsl", parts, FAST)
-    on_ray = run_method("fedcsl", parts, FAST, backend="ray")
-    assert on_ray.graph == inprocess.graph
-    assert on_ray.extra["weights"] == inprocess.extra["weights"]
-    assert on_ray.extra["skeleton"] == inprocess.extra["skeleton"]

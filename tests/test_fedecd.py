@@ -211,13 +211,3 @@ def test_fedecd_run_is_reproducible_acyclic_and_inside_its_skeleton(child_parts)
     assert set(first.extra["score_seconds"]) == {str(k) for k in range(len(parts))}
     other_seed = run_method("fedecd", parts, {**FAST, "seed": 6})
     assert other_seed.extra["layers"] != first.extra["layers"] or other_seed.graph != first.graph
-
-
-@pytest.mark.slow
-def test_fedecd_on_ray_equals_inprocess(child_parts):
-    _, parts = child_parts
-    options = {**FAST, "seed": 2, "max_depth": 1}
-    inprocess = run_method("fedecd", parts[:3], options)
-    on_ray = run_method("fedecd", parts[:3], options, backend="ray")
-    assert on_ray.graph == inprocess.graph
-    assert on_ray.extra["layers"] == inprocess.extra["layers"]

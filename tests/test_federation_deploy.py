@@ -1,13 +1,13 @@
 """A real deployment on 127.0.0.1: SuperLink + 3 SuperNodes (one CSV each) + ``flwr run``.
 
 The tuned set-up (``fedcausal-supernode --isolation process`` + ``fedcausal-executor`` per site,
-which keeps these tests fast) runs FedPC, then FedLCS with its method options through
-``--run-config``, then FedPC again with one site killed after the hello round (a real dropout);
-the stock set-up (docs/deployment.md's ``flower-supernode`` commands) runs FedPC once; both give the
-in-process result. ``flwr run .`` runs on Flower's default local simulation. Every process started
-(and everything it starts) has Flower's update check and runtime dependency installation off.
-The tuned SuperNode refuses a Flower whose loop it was not written for, and the warm executor
-runs each task in a forked child.
+which keeps these tests fast) runs FedPC, refuses a run-config key the app does not declare, then
+runs FedPC again with one site killed after the hello round (a real dropout); the stock set-up
+(docs/deployment.md's ``flower-supernode`` commands) runs FedPC once; both give the in-process
+result. ``flwr run .`` runs on Flower's default local simulation. Every process started (and
+everything it starts) has Flower's update check and runtime dependency installation off. The
+tuned SuperNode refuses a Flower whose loop it was not written for, and the warm executor runs
+each task in a forked child.
 
 The SuperLink/SuperNode subprocesses import the installed package; the FAB built from this repo's
 pyproject.toml carries only the app manifest (staged in a directory with a valid app name, since
@@ -142,7 +142,9 @@ def assert_nothing_phones_out(deployment: LocalDeployment) -> int:
 
 @pytest.mark.slow
 def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
-    """The tuned set-up: FedPC and FedLCS equal to in-process, a refused key, a real dropout."""
+    """The tuned set-up: FedPC equal to in-process, a refused key, a real dropout. (Method options
+    through the run config's `options` key, taking effect: every module in
+    tests/test_deploy_secure.py's BREADTH.)"""
     paths = write_sites(tmp_path)
     frames = [pd.read_csv(p) for p in paths]
     app_dir = stage_app(tmp_path)
@@ -150,7 +152,6 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     nodes = [{"partition-id": k, "data-path": str(p), "allow-plain-statistics": True}
              for k, p in enumerate(paths)]  # fmt: skip
     deployment = LocalDeployment(tmp_path / "deploy", nodes, tuned=True, tls=False, auth=False)
-    lcs_options = {"target": "either", "ratio": 1.0, "max_depth": 1, "extension_depth": 0}
     try:
         deployment.start()
         result = deployment.run(
@@ -164,11 +165,7 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
         # a key the app does not declare is refused by the SuperLink itself ...
         with pytest.raises(FederationError, match="Key 'ratio' is not present"):
             deployment.run(app_dir, {"method": "fedlcs", "ratio": 1.0}, timeout=60)
-        # ... so method options travel in the declared `options` key, and take effect
-        assignments = " ".join(f"{k.replace('_', '-')}={v}" for k, v in lcs_options.items())
-        lcs = deployment.run(
-            app_dir, {"method": "fedlcs", "options": assignments, "num-clients": 3}, timeout=200
-        )
+        # (method options travel in the declared `options` key instead)
         # a real dropout: site 1 (its SuperNode and its executor) dies when its SuperNode
         # receives round 2 (after hello)
         node1 = next(p for p in deployment.processes if str(deployment.workdir / "node1.toml")
@@ -204,12 +201,6 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     assert result.dropped_clients == []
     assert result.config["options"]["alpha"] == 0.05 and result.config["run"]["num_clients"] == 3
 
-    # FedLCS got its target and options through the SuperLink: the same result as in-process
-    assert lcs.extra["target"] == "either"
-    assert {k: lcs.config["options"][k] for k in lcs_options} == lcs_options
-    local_lcs = fedcausal_flwr.run("fedlcs", data=frames, **lcs_options)
-    assert lcs.graph == local_lcs.graph and lcs.extra["targets"] == local_lcs.extra["targets"]
-    assert lcs.config["data"]["fingerprint"] == local_lcs.config["data"]["fingerprint"]
     # the killed site is dropped in round 2 (its first tables request) and the run finishes on
     # the other two: pooled PC on their files, since site 1 sent nothing but its hello report
     print(f"\ndeployment dropout run: {dropout_s:.1f} s")

@@ -242,15 +242,3 @@ def test_client_keeps_its_dual_repeats_an_iteration_and_fails_without_state():
         fresh.answer(ADMM_STEP, second, [z1])
     with pytest.raises(AdmmStateLost, match="it has iteration 2"):
         client.answer(ADMM_STEP, {**second, "iteration": 4}, [z1])
-
-
-@pytest.mark.slow
-def test_notears_admm_on_ray_equals_inprocess():
-    data, _ = chain_data(n=300, seed=8)
-    parts = [data.iloc[k::3].reset_index(drop=True) for k in range(3)]
-    options = {**FAST, "max_iter": 10}
-    inprocess = run_method("notears-admm", parts, options)
-    on_ray = run_method("notears-admm", parts, options, backend="ray")
-    assert on_ray.graph == inprocess.graph
-    assert on_ray.extra["weights"] == inprocess.extra["weights"]
-    assert on_ray.extra["trace"] == inprocess.extra["trace"]

@@ -319,13 +319,3 @@ def test_a_later_dropout_restarts_ges_over_the_survivors_stored_scores(asia_part
         asked = Counter(maker.asked[survivor])
         assert {f for f, times in asked.items() if times > 1} <= set(maker.failed)
         assert max(asked.values()) <= 2
-
-
-@pytest.mark.slow
-def test_rfcd_on_ray_equals_inprocess(asia_parts):
-    _, parts = asia_parts
-    inprocess = run_method("rfcd", parts, {})
-    on_ray = run_method("rfcd", parts, {}, backend="ray")
-    assert on_ray.graph == inprocess.graph
-    assert on_ray.extra["score"] == inprocess.extra["score"]
-    assert on_ray.rounds == inprocess.rounds

@@ -311,15 +311,3 @@ def test_declared_options_reach_the_tpss_options_from_strings():
     with pytest.raises(OptionError, match="method 'fci-base' has no option 'theta1'"):
         make_strategy({"theta1": 0.01}, "fci-base")
     assert make_strategy({"alpha": 0.01}, "fedcdnv-vote").options.alpha == 0.01
-
-
-@pytest.mark.slow
-def test_ray_engine_gives_the_inprocess_result(discrete_setting):
-    _, _, part, runs = discrete_setting
-    on_ray = run_method("fedcdnv", part.clients, {}, backend="ray")
-    inprocess = runs["fedcdnv"]
-    assert on_ray.graph == inprocess.graph
-    assert on_ray.extra == inprocess.extra
-    assert on_ray.rounds == inprocess.rounds
-    assert on_ray.ledger == inprocess.ledger
-    assert on_ray.bytes_down == inprocess.bytes_down and on_ray.bytes_up == inprocess.bytes_up

@@ -461,9 +461,11 @@ def test_prune_level_is_one_level_of_the_pc_skeleton(alarm_oracle, alarm_pc):
 
 # ============================================================================ Ray engine
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["fedpc-vote", "pc-vote", "pc-cit-vote", "local", "pooled"])
+@pytest.mark.parametrize("method", ["pc-cit-vote"])
 def test_ray_engine_gives_the_inprocess_result(method):
-    """One Ray run per method family (fedpc-vote, pc-vote, pc-cit-vote, local, pooled)."""
+    """On Ray, the voting family member no deployment test runs (the others: fedpc-vote and
+    pc-vote in tests/test_deploy_secure.py's BREADTH, pooled in its RAW_METHODS, each through a
+    SuperLink with a process per message; the Ray engine itself: tests/test_federation_ray.py)."""
     net = load_network("asia")
     parts = make_partition(net.sample(3_000, seed=8), 3, "iid", 0).clients
     inprocess = run_method(method, parts, {}, backend="inprocess")
