@@ -4,10 +4,10 @@ The tuned set-up (``fedcausal-supernode --isolation process`` + ``fedcausal-exec
 which keeps these tests fast) runs FedPC, refuses a run-config key the app does not declare, then
 runs FedPC again with one site killed after the hello round (a real dropout); the stock set-up
 (docs/deployment.md's ``flower-supernode`` commands) runs FedPC once; both give the in-process
-result. ``flwr run .`` runs on Flower's default local simulation. Every process started (and
-everything it starts) has Flower's update check and runtime dependency installation off. The
-tuned SuperNode refuses a Flower whose loop it was not written for, and the warm executor runs
-each task in a forked child.
+result. docs/flwr-run.md's ``flwr run . local`` commands run on Flower's default local
+simulation. Every process started (and everything it starts) has Flower's update check and
+runtime dependency installation off. The tuned SuperNode refuses a Flower whose loop it was not
+written for, and the warm executor runs each task in a forked child.
 
 The SuperLink/SuperNode subprocesses import the installed package; the FAB built from this repo's
 pyproject.toml carries only the app manifest (staged in a directory with a valid app name, since
@@ -364,39 +364,52 @@ def test_the_warm_executor_runs_each_task_in_a_forked_child(tmp_path):
 
 
 @pytest.mark.slow
-def test_flwr_run_dot_works_on_flowers_default_local_simulation(tmp_path):
-    """`flwr run . --stream` as a Flower user first types it: the default local connection starts a
-    simulation SuperLink with 2 SuperNodes; the app runs with the nodes that are there."""
+def test_flwr_run_on_flowers_default_local_simulation_as_the_page_says(tmp_path):
+    """docs/flwr-run.md's commands, as written there, as a Flower user first types them: the
+    `local` connection starts a simulation SuperLink with 2 SuperNodes; the app runs with the
+    nodes that are there (FedPC: the in-process result on the same sample), and a method's
+    options reach it through the run config's `options` key (FedLCS on alarm)."""
+    from tests.test_doc_blocks import commands, page_blocks
+
+    page = REPO_ROOT / "docs" / "flwr-run.md"
+    [block] = [text for _, kind, _, text in page_blocks(page) if kind.endswith(
+        "::test_flwr_run_on_flowers_default_local_simulation_as_the_page_says")]  # fmt: skip
     app_dir = tmp_path / "fedcausal-app"
     app_dir.mkdir()
     shutil.copy(REPO_ROOT / "pyproject.toml", app_dir / "pyproject.toml")
-    home = tmp_path / "flwr_home"
-    result_path = tmp_path / "results" / "result.json"  # conftest's FEDCAUSAL_RESULTS_DIR
+    home, results = tmp_path / "flwr_home", tmp_path / "coordinator-results"
     env = {
         **os.environ,
         **NO_PHONING_OUT,
         "FLWR_HOME": str(home),  # a fresh home: Flower writes its default config.toml there
         "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
         "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
+        "FEDCAUSAL_RESULTS_DIR": str(results),
     }
+    outputs = []
     try:
-        done = subprocess.run(
-            ["flwr", "run", ".", "--stream", "--run-config",
-             "samples=2000 truth='network' result-path='result.json'"],
-            cwd=app_dir, env=env, capture_output=True, text=True, timeout=150,
-        )  # fmt: skip
+        for command in commands(block):
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=app_dir, env=env, capture_output=True, text=True,
+                timeout=200,
+            )  # fmt: skip
+            outputs.append(done.stdout + done.stderr)
+            assert done.returncode == 0, outputs[-1][-3000:]
     finally:
         spawned = processes_with_env("FLWR_HOME", str(home))
         ended = end_processes(spawned)
     assert spawned, "flwr run started no local SuperLink"
     assert not [p for p in ended if _alive(p)]
-    output = done.stdout + done.stderr
-    assert "2 SuperNode(s) connected; running with all of them" in output, output[-3000:]
-    result = Result.load(result_path)
-    assert result.method == "fedpc" and result.config["data"]["clients"] == 2
-    assert result.config["data"]["network"] == "asia" and "shd" in result.metrics
-    reference = fedcausal_flwr.run("fedpc", network="asia", samples=2000, clients=2)
-    assert result.graph == reference.graph  # the simulated sites split the sample as run() does
+    assert len(outputs) == 2
+    assert "2 SuperNode(s) connected; running with all of them" in outputs[0], outputs[0][-3000:]
+    fedpc = Result.load(results / "fedpc-asia.json")
+    assert fedpc.method == "fedpc" and fedpc.config["data"]["clients"] == 2
+    assert fedpc.config["data"]["network"] == "asia"
+    reference = fedcausal_flwr.run("fedpc", network="asia", samples=10_000, clients=2)
+    assert fedpc.graph == reference.graph  # the simulated sites split the sample as run() does
+    lcs = Result.load(results / "fedlcs-alarm.json")
+    assert lcs.method == "fedlcs" and lcs.extra["target"] == "HR"
+    assert lcs.config["options"]["ratio"] == 0.5 and "shd" in lcs.metrics
 
 
 def test_a_deployment_serverapp_pulls_replies_with_a_short_backoff(monkeypatch):
