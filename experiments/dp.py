@@ -3,24 +3,26 @@ and ``dp=distributed``).
 
     python experiments/dp.py [--networks alarm sachs] [--rows 10000 100000] [--clients 10]
         [--epsilons 0.5 1 2 4 8 16] [--distributed-epsilons 8] [--seeds 0 1 2 3 4]
-        [--batches 2] [--plot dp.png] [--glm-rows 10000 100000] [--glm-epsilons 4 16 64 256]
+        [--batches N] [--plot dp.png] [--glm-rows 10000 100000] [--glm-epsilons 4 16 64 256]
         [--parts tables glm] [--quick]
 
 Per network, row count and seed: the network's sample split IID over ``--clients`` sites; the
-exact run (FedPC, chi2, alpha 0.05) uncapped, as a user would run it without privacy, and capped
-at ``max_depth = batches - 1``, the depth a private run stops at; and, per epsilon, the private
-run (``dp=central``, ``dp_delta=1e-6``, the budget split over ``--batches`` skeleton depths, noise
-seeded by the seed so the table can be re-run), and, per ``--distributed-epsilons`` value, the run
-with distributed noise (``dp=distributed`` through SecAgg+: each site adds its share from its own
-randomness, so these rows differ run to run by their noise, not by their setting). Printed per
-setting: mean (sd) over seeds of the adjacency and arrowhead F1 and the SHD against the true DAG's
-CPDAG (the common scoring view of FedPC's CPDAGs); the adjacency F1 as a share of the uncapped
-exact run's (what a user gives up), and against the capped exact run's graph (what the noise alone
+exact run (FedPC, chi2, alpha 0.05) uncapped, as a user would run it without privacy (and, with
+``--batches N``, capped at ``max_depth = N - 1``, the depth a private run then stops at); and, per
+epsilon, the private run (``dp=central``, ``dp_delta=1e-6``; by default each skeleton depth spends
+half of the budget left and the search is not capped, with ``--batches N`` the budget is split
+evenly over N depths; noise seeded by the seed so the table can be re-run), and, per
+``--distributed-epsilons`` value, the run with distributed noise (``dp=distributed`` through
+SecAgg+: each site adds its share from its own randomness, so these rows differ run to run by their
+noise, not by their setting). Printed per setting: mean (sd) over seeds of the adjacency and
+arrowhead F1 and the SHD against the true DAG's CPDAG (the common scoring view of FedPC's CPDAGs);
+the adjacency F1 as a share of the uncapped exact run's (what a user gives up), and against the
+graph of the exact run capped as the private run is (uncapped by default: what the noise alone
 costs); the epsilon the run states (its zCDP accountant) and the tight epsilon of the same
 releases, composed by their privacy loss distributions (dp_accounting,
-:mod:`fedcausal_flwr.stats.pld`); and whether epsilon = inf gave the capped exact run's graph.
-The plot shows the adjacency F1 against the truth by epsilon, one line per setting (distributed
-noise: crosses), the uncapped exact runs dashed, the capped ones dotted.
+:mod:`fedcausal_flwr.stats.pld`); and whether epsilon = inf gave that exact run's graph. The plot
+shows the adjacency F1 against the truth by epsilon, one line per setting (distributed noise:
+crosses), the uncapped exact runs dashed, the capped ones dotted.
 
 fedCI (``--glm-rows``; none: skipped): mixed data (a random DAG over 8 variables, 2 continuous,
 2 binary, 2 ordinal and 2 categorical with 3 levels, no site effect) split over ``--clients``
@@ -48,7 +50,7 @@ SCORING_VIEW = "CPDAG of the true DAG (adjacency F1, arrowhead F1, standard SHD)
 
 
 def run_setting(
-    network: str, rows: int, clients: int, epsilons, seeds, batches: int, distributed=()
+    network: str, rows: int, clients: int, epsilons, seeds, batches: int | None, distributed=()
 ) -> dict:
     """Every seed of one (network, rows): the exact run and the private runs by epsilon."""
     net = load_network(network)
@@ -57,11 +59,13 @@ def run_setting(
     for seed in seeds:
         sites = split_iid(net.sample(rows, seed=seed), clients, seed=seed).clients
         options = {"test": "chi2", "alpha": 0.05}
-        exact = fedcausal_flwr.run("fedpc", data=sites, truth=net.dag, max_depth=batches - 1,
-                                   **options)  # fmt: skip
-        out["exact"].append(exact.metrics)
         uncapped = fedcausal_flwr.run("fedpc", data=sites, truth=net.dag, **options)
         out["uncapped"].append(uncapped.metrics)
+        exact = uncapped
+        if batches is not None:
+            exact = fedcausal_flwr.run("fedpc", data=sites, truth=net.dag,
+                                       max_depth=batches - 1, **options)  # fmt: skip
+            out["exact"].append(exact.metrics)
         private = dict(options, dp="central", dp_delta=DELTA, dp_batches=batches)
         free = fedcausal_flwr.run("fedpc", data=sites, dp_epsilon="inf", **private)
         out["inf_equal"].append(free.graph == exact.graph)
@@ -139,7 +143,10 @@ def main() -> None:
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.5, 1, 2, 4, 8, 16])
     parser.add_argument("--distributed-epsilons", nargs="*", type=float, default=[8])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--batches", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=None,
+                        help="split the budget evenly over this many depths (the search stops at "
+                        "depth N - 1; fedCI: default 2); default: each depth spends half of what "
+                        "is left")  # fmt: skip
     parser.add_argument("--plot", help="write the F1-against-epsilon plot here (PNG)")
     parser.add_argument("--glm-rows", nargs="*", type=int, default=[10_000, 100_000])
     parser.add_argument("--glm-epsilons", nargs="+", type=float, default=[4, 16, 64, 256])
@@ -150,12 +157,13 @@ def main() -> None:
     if args.quick:
         args.networks, args.rows, args.seeds, args.epsilons = ["asia"], [5000], [0, 1], [1, 8]
         args.glm_rows, args.glm_epsilons = [3000], [16]
-    print(f"scoring view: {SCORING_VIEW}; delta = {DELTA:g}; {args.clients} sites; "
-          f"budget over {args.batches} skeleton depths; exact runs capped at depth "
-          f"{args.batches - 1}")  # fmt: skip
+    split = ("each depth half of the budget left, no depth cap" if args.batches is None else
+             f"budget over {args.batches} skeleton depths; capped exact runs stop at depth "
+             f"{args.batches - 1}")  # fmt: skip
+    print(f"scoring view: {SCORING_VIEW}; delta = {DELTA:g}; {args.clients} sites; {split}")
     header = (
         "network rows epsilon | adj F1 | arrow F1 | SHD | adj F1 / uncapped exact's | "
-        "adj F1 vs capped exact | stated eps (zCDP) | tight eps (PLD)"
+        "adj F1 vs exact (capped alike) | stated eps (zCDP) | tight eps (PLD)"
     )
     print(header)
     curves = {}
@@ -165,14 +173,16 @@ def main() -> None:
                               args.distributed_epsilons)  # fmt: skip
             exact, uncapped = got["exact"], got["uncapped"]
             top = statistics.fmean(m["adj_f1"] for m in uncapped)
-            for label, runs in (("exact, uncapped", uncapped), ("exact, capped", exact)):
+            references = [("exact, uncapped", uncapped)] + ([("exact, capped", exact)] if exact
+                                                            else [])  # fmt: skip
+            for label, runs in references:
                 print(
                     f"{network} {rows} {label} | {mean_sd([m['adj_f1'] for m in runs])} | "
                     f"{mean_sd([m['arrow_f1'] for m in runs])} | "
                     f"{mean_sd([m['shd'] for m in runs])} | "
                     f"{statistics.fmean(m['adj_f1'] for m in runs) / top:.3f} | - | - | -"
                 )
-            print(f"(epsilon = inf gave the capped exact graph: {sum(got['inf_equal'])}/"
+            print(f"(epsilon = inf gave the exact graph: {sum(got['inf_equal'])}/"
                   f"{len(got['inf_equal'])})")  # fmt: skip
             curve = [print_runs(f"{network} {rows} {epsilon:g}", got["private"][epsilon], top)
                      for epsilon in args.epsilons]  # fmt: skip
@@ -181,8 +191,8 @@ def main() -> None:
                                      got["distributed"][epsilon], top))
                 for epsilon in args.distributed_epsilons
             ]  # fmt: skip
-            curves[(network, rows)] = (curve, top, statistics.fmean(m["adj_f1"] for m in exact),
-                                       points)  # fmt: skip
+            capped = statistics.fmean(m["adj_f1"] for m in exact) if exact else None
+            curves[(network, rows)] = (curve, top, capped, points)
     if args.plot and curves:
         draw(curves, args.epsilons, args.plot)
     if args.glm_rows and "glm" in args.parts:
@@ -190,7 +200,7 @@ def main() -> None:
               "and against the exact run; dp=central)")  # fmt: skip
         print("method rows epsilon | adj F1 | adj F1 vs exact | spent eps")
         for rows in args.glm_rows:
-            run_glm(rows, args.clients, args.glm_epsilons, args.seeds, args.batches)
+            run_glm(rows, args.clients, args.glm_epsilons, args.seeds, args.batches or 2)
 
 
 def draw(curves: dict, epsilons: list[float], path: str) -> None:
@@ -203,7 +213,8 @@ def draw(curves: dict, epsilons: list[float], path: str) -> None:
     for (network, rows), (curve, uncapped, capped, points) in curves.items():
         line = ax.plot(epsilons, curve, marker="o", label=f"{network}, {rows:,} rows")[0]
         ax.axhline(uncapped, color=line.get_color(), linestyle="--", linewidth=0.8)
-        ax.axhline(capped, color=line.get_color(), linestyle=":", linewidth=0.8)
+        if capped is not None:
+            ax.axhline(capped, color=line.get_color(), linestyle=":", linewidth=0.8)
         if points:
             ax.plot(*zip(*points, strict=True), linestyle="none", marker="x", markersize=9,
                     color=line.get_color())  # fmt: skip
@@ -212,7 +223,7 @@ def draw(curves: dict, epsilons: list[float], path: str) -> None:
     ax.set_ylabel("adjacency F1 against the true CPDAG")
     ax.set_ylim(0, 1.02)
     ax.set_title("FedPC with central DP (x: distributed; exact runs: dashed uncapped, dotted "
-                 "capped)\nview: "
+                 "capped alike)\nview: "
                  + SCORING_VIEW, fontsize=9)  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -296,8 +296,8 @@ class FedPCStrategy(PrivateSumsStrategy):
             depth_batch = 2**62
         engine = pc_steps if self.algorithm == "pc" else fci_steps
         max_depth = self.options.max_depth if max_depth is None else max_depth
-        if self.privacy is not None:  # one budget share per skeleton depth
-            cap = self.options.dp_batches - 1
+        if self.privacy is not None and self.options.dp_batches is not None:
+            cap = self.options.dp_batches - 1  # one even budget share per skeleton depth
             max_depth = cap if max_depth is None else min(max_depth, cap)
         steps = engine(
             variables,

@@ -250,7 +250,8 @@ GLM_OPTIONS: tuple[Option, ...] = (
 
 #: fedCI's differential privacy (fedci-pc / fedci-fci; with the shared dp options)
 DP_GLM_OPTIONS: tuple[Option, ...] = (
-    *shared.dp_options(),
+    # an even split: a depth is dp_rounds releases, which a halving rule would not share evenly
+    *shared.dp_options(batches=2),
     Option(
         "dp_clip",
         "float",

@@ -88,9 +88,11 @@ class PrivateSumsStrategy(MethodStrategy):
         """The sites add the noise (``dp=distributed``), not the server."""
         return self.dp == "distributed"
 
-    def planned_releases(self) -> int:
-        """How many releases the run's budget is split over (one per batch of tables)."""
-        return int(self.options.dp_batches)
+    def planned_releases(self) -> int | None:
+        """How many releases the run's budget is split over evenly (one per batch of tables);
+        None: each batch spends half of what is left."""
+        batches = self.options.dp_batches
+        return None if batches is None else int(batches)
 
     def privacy_plan(self) -> dict[str, Any] | None:
         if self.privacy is None:

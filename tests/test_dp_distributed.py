@@ -92,7 +92,7 @@ def test_distributed_noise_needs_a_secure_run_and_draws_no_seed(sites):
 
 
 def test_epsilon_inf_is_the_exact_run(sites):
-    exact = fedcausal_flwr.run("fedpc", data=sites, max_depth=1)
+    exact = fedcausal_flwr.run("fedpc", data=sites)  # a private search is not capped
     free = fedcausal_flwr.run("fedpc", data=sites, dp="distributed", dp_epsilon="inf", secure=True)
     assert free.graph == exact.graph
 
@@ -108,6 +108,13 @@ def test_the_shares_bound_by_hand():
     # the planned variance never spends more than the batch's rho, tau included
     variance = distributed_variance(0.01, 50, 10, 10_000)
     assert distributed_rho(50, variance / 10, 10, 10_000) <= 0.01
+    # one table of 512 cells on a small share of the budget (a deep depth): the plain Gaussian's
+    # variance (8.8) leaves shares of 0.88, whose tau over 512 cells alone costs 0.94; the noise
+    # grows until the bound holds, and not further
+    plain = 1 / (2 * 0.0569)
+    variance = distributed_variance(0.0569, 1, 10, 512)
+    assert variance > plain and distributed_rho(1, variance / 10, 10, 512) <= 0.0569
+    assert distributed_rho(1, 0.999 * variance / 10, 10, 512) > 0.0569
 
 
 def test_a_dropout_inside_a_round_is_a_stated_shortfall():

@@ -60,6 +60,22 @@ def test_the_accountant_adds_up_its_releases_and_stays_within_the_target(sites):
     assert again.graph == result.graph  # a fixed noise seed repeats the run (simulation only)
 
 
+def test_by_default_each_depth_spends_half_of_what_is_left(sites):
+    """No dp_batches: the search is not capped, batch k spends rho / 2^(k+1), and the run stays
+    under its target; fedCI keeps an even split (a depth is several releases there)."""
+    result = fedcausal_flwr.run(
+        "fedpc", data=sites, dp="central", dp_epsilon=4, dp_delta=1e-6, dp_noise_seed=5
+    )
+    privacy = result.extra["privacy"]
+    target = rho_for(4.0, 1e-6)
+    spent = [batch["rho"] for batch in privacy["per_batch"]]
+    assert len(spent) >= 3 and max(result.extra["levels"]) >= 2  # past the old cap of depth 1
+    assert spent == pytest.approx([target / 2 ** (k + 1) for k in range(len(spent))])
+    assert privacy["planned_batches"] is None and privacy["epsilon"] < 4.0
+    with pytest.raises(OptionError, match="dp_batches"):
+        fedcausal_flwr.run("fedci-pc", data=sites, dp="central", dp_batches=None)
+
+
 def test_private_options_are_checked_with_their_reasons(sites):
     with pytest.raises(OptionError, match="ci='exact'"):
         fedcausal_flwr.run("fedpc", data=sites, dp="central", ci="sketch")
@@ -100,12 +116,21 @@ def test_the_documented_command_runs(capsys, tmp_path):
     out = tmp_path / "result.json"
     code = main([
         "run", "--method", "fedpc", "--network", "asia", "--samples", "3000", "--clients", "3",
-        "--dp", "central", "--dp-epsilon", "8", "--dp-delta", "1e-6", "--dp-batches", "2",
-        "--out", str(out),
+        "--dp", "central", "--dp-epsilon", "8", "--dp-delta", "1e-6", "--out", str(out),
     ])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     privacy = json.loads(out.read_text())["extra"]["privacy"]
     assert 0 < privacy["epsilon"] <= 8 and privacy["delta"] == 1e-6
+    assert privacy["planned_batches"] is None  # each depth half of what is left
+    # an even split, as typed: `--dp-batches 2` (and `none`, the default, spelled out)
+    for batches, planned in (("2", 2), ("none", None)):
+        code = main([
+            "run", "--method", "fedpc", "--network", "asia", "--samples", "3000", "--clients",
+            "3", "--dp", "central", "--dp-epsilon", "8", "--dp-batches", batches, "--out",
+            str(out),
+        ])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        assert json.loads(out.read_text())["extra"]["privacy"]["planned_batches"] == planned
 
 
 def test_each_site_logs_what_each_release_costs_it(tmp_path):
@@ -146,11 +171,19 @@ def test_the_report_states_a_private_runs_accountant(sites):
 
 
 def test_fedfci_with_epsilon_inf_is_the_exact_fci_run(sites):
-    exact = fedcausal_flwr.run("fedfci", data=sites, max_depth=1, possible_dsep="off")
+    """By default a private search is not capped (each depth spends half of what is left):
+    epsilon = inf is the exact run; dp_batches=2 is the exact run capped at depth 1."""
+    exact = fedcausal_flwr.run("fedfci", data=sites, possible_dsep="off")
     free = fedcausal_flwr.run(
         "fedfci", data=sites, dp="central", dp_epsilon="inf", possible_dsep="off"
     )
     assert free.graph == exact.graph and free.graph.kind == "PAG"
+    assert exact.extra["pc_levels"] > 2  # deeper than the even split's cap below
+    capped = fedcausal_flwr.run("fedfci", data=sites, max_depth=1, possible_dsep="off")
+    free = fedcausal_flwr.run(
+        "fedfci", data=sites, dp="central", dp_epsilon="inf", dp_batches=2, possible_dsep="off"
+    )
+    assert free.graph == capped.graph != exact.graph
     noisy = fedcausal_flwr.run(
         "fedfci", data=sites, dp="central", dp_epsilon=4, possible_dsep="off", dp_noise_seed=1
     )

@@ -9,6 +9,7 @@ from scipy import stats
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     discrete_gaussian,
+    distributed_rho,
     epsilon_of,
     noise_variance,
     recompute,
@@ -66,3 +67,30 @@ def test_the_accountant_splits_the_target_and_recomputes_from_its_releases():
     assert rho == pytest.approx(report["rho"]) and epsilon == pytest.approx(report["epsilon"])
     off = PrivacyAccountant(epsilon=math.inf, delta=1e-6, planned=1)
     assert not off.noisy and off.batch_variance(5) == 0.0 and off.can_spend()
+
+
+def test_without_a_plan_each_batch_spends_half_of_what_is_left():
+    accountant = PrivacyAccountant(epsilon=4.0, delta=1e-6, planned=None)
+    target, spent = rho_for(4.0, 1e-6), 0.0
+    for batch, (tables, parts) in enumerate(((666, [666]), (2800, [1500, 1300]), (40, [40]))):
+        assert accountant.can_spend()  # never refused: what is left is never spent whole
+        assert accountant.batch_rho == pytest.approx((target - spent) / 2)
+        variance = accountant.batch_variance(tables)
+        assert variance == pytest.approx(tables / (target - spent))
+        for round_, part in enumerate(parts):
+            accountant.record(round_, part, variance)
+        accountant.close_batch()
+        spent += (target - spent) / 2
+        assert accountant.spent_rho == pytest.approx(spent)
+        assert accountant.spent_rho == pytest.approx(target * (1 - 0.5 ** (batch + 1)))
+    report = accountant.report()
+    assert report["planned_batches"] is None and "half" in report["allocation"]
+    assert report["epsilon"] < 4.0 and [b["rho"] for b in report["per_batch"]] == pytest.approx(
+        [target / 2, target / 4, target / 8]
+    )
+    # distributed: the batch's half, the shares' tau included
+    shared = PrivacyAccountant(epsilon=4.0, delta=1e-6, planned=None)
+    variance = shared.batch_variance(100, shares=10, cells=900)
+    assert distributed_rho(100, variance / 10, 10, 900) <= target / 2 + 1e-12
+    with pytest.raises(ValueError, match="planned"):
+        PrivacyAccountant(epsilon=4.0, delta=1e-6, planned=0)

@@ -120,20 +120,28 @@ def release_rho(
 
 def distributed_variance(rho: float, tables: float, shares: int, cells: int) -> float:
     """The total noise variance ``sigma^2`` (each of ``shares`` sites adds ``sigma^2 / shares``)
-    that makes ``tables`` tables of ``cells`` cells ``rho``-zCDP, the ``tau`` term included:
-    ``T / (2 (rho - tau_0 d))`` with ``tau_0`` at the plain Gaussian's variance (``tau`` falls as
-    the variance grows, so the result never spends more than ``rho``)."""
+    that makes ``tables`` tables of ``cells`` cells ``rho``-zCDP, the ``tau`` term included: the
+    smallest ``sigma^2`` (to one part in 10^6) with ``T / (2 sigma^2) + cells tau(sigma^2 /
+    shares) <= rho``. ``tau`` falls fast as a share's variance grows, so where the plain Gaussian's
+    variance leaves shares too small for the bound (a few tables over many cells) the noise grows
+    until it holds."""
     plain = noise_variance(rho, float(tables))
     if plain == 0:
         return 0.0
-    extra = cells * sum_tau(plain / shares, shares)
-    if extra >= rho / 2:
-        raise ValueError(
-            f"{shares} noise shares of variance {plain / shares:.3g} over {cells:,} cells cost "
-            f"rho {extra:.3g} beyond the Gaussian's, half the batch's {rho:.3g}: fewer sites, "
-            "a larger dp_epsilon, or central noise"
-        )
-    return tables / (2 * (rho - extra))
+
+    def spent(variance: float) -> float:
+        return tables / (2 * variance) + cells * sum_tau(variance / shares, shares)
+
+    low = max(plain, MIN_SHARE_VARIANCE * shares)
+    if spent(low) <= rho:
+        return low
+    high = 2 * low
+    while spent(high) > rho:  # spent falls toward T / (2 sigma^2) < rho: this ends
+        low, high = high, 2 * high
+    while high - low > 1e-6 * high:
+        middle = (low + high) / 2
+        low, high = (low, middle) if spent(middle) <= rho else (middle, high)
+    return high
 
 
 def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
@@ -182,23 +190,25 @@ class PrivacyAccountant:
     """The zCDP spent by a run's releases, batch by batch, against its target.
 
     ``target_rho`` (from the target ``(epsilon, delta)``) is split evenly over ``planned``
-    batches; each batch's releases (one per round that carries part of it) get
+    batches, or (``planned`` None) each batch spends half of what the batches before it left:
+    a search then goes as deep as it would without privacy, a depth with no test left costs
+    nothing, and the deeper depths, with fewer tables, need less ``rho`` for the same noise per
+    cell. Each batch's releases (one per round that carries part of it) get
     ``sigma^2 = T / (2 rho_batch)`` for its ``T`` tables, so a batch spends ``rho_batch`` however
-    it travels. A batch beyond the plan would exceed the target: :meth:`can_spend` says no, and the
-    run stops there with the graph so far.
+    it travels. A batch beyond an even plan would exceed the target: :meth:`can_spend` says no,
+    and the run stops there with the graph so far.
     """
 
     epsilon: float
     delta: float
-    planned: int
+    planned: int | None
     mechanism: str = "discrete Gaussian on summed tables"
     releases: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.planned < 1:
+        if self.planned is not None and self.planned < 1:
             raise ValueError(f"planned batches must be >= 1, got {self.planned}")
         self.target_rho = rho_for(self.epsilon, self.delta)
-        self.batch_rho = self.target_rho / self.planned
         self.batches = 0
         #: why the run stopped before its planned batches (a site's budget), None: it did not
         self.stopped: str | None = None
@@ -209,13 +219,22 @@ class PrivacyAccountant:
 
     def can_spend(self) -> bool:
         """Whether one more batch stays within the target."""
-        return not self.noisy or self.batches < self.planned
+        return not self.noisy or self.planned is None or self.batches < self.planned
+
+    @property
+    def batch_rho(self) -> float:
+        """The ``rho`` the next batch may spend: its even share, or half of what is left."""
+        if self.planned is not None:
+            return self.target_rho / self.planned
+        return max(self.target_rho - self.spent_rho, 0.0) / 2
 
     def batch_variance(self, tables: float, shares: int | None = None, cells: int = 0) -> float:
         """``sigma^2`` of every cell of a batch of ``tables`` tables (``cells`` cells; or of any
         release whose squared sensitivity is ``tables``): added by the server, or (``shares``) by
-        that many sites, ``sigma^2 / shares`` each."""
-        if shares is None or not self.noisy:
+        that many sites, ``sigma^2 / shares`` each. Asked once per batch, before its releases."""
+        if not self.noisy:
+            return 0.0
+        if shares is None:
             return noise_variance(self.batch_rho, float(tables))
         return distributed_variance(self.batch_rho, tables, shares, cells)
 
@@ -289,6 +308,9 @@ class PrivacyAccountant:
             "delta": self.delta,
             "target_rho": self.target_rho,
             "planned_batches": self.planned,
+            "allocation": "half of the budget left per batch"
+            if self.planned is None
+            else f"an even share per batch, {self.planned} batches",
             "batches": self.batches,
             "rho": spent,
             "epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
