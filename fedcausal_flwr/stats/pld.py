@@ -100,16 +100,10 @@ def pld_epsilon(releases: Iterable[Mapping[str, Any]], delta: float) -> float | 
         counted[key] += 1
     if not counted:
         return 0.0
+    names = ("tables", "variance", "shares", "share_variance")
     plds = [
-        release_pld(
-            {
-                "tables": tables * times,
-                "variance": variance,
-                "shares": shares,
-                "share_variance": share_variance,
-            }
-        )  # fmt: skip
-        for (tables, variance, shares, share_variance), times in counted.items()
+        release_pld({**dict(zip(names, key, strict=True)), "tables": key[0] * times})
+        for key, times in counted.items()
     ]
     composed = plds[0]
     for one in plds[1:]:
