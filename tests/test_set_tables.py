@@ -78,7 +78,7 @@ def test_a_private_batch_charges_one_table_per_variable_set():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FedPCStrategy, "charge", spy)
         result = fedcausal_flwr.run(
-            "fedpc", data=sites, dp="central", dp_epsilon=8, dp_noise_seed=2
+            "fedpc", data=sites, dp="central", dp_epsilon=8, dp_noise_seed=2, dp_batches=2
         )
     (depth0_tests, depth0_tables), (depth1_tests, depth1_tables) = seen["depths"]
     assert depth0_tables == depth0_tests  # pairs are distinct sets
