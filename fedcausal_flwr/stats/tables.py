@@ -395,8 +395,11 @@ def counting_threads() -> int:
     BLAS reads it: a process sharing the cores with other workers, as a sweep's or a Ray
     simulation's do, counts in one thread)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
     limit = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, min(cores or 1, int(limit) if limit.isdigit() and int(limit) > 0 else 2**31))
+    if limit.isdigit() and int(limit) > 0:
+        return min(cores, int(limit))
+    return cores
 
 
 def _count_rows(
