@@ -434,8 +434,8 @@ def site_ledger(ledger: list[dict]) -> list[dict]:
 HONEST = [
     ("fedci-pc", {"secure": True, "options": "site-effect=fixed"}, "mixed"),
     # FedPC's tables through signed SecAgg+ with the sites' noise shares (dp=distributed), at
-    # epsilon = inf: no noise, so the graph is the in-process run's (capped at dp-batches - 1 =
-    # 1, as that run is); secure FedPC at every depth: the TLS test above, and on Ray
+    # epsilon = inf: no noise, so the graph is the in-process run's (at every depth: a private
+    # search is not capped by default); secure FedPC without dp: the TLS test above, and on Ray
     # (test_fedc2sl.py)
     ("fedpc", {"secure": True, "options": "dp=distributed dp-epsilon=inf"}, "asia"),
     # a local result (each site's own graph) under the default policy
