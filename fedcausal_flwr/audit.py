@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fedcausal_flwr.federation.core.disclosure import CLASSES, PER_CLIENT, RAW, SUM
-from fedcausal_flwr.stats.privacy import epsilon_of
+from fedcausal_flwr.federation.core.site_guard import counted_release
+from fedcausal_flwr.stats.privacy import release_epsilon
 
 #: the fields every line of an audit log has
 FIELDS = ("time", "run", "site", "method", "action", "class", "round", "secure", "outcome")
@@ -101,10 +102,12 @@ def summarize(records: list[dict[str, Any]], source: str = "audit log") -> str:
 
 
 def privacy_line(charges: list[dict[str, Any]]) -> str:
-    """What a run's noisy releases cost this site: the sum of their zCDP ``rho`` and its
-    epsilon at the run's delta (no noise on one of them: no bound)."""
+    """What a run's noisy releases cost this site: their epsilon at the run's delta as the site
+    counts its budget (the releases' composed PLDs; zCDP for lattice releases), and their zCDP
+    ``rho`` (no noise on one of them: no bound)."""
     delta = float(charges[0].get("delta") or 1e-6)
-    if any(c.get("rho") is None for c in charges):
+    releases = [counted_release(c) for c in charges]
+    if any(c.get("rho") is None for c in charges) or None in releases:
         return f"  privacy: {len(charges)} release(s), one without noise: no bound"
     rho = math.fsum(float(c["rho"]) for c in charges)
     central = sum(1 for c in charges if c.get("shares") is None)
@@ -113,9 +116,10 @@ def privacy_line(charges: list[dict[str, Any]]) -> str:
         if not central
         else f"{central} with noise the server states it adds (dp-allow-central: its word)"
     )
+    spent = release_epsilon([r for r in releases if r is not None], delta)
     return (
-        f"  privacy: {len(charges)} noisy release(s) ({whose}), rho {rho:.4g} = epsilon "
-        f"{epsilon_of(rho, delta):.4g} at delta {delta:g}"
+        f"  privacy: {len(charges)} noisy release(s) ({whose}), epsilon {spent:.4g} at delta "
+        f"{delta:g} (zCDP rho {rho:.4g})"
     )
 
 

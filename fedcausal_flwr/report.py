@@ -387,8 +387,9 @@ def privacy_sentence(privacy: dict[str, Any]) -> str:
         ) + f"; noise variance per cell {min(noisy):.4g} to {max(noisy):.4g}"
     return (
         f"Differential privacy ({privacy.get('mechanism', '?')}): target epsilon {target:g} at "
-        f"delta {delta:g}; spent rho {float(privacy.get('rho') or 0):.4g} = epsilon "
-        f"{float(privacy.get('epsilon') or 0):.4g} over {privacy.get('batches', 0)} batch(es), "
+        f"delta {delta:g}; spent epsilon {float(privacy.get('epsilon') or 0):.4g} "
+        f"({privacy.get('accounting', 'zCDP')}; zCDP rho {float(privacy.get('rho') or 0):.4g}) "
+        f"over {privacy.get('batches', 0)} batch(es), "
         f"{released}." + (f" The search {privacy['stopped']}." if privacy.get("stopped") else "")
     )
 

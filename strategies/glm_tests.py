@@ -321,6 +321,7 @@ class FedCIStrategy(PrivateSumsStrategy):
     #: the search: ``pc`` or ``fci`` (each method's class sets it)
     algorithm: ClassVar[str]
     summed_statistics = "clipped GLM blocks"
+    tight_accounting = False  # lattice releases: dp_accounting has no PLD for them
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)

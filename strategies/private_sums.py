@@ -52,6 +52,9 @@ class PrivateSumsStrategy(MethodStrategy):
 
     #: what the method sums, for the privacy report
     summed_statistics = "summed tables"
+    #: its releases are counts, each with a privacy loss distribution: the run states their
+    #: composed PLD's epsilon (False: lattice releases, stated in zCDP)
+    tight_accounting = True
     #: the search (set when it starts) and its answered batches, one per depth under dp
     runner: StepRunner | None
     batches: list[dict]
@@ -70,6 +73,7 @@ class PrivateSumsStrategy(MethodStrategy):
                 "discrete Gaussian shares of the sites, summed by SecAgg+"
                 if self.distributed
                 else f"discrete Gaussian on {self.summed_statistics}",
+                tight=self.tight_accounting,
             )
             if self.dp != "off"
             else None

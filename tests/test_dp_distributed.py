@@ -17,18 +17,19 @@ from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_guard import (
     PolicyRefusal,
     SiteGuard,
+    counted_release,
 )
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
 from fedcausal_flwr.protocols.records import PrivacyCharge
+from fedcausal_flwr.stats.pld import gaussian_rho_for
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
+    budget_epsilon,
     distributed_rho,
     distributed_variance,
-    epsilon_of,
     recompute,
-    rho_for,
     sum_tau,
 )
 from fedcausal_flwr.strategies.fedpc import FedPCStrategy
@@ -79,9 +80,10 @@ def test_the_server_decodes_only_noisy_sums(sites, monkeypatch):
     privacy = result.extra["privacy"]
     assert privacy["mechanism"].startswith("discrete Gaussian shares of the sites")
     assert [r["shares"] for r in privacy["releases"]] == [3, 3]
-    rho, _ = recompute(privacy["releases"], 1e-6)
+    rho, epsilon = recompute(privacy["releases"], 1e-6)
     # within the target up to the float sum's last bit (the releases are summed in another order)
-    assert rho == pytest.approx(privacy["rho"]) and rho <= rho_for(2, 1e-6) * (1 + 1e-12)
+    assert rho == pytest.approx(privacy["rho"]) and rho <= gaussian_rho_for(2, 1e-6) * (1 + 1e-12)
+    assert epsilon == privacy["epsilon"] <= 2.0
 
 
 def test_distributed_noise_needs_a_secure_run_and_draws_no_seed(sites):
@@ -167,10 +169,14 @@ def test_a_sites_budget_counts_the_shares_it_trusts_at_hello(tmp_path, sites):
     nodes = write_sites(tmp_path, sites, **{"dp-epsilon": 4, "dp-shares": 3})
     run_app(nodes, options)
     for node in nodes:
-        spent = [ln["privacy"]["rho"] for ln in audit(node) if "privacy" in ln]
+        charges = [ln["privacy"] for ln in audit(node) if "privacy" in ln]
+        spent = [charge["rho"] for charge in charges]
         # one charge per depth, each half the one before (how deep the noisy search goes
-        # varies with the sites' own noise)
-        assert len(spent) >= 2 and epsilon_of(sum(spent), 1e-6) <= 4
+        # varies with the sites' own noise), within the site's budget as it counts it
+        assert (
+            len(spent) >= 2
+            and budget_epsilon([counted_release(c) for c in charges], 1e-6, 4.0) <= 4
+        )
         assert spent[1:] == pytest.approx([rho / 2 for rho in spent[:-1]], rel=1e-3)
 
 

@@ -78,7 +78,7 @@ def test_budget_keys_are_checked():
 def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, capsys):
     from fedcausal_flwr.cli import main as cli_main
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
-    from fedcausal_flwr.stats.privacy import epsilon_of
+    from fedcausal_flwr.stats.privacy import epsilon_of, recompute
 
     nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
@@ -86,8 +86,12 @@ def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, cap
     assert cli_main(["audit", default_audit_log(nodes[0]["data-path"])]) == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.strip().startswith("privacy:")]
-    rho = sum(line["privacy"]["rho"] for line in audit(nodes[0]) if "privacy" in line)
-    assert len(lines) == 1 and f"rho {rho:.4g} = epsilon {epsilon_of(rho, 1e-6):.4g}" in lines[0]
+    charges = [line["privacy"] for line in audit(nodes[0]) if "privacy" in line]
+    rho = sum(charge["rho"] for charge in charges)
+    spent = recompute(charges, 1e-6)[1]  # the releases' PLD: central charges are releases
+    assert spent <= 4 < epsilon_of(rho, 1e-6) * 1.2
+    stated = f"epsilon {spent:.4g} at delta 1e-06 (zCDP rho {rho:.4g})"
+    assert len(lines) == 1 and stated in lines[0]
 
 
 def test_a_forged_charge_is_counted_by_the_site_not_by_the_request(tmp_path):
@@ -131,7 +135,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
 
     import fedcausal_flwr
     from fedcausal_flwr.result import Result
-    from fedcausal_flwr.stats.privacy import rho_for
+    from fedcausal_flwr.stats.privacy import recompute
     from fedcausal_flwr.strategies.fedpc import FedPCStrategy
     from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
 
@@ -144,7 +148,9 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
         if len(self.batches) == 1 and not self._plan:  # depth 0 done: a concurrent run logs
             for node in nodes:
                 line = next(ln for ln in audit(node) if "privacy" in ln)
-                spent = {**line, "run": "another", "privacy": {**line["privacy"], "rho": 0.25}}
+                tables = line["privacy"]["tables"]  # a release of rho 0.3, as the site counts
+                charge = {**line["privacy"], "variance": tables / 0.6, "rho": 0.3}
+                spent = {**line, "run": "another", "privacy": charge}
                 with open(default_audit_log(node["data-path"]), "a") as log:
                     log.write(json.dumps(spent) + "\n")
 
@@ -170,10 +176,8 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
         max_depth=0,
     )
     assert result.graph == capped.graph  # the same noise at depth 0, and nothing after it
-    cap = rho_for(5, 1e-6)
     for node in nodes:
         lines = audit(node)
         assert lines[-1]["outcome"] == "refused" and lines[-1]["policy"] == "dp-period-epsilon"
-        spent = sum(ln["privacy"]["rho"] for ln in lines if ln.get("outcome") == "sent"
-                    and "privacy" in ln)  # fmt: skip
-        assert spent <= cap
+        sent = [ln["privacy"] for ln in lines if ln.get("outcome") == "sent" and "privacy" in ln]
+        assert recompute(sent, 1e-6)[1] <= 5  # the period's releases, composed by their PLDs

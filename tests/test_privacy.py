@@ -1,11 +1,14 @@
-"""The discrete Gaussian mechanism and its zCDP accountant (Flower-free)."""
+"""The discrete Gaussian mechanism and its accountant (Flower-free): zCDP (lattice releases) and
+the tight accounting of count releases (their PLDs, planned in the composed Gaussian's rho)."""
 
 import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld_module
 from scipy import stats
 
+from fedcausal_flwr.stats.pld import gaussian_epsilon, gaussian_rho_for
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     discrete_gaussian,
@@ -48,8 +51,8 @@ def test_the_discrete_gaussian_has_its_law():
     assert not discrete_gaussian(0.0, 5, rng).any()
 
 
-def test_the_accountant_splits_the_target_and_recomputes_from_its_releases():
-    accountant = PrivacyAccountant(epsilon=2.0, delta=1e-6, planned=2)
+def test_the_zcdp_accountant_splits_the_target_and_recomputes_from_its_releases():
+    accountant = PrivacyAccountant(epsilon=2.0, delta=1e-6, planned=2, tight=False)
     target = rho_for(2.0, 1e-6)
     assert accountant.batch_rho == pytest.approx(target / 2)
     # batch 1: 12 tables in one round; batch 2: 10 tables in two rounds (6 + 4)
@@ -63,15 +66,56 @@ def test_the_accountant_splits_the_target_and_recomputes_from_its_releases():
     assert not accountant.can_spend()  # a third batch would cross the target
     report = accountant.report()
     assert report["rho"] == pytest.approx(target) and report["epsilon"] == pytest.approx(2.0)
-    rho, epsilon = recompute(report["releases"], report["delta"])
-    assert rho == pytest.approx(report["rho"]) and epsilon == pytest.approx(report["epsilon"])
+    assert report["accounting"].startswith("zCDP")
     off = PrivacyAccountant(epsilon=math.inf, delta=1e-6, planned=1)
     assert not off.noisy and off.batch_variance(5) == 0.0 and off.can_spend()
 
 
+def test_the_tight_accountant_plans_in_the_gaussians_rho_and_states_the_pld_epsilon():
+    accountant = PrivacyAccountant(epsilon=2.0, delta=1e-6, planned=2)
+    target = gaussian_rho_for(2.0, 1e-6)
+    assert accountant.target_rho == target and target > 1.4 * rho_for(2.0, 1e-6)
+    for tables, parts in ((12, [12]), (10, [6, 4])):
+        variance = accountant.batch_variance(tables)
+        # the Gaussian's plan, grown (by the PLD check) by a part in a thousand at most
+        assert tables / target <= variance <= tables / target * 1.001
+        for round_, part in enumerate(parts):
+            accountant.record(round_, part, variance)
+        accountant.close_batch()
+    report = accountant.report()
+    assert report["accounting"].startswith("privacy loss distributions")
+    # the stated epsilon: what dp_accounting composes from the releases, spent to the target
+    assert 1.99 < report["epsilon"] <= 2.0 and report["zcdp_epsilon"] > 2.4
+    assert report["epsilon"] == pytest.approx(library_epsilon(report["releases"], 1e-6), abs=1e-3)
+    assert recompute(report["releases"], 1e-6)[1] == report["epsilon"]
+
+
+def library_epsilon(releases, delta):
+    """The releases' epsilon composed by dp_accounting, one release at a time, as the library's
+    own documentation builds a discrete Gaussian's PLD (central noise only)."""
+    composed = None
+    for release in releases:
+        one = pld_module.from_discrete_gaussian_mechanism(
+            math.sqrt(release["variance"]), sensitivity=1, use_connect_dots=True
+        ).self_compose(release["tables"])
+        composed = one if composed is None else composed.compose(one)
+    return composed.get_epsilon_for_delta(delta)
+
+
+def test_the_analytic_gaussian_is_the_librarys():
+    for epsilon in (0.3, 2.0, 8.0, 30.0):
+        rho = gaussian_rho_for(epsilon, 1e-6)
+        assert gaussian_epsilon(rho, 1e-6) == pytest.approx(epsilon, rel=1e-9)
+        library = pld_module.from_gaussian_mechanism(
+            1 / math.sqrt(2 * rho), value_discretization_interval=1e-5
+        ).get_epsilon_for_delta(1e-6)
+        assert library == pytest.approx(epsilon, abs=1e-4)
+    assert gaussian_epsilon(0.0, 1e-6) == 0.0 and gaussian_rho_for(math.inf, 1e-6) == math.inf
+
+
 def test_without_a_plan_each_batch_spends_half_of_what_is_left():
     accountant = PrivacyAccountant(epsilon=4.0, delta=1e-6, planned=None)
-    target, spent = rho_for(4.0, 1e-6), 0.0
+    target, spent = gaussian_rho_for(4.0, 1e-6), 0.0
     for batch, (tables, parts) in enumerate(((666, [666]), (2800, [1500, 1300]), (40, [40]))):
         assert accountant.can_spend()  # never refused: what is left is never spent whole
         assert accountant.batch_rho == pytest.approx((target - spent) / 2)

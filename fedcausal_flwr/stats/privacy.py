@@ -9,7 +9,11 @@ continuous Gaussian does, and the noisy counts stay integers. zCDP composes by a
 ``rho`` (Bun and Steinke, "Concentrated Differential Privacy", TCC 2016, Lemma 2.3); a run's
 ``rho`` is stated as ``(epsilon, delta)`` with ``epsilon = rho + 2 sqrt(rho ln(1/delta))``
 (Proposition 1.3 there), and a target ``(epsilon, delta)`` gives the largest ``rho`` that meets it
-(:func:`rho_for`). What a CI test does with the noisy counts is post-processing: it costs nothing.
+(:func:`rho_for`). That statement is loose; a run of count releases states the tight ``epsilon``
+of their privacy loss distributions instead (:mod:`.pld`, ``dp_accounting``), plans its ``rho``
+against the composed Gaussian's exact curve and checks each batch by the PLD before releasing it,
+and keeps ``rho`` as the cheap first check (a zCDP ``epsilon`` under a budget is a PLD ``epsilon``
+under it too). What a CI test does with the noisy counts is post-processing: it costs nothing.
 
 Distributed noise (``dp=distributed``): each of ``n`` sites adds its own share
 ``N_Z(0, sigma^2 / n)`` to its tables inside secure aggregation, so the server only ever sees the
@@ -187,9 +191,16 @@ def discrete_gaussian(variance: float, size: int, rng: np.random.Generator) -> n
 
 @dataclass
 class PrivacyAccountant:
-    """The zCDP spent by a run's releases, batch by batch, against its target.
+    """What a run's releases spend, batch by batch, against its target.
 
-    ``target_rho`` (from the target ``(epsilon, delta)``) is split evenly over ``planned``
+    ``tight`` (count releases): the run states the ``epsilon`` of its releases' composed privacy
+    loss distributions (:func:`~fedcausal_flwr.stats.pld.pld_epsilon`), its ``target_rho`` is
+    the composed Gaussian's at the target (:func:`~fedcausal_flwr.stats.pld.gaussian_rho_for`),
+    and each batch's noise is checked by the PLD with the releases before it (and grown until
+    the target holds) before it is released. Otherwise (fedCI's lattice releases, which have no
+    PLD here) the run states zCDP and plans with :func:`rho_for`.
+
+    ``target_rho`` is split evenly over ``planned``
     batches, or (``planned`` None) each batch spends half of what the batches before it left:
     a search then goes as deep as it would without privacy, a depth with no test left costs
     nothing, and the deeper depths, with fewer tables, need less ``rho`` for the same noise per
@@ -203,12 +214,18 @@ class PrivacyAccountant:
     delta: float
     planned: int | None
     mechanism: str = "discrete Gaussian on summed tables"
+    tight: bool = True
     releases: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.planned is not None and self.planned < 1:
             raise ValueError(f"planned batches must be >= 1, got {self.planned}")
-        self.target_rho = rho_for(self.epsilon, self.delta)
+        if self.tight and math.isfinite(self.epsilon):
+            from fedcausal_flwr.stats.pld import gaussian_rho_for
+
+            self.target_rho = gaussian_rho_for(self.epsilon, self.delta)
+        else:
+            self.target_rho = rho_for(self.epsilon, self.delta)
         self.batches = 0
         #: why the run stopped before its planned batches (a site's budget), None: it did not
         self.stopped: str | None = None
@@ -235,8 +252,27 @@ class PrivacyAccountant:
         if not self.noisy:
             return 0.0
         if shares is None:
-            return noise_variance(self.batch_rho, float(tables))
-        return distributed_variance(self.batch_rho, tables, shares, cells)
+            variance = noise_variance(self.batch_rho, float(tables))
+        else:
+            variance = distributed_variance(self.batch_rho, tables, shares, cells)
+        return self._within_target(int(tables), variance, shares) if self.tight else variance
+
+    def _within_target(self, tables: int, variance: float, shares: int | None) -> float:
+        """``variance``, grown until the batch composed with the releases before it stays within
+        the target by the PLD (the Gaussian plan and the discrete PLD differ by about 1e-5 in
+        ``epsilon``: a run that plans to its target, not a halving one, may need a step)."""
+        from fedcausal_flwr.stats.pld import pld_epsilon
+
+        step = 1e-4
+        while True:
+            batch = {"tables": tables, "variance": variance}
+            if shares is not None:
+                batch.update(shares=shares, share_variance=variance / shares)
+            composed = pld_epsilon([*self.releases, batch], self.delta)
+            if composed is None or composed <= self.epsilon:
+                return variance
+            variance *= 1 + step
+            step *= 2
 
     def record(
         self,
@@ -275,7 +311,6 @@ class PrivacyAccountant:
         noiseless = entry["variance"] == 0  # epsilon = inf: nothing is protected
         rho = 0.0 if noiseless else _entry_rho(entry)
         entry["rho"] = rho
-        entry["epsilon"] = math.inf if noiseless else epsilon_of(rho, self.delta)
         self.releases.append(entry)
         return rho
 
@@ -286,24 +321,31 @@ class PrivacyAccountant:
     def spent_rho(self) -> float:
         return math.fsum(r["rho"] for r in self.releases)
 
+    def epsilon_of(self, releases: list[dict[str, Any]]) -> float:
+        """The ``epsilon`` at the run's ``delta`` of ``releases``, as the run states it."""
+        if not self.noisy:
+            return math.inf
+        return release_epsilon(releases, self.delta, tight=self.tight)
+
     def report(self) -> dict[str, Any]:
-        """What the result states: the target, what was spent (``rho`` and its epsilon at
-        ``delta``) in all and per batch, and every release (round, batch, tables, noise
-        variance, rho and its epsilon alone)."""
+        """What the result states: the target, what was spent (``epsilon`` at ``delta``, by the
+        run's accounting, and zCDP's ``rho``) in all and per batch, and every release (round,
+        batch, tables, noise variance, its ``rho``)."""
         spent = self.spent_rho
-        by_batch: dict[int, list[float]] = {}
+        by_batch: dict[int, list[dict[str, Any]]] = {}
         for release in self.releases:
-            by_batch.setdefault(release["batch"], []).append(release["rho"])
+            by_batch.setdefault(release["batch"], []).append(release)
         per_batch = [
             {
                 "batch": b,
-                "rho": math.fsum(r),
-                "epsilon": epsilon_of(math.fsum(r), self.delta) if self.noisy else math.inf,
+                "rho": math.fsum(r["rho"] for r in releases),
+                "epsilon": self.epsilon_of(releases),
             }
-            for b, r in sorted(by_batch.items())
+            for b, releases in sorted(by_batch.items())
         ]
         return {
-            "mechanism": f"{self.mechanism}, zCDP",
+            "mechanism": self.mechanism,
+            "accounting": PLD_ACCOUNTING if self.tight else ZCDP_ACCOUNTING,
             "target_epsilon": self.epsilon,
             "delta": self.delta,
             "target_rho": self.target_rho,
@@ -313,18 +355,59 @@ class PrivacyAccountant:
             else f"an even share per batch, {self.planned} batches",
             "batches": self.batches,
             "rho": spent,
-            "epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
+            "epsilon": self.epsilon_of(self.releases),
+            "zcdp_epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
             "per_batch": per_batch,
             "releases": list(self.releases),
             **({"stopped": self.stopped} if self.stopped else {}),
         }
 
 
+PLD_ACCOUNTING = "privacy loss distributions composed by dp_accounting"
+ZCDP_ACCOUNTING = "zCDP (Bun and Steinke's conversion)"
+
+
+def release_epsilon(releases: list[dict[str, Any]], delta: float, *, tight: bool = True) -> float:
+    """The ``epsilon`` at ``delta`` of ``releases``: by their composed privacy loss
+    distributions where each has one (``tight``; count releases), else by their zCDP ``rho``."""
+    if tight:
+        from fedcausal_flwr.stats.pld import pld_epsilon
+
+        composed = pld_epsilon(releases, delta)
+        if composed is not None:
+            return composed
+    if any(not r["variance"] > 0 for r in releases):
+        return math.inf
+    return epsilon_of(math.fsum(_entry_rho(r) for r in releases), delta)
+
+
+def budget_epsilon(
+    releases: list[dict[str, Any]], delta: float, within: float, planned_rho: float = 0.0
+) -> float:
+    """The ``epsilon`` at ``delta`` of ``releases`` (each with its ``rho``), and of a planned
+    Gaussian of ``planned_rho`` after them, as a budget counts it: their zCDP ``epsilon`` where
+    that is within ``within`` (cheap, and never below the tight one), else the tight one (their
+    PLDs where each has one, :func:`release_epsilon`). A site checks each message this way: the
+    PLD (and ``dp_accounting``'s import) is paid only near its budget."""
+    rho = math.fsum(r["rho"] for r in releases) + planned_rho
+    loose = epsilon_of(rho, delta)
+    if loose <= within:
+        return loose
+    from fedcausal_flwr.stats.pld import gaussian_epsilon, pld_epsilon
+
+    if not releases:  # a plan alone: the Gaussian's exact curve
+        return gaussian_epsilon(planned_rho, delta)
+
+    tight = pld_epsilon(releases, delta, planned_rho)
+    return loose if tight is None else tight
+
+
 def recompute(releases: list[dict[str, Any]], delta: float) -> tuple[float, float]:
     """``(rho, epsilon)`` of a list of releases from their tables and noise variances alone (the
-    check a reader of a result can do)."""
+    check a reader of a result can do): zCDP's ``rho``, and the ``epsilon`` a run states (by
+    the releases' PLDs where each has one)."""
     rho = math.fsum(_entry_rho(r) for r in releases if r["variance"] > 0)
-    return rho, epsilon_of(rho, delta)
+    return rho, release_epsilon(releases, delta)
 
 
 def _entry_rho(release: dict[str, Any]) -> float:

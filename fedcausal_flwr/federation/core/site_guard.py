@@ -65,7 +65,7 @@ from fedcausal_flwr.federation.core.site_policy import (
     in_words,
 )
 from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
-from fedcausal_flwr.stats.privacy import release_rho, release_sensitivity2, rho_for
+from fedcausal_flwr.stats.privacy import budget_epsilon, release_rho, release_sensitivity2
 
 #: the refusal key of an action the method does not declare (no policy can allow it)
 UNDECLARED = "declared disclosures"
@@ -436,13 +436,15 @@ class SiteGuard:
         refuse: Callable[[str, str], NoReturn],
     ) -> None:
         """A site with a privacy budget answers only what it can afford: a run's plan at
-        ``hello``, and each statistic's charge, against the run's cap and the period's."""
+        ``hello``, and each statistic's charge, against the run's cap and the period's, each
+        counted as a run states its ``epsilon`` (:func:`~fedcausal_flwr.stats.privacy.
+        budget_epsilon`: zCDP where that is within the cap, the releases' PLD otherwise)."""
         policy = self.policy
         if policy is None or policy.dp_epsilon is None or kind == METADATA and action != HELLO:
             return
-        cap = _cap(policy.dp_epsilon, policy.dp_delta)
-        wording = f"(epsilon {policy.dp_epsilon:g} at delta {policy.dp_delta:g})"
-        plan = None
+        delta = policy.dp_delta
+        wording = f"(at delta {delta:g})"
+        planned, release = 0.0, None
         if action == HELLO:
             try:
                 plan = PrivacyPlan.of(payload)
@@ -462,14 +464,13 @@ class SiteGuard:
                         f"counting on {trusted} of the run's {plan.shares} noise shares (its "
                         f"policy {DP_SHARES}), the run plans to spend"
                     )
+            central = plan is None or plan.shares is None
+            planned = cost or 0.0
         else:
             cost = None if self.charge is None else self.charge.get("rho")
             what = "this reply with the run's earlier ones would spend"
-        central = (
-            plan is None or plan.shares is None
-            if action == HELLO
-            else (self.charge is None or self.charge.get("shares") is None)
-        )
+            central = self.charge is None or self.charge.get("shares") is None
+            release = None if self.charge is None else counted_release(self.charge)
         if cost is None:
             refuse(
                 DP_EPSILON,
@@ -484,31 +485,36 @@ class SiteGuard:
                 f"sites (the server would hold the noiseless sum) and its policy has "
                 f"{DP_ALLOW_CENTRAL} = false (run with dp=distributed and secure=true)",
             )
-        run_spent, period_spent = self._spent()
-        spent = run_spent if action != HELLO else 0.0
-        if spent + cost > cap:
+        by_run, in_period = self._spent()
+        adding = [] if release is None else [release]
+        cap = policy.dp_epsilon * (1 + 1e-9)  # the margin a float sum of charges may need
+        this_run = [] if action == HELLO else [*by_run, *adding]
+        spent = budget_epsilon(this_run, delta, cap, planned)
+        if spent > cap:
             refuse(
                 DP_EPSILON,
-                f"site {self.site} refuses {action!r}: {what} rho {spent + cost:.4g}, over its "
-                f"policy {DP_EPSILON} {wording}, rho {cap:.4g}",
+                f"site {self.site} refuses {action!r}: {what} epsilon {spent:.4g} {wording}, "
+                f"over its policy {DP_EPSILON} {policy.dp_epsilon:g}",
             )
         if policy.dp_period_epsilon is not None:
-            period_cap = _cap(policy.dp_period_epsilon, policy.dp_delta)
-            before = period_spent
-            if before + cost > period_cap:
+            period_cap = policy.dp_period_epsilon * (1 + 1e-9)
+            before = budget_epsilon(in_period, delta, period_cap)
+            after = budget_epsilon([*in_period, *adding], delta, period_cap, planned)
+            if after > period_cap:
                 refuse(
                     DP_PERIOD_EPSILON,
                     f"site {self.site} refuses {action!r}: the last {policy.dp_period_days:g} "
-                    f"days spent rho {before:.4g} of its policy {DP_PERIOD_EPSILON} "
-                    f"{policy.dp_period_epsilon:g} (rho {period_cap:.4g}); {what} {cost:.4g} "
-                    "more",
+                    f"days spent epsilon {before:.4g} {wording} of its policy "
+                    f"{DP_PERIOD_EPSILON} {policy.dp_period_epsilon:g}; {what} "
+                    f"{after:.4g} with them",
                 )
 
-    def _spent(self) -> tuple[float, float]:
-        """The zCDP ``rho`` this site's audit log records as spent, read in one pass: by this
-        run, and by every run within the policy's period."""
+    def _spent(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The releases this site's audit log records as sent, as it counts them
+        (:func:`counted_release`), read in one pass: by this run, and by every run within the
+        policy's period."""
         if self.audit is None or not self.audit.path.exists():
-            return 0.0, 0.0
+            return [], []
         policy = self.policy
         days = policy.dp_period_days if policy is not None else None
         since = time.time() - (days or 0) * 86400
@@ -523,12 +529,14 @@ class SiteGuard:
             charge = record.get("privacy") if isinstance(record, dict) else None
             if not isinstance(charge, dict) or record.get("outcome") != "sent":
                 continue
-            rho = float(charge.get("rho") or 0.0)
+            release = counted_release(charge)
+            if release is None:
+                continue
             if record.get("run") == self.run:
-                by_run.append(rho)
+                by_run.append(release)
             if _seconds(record.get("time")) >= since:
-                in_period.append(rho)
-        return math.fsum(by_run), math.fsum(in_period)
+                in_period.append(release)
+        return by_run, in_period
 
     def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
         """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
@@ -649,9 +657,30 @@ def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _cap(epsilon: float, delta: float) -> float:
-    """A budget's zCDP ``rho``, with the margin a float sum of charges may need."""
-    return rho_for(epsilon, delta) * (1 + 1e-9)
+def counted_release(charge: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A logged charge (:meth:`SiteGuard._own_count`) as the release the site counts, in the
+    accountant's terms (:mod:`fedcausal_flwr.stats.pld`): the server's noise, or the shares it
+    trusts (``trusted``, each of the run's share variance); clipped or lattice releases with
+    their squared sensitivity (no PLD: counted in zCDP); None: unreadable or without noise."""
+    try:
+        tables, variance = int(charge["tables"]), float(charge["variance"])
+        rho = float(charge["rho"])
+        shares, trusted = charge.get("shares"), charge.get("trusted")
+        clip, resolution, cells = charge.get("clip"), charge.get("resolution"), charge.get("cells")
+        release: dict[str, Any] = {"tables": tables, "variance": variance, "rho": rho}
+        if shares is not None:
+            share = variance / int(shares)
+            trusted = int(shares if trusted is None else trusted)
+            release.update(variance=share * trusted, shares=trusted, share_variance=share)
+            release["cells"] = int(cells or 0)
+        if clip is not None or resolution is not None:
+            release["cells"] = int(cells or 0)
+            release["sensitivity2"] = release_sensitivity2(
+                tables, release["cells"], clip, resolution
+            )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return release if rho > 0 and variance > 0 else None
 
 
 def _seconds(stamp: Any) -> float:
