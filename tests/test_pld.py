@@ -54,7 +54,7 @@ def test_central_releases_compose_to_the_exact_epsilon_below_the_zcdp_statement(
     assert ours == pytest.approx(gaussian.get_epsilon_for_delta(DELTA), abs=1e-3)
     rho, stated = recompute(releases, DELTA)
     # the zCDP statement leaves a good part of the budget unspent
-    assert stated == ours and ours < 0.9 * epsilon_of(rho, DELTA)
+    assert stated == ours and ours < 0.95 * epsilon_of(rho, DELTA)
     # releases of different sizes and noise compose too (more noise, less epsilon)
     assert pld_epsilon([*releases, {"tables": 50, "variance": 5000.0}], DELTA) > ours
 
@@ -124,7 +124,7 @@ def test_a_private_fedpc_run_states_the_librarys_epsilon_within_its_target(optio
     sites = split_iid(load_network("asia").sample(6000, seed=11), 3, seed=2).clients
     result = fedcausal_flwr.run("fedpc", data=sites, dp_epsilon=4, dp_delta=DELTA, **options)
     privacy = result.extra["privacy"]
-    assert privacy["epsilon"] <= 4.0 and privacy["zcdp_epsilon"] > 1.15 * privacy["epsilon"]
+    assert privacy["epsilon"] <= 4.0 and privacy["zcdp_epsilon"] > 1.05 * privacy["epsilon"]
     if "dp_batches" in options:
         assert privacy["epsilon"] > 3.999  # what an even plan leaves is its rounding
     # the same epsilon from the library, release by release, as a reader would compose them
