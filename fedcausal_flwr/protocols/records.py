@@ -158,7 +158,8 @@ class PrivacyCharge(Payload):
 @dataclass(frozen=True)
 class PrivacyPlan(Payload):
     """What a differentially private run plans to spend at each site, sent with ``hello``: its
-    target ``(target_epsilon, delta)`` and the zCDP ``rho`` of that target (None: no noise), so a
+    target ``(target_epsilon, delta)`` and the ``rho`` it plans with (None: no noise; a run of
+    count releases: the composed Gaussian's ``mu^2 / 2`` at the target, fedCI: its zCDP), so a
     site can refuse a run it cannot afford before anything but its metadata leaves it.
     ``shares``: the noise is distributed over that many sites (absent: the server adds it)."""
 

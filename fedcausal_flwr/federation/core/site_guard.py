@@ -498,9 +498,9 @@ class SiteGuard:
             )
         if policy.dp_period_epsilon is not None:
             period_cap = policy.dp_period_epsilon * (1 + 1e-9)
-            before = budget_epsilon(in_period, delta, period_cap)
             after = budget_epsilon([*in_period, *adding], delta, period_cap, planned)
             if after > period_cap:
+                before = budget_epsilon(in_period, delta, period_cap)  # (for the reason only)
                 refuse(
                     DP_PERIOD_EPSILON,
                     f"site {self.site} refuses {action!r}: the last {policy.dp_period_days:g} "
