@@ -39,10 +39,10 @@ from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import fedcausal_flwr  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.stats import pld  # noqa: E402
+import fedcausal_flwr
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.stats import pld
 
 DELTA = 1e-6
 

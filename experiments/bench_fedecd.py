@@ -17,10 +17,10 @@ import time
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-from fedcausal_flwr.api import make_partition, truth_for  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
+from fedcausal_flwr.api import make_partition, truth_for
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.metrics import graph_metrics
 
 
 def main() -> None:

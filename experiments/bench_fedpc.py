@@ -52,7 +52,7 @@ from causallearn.search.ConstraintBased.PC import pc as causallearn_pc  # noqa: 
 import fedcausal_flwr  # noqa: E402
 from fedcausal_flwr.data import (  # noqa: E402
     Schema,
-    inputs,  # noqa: E402
+    inputs,
     load_network,
     split_iid,
 )

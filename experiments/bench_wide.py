@@ -21,19 +21,19 @@ import os
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
+import argparse
+import json
+import subprocess
+import sys
+import time
+import warnings
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-import fedcausal_flwr  # noqa: E402
-from fedcausal_flwr.graphs import causallearn_graph  # noqa: E402
-from fedcausal_flwr.graphs.meek import orient_cpdag  # noqa: E402
+import fedcausal_flwr
+from fedcausal_flwr.graphs import causallearn_graph
+from fedcausal_flwr.graphs.meek import orient_cpdag
 
 
 def binary_sites(columns: int, rows: int, sites: int, seed: int) -> list[pd.DataFrame]:

@@ -43,11 +43,11 @@ import statistics
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import fedcausal_flwr  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.metrics import adjacency_metrics  # noqa: E402
-from fedcausal_flwr.stats.pld import pld_epsilon  # noqa: E402
+import fedcausal_flwr
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.metrics import adjacency_metrics
+from fedcausal_flwr.stats.pld import pld_epsilon
 
 DELTA = 1e-6
 SCORING_VIEW = "CPDAG of the true DAG (adjacency F1, arrowhead F1, standard SHD)"

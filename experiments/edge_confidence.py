@@ -23,13 +23,13 @@ import time
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.truth import directed_matrix  # noqa: E402
-from fedcausal_flwr.metrics import auc  # noqa: E402
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs.truth import directed_matrix
+from fedcausal_flwr.metrics import auc
 
 
 def pair_scores(result, names: list[str]) -> dict[str, np.ndarray]:

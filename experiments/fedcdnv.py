@@ -55,34 +55,34 @@ from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import (  # noqa: E402
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import (
     drop_latents,
     split_iid,
     split_sizes,
     split_variable_subsets,
 )
-from fedcausal_flwr.data.reference import (  # noqa: E402
+from fedcausal_flwr.data.reference import (
     SACHS_DISCRETE_FILE,
     SACHS_DISCRETE_TRUTH_FILE,
     read_edge_list,
     read_sachs_discrete,
     sachs_file,
 )
-from fedcausal_flwr.data.synthetic import (  # noqa: E402
+from fedcausal_flwr.data.synthetic import (
     choose_latents,
     random_dag,
     random_discrete_network,
 )
-from fedcausal_flwr.federation.core.registry import get_method  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
-from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag  # noqa: E402
-from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics  # noqa: E402
-from fedcausal_flwr.strategies.tpss import SCORE_KEYS, score_result  # noqa: E402
+from fedcausal_flwr.federation.core.registry import get_method
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag
+from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics
+from fedcausal_flwr.strategies.tpss import SCORE_KEYS, score_result
 
 SACHS_FILE, SACHS_TRUTH = SACHS_DISCRETE_FILE, SACHS_DISCRETE_TRUTH_FILE
 OURS = ("fedcdnv", "fedcdnv-vote", "fci-base")

@@ -28,9 +28,9 @@ from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-from fedcausal_flwr.experiments.fedcdnv import load_sachs, sachs_case  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics  # noqa: E402
+from fedcausal_flwr.experiments.fedcdnv import load_sachs, sachs_case
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics
 
 #: FedCDnv (ICML 2025) Table 6, row FedCSL: pre-edge, rec-edge, F1-edge (mean ± sd)
 PAPER = {"pre": (0.7692, 0.0638), "rec": (0.2500, 0.0096), "f1": (0.3774, 0.1131)}

@@ -21,14 +21,14 @@ import statistics
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fedcausal_flwr.api import make_partition  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.extension import pdag_to_dag  # noqa: E402
-from fedcausal_flwr.graphs.truth import dag_to_cpdag  # noqa: E402
-from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
+from fedcausal_flwr.api import make_partition
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs.extension import pdag_to_dag
+from fedcausal_flwr.graphs.truth import dag_to_cpdag
+from fedcausal_flwr.metrics import graph_metrics
 
 
 def main() -> None:

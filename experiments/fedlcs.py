@@ -51,15 +51,15 @@ import types
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.discovery.lcs import full_graph  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.graph import NONE, Graph  # noqa: E402
-from fedcausal_flwr.metrics import local_metrics  # noqa: E402
-from fedcausal_flwr.strategies.fedlcs import lcs_local_summary  # noqa: E402
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.discovery.lcs import full_graph
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs.graph import NONE, Graph
+from fedcausal_flwr.metrics import local_metrics
+from fedcausal_flwr.strategies.fedlcs import lcs_local_summary
 
 
 def fedpc_tests(result) -> int:

@@ -20,14 +20,14 @@ import os
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fedcausal_flwr.data.inputs import InputError  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.data.partition import split_iid  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
-from fedcausal_flwr.scoring import truth_for  # noqa: E402
+from fedcausal_flwr.data.inputs import InputError
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.scoring import truth_for
 
 MODES = ("testwise", "listwise")
 

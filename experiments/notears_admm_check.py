@@ -19,18 +19,18 @@ import time
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-from fedcausal_flwr.data.synthetic import random_gaussian_network  # noqa: E402
-from fedcausal_flwr.discovery.notears import (  # noqa: E402
+from fedcausal_flwr.data.synthetic import random_gaussian_network
+from fedcausal_flwr.discovery.notears import (
     centred_gram,
     notears_linear,
     threshold_dag,
 )
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs.graph import Graph  # noqa: E402
-from fedcausal_flwr.metrics import shd  # noqa: E402
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.metrics import shd
 
 
 def exact_er_dag(n_nodes: int, n_edges: int, seed: int) -> Graph:

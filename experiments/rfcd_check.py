@@ -21,15 +21,15 @@ import warnings
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from fedcausal_flwr.api import make_partition  # noqa: E402
-from fedcausal_flwr.data.networks import load_network  # noqa: E402
-from fedcausal_flwr.discovery.ges import CausalLearnBDeu, ges  # noqa: E402
-from fedcausal_flwr.federation.runtime.runners import run_method  # noqa: E402
-from fedcausal_flwr.graphs import Graph  # noqa: E402
-from fedcausal_flwr.metrics import graph_metrics  # noqa: E402
-from fedcausal_flwr.scoring import truth_for  # noqa: E402
+from fedcausal_flwr.api import make_partition
+from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.discovery.ges import CausalLearnBDeu, ges
+from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.graphs import Graph
+from fedcausal_flwr.metrics import graph_metrics
+from fedcausal_flwr.scoring import truth_for
 
 
 def main() -> None:

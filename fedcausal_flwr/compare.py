@@ -232,7 +232,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
             wall_s=result.wall_s,
             result=result.to_json(),
         )
-    except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
+    except Exception as err:
         record["error"] = f"{type(err).__name__}: {err}"
         record["wall_s"] = time.perf_counter() - started
         if finished:  # the run ended, scoring it failed: the record keeps the result
@@ -464,7 +464,7 @@ def _run_pool(
                 for future in done:
                     try:
                         record = future.result()
-                    except Exception as err:  # noqa: BLE001 - e.g. a worker process died
+                    except Exception as err:
                         record = execute_failed(futures[future], err)
                     finish(record)
         except BaseException:

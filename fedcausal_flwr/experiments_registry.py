@@ -88,7 +88,7 @@ class Experiment:
         (out / EXPERIMENT_FILE).write_text(json.dumps(meta, indent=1) + "\n")
         try:
             print(f"report: {write_report(out)}")
-        except Exception as err:  # noqa: BLE001 - the results stay; `report` can retry
+        except Exception as err:
             print(
                 f"warning: no report written ({type(err).__name__}: {err}); the results are in "
                 f"{out}; retry with `fedcausal-flwr report {out}`",

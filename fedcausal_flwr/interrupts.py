@@ -249,7 +249,7 @@ class Interrupts:
             self._said = True
         try:
             line = self.describe()
-        except Exception as err:  # noqa: BLE001 - the line must not stop the exit
+        except Exception as err:
             line = f"fedcausal-flwr: interrupted ({type(err).__name__} while describing)"
         stream = self.stream or sys.stderr
         print(line, file=stream, flush=True)

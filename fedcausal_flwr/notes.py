@@ -27,7 +27,7 @@ def one_line_notes(prog: str) -> Iterator[None]:
     shown = warnings.showwarning
     printed: set[str] = set()
 
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    def show(message, category, filename, lineno, file=None, line=None):
         if not issubclass(category, InputNote):
             shown(message, category, filename, lineno, file, line)
             return

@@ -321,18 +321,6 @@ class OptionSet:
     def without(self, *names: str) -> OptionSet:
         return OptionSet(tuple(o for o in self.options if o.name not in names), self.checks)
 
-    def replace_default(self, **defaults: Any) -> OptionSet:
-        """The same options with other defaults (e.g. a method with stricter tests)."""
-        from dataclasses import replace
-
-        unknown = sorted(set(defaults) - set(self.by_name))
-        if unknown:
-            raise ValueError(f"no such options to re-default: {unknown}")
-        changed = tuple(
-            replace(o, default=defaults[o.name]) if o.name in defaults else o for o in self.options
-        )
-        return OptionSet(changed, self.checks)
-
     def resolve(
         self,
         raw: Mapping[str, Any] | None,
@@ -491,8 +479,3 @@ def parse_spec(spec: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
             raise OptionError(f"{what} {spec!r}: {key.strip()!r} is given twice")
         options[key.strip()] = value.strip()
     return name.strip(), options
-
-
-def format_spec(name: str, options: Mapping[str, Any]) -> str:
-    """The inverse of :func:`parse_spec` (values written as a user types them)."""
-    return ":".join([name, *(f"{k}={show_value(v)}" for k, v in options.items())])

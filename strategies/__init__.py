@@ -49,15 +49,6 @@ BUILTIN_METHODS: dict[str, str] = {
 METHOD_MODULES: tuple[str, ...] = tuple(dict.fromkeys(sorted(BUILTIN_METHODS.values())))
 
 
-def import_method_module(name: str) -> bool:
-    """Import the module that registers built-in method ``name``; False if it is no built-in."""
-    module = BUILTIN_METHODS.get(name)
-    if module is None:
-        return False
-    importlib.import_module(f"{__name__}.{module}")
-    return True
-
-
 def import_all() -> None:
     """Import every method module (registers every built-in method)."""
     for module in METHOD_MODULES:

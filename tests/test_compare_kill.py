@@ -290,7 +290,7 @@ def test_out_that_cannot_be_written_is_refused_before_any_run(tmp_path, monkeypa
     target.mkdir()
     real_open = Path.open
 
-    def refusing_open(self: Path, *args, **kwargs):  # noqa: ANN202
+    def refusing_open(self: Path, *args, **kwargs):
         if target in self.parents and "w" in (args[0] if args else kwargs.get("mode", "r")):
             raise OSError(code, os.strerror(code), str(self))
         return real_open(self, *args, **kwargs)
@@ -326,7 +326,7 @@ def test_a_record_that_cannot_be_written_stops_the_sweep_in_one_line(tmp_path, m
     real_write = compare_module.write_record
     written: list[str] = []
 
-    def filling(out, record):  # noqa: ANN001, ANN202
+    def filling(out, record):
         if len(written) == 3:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         written.append(record["key"])
@@ -354,7 +354,7 @@ def test_a_plot_on_a_full_disk_keeps_the_runs_and_prints_the_table(tmp_path, mon
     out = tmp_path / "study"
     saved: list[Path] = []
 
-    def full_disk(fig, path):  # noqa: ANN001, ANN202
+    def full_disk(fig, path):
         import matplotlib.pyplot as plt
 
         plt.close(fig)
@@ -394,7 +394,7 @@ def test_every_write_after_the_runs_failing_loses_no_run_and_no_table(tmp_path, 
     before = (out / "results.csv").read_bytes()
     real_open = Path.open
 
-    def full(self: Path, mode: str = "r", *args, **kwargs):  # noqa: ANN202
+    def full(self: Path, mode: str = "r", *args, **kwargs):
         if "w" in mode and out in self.parents and ".tmp" in self.name:  # what is written
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
         return real_open(self, mode, *args, **kwargs)

@@ -261,7 +261,7 @@ def test_down_while_a_foreground_up_cleans_up_ends_quietly(tmp_path, monkeypatch
     record.write_text(json.dumps({"pids": [sleeper.pid]}))
     real_end = local_deployment.end_processes
 
-    def ended_and_up_cleaned(pids):  # noqa: ANN001, ANN202
+    def ended_and_up_cleaned(pids):
         done = real_end(pids)
         record.unlink()  # what the foreground `up` does once its processes end
         return done

@@ -153,7 +153,7 @@ class Federation:
         """``flower-supernode`` as a site types it (its own FLWR_HOME and log)."""
         home = self.workdir / f"{name}_home"
         home.mkdir()
-        log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        log = open(self.workdir / f"{name}.log", "w")
         proc = subprocess.Popen(
             ["flower-supernode", *args, "--superlink", self.state["address"],
              "--port", str(free_port()), "--node-config", f"partition-id={len(self.extra) + 9}"],

@@ -420,7 +420,7 @@ def test_a_truth_url_is_refused_without_a_request(tmp_path, asia_frames):
     requests = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the stdlib's name
+        def do_GET(self):
             requests.append(self.path)
             self.send_response(200)
             self.end_headers()

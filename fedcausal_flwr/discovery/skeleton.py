@@ -59,15 +59,6 @@ class Skeleton:
     def n_tests(self) -> int:
         return sum(lv["tests"] for lv in self.depths)
 
-    def first_sepset(self, x: int, y: int) -> tuple[int, ...] | None:
-        sets = self.sepsets.get(pair_key(x, y))
-        return sets[0] if sets else None
-
-    def union_sepset(self, x: int, y: int) -> set[int] | None:
-        """All variables of all separating sets of ``{x, y}`` (causal-learn's ``sep_sets``)."""
-        sets = self.sepsets.get(pair_key(x, y))
-        return None if sets is None else {v for s in sets for v in s}
-
 
 def pair_key(x: int, y: int) -> Pair:
     return (x, y) if x < y else (y, x)

@@ -109,12 +109,6 @@ class Graph:
         return g
 
     @classmethod
-    def from_networkx(cls, dg: nx.DiGraph, names: Sequence[str] | None = None) -> Graph:
-        """A DAG from a networkx DiGraph (node order from ``names`` or the graph)."""
-        names = list(dg.nodes) if names is None else list(names)
-        return cls.from_edges(names, list(dg.edges), kind="DAG")
-
-    @classmethod
     def from_causallearn(cls, matrix: np.ndarray, names: Sequence[str], kind: str) -> Graph:
         """From causal-learn's ``G.graph`` (entry [i, j] is the mark at i; -1 tail, 1 arrow, 2
         circle)."""

@@ -109,11 +109,6 @@ class Payload:
 
 
 @dataclass(frozen=True)
-class NoPayload(Payload):
-    """An empty payload (or reply meta)."""
-
-
-@dataclass(frozen=True)
 class ComputedTests(Payload):
     """Reply meta of an action that ran CI tests at the site: how many it computed."""
 

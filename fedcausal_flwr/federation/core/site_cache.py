@@ -150,7 +150,7 @@ def _load(entry: Path, key: str) -> Any:
             if file.readline() != _FORMAT or file.readline().decode().strip() != key:
                 return None
             frame, columns = pickle.load(file)
-        except Exception as err:  # noqa: BLE001 - a broken entry is read afresh, never fatal
+        except Exception as err:
             logger.debug("site cache entry %s: not loaded (%s)", entry, err)
             return None
     keep_columns(frame, columns)  # the columns the client reads first, read with the frame

@@ -311,11 +311,6 @@ class LocalDeployment:
         """The coordinator's results folder (``result-path`` is relative to it)."""
         return Path(self.env[RESULTS_ENV])
 
-    @property
-    def truth_dir(self) -> Path:
-        """The coordinator's folder of truth files (``truth`` names a file in it)."""
-        return Path(self.env[TRUTH_ENV])
-
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> LocalDeployment:
         self.start()
@@ -328,7 +323,7 @@ class LocalDeployment:
         exe = shutil.which(args[0], path=env.get("PATH"))
         if exe is None:
             raise FileNotFoundError(f"{args[0]!r} not found on PATH; is flwr installed?")
-        log = open(self.workdir / log_name, "w")  # noqa: SIM115 - closed in stop()
+        log = open(self.workdir / log_name, "w")
         self._log_files.append(log)
         proc = subprocess.Popen(
             [exe, *args[1:]],

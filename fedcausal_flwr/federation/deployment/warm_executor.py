@@ -135,7 +135,7 @@ class WarmExecutor:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 code = self.run_task(token)
-            except BaseException:  # noqa: BLE001 - whatever happens, the child exits here
+            except BaseException:
                 traceback.print_exc()
             finally:
                 sys.stdout.flush()

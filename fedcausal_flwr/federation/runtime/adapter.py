@@ -109,13 +109,13 @@ class FlowerStrategy(Strategy):
         self.run.close_round(server_round, answered, failed_nodes, anonymous)
         return None, {}
 
-    def configure_evaluate(self, server_round, parameters, client_manager):  # noqa: D102
+    def configure_evaluate(self, server_round, parameters, client_manager):
         return []
 
-    def aggregate_evaluate(self, server_round, results, failures):  # noqa: D102
+    def aggregate_evaluate(self, server_round, results, failures):
         return None, {}
 
-    def evaluate(self, server_round, parameters):  # noqa: D102
+    def evaluate(self, server_round, parameters):
         return None
 
 

@@ -81,7 +81,7 @@ def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Messag
     else a failure (``CLIENT_FAILURE_CODE``: a dropout, named even in hello)."""
     try:
         return call_next(msg, ctxt)
-    except Exception as error:  # noqa: BLE001 - every failure of this client is reported
+    except Exception as error:
         return Message(site_error(msg, ctxt, error), reply_to=msg)
 
 

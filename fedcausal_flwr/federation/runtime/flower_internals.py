@@ -114,7 +114,7 @@ class TrackedSecAggPlusWorkflow(SecAggPlusWorkflow):
 
     last_state: Any = None
 
-    def setup_stage(self, grid, context, state):  # noqa: D102
+    def setup_stage(self, grid, context, state):
         self.last_state = state
         return super().setup_stage(grid, context, state)
 

@@ -82,7 +82,7 @@ class LocalGrid(Grid):
     def run(self) -> Any:
         return self._run
 
-    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):  # noqa: D102
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
         return Message(
             content, dst_node_id=dst_node_id, message_type=message_type, group_id=group_id, ttl=ttl
         )
@@ -133,7 +133,7 @@ class LocalGrid(Grid):
         try:
             reply = self.client_app(incoming, context)
             self.contexts[node] = context
-        except Exception as ex:  # noqa: BLE001 - every ClientApp failure becomes an error reply
+        except Exception as ex:
             reason = client_app_error_reason(ex)
             logger.debug("node %s raised %s", node, reason, exc_info=ex)
             reply = Message(
