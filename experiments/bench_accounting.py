@@ -42,40 +42,17 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.experiments.profiling import CallClock
 from fedcausal_flwr.stats import pld
 
 DELTA = 1e-6
-
-
-class PLDClock:
-    """Times every call of :func:`~fedcausal_flwr.stats.pld.pld_epsilon` (its callers import it
-    at call time, so replacing the module's attribute reaches them all)."""
-
-    def __init__(self) -> None:
-        self.seconds, self.calls = 0.0, 0
-        self._original = pld.pld_epsilon
-
-    def __enter__(self) -> PLDClock:
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return self._original(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-                self.calls += 1
-
-        pld.pld_epsilon = timed
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pld.pld_epsilon = self._original
 
 
 def server_part(frames, epsilon: float, seed: int) -> dict:
     start = time.perf_counter()
     fedcausal_flwr.run("fedpc", data=frames)
     exact = time.perf_counter() - start
-    with PLDClock() as clock:
+    with CallClock(pld, "pld_epsilon") as clock:
         start = time.perf_counter()
         result = fedcausal_flwr.run(
             "fedpc", data=frames, dp="central", dp_epsilon=epsilon, dp_noise_seed=seed
@@ -108,7 +85,8 @@ def site_part(frames, epsilon: float, seed: int, folder: Path) -> dict:
             nodes.append({"partition-id": k, "data-path": str(path), **identities[k], **policy})
         config = {"num-clients": len(nodes), "method": "fedpc", "options": options,
                   "result-path": f"{label.replace(' ', '-')}.json"}  # fmt: skip
-        with PLDClock() as clock, contextlib.redirect_stdout(io.StringIO()):  # its progress
+        quiet = contextlib.redirect_stdout(io.StringIO())  # the run's progress lines
+        with CallClock(pld, "pld_epsilon") as clock, quiet:
             start = time.perf_counter()
             run_local(flwr_app.server_app, flwr_app.client_app, len(nodes), config, nodes)
             walls[label] = (time.perf_counter() - start, clock.seconds, clock.calls)

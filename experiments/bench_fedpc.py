@@ -57,7 +57,11 @@ from fedcausal_flwr.data import (  # noqa: E402
     split_iid,
 )
 from fedcausal_flwr.discovery.pc import pc  # noqa: E402
-from fedcausal_flwr.experiments.profiling import counting_limit, stage_totals  # noqa: E402
+from fedcausal_flwr.experiments.profiling import (  # noqa: E402
+    CallClock,
+    counting_limit,
+    stage_totals,
+)
 from fedcausal_flwr.graphs import Graph  # noqa: E402
 from fedcausal_flwr.result import Result  # noqa: E402
 from fedcausal_flwr.stats.contingency import count_tables, make_layout  # noqa: E402
@@ -68,30 +72,6 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     value = fn()
     return time.perf_counter() - start, value
-
-
-class CheckTimer:
-    """Seconds spent in the hello report (column read, checks, fingerprint) while installed."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.calls = 0
-        self._report = inputs._frame_report
-
-    def __enter__(self) -> CheckTimer:
-        def timed_report(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return self._report(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-                self.calls += 1
-
-        inputs._frame_report = timed_report
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        inputs._frame_report = self._report
 
 
 def profile_table(pooled: pd.DataFrame, args: argparse.Namespace) -> list[tuple[str, float]]:
@@ -174,7 +154,8 @@ def main() -> None:
     # ---------------------------------------------------------------- (a) in-process
     run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")  # warm-up
     run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")  # warm: imports, caches
-    with CheckTimer() as checks:
+    # the hello report: column read, checks, fingerprint
+    with CallClock(inputs, "_frame_report") as checks:
         fed_runs = [
             run_fedpc(pooled, args.clients, args.seed, args.alpha, "inprocess")
             for _ in range(args.repeats)

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.stats.privacy import turning_point
+
 #: the PLDs' discretisation interval (the library's default): one for every release, so any
 #: two compose. Against 1e-5, a release of 666 tables at variance 732 states epsilon 4e-6 more
 #: (20,000 tables: 8e-5) and costs a tenth (0.05 s against 0.66 s to build).
@@ -217,13 +219,7 @@ def gaussian_epsilon(rho: float, delta: float) -> float:
         return math.inf
     if gaussian_delta(rho, 0.0) <= delta:
         return 0.0
-    low, high = 0.0, 1.0
-    while gaussian_delta(rho, high) > delta:
-        low, high = high, 2 * high
-    while high - low > 1e-12 * high:
-        middle = (low + high) / 2
-        low, high = (middle, high) if gaussian_delta(rho, middle) > delta else (low, middle)
-    return high
+    return turning_point(lambda epsilon: gaussian_delta(rho, epsilon) > delta)[1]
 
 
 def gaussian_rho_for(epsilon: float, delta: float) -> float:
@@ -233,10 +229,4 @@ def gaussian_rho_for(epsilon: float, delta: float) -> float:
         raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
     if math.isinf(epsilon):
         return math.inf
-    low, high = 0.0, 1.0
-    while gaussian_delta(high, epsilon) <= delta:
-        low, high = high, 2 * high
-    while high - low > 1e-12 * high:
-        middle = (low + high) / 2
-        low, high = (middle, high) if gaussian_delta(middle, epsilon) <= delta else (low, middle)
-    return low
+    return turning_point(lambda rho: gaussian_delta(rho, epsilon) <= delta)[0]

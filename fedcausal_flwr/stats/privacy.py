@@ -33,6 +33,7 @@ Flower-free (numpy only). The sampler follows the paper's rejection from a discr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -77,20 +78,27 @@ def epsilon_of(rho: float, delta: float) -> float:
 
 
 def rho_for(epsilon: float, delta: float) -> float:
-    """The largest zCDP ``rho`` whose :func:`epsilon_of` is within the target (bisection to one
-    part in 10^12, from below), less one part in 10^9 so that a sum of releases, rounded, never
-    states more than the target."""
+    """The largest zCDP ``rho`` whose :func:`epsilon_of` is within the target, less one part in
+    10^9 so that a sum of releases, rounded, never states more than the target."""
     if not epsilon > 0 or not 0 < delta < 1:
         raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
     if math.isinf(epsilon):
         return math.inf
+    low, _ = turning_point(lambda rho: epsilon_of(rho, delta) <= epsilon)
+    return low * (1 - 1e-9)
+
+
+def turning_point(holds: Callable[[float], bool]) -> tuple[float, float]:
+    """``(low, high)`` around where ``holds`` (true from 0 up to some point, false beyond it)
+    turns false, to one part in 10^12: ``holds(low)`` and not ``holds(high)``, by doubling and
+    then bisection."""
     low, high = 0.0, 1.0
-    while epsilon_of(high, delta) <= epsilon:
+    while holds(high):
         low, high = high, 2 * high
     while high - low > 1e-12 * high:
         middle = (low + high) / 2
-        low, high = (middle, high) if epsilon_of(middle, delta) <= epsilon else (low, middle)
-    return low * (1 - 1e-9)
+        low, high = (middle, high) if holds(middle) else (low, middle)
+    return low, high
 
 
 def noise_variance(rho: float, sensitivity_squared: float) -> float:
