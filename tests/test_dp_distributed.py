@@ -23,12 +23,12 @@ from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
 from fedcausal_flwr.protocols.records import PrivacyCharge
-from fedcausal_flwr.stats.pld import gaussian_rho_for
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     budget_epsilon,
     distributed_rho,
     distributed_variance,
+    gaussian_rho_for,
     recompute,
     sum_tau,
 )

@@ -10,8 +10,7 @@ import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.options import OptionError
-from fedcausal_flwr.stats.pld import gaussian_rho_for
-from fedcausal_flwr.stats.privacy import epsilon_of, recompute
+from fedcausal_flwr.stats.privacy import epsilon_of, gaussian_rho_for, recompute
 
 
 @pytest.fixture(scope="module")

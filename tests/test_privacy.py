@@ -8,12 +8,13 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_module
 from scipy import stats
 
-from fedcausal_flwr.stats.pld import gaussian_epsilon, gaussian_rho_for
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     discrete_gaussian,
     distributed_rho,
     epsilon_of,
+    gaussian_epsilon,
+    gaussian_rho_for,
     noise_variance,
     recompute,
     rho_for,

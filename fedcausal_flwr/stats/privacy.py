@@ -101,6 +101,50 @@ def turning_point(holds: Callable[[float], bool]) -> tuple[float, float]:
     return low, high
 
 
+def _log_normal_tail(x: float) -> float:
+    """``log P(N(0, 1) > x)``, finite far into the tail (an asymptotic series where erfc
+    underflows)."""
+    if x < 25:
+        return math.log(0.5 * math.erfc(x / math.sqrt(2)))
+    inverse = 1 / (x * x)
+    series = 1 - inverse + 3 * inverse**2 - 15 * inverse**3 + 105 * inverse**4
+    return -0.5 * x * x - math.log(x * math.sqrt(2 * math.pi)) + math.log(series)
+
+
+def gaussian_delta(rho: float, epsilon: float) -> float:
+    """``delta`` at ``epsilon`` of a Gaussian mechanism with ``mu^2 = 2 rho`` (sensitivity over
+    noise; composed Gaussians add their ``mu^2``): ``Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 -
+    eps/mu)`` (Balle and Wang, Theorem 8)."""
+    if rho <= 0:
+        return 0.0
+    mu = math.sqrt(2 * rho)
+    first = math.exp(_log_normal_tail(epsilon / mu - mu / 2))
+    second = math.exp(epsilon + _log_normal_tail(epsilon / mu + mu / 2))
+    return max(first - second, 0.0)
+
+
+def gaussian_epsilon(rho: float, delta: float) -> float:
+    """The smallest ``epsilon`` at which a Gaussian of ``mu^2 = 2 rho`` has ``delta``
+    (bisection to one part in 10^12; 0 if it has at most ``delta`` at 0)."""
+    if not 0 < delta < 1 or rho < 0:
+        raise ValueError(f"need rho >= 0 and 0 < delta < 1, got {rho}, {delta}")
+    if math.isinf(rho):
+        return math.inf
+    if gaussian_delta(rho, 0.0) <= delta:
+        return 0.0
+    return turning_point(lambda epsilon: gaussian_delta(rho, epsilon) > delta)[1]
+
+
+def gaussian_rho_for(epsilon: float, delta: float) -> float:
+    """The largest ``rho`` (``mu^2 / 2``) whose Gaussian has ``delta`` at ``epsilon``: a run's
+    budget in the currency it plans its noise in (bisection to one part in 10^12, from below)."""
+    if not epsilon > 0 or not 0 < delta < 1:
+        raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
+    if math.isinf(epsilon):
+        return math.inf
+    return turning_point(lambda rho: gaussian_delta(rho, epsilon) <= delta)[0]
+
+
 def noise_variance(rho: float, sensitivity_squared: float) -> float:
     """``sigma^2`` that makes a release of squared L2 sensitivity ``sensitivity_squared``
     ``rho``-zCDP: ``sensitivity_squared / (2 rho)`` (0 when ``rho`` is infinite: no noise)."""
@@ -263,8 +307,6 @@ class PrivacyAccountant:
         if self.planned is not None and self.planned < 1:
             raise ValueError(f"planned batches must be >= 1, got {self.planned}")
         if self.tight and math.isfinite(self.epsilon):
-            from fedcausal_flwr.stats.pld import gaussian_rho_for
-
             self.target_rho = gaussian_rho_for(self.epsilon, self.delta)
         else:
             self.target_rho = rho_for(self.epsilon, self.delta)
@@ -440,7 +482,7 @@ def budget_epsilon(
     loose = epsilon_of(rho, delta)
     if loose <= within:
         return loose
-    from fedcausal_flwr.stats.pld import gaussian_epsilon, pld_epsilon
+    from fedcausal_flwr.stats.pld import pld_epsilon
 
     if not releases:  # a plan alone: the Gaussian's exact curve
         return gaussian_epsilon(planned_rho, delta)
