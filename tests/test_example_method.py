@@ -42,3 +42,34 @@ def test_the_example_equals_fedpc_at_depth_zero(monkeypatch):
 def test_the_example_is_two_files_under_200_lines():
     sizes = {p.name: len(p.read_text().splitlines()) for p in EXAMPLE.glob("*.py")}
     assert sum(n for name, n in sizes.items() if name != "__init__.py") < 200, sizes
+
+
+def test_the_guides_line_counts_are_the_files():
+    """docs/adding-a-method.md quotes what a method costs in lines: each count is its files'."""
+    import re
+
+    guide = (REPO / "docs" / "adding-a-method.md").read_text()
+
+    def lines(*paths: str) -> int:
+        return sum(len((REPO / p).read_text().splitlines()) for p in paths)
+
+    def method(name: str) -> tuple[str, ...]:
+        return f"strategies/{name}.py", f"clients/{name}.py"
+
+    def protocols(name: str) -> str:
+        return f"fedcausal_flwr/protocols/{name}.py"
+
+    quoted = {
+        r"\(two files, (\d+) lines\)": lines("examples/marginal_skeleton/strategy.py",
+                                              "examples/marginal_skeleton/client.py"),
+        r"RFCD (\d+);": lines(*method("rfcd"), protocols("rfcd")),
+        r"Fisher-z (\d+);": lines(*method("fedpc"), protocols("fedpc")),
+        r"TPSS (\d+);": lines(*method("tpss"), protocols("tpss")),
+        r"voting FedPC (\d+) on top": lines(*method("fedpc_vote")),
+        r"layer vote \((\d+)\)": lines("strategies/layer_vote.py"),
+        r"This guide: (\d+) lines": len(guide.splitlines()),
+    }  # fmt: skip
+    for pattern, count in quoted.items():
+        found = re.search(pattern, guide)
+        assert found, pattern
+        assert int(found.group(1)) == count, (pattern, count)
