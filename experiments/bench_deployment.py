@@ -46,7 +46,8 @@ import pandas as pd
 
 import fedcausal_flwr
 from fedcausal_flwr.data import load_network, split_iid
-from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment, descendants
+from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
+from fedcausal_flwr.processes import descendants
 
 TARGET_STOCK_S = 5.0
 TARGET_TUNED_S = 2.0

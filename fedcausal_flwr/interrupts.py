@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
+from fedcausal_flwr.processes import descendants, end_processes
+
 #: the shell's convention: 128 + the signal's number
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 #: seconds the orderly path has before the process leaves without it
@@ -49,15 +51,12 @@ class Interrupted(KeyboardInterrupt):
 
 def children() -> set[int]:
     """Every process below this one (from /proc)."""
-    from fedcausal_flwr.federation.deployment.local_deployment import descendants
-
     return set(descendants(os.getpid()))
 
 
 def end_children(grace: float = 1.0, spare: Collection[int] = ()) -> list[int]:
     """End every process below this one but ``spare`` (worker processes, Ray's services and
     workers): what a run started must not outlive it. Returns the PIDs signalled."""
-    from fedcausal_flwr.federation.deployment.local_deployment import end_processes
 
     found = sorted(children() - set(spare))
     if not found:

@@ -37,7 +37,7 @@ FLOWER_FREE = (
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
     ("fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes",
-     "fedcausal_flwr.progress"),
+     "fedcausal_flwr.progress", "fedcausal_flwr.processes"),
     ("fedcausal_flwr.graphs", "fedcausal_flwr.data", "fedcausal_flwr.stats",
      "fedcausal_flwr.metrics", "fedcausal_flwr.result", "fedcausal_flwr.evidence",
      "fedcausal_flwr.outputs",

@@ -24,8 +24,8 @@ import fedcausal_flwr.compare as compare_module
 import fedcausal_flwr.plots as plots_module
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.compare import compare
-from fedcausal_flwr.federation.deployment.local_deployment import descendants, processes_with_env
 from fedcausal_flwr.outputs import reason
+from fedcausal_flwr.processes import descendants, processes_with_env
 
 MARK = "FEDCAUSAL_COMPARE_KILL_TEST"
 SWEEP = dict(methods=["fedpc", "pc-vote"], networks=["asia"], samples=300, clients=[2],

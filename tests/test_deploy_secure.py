@@ -50,15 +50,12 @@ from fedcausal_flwr.federation.deployment.local_deployment import (
     NO_PHONING_OUT,
     LocalDeployment,
     SiteSecurity,
-    _alive,
-    descendants,
-    end_processes,
     explain_supernode_failure,
     free_port,
-    process_environment,
 )
 from fedcausal_flwr.federation.deployment.localhost import APP_DIR, FEDERATION_FILE, write_app
 from fedcausal_flwr.options import parse_assignments
+from fedcausal_flwr.processes import alive, descendants, end_processes, process_environment
 from fedcausal_flwr.result import Result
 from tests.test_iod_federated import fig1_sites
 
@@ -276,7 +273,7 @@ def federation(tmp_path_factory):
         pids = [int(p) for p in re.findall(r"\d+", down.stdout.split("ended pids", 1)[-1])]
         assert set(recorded) <= set(pids), (recorded, down.stdout)
         gone = [*pids, *ended]
-        assert not [p for p in gone if _alive(p)]
+        assert not [p for p in gone if alive(p)]
         assert not state_file.exists()
 
 
@@ -376,9 +373,9 @@ def test_tls_and_authentication_fedpc_on_registered_sites_refuses_the_others(fed
 
     # nothing the command started (nor what those processes started) phones out
     recorded = fed.state["pids"]
-    alive = [p for p in recorded if _alive(p)]
-    assert len(alive) == len(recorded), "a process of the federation ended early"
-    for pid in [*alive, *(c for p in alive for c in descendants(p))]:
+    running = [p for p in recorded if alive(p)]
+    assert len(running) == len(recorded), "a process of the federation ended early"
+    for pid in [*running, *(c for p in running for c in descendants(p))]:
         assert env_is_offline(pid), pid
 
 

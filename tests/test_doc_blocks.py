@@ -32,12 +32,8 @@ import pytest
 
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.environment import NO_PHONING_OUT
-from fedcausal_flwr.federation.deployment.local_deployment import (
-    _alive,
-    end_processes,
-    free_port,
-    processes_with_env,
-)
+from fedcausal_flwr.federation.deployment.local_deployment import free_port
+from fedcausal_flwr.processes import alive, end_processes, processes_with_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
@@ -221,7 +217,7 @@ def run_command(command: str, where: str, folder: Path, env: dict[str, str]) -> 
                               capture_output=True, text=True, timeout=300)  # fmt: skip
     finally:
         ended = end_processes(processes_with_env("FLWR_HOME", home))
-    assert not [p for p in ended if _alive(p)]
+    assert not [p for p in ended if alive(p)]
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{where}: {command}\n{output[-3000:]}"
     assert "Traceback" not in output, f"{where}: {command}\n{output[-3000:]}"

@@ -39,15 +39,17 @@ from fedcausal_flwr.federation.deployment import tuned_supernode
 from fedcausal_flwr.federation.deployment.local_deployment import (
     NO_PHONING_OUT,
     LocalDeployment,
-    _alive,
-    descendants,
-    end_processes,
     free_port,
-    process_environment,
-    processes_with_env,
 )
 from fedcausal_flwr.federation.deployment.warm_executor import Stop, WarmExecutor
 from fedcausal_flwr.federation.runtime import flower_internals
+from fedcausal_flwr.processes import (
+    alive,
+    descendants,
+    end_processes,
+    process_environment,
+    processes_with_env,
+)
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -132,7 +134,7 @@ def assert_nothing_phones_out(deployment: LocalDeployment) -> int:
     for pid in started:
         env = deployment.environments[pid]
         assert {k: env.get(k) for k in NO_PHONING_OUT} == NO_PHONING_OUT, pid
-    live = [p for pid in started for p in (pid, *descendants(pid)) if _alive(p)]
+    live = [p for pid in started for p in (pid, *descendants(pid)) if alive(p)]
     for pid in live:
         env = process_environment(pid)
         if env:  # {}: it ended meanwhile
@@ -217,8 +219,8 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     assert dropout.graph == pooled_pc([frames[0], frames[2]]).graph
     # every process we started (and everything it spawned) is gone
     assert deployment.stopped_pids
-    assert not [p for p in deployment.stopped_pids if _alive(p)]
-    assert not any(descendants(p) for p in deployment.stopped_pids if _alive(p))
+    assert not [p for p in deployment.stopped_pids if alive(p)]
+    assert not any(descendants(p) for p in deployment.stopped_pids if alive(p))
 
 
 @pytest.mark.slow
@@ -240,7 +242,7 @@ def test_stock_deployment_runs_fedpc(tmp_path):
         assert assert_nothing_phones_out(deployment) >= 7
     finally:
         deployment.stop()
-    assert not [p for p in deployment.stopped_pids if _alive(p)]
+    assert not [p for p in deployment.stopped_pids if alive(p)]
     local = fedcausal_flwr.run("fedpc", data=frames)
     assert result.graph == local.graph and result.rounds == local.rounds
     assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
@@ -399,7 +401,7 @@ def test_flwr_run_on_flowers_default_local_simulation_as_the_page_says(tmp_path)
         spawned = processes_with_env("FLWR_HOME", str(home))
         ended = end_processes(spawned)
     assert spawned, "flwr run started no local SuperLink"
-    assert not [p for p in ended if _alive(p)]
+    assert not [p for p in ended if alive(p)]
     assert len(outputs) == 2
     assert "2 SuperNode(s) connected; running with all of them" in outputs[0], outputs[0][-3000:]
     fedpc = Result.load(results / "fedpc-asia.json")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcausal_flwr.federation.deployment.local_deployment import descendants, processes_with_env
+from fedcausal_flwr.processes import descendants, processes_with_env
 
 MARK = "FEDCAUSAL_INTERRUPT_TEST"
 #: alarm with many rows and clients: fedci-pc's second round (GLM fits) takes tens of seconds

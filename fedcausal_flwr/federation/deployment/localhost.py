@@ -372,11 +372,7 @@ def _wait(deployment: Any, workdir: Path) -> int:
 
 
 def federation_down(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.federation.deployment.local_deployment import (
-        _alive,
-        end_processes,
-        process_environment,
-    )
+    from fedcausal_flwr.processes import alive, end_processes, process_environment
 
     workdir = Path(args.workdir).resolve()
     state_file = workdir / FEDERATION_FILE
@@ -394,7 +390,7 @@ def federation_down(args: argparse.Namespace) -> int:
     # a foreground `up` whose processes just ended removes the file itself, maybe first
     state_file.unlink(missing_ok=True)
     deadline = time.monotonic() + 10.0  # SIGKILLed processes take a moment to go
-    while (left := [p for p in ended if _alive(p)]) and time.monotonic() < deadline:
+    while (left := [p for p in ended if alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     print(
         f"federation down: ended pids {' '.join(map(str, ended)) or '(none were running)'}"
