@@ -37,7 +37,8 @@ HELLO = "hello"
 #: built-in action of the federated bootstrap: several requests, each on one resample of the rows
 BOOTSTRAP = "bootstrap"
 SUMMED = -1  # Reply.client of an aggregated (summed) reply
-UNKNOWN_CLIENT = -1  # ProtocolError.client when the site does not know its partition id
+UNKNOWN_CLIENT = -2  # ProtocolError.client when the site does not know its partition id
+# (not SUMMED's value: an error can never read as a sum's, nor a sum's as an unknown site's)
 MODULUS_RANGE = 2**32
 MAX_CLIP = 2**30 - 1  # SecAgg+ quantizes into int32, so 2C must stay below 2**31
 
