@@ -14,6 +14,7 @@ from flwr.common import ndarrays_to_parameters
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.core.messages import (
     REFUSAL_CODE,
+    UNKNOWN_CLIENT,
     ClientProtocolError,
     Failure,
     FederationError,
@@ -273,7 +274,7 @@ def test_secure_vector_checks_and_error_parsing():
     refusal = Failure(REFUSAL_CODE, encode_refusal(ProtocolError(4, "bad thing")))
     assert refusal.refusal == (4, "bad thing")
     assert Failure(2, "<class 'x.ProtocolError'>:<'ProtocolError[client=4]: bad'>").refusal is None
-    assert decode_client_error(REFUSAL_CODE, "not json") == (-1, "not json")
+    assert decode_client_error(REFUSAL_CODE, "not json") == (UNKNOWN_CLIENT, "not json")
 
 
 # ----------------------------------------------------------------------------- determinism
