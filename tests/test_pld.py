@@ -84,6 +84,10 @@ def test_distributed_shares_sum_to_their_exact_mass_and_cost_what_the_central_no
 def test_what_has_no_pld_says_so():
     assert pld_epsilon([], DELTA) == 0.0
     assert pld_epsilon([{"tables": 10, "variance": 0.0}], DELTA) == math.inf
+    # shares so small that their sum is 0 in floating point protect nothing either (a forged
+    # charge a site counts must not break its check)
+    tiny = {"tables": 3, "variance": 1e-9, "shares": 1, "share_variance": 1e-9, "cells": 12}
+    assert pld_epsilon([tiny], DELTA) == math.inf
     lattice = {"tables": 4, "variance": 90.0, "sensitivity2": 40.0, "resolution": 0.01}
     assert pld_epsilon([{"tables": 10, "variance": 50.0}, lattice], DELTA) is None
     with pytest.raises(ValueError, match="delta"):

@@ -44,10 +44,12 @@ DISCRETISATION = 1e-4
 TRUNCATION_SIGMAS = 11.6
 
 
+@lru_cache(maxsize=64)
 def summed_shares_pmf(share_variance: float, shares: int) -> tuple[int, np.ndarray]:
     """The probability mass function of a sum of ``shares`` independent discrete Gaussians of
     parameter ``share_variance``, each truncated at 11.6 of its sigmas (mass under 1e-30): its
-    smallest value and the masses from there on (positive, adding to one)."""
+    smallest value and the masses from there on (positive, adding to one; read-only, as it is
+    cached)."""
     reach = math.ceil(TRUNCATION_SIGMAS * math.sqrt(share_variance))
     values = np.arange(-reach, reach + 1, dtype=np.float64)
     one = np.exp(-0.5 * values * values / share_variance)
@@ -56,8 +58,9 @@ def summed_shares_pmf(share_variance: float, shares: int) -> tuple[int, np.ndarr
     for _ in range(shares - 1):  # direct sums of positive terms: no FFT noise in the tails
         mass = np.convolve(mass, one)
     kept = np.flatnonzero(mass > mass.max() * 1e-280)  # log-finite: the library takes logs
-    mass = mass[kept[0] : kept[-1] + 1]
-    return int(kept[0]) - reach * shares, mass / mass.sum()
+    mass = mass[kept[0] : kept[-1] + 1] / mass[kept[0] : kept[-1] + 1].sum()
+    mass.setflags(write=False)
+    return int(kept[0]) - reach * shares, mass
 
 
 def _pld_module():
@@ -102,7 +105,8 @@ def _connect_dots(first: int, mass: np.ndarray):
     upper_sum = np.concatenate([[0.0], np.cumsum(upper_mass)])[above]
     lower_sum = np.concatenate([[0.0], np.cumsum(lower_mass)])[above]
     deltas = np.clip(infinite + upper_sum - np.exp(epsilons) * lower_sum, 0.0, 1.0)
-    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(DISCRETISATION, rounded, deltas)
+    with np.errstate(over="ignore"):  # the library's expm1 of far-apart losses: inf, as meant
+        pmf = pld_pmf.create_pmf_pessimistic_connect_dots(DISCRETISATION, rounded, deltas)
     return _pld_module().PrivacyLossDistribution(pmf)
 
 
@@ -171,7 +175,7 @@ def pld_epsilon(
     groups = grouped(releases)
     if groups is None:
         return None
-    if any(not key[0] > 0 for key, _ in groups) or math.isinf(gaussian_rho):
+    if any(_noiseless(key) for key, _ in groups) or math.isinf(gaussian_rho):
         return math.inf
     if gaussian_rho > 0:  # sensitivity 1, sigma = 1 / mu
         planned = _pld_module().from_gaussian_mechanism(
@@ -180,6 +184,13 @@ def pld_epsilon(
         composed = _composed(groups).compose(planned) if groups else planned
         return float(composed.get_epsilon_for_delta(delta))
     return _epsilon_of(groups, delta) if groups else 0.0
+
+
+def _noiseless(key: CellKey) -> bool:
+    """No noise on a cell, or shares so small that their sum is one value (all its mass at 0
+    within floating point): a release that protects nothing (epsilon inf)."""
+    noise, shares = key
+    return not noise > 0 or (shares is not None and summed_shares_pmf(noise, shares)[1].size < 2)
 
 
 @lru_cache(maxsize=256)
