@@ -106,8 +106,8 @@ def privacy_line(charges: list[dict[str, Any]]) -> str:
     counts its budget (the releases' composed PLDs; zCDP for lattice releases), and their zCDP
     ``rho`` (no noise on one of them: no bound)."""
     delta = float(charges[0].get("delta") or 1e-6)
-    releases = [counted_release(c) for c in charges]
-    if any(c.get("rho") is None for c in charges) or None in releases:
+    releases = [r for r in map(counted_release, charges) if r is not None]
+    if len(releases) < len(charges):  # one without noise (or unreadable)
         return f"  privacy: {len(charges)} release(s), one without noise: no bound"
     rho = math.fsum(float(c["rho"]) for c in charges)
     central = sum(1 for c in charges if c.get("shares") is None)
@@ -116,7 +116,7 @@ def privacy_line(charges: list[dict[str, Any]]) -> str:
         if not central
         else f"{central} with noise the server states it adds (dp-allow-central: its word)"
     )
-    spent = release_epsilon([r for r in releases if r is not None], delta)
+    spent = release_epsilon(releases, delta)
     return (
         f"  privacy: {len(charges)} noisy release(s) ({whose}), epsilon {spent:.4g} at delta "
         f"{delta:g} (zCDP rho {rho:.4g})"

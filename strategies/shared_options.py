@@ -439,8 +439,8 @@ def _epsilon(value: Any) -> float:
 
 
 #: dp_batches none (FedPC/FedFCI's default): no even split and no depth cap (on ALARM x 100k x 10
-#: sites at epsilon 8, 0.954 of the uncapped exact run's adjacency F1, where an even split over 2
-#: depths kept 0.749; experiments/README.md)
+#: sites at epsilon 8, 0.957 of the uncapped exact run's adjacency F1, where an even split over 2
+#: depths kept 0.728; experiments/README.md)
 HALVING_MEANING = (
     "each depth spends half of the budget left, and the search goes as deep as it would without "
     "privacy"

@@ -126,15 +126,6 @@ def cell_key(release: Mapping[str, Any]) -> CellKey | None:
     return float(release["share_variance"]), int(shares)
 
 
-def release_pld(release: Mapping[str, Any]):
-    """The PLD of one release as the accountant lists it (``tables``, ``variance``; distributed:
-    ``shares`` and ``share_variance``), or None: a lattice release, or a noiseless one."""
-    key = cell_key(release)
-    if key is None or not key[0] > 0:
-        return None
-    return _group_pld(key, int(release["tables"]))
-
-
 @lru_cache(maxsize=256)
 def _group_pld(key: CellKey, tables: int):
     return _cell_pld(*key).self_compose(tables)

@@ -88,14 +88,15 @@ def rho_for(epsilon: float, delta: float) -> float:
     return low * (1 - 1e-9)
 
 
-def turning_point(holds: Callable[[float], bool]) -> tuple[float, float]:
-    """``(low, high)`` around where ``holds`` (true from 0 up to some point, false beyond it)
-    turns false, to one part in 10^12: ``holds(low)`` and not ``holds(high)``, by doubling and
-    then bisection."""
-    low, high = 0.0, 1.0
+def turning_point(
+    holds: Callable[[float], bool], low: float = 0.0, high: float = 1.0, tolerance: float = 1e-12
+) -> tuple[float, float]:
+    """``(low, high)`` around where ``holds`` (true from ``low`` up to some point, false beyond
+    it) turns false, to ``tolerance`` of ``high``: ``holds(low)`` and not ``holds(high)``, by
+    doubling ``high`` and then bisection."""
     while holds(high):
         low, high = high, 2 * high
-    while high - low > 1e-12 * high:
+    while high - low > tolerance * high:
         middle = (low + high) / 2
         low, high = (middle, high) if holds(middle) else (low, middle)
     return low, high
@@ -225,13 +226,8 @@ def distributed_variance(rho: float, tables: float, shares: int, cells: int) -> 
     low = max(plain, MIN_SHARE_VARIANCE * shares)
     if spent(low) <= rho:
         return low
-    high = 2 * low
-    while spent(high) > rho:  # spent falls toward T / (2 sigma^2) < rho: this ends
-        low, high = high, 2 * high
-    while high - low > 1e-6 * high:
-        middle = (low + high) / 2
-        low, high = (low, middle) if spent(middle) <= rho else (middle, high)
-    return high
+    # spent falls toward T / (2 sigma^2) < rho as sigma^2 grows: the search ends
+    return turning_point(lambda variance: spent(variance) > rho, low, 2 * low, 1e-6)[1]
 
 
 def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
@@ -414,7 +410,7 @@ class PrivacyAccountant:
     def spent_rho(self) -> float:
         return math.fsum(r["rho"] for r in self.releases)
 
-    def epsilon_of(self, releases: list[dict[str, Any]]) -> float:
+    def stated_epsilon(self, releases: list[dict[str, Any]]) -> float:
         """The ``epsilon`` at the run's ``delta`` of ``releases``, as the run states it."""
         if not self.noisy:
             return math.inf
@@ -444,7 +440,7 @@ class PrivacyAccountant:
             else f"an even share per batch, {self.planned} batches",
             "batches": self.batches,
             "rho": spent,
-            "epsilon": self.epsilon_of(self.releases),
+            "epsilon": self.stated_epsilon(self.releases),
             "zcdp_epsilon": epsilon_of(spent, self.delta) if self.noisy else math.inf,
             "per_batch": per_batch,
             "releases": list(self.releases),
