@@ -20,9 +20,8 @@ from fedcausal_flwr.discovery.layerwise import prune_depth
 from fedcausal_flwr.discovery.pc import PCResult, pc
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.knowledge import Knowledge
-from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
+from fedcausal_flwr.protocols.discrete import ComputedTests, DiscreteScope, LevelSets
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
-from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import (
     LOCAL_GRAPH,
     PRUNE,

@@ -24,7 +24,7 @@ from fedcausal_flwr.discovery.bootstrap import (
 )
 from fedcausal_flwr.discovery.score import BDeuScorer, hill_climb
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.protocols.discrete import HillClimbReply
+from fedcausal_flwr.protocols.discrete import ComputedTests, HillClimbReply
 from fedcausal_flwr.protocols.fedecd import (
     BOOTSTRAP_WEIGHTS,
     ORIENT,
@@ -32,7 +32,6 @@ from fedcausal_flwr.protocols.fedecd import (
     BootstrapWeightsRequest,
     OrientRequest,
 )
-from fedcausal_flwr.protocols.records import ComputedTests
 
 
 class FedECDClient(DiscreteClient):

@@ -5,7 +5,7 @@ Mirror of :mod:`fedcausal_flwr.strategies.fedlcs` (wire protocol:
 oracle (and its test cache) is remembered per data frame,
 like the table codes (:func:`~fedcausal_flwr.clients.base.cached_codes`), and scoped to the run (the
 server's ``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches)
-is computed once. The reply meta (:class:`~fedcausal_flwr.protocols.records.ComputedTests`) is the
+is computed once. The reply meta (:class:`~fedcausal_flwr.protocols.discrete.ComputedTests`) is the
 number of tests computed for this message. The baselines' client (:class:`LCSBaselineClient`) adds
 ``lcs_local`` (``fedlcs-local``: the whole search on the site's rows); ``raw_data``
 (``lcs-pooled``) it inherits. Requests are the records of :mod:`fedcausal_flwr.protocols.fedlcs`.
@@ -29,6 +29,7 @@ from fedcausal_flwr.discovery.lcs import (
     local_structure,
 )
 from fedcausal_flwr.federation.core.messages import ProtocolError
+from fedcausal_flwr.protocols.discrete import ComputedTests
 from fedcausal_flwr.protocols.fedlcs import (
     LCS_LOCAL,
     LCS_PRUNE,
@@ -38,7 +39,6 @@ from fedcausal_flwr.protocols.fedlcs import (
     LCSScope,
     LCSSepsetsRequest,
 )
-from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 
 _ORACLES = FrameCache()

@@ -24,6 +24,7 @@ from fedcausal_flwr.clients.base import (
     site_noise,
 )
 from fedcausal_flwr.federation.core.messages import ProtocolError
+from fedcausal_flwr.federation.core.records import PrivacyCharge
 from fedcausal_flwr.protocols.fedpc import (
     MARGINS,
     MOMENTS,
@@ -37,7 +38,6 @@ from fedcausal_flwr.protocols.fedpc import (
     TableRequest,
 )
 from fedcausal_flwr.protocols.queries import decode_queries
-from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.contingency import (
     TableLayout,
     TableTooLargeError,

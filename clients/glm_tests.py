@@ -26,6 +26,7 @@ from fedcausal_flwr.clients.base import (
 )
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.core.messages import ProtocolError
+from fedcausal_flwr.federation.core.records import PrivacyCharge
 from fedcausal_flwr.protocols.fedci import (
     GLM,
     LOCAL_LRT,
@@ -34,7 +35,6 @@ from fedcausal_flwr.protocols.fedci import (
     encode_fixed,
     model_from_row,
 )
-from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.glm import (
     ClientTable,
     ci_test_inprocess,

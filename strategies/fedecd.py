@@ -71,7 +71,7 @@ from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, 
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.graph import ARROW, Graph
 from fedcausal_flwr.options import Option
-from fedcausal_flwr.protocols.discrete import HillClimbReply
+from fedcausal_flwr.protocols.discrete import ComputedTests, HillClimbReply
 from fedcausal_flwr.protocols.fedecd import (
     BOOTSTRAP_WEIGHTS,
     DISCLOSURES,
@@ -79,7 +79,6 @@ from fedcausal_flwr.protocols.fedecd import (
     BootstrapWeightsRequest,
     OrientRequest,
 )
-from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import option_attributes

@@ -78,6 +78,7 @@ from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.sepsets import SEPSET_RULES
 from fedcausal_flwr.metrics import local_metrics
 from fedcausal_flwr.options import REQUIRED, Option, OptionSet
+from fedcausal_flwr.protocols.discrete import ComputedTests
 from fedcausal_flwr.protocols.fedlcs import (
     DISCLOSURES,
     LCS_LOCAL,
@@ -89,7 +90,6 @@ from fedcausal_flwr.protocols.fedlcs import (
     LCSPruneRequest,
     LCSSepsetsRequest,
 )
-from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import RAW_DATA, RawDataRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared

@@ -67,8 +67,8 @@ from fedcausal_flwr.graphs.colliders import ColliderOrientation
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.meek import orient_cpdag
 from fedcausal_flwr.options import Option
+from fedcausal_flwr.protocols.discrete import ComputedTests
 from fedcausal_flwr.protocols.queries import decode_queries
-from fedcausal_flwr.protocols.records import ComputedTests
 from fedcausal_flwr.protocols.voting import FEDPC_VOTE_DISCLOSURES, PRUNE
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared

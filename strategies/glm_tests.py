@@ -31,6 +31,7 @@ from fedcausal_flwr.federation.core.messages import (
     Reply,
     Request,
 )
+from fedcausal_flwr.federation.core.records import PrivacyCharge
 from fedcausal_flwr.options import Option, OptionError, OptionSet, content_only, say
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
@@ -43,7 +44,6 @@ from fedcausal_flwr.protocols.fedci import (
     digit_bits,
     model_row,
 )
-from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.glm import (
     SITE_EFFECTS,

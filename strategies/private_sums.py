@@ -3,9 +3,9 @@
 A strategy that sums statistics round by round inherits :class:`PrivateSumsStrategy`: one zCDP
 accountant per run (:mod:`fedcausal_flwr.stats.privacy`), the run's plan for ``hello``, each
 release's noise variance, the charge each request carries to the sites
-(:class:`~fedcausal_flwr.protocols.records.PrivacyCharge`), and each release, noised by the server
-(central) or already noised by the sites inside SecAgg+ (distributed: the server never holds a
-noiseless sum). Counts (FedPC/FedFCI's contingency tables) are integers as they are; real-valued
+(:class:`~fedcausal_flwr.federation.core.records.PrivacyCharge`), and each release, noised by the
+server (central) or already noised by the sites inside SecAgg+ (distributed: the server never holds
+a noiseless sum). Counts (FedPC/FedFCI's contingency tables) are integers as they are; real-valued
 blocks (fedCI's GLMs) are clipped row by row at the sites and rounded to a lattice of
 ``resolution`` before the noise, which is a discrete Gaussian on that lattice. Shared by the
 methods that sum statistics; no method owns it.
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner
+from fedcausal_flwr.federation.core.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.options import OptionError, say, spell
-from fedcausal_flwr.protocols.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     discrete_gaussian,

@@ -63,7 +63,7 @@ from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import Option
-from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.discrete import ComputedTests
 from fedcausal_flwr.protocols.voting import (
     CIT_VOTE_DISCLOSURES,
     GRAPH_VOTE_DISCLOSURES,

@@ -26,13 +26,13 @@ from fedcausal_flwr.federation.core.messages import (
     REFUSAL_CODE,
     to_json,
 )
+from fedcausal_flwr.federation.core.records import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.flower_internals import (
     fitins_to_recorddict,
     recorddict_to_fitres,
 )
 from fedcausal_flwr.federation.runtime.localgrid import LocalGrid
-from fedcausal_flwr.protocols.builtin import HELLO_MAX_LEVELS, HelloRequest
 
 
 @dataclass

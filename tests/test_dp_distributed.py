@@ -14,6 +14,7 @@ from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.federation.core import protocol
 from fedcausal_flwr.federation.core.messages import SitePolicyError
+from fedcausal_flwr.federation.core.records import PrivacyCharge
 from fedcausal_flwr.federation.core.site_guard import (
     PolicyRefusal,
     SiteGuard,
@@ -22,7 +23,6 @@ from fedcausal_flwr.federation.core.site_guard import (
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
-from fedcausal_flwr.protocols.records import PrivacyCharge
 from fedcausal_flwr.stats.privacy import (
     PrivacyAccountant,
     budget_epsilon,

@@ -113,8 +113,8 @@ def test_the_server_decodes_only_noisy_glm_sums(federation, monkeypatch):
     run without noise decodes there are the noiseless clipped sums; a noisy run's differ from
     them by noise of the planned variance (the sites' shares, in units of 2**-30)."""
     from fedcausal_flwr.federation.core import protocol
+    from fedcausal_flwr.federation.core.records import PrivacyCharge
     from fedcausal_flwr.protocols.fedci import GLM, GLMRequest, decode_fixed
-    from fedcausal_flwr.protocols.records import PrivacyCharge
 
     sites, schema = federation
     seen: dict[str, list] = {"inf": [], "noisy": []}
@@ -166,9 +166,9 @@ def test_private_fedci_options_are_checked_with_their_reasons(federation):
 
 
 def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
+    from fedcausal_flwr.federation.core.records import PrivacyCharge
     from fedcausal_flwr.federation.core.site_guard import SiteGuard
     from fedcausal_flwr.protocols.fedci import DISCLOSURES, GLM
-    from fedcausal_flwr.protocols.records import PrivacyCharge
     from fedcausal_flwr.stats.privacy import release_sensitivity2
 
     guard = SiteGuard("fedci-pc", DISCLOSURES, site=0)
@@ -183,8 +183,8 @@ def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
 def test_a_client_refuses_a_glm_charge_that_does_not_count_what_it_asks(mixed):
     from fedcausal_flwr.clients.glm_tests import GLMTestsClient
     from fedcausal_flwr.federation.core.messages import ProtocolError
+    from fedcausal_flwr.federation.core.records import PrivacyCharge
     from fedcausal_flwr.protocols.fedci import GLMRequest, model_row
-    from fedcausal_flwr.protocols.records import PrivacyCharge
 
     frame, schema = mixed
     model = GLMModel("b", ("c",), "none", (), ())

@@ -12,8 +12,8 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.federation.core.payloads import Payload
 from fedcausal_flwr.protocols.queries import decode_queries
-from fedcausal_flwr.protocols.records import Payload
 from fedcausal_flwr.stats.contingency import local_tables, make_layout
 
 PAIR_TABLES = "pair_tables"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedcausal_flwr.protocols.records import Payload
+from fedcausal_flwr.federation.core.payloads import Payload
 
 
 @dataclass(frozen=True)
@@ -41,3 +41,10 @@ class HillClimbReply(Payload):
 
     score_seconds: float = 0.0
     local_evaluations: int = 0
+
+
+@dataclass(frozen=True)
+class ComputedTests(Payload):
+    """Reply meta of an action that ran CI tests at the site: how many it computed."""
+
+    tests: int = 0

@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.protocols.discrete import DiscreteScope
-from fedcausal_flwr.protocols.records import ComputedTests
+from fedcausal_flwr.protocols.discrete import ComputedTests, DiscreteScope
 
 NEIGHBOURS = "neighbours"  # every variable's HITON-PC set + the client weight from its p-values
 LOCAL_DAG = "local_dag"  # the client's BDeu hill-climbing DAG inside the federated skeleton

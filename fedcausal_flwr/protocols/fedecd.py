@@ -26,7 +26,7 @@ action                 payload (record: keys) + arrays            reply (per cli
 
 ``BootstrapWeightsRequest.depth`` (the layer's conditioning-set size) travels as ``level``;
 ``bootstrap_weights`` replies one weight per broadcast pair, in their order, with meta
-:class:`~fedcausal_flwr.protocols.records.ComputedTests`; ``orient``'s meta is
+:class:`~fedcausal_flwr.protocols.discrete.ComputedTests`; ``orient``'s meta is
 :class:`fedcausal_flwr.protocols.discrete.HillClimbReply`; S* is the final voted skeleton.
 """
 
@@ -35,9 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.federation.core.payloads import wire
 from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
-from fedcausal_flwr.protocols.records import wire
 
 BOOTSTRAP_WEIGHTS = "bootstrap_weights"  # bootstrap mean independence evidence per removed edge
 ORIENT = "orient"  # the directions voted over the client's bootstrap BDeu searches

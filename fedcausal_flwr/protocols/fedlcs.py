@@ -34,7 +34,7 @@ action           methods       payload (record: keys)               reply (per c
 ===============  ============  ===================================  ========================  ======
 
 ``run_token`` travels as ``session`` (it scopes the client's test cache to the run). The meta
-``tests`` (:class:`~fedcausal_flwr.protocols.records.ComputedTests`) counts the CI tests the
+``tests`` (:class:`~fedcausal_flwr.protocols.discrete.ComputedTests`) counts the CI tests the
 client computed for the message. ``lcs_sepsets`` takes the subsets of U in
 ``itertools.combinations`` order; ``reveal_all`` is sent true with ``sep_rule="fisher"``.
 """
@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.federation.core.payloads import wire
 from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
-from fedcausal_flwr.protocols.records import wire
 
 LCS_PRUNE = "lcs_prune"  # one PCsimple layer of several candidate sets: keep flags
 LCS_SEPSETS = "lcs_sepsets"  # p-values of one level of the separating-set search (NaN if dependent)

@@ -32,7 +32,7 @@ partition order (deterministic float sums), the sparse tables merged exactly (in
 is the most table cells a client holds at once (dense tables; ``sparse_tables`` ignores it);
 ``sketch_length`` travels as ``l`` and ``clients`` (the K clients that share the expected counts
 ``E``) as ``k``. In a differentially private run (``dp=central``) each ``tables`` request also
-carries ``privacy``: its :class:`~fedcausal_flwr.protocols.records.PrivacyCharge` (mechanism,
+carries ``privacy``: its :class:`~fedcausal_flwr.federation.core.records.PrivacyCharge` (mechanism,
 tables, noise variance per cell, ``rho``, the run's target epsilon and delta), which each site logs
 with its reply; a run without it sends no ``privacy`` key.
 
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.protocols.records import Payload, optional, wire
+from fedcausal_flwr.federation.core.payloads import Payload, optional, wire
 from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)

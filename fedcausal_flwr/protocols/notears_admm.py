@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.federation.core.payloads import Payload
 from fedcausal_flwr.protocols.discrete import LevelSets
-from fedcausal_flwr.protocols.records import Payload
 
 LEVEL_COUNTS = "level_counts"  # summed counts of every level of the discrete columns
 ADMM_STEP = "admm_step"  # one ADMM iteration: the client's local subproblem on its own rows

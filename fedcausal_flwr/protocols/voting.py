@@ -46,8 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.federation.core.payloads import optional, wire
 from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
-from fedcausal_flwr.protocols.records import optional, wire
 
 LOCAL_GRAPH = "local_graph"  # the client's own PC/FCI graph (endpoint marks)
 PVALUES = "pvalues"  # the client's p-value of every query of a batch

@@ -54,11 +54,11 @@ from fedcausal_flwr.federation.core.messages import (
     Request,
 )
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+from fedcausal_flwr.federation.core.records import BootstrapPart, BootstrapRequest
 from fedcausal_flwr.federation.core.sums import plain_sum
 from fedcausal_flwr.graphs.frequency import edge_frequencies
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.options import Option, OptionSet, say, seed_option, spell
-from fedcausal_flwr.protocols.builtin import BootstrapPart, BootstrapRequest
 
 BOOTSTRAP_OPTION = Option(
     "bootstrap",

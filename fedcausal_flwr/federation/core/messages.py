@@ -62,7 +62,7 @@ class Request:
     """
 
     action: str
-    #: the JSON payload, or a typed record of it (:mod:`fedcausal_flwr.protocols.records`),
+    #: the JSON payload, or a typed record of it (:mod:`fedcausal_flwr.federation.core.payloads`),
     #: kept as the dict its ``encode()`` gives
     payload: Any = field(default_factory=dict)
     arrays: list[np.ndarray] = field(default_factory=list)

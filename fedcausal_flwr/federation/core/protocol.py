@@ -44,9 +44,9 @@ from fedcausal_flwr.federation.core.messages import (
     TooFewClientsError,
     secure_clip,
 )
+from fedcausal_flwr.federation.core.records import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.federation.core.site_policy import SEARCH_ENDING_KEYS
 from fedcausal_flwr.federation.core.sums import decode_secure_mean, plain_sum
-from fedcausal_flwr.protocols.builtin import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.result import Result
 
 
@@ -96,8 +96,8 @@ class ProtocolStrategy:
 
     def privacy_plan(self) -> dict[str, Any] | None:
         """What a differentially private run plans to spend at each site
-        (:class:`~fedcausal_flwr.protocols.records.PrivacyPlan`, encoded; sent with ``hello``).
-        None: the run adds no noise."""
+        (:class:`~fedcausal_flwr.federation.core.records.PrivacyPlan`, encoded; sent with
+        ``hello``). None: the run adds no noise."""
         return None
 
     def stop_search(self, refusal: str) -> bool:

@@ -37,6 +37,8 @@ from fedcausal_flwr.federation.core.messages import (
     ProtocolError,
     to_json,
 )
+from fedcausal_flwr.federation.core.payloads import MalformedPayload
+from fedcausal_flwr.federation.core.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.federation.core.run_binding import (
     HELLO_KEY,
     BindingStore,
@@ -64,7 +66,6 @@ from fedcausal_flwr.federation.core.site_policy import (
     SitePolicy,
     in_words,
 )
-from fedcausal_flwr.protocols.records import MalformedPayload, PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.stats.privacy import budget_epsilon, release_rho, release_sensitivity2
 
 #: the refusal key of an action the method does not declare (no policy can allow it)
