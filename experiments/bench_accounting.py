@@ -64,9 +64,9 @@ def server_part(frames, epsilon: float, seed: int) -> dict:
 
 
 def site_part(frames, epsilon: float, seed: int, folder: Path) -> dict:
+    from fedcausal_flwr import flwr_app
     from fedcausal_flwr.federation.core.site_identity import make_federation_keys
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
-    from fedcausal_flwr.federation.runtime import flwr_app
     from fedcausal_flwr.federation.runtime.localgrid import run_local
 
     names = [f"site-{k}" for k in range(len(frames))]

@@ -38,9 +38,9 @@ def main() -> None:
 
     from flwr.clientapp import ClientApp
 
+    from fedcausal_flwr import flwr_app
     from fedcausal_flwr.data.specs import sample_partition
     from fedcausal_flwr.federation.core.site_identity import make_federation_keys
-    from fedcausal_flwr.federation.runtime import flwr_app
     from fedcausal_flwr.federation.runtime.clientside import client_error_mod, secure_sum_mod
     from fedcausal_flwr.federation.runtime.localgrid import run_local
     from fedcausal_flwr.result import Result
@@ -107,7 +107,7 @@ def own_work(nodes: list, config: dict, repeats: int) -> float:
     time of the mods and client it calls): the part of the difference that is its work."""
     from flwr.clientapp import ClientApp
 
-    from fedcausal_flwr.federation.runtime import flwr_app
+    from fedcausal_flwr import flwr_app
     from fedcausal_flwr.federation.runtime.clientside import client_error_mod, secure_sum_mod
     from fedcausal_flwr.federation.runtime.localgrid import run_local
     from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod

@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
 
-    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.flwr_app import DEFAULT_RUN_CONFIG
 
     with tempfile.TemporaryDirectory(prefix="fedcausal-policy-") as tmp:
         work = Path(tmp)

@@ -559,7 +559,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from fedcausal_flwr.graphs.export import SUFFIXES, graph_text, write_graph
+    from fedcausal_flwr.graphs.export import SUFFIXES, graph_text
     from fedcausal_flwr.result import Result
 
     source = Path(args.result)
@@ -577,7 +577,7 @@ def _export(args: argparse.Namespace) -> int:
     outputs.check_file(out, where)
     failed = outputs.FailedWrites()
     with failed.attempt(where, f"the {args.fmt} file"):
-        write_graph(graph, out, args.fmt)
+        outputs.write_graph(graph, out, args.fmt)
     if where not in failed:
         print(f"{result.method}'s {graph.kind} ({graph.n_edges()} edges) written to {out}")
     return failed.report()
@@ -636,7 +636,7 @@ def _sample(args: argparse.Namespace) -> int:
 
 def _federation(args: argparse.Namespace) -> int:
     from fedcausal_flwr.federation.deployment.localhost import federation_command
-    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.flwr_app import DEFAULT_RUN_CONFIG
 
     outputs.check_federation(args)  # before anything starts
     return federation_command(args, DEFAULT_RUN_CONFIG)

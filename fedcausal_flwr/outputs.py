@@ -20,9 +20,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fedcausal_flwr.options import OptionError
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.graphs import Graph
 
 #: exit code of a command whose work was done and shown but whose file could not be written
 #: (usage errors found before any work are 2, as for every other bad option)
@@ -91,6 +94,15 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     A failure is an :class:`OutputError` naming ``path``."""
     content = text.encode("utf-8")
     return write_with(path, lambda handle: handle.write(content))
+
+
+def write_graph(graph: Graph, path: str | os.PathLike, fmt: str) -> Path:
+    """Write ``graph`` to ``path`` in ``fmt`` (one of
+    :data:`~fedcausal_flwr.graphs.export.EXPORT_FORMATS`), in one step: a failed write (an
+    :class:`OutputError`) leaves no half file."""
+    from fedcausal_flwr.graphs.export import graph_text
+
+    return write_text(path, graph_text(graph, fmt))
 
 
 def write_with(path: str | os.PathLike, writer: Callable[[BinaryIO], object]) -> Path:

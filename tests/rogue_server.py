@@ -14,6 +14,7 @@ import numpy as np
 from flwr.app import Message, MessageType
 from flwr.common import Code, FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.federation.core.messages import (
     HELLO,
     KEY_ACTION,
@@ -27,7 +28,6 @@ from fedcausal_flwr.federation.core.messages import (
     to_json,
 )
 from fedcausal_flwr.federation.core.records import HELLO_MAX_LEVELS, HelloRequest
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.flower_internals import (
     fitins_to_recorddict,
     recorddict_to_fitres,

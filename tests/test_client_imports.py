@@ -25,7 +25,7 @@ from flwr.app import Context, Message, RecordDict
 from flwr.common import ndarrays_to_parameters
 from flwr.common.typing import FitIns
 
-from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG, client_app
+from fedcausal_flwr.flwr_app import DEFAULT_RUN_CONFIG, client_app
 from fedcausal_flwr.federation.runtime.flower_internals import (
     fitins_to_recorddict, set_task_identity,
 )

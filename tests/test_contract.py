@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import fedcausal_flwr
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.cli import main, methods_markdown
 from fedcausal_flwr.compare import compare
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method, known_methods
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.options import REQUIRED, OptionError
 from fedcausal_flwr.result import Result

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_identity import make_federation_keys
@@ -34,9 +35,8 @@ from fedcausal_flwr.federation.deployment.localhost import (
     policy_refusal,
     run_command,
 )
-from fedcausal_flwr.federation.runtime import flwr_app
-from fedcausal_flwr.federation.runtime.flwr_app import merged_refusals
 from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.flwr_app import merged_refusals
 from fedcausal_flwr.result import Result
 
 SITES = 3

@@ -527,16 +527,14 @@ def test_a_bundle_carrying_code_is_refused_and_never_imported(federation, tmp_pa
     app = tmp_path / "fedcausal-app"
     app.mkdir()
     manifest = (federation.app / "pyproject.toml").read_text()
-    manifest = manifest.replace(
-        '"fedcausal_flwr.federation.runtime.flwr_app:client_app"', '"evil:client_app"'
-    )
+    manifest = manifest.replace('"fedcausal_flwr.flwr_app:client_app"', '"evil:client_app"')
     listed = 'fab-include = [\n    "pyproject.toml",\n'
     manifest = manifest.replace(listed, listed + '    "evil.py",\n')
     assert '"evil.py"' in manifest and '"evil:client_app"' in manifest
     (app / "pyproject.toml").write_text(manifest)
     (app / "evil.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
-        "from fedcausal_flwr.federation.runtime.flwr_app import client_app as installed\n"
+        "from fedcausal_flwr.flwr_app import client_app as installed\n"
         "client_app = installed\n"
     )
     federation.write_sites(site_frames("asia"))
@@ -640,14 +638,14 @@ def test_federation_command_checks_its_flags_and_files(tmp_path, capsys):
 def test_the_app_manifest_declares_the_app_settings(tmp_path):
     import tomllib
 
-    from fedcausal_flwr.federation.runtime.flwr_app import DEFAULT_RUN_CONFIG
+    from fedcausal_flwr.flwr_app import DEFAULT_RUN_CONFIG
 
     app = write_app(tmp_path / APP_DIR, DEFAULT_RUN_CONFIG)
     flwr = tomllib.loads((app / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert flwr["config"] == DEFAULT_RUN_CONFIG
     assert flwr["components"] == {
-        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
-        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
+        "serverapp": "fedcausal_flwr.flwr_app:server_app",
+        "clientapp": "fedcausal_flwr.flwr_app:client_app",
     }
     assert flwr["fab-include"] == ["pyproject.toml"]
 
@@ -677,7 +675,7 @@ def test_federation_up_prints_a_run_its_sites_accept(tmp_path):
     from types import SimpleNamespace
 
     from fedcausal_flwr.federation.deployment.localhost import run_command
-    from fedcausal_flwr.federation.runtime.flwr_app import resolve_run_config
+    from fedcausal_flwr.flwr_app import resolve_run_config
 
     deployment = SimpleNamespace(node_configs=[{}, {}, {}], flwr_home=tmp_path)
     command = run_command(deployment, tmp_path / "app", "fedpc", "alpha=0.05")

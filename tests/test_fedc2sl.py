@@ -267,7 +267,7 @@ def test_ray_engine_gives_the_inprocess_result():
 
 
 def test_flwr_run_config_can_score_against_the_network():
-    from fedcausal_flwr.federation.runtime.flwr_app import score
+    from fedcausal_flwr.flwr_app import score
 
     net = load_network("asia")
     parts = split_iid(net.sample(2_000, seed=9), 2, seed=0).clients

@@ -1,4 +1,4 @@
-"""The module-level apps used by ``flwr run`` (fedcausal_flwr.federation.runtime.flwr_app), run
+"""The module-level apps used by ``flwr run`` (fedcausal_flwr.flwr_app), run
 in-process."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.clients.base import ProtocolClient, action
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Request
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_protocol
 from fedcausal_flwr.result import Result
@@ -36,8 +36,8 @@ def allow_toy_plugin(monkeypatch):
 def test_pyproject_points_flower_at_the_apps_and_ships_no_code():
     flwr = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert flwr["components"] == {
-        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
-        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
+        "serverapp": "fedcausal_flwr.flwr_app:server_app",
+        "clientapp": "fedcausal_flwr.flwr_app:client_app",
     }
     # the FAB holds only pyproject.toml, so the installed package is never shadowed
     assert flwr["fab-include"] == ["pyproject.toml"]

@@ -23,9 +23,9 @@ from fedcausal_flwr.graphs.export import (
     to_causallearn_graph,
     to_dot,
     to_marked_networkx,
-    write_graph,
 )
 from fedcausal_flwr.graphs.graph import Graph
+from fedcausal_flwr.outputs import write_graph
 from fedcausal_flwr.result import Result
 
 NAMES = ["A", "B", "C", "D", "E"]

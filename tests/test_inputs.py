@@ -442,7 +442,7 @@ def test_the_server_checks_the_hello_reports_too(sites):
 
 
 def test_a_supernode_reads_its_file_with_the_same_reader(tmp_path, sites):
-    from fedcausal_flwr.federation.runtime import flwr_app
+    from fedcausal_flwr import flwr_app
 
     frames, _, write = sites
     semi = write("semi-site.csv", frames[0], sep=";")

@@ -21,11 +21,11 @@ from rogue_server import Outcome, RogueCoordinator
 from test_site_policy import write_sites
 
 import fedcausal_flwr
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.federation.core.site_policy import default_audit_log
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.protocols.fedpc import SPARSE_TABLES, TABLES, TableRequest
 from fedcausal_flwr.protocols.queries import encode_queries

@@ -25,7 +25,7 @@ import fedcausal_flwr
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.registry import get_method
-from fedcausal_flwr.federation.runtime.flwr_app import resolve_run_config
+from fedcausal_flwr.flwr_app import resolve_run_config
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.options import Option, OptionError, OptionSet
 from fedcausal_flwr.result import Result

@@ -19,6 +19,7 @@ from flwr.clientapp import ClientApp
 from rogue_secagg import RogueSecAgg
 
 import fedcausal_flwr
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.cli import main as cli_main
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.messages import REFUSAL_CODE, SitePolicyError
@@ -34,7 +35,6 @@ from fedcausal_flwr.federation.core.site_identity import (
     write_roster,
     write_site_key,
 )
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.clientside import (
     CLIENT_MODS,
     client_error_mod,

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from rogue_server import RogueCoordinator
 
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.columns import frame_columns
 from fedcausal_flwr.data.inputs import InputError
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.site_cache import DEFAULT_FOLDER, cache_folder, cached_read
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
-from fedcausal_flwr.federation.runtime import flwr_app
 
 SETTINGS = (None, False, False)  # data-sep, data-keep-index, missing values allowed
 

@@ -1,5 +1,5 @@
 """A site decides what leaves it: declared disclosures, site policy, audit log, and a coordinator
-that stays in its folders. Run through the deployment apps (``federation.runtime.flwr_app``) on
+that stays in its folders. Run through the deployment apps (``fedcausal_flwr.flwr_app``) on
 the in-process grid, where each node's config is a site's own ``--node-config``."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import fedcausal_flwr
+from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
@@ -29,7 +30,6 @@ from fedcausal_flwr.federation.core.site_policy import (
     SitePolicy,
     default_audit_log,
 )
-from fedcausal_flwr.federation.runtime import flwr_app
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.federation.runtime.workflow import make_server_app
 from fedcausal_flwr.protocols.fedpc import TABLES

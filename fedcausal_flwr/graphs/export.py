@@ -96,11 +96,11 @@ def edge_lines(graph: Graph) -> list[str]:
 
 def from_edge_lines(text: str, names: Sequence[str] | None = None, kind: str = "CPDAG") -> Graph:
     """Read :func:`edge_lines` (names from ``names``, else from the ``# KIND over nodes [...]``
-    line :func:`write_graph` puts first, else in order of appearance); names may contain spaces
+    line :func:`graph_text` puts first, else in order of appearance); names may contain spaces
     but not the marks' own ``-->``-style tokens."""
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
-        if header := _EDGES_HEADER.match(line):  # written by write_graph: kind and node order
+        if header := _EDGES_HEADER.match(line):  # written by graph_text: kind and node order
             kind, names = header.group(1), names or json.loads(header.group(2))
             continue
         if not line.strip() or line.lstrip().startswith("#"):
@@ -320,18 +320,11 @@ def graph_text(graph: Graph, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(EXPORT_FORMATS)}")
 
 
-def write_graph(graph: Graph, path: str | Path, fmt: str) -> Path:
-    """Write ``graph`` to ``path`` in ``fmt`` (one of :data:`EXPORT_FORMATS`), in one step: a
-    failed write (an :class:`~fedcausal_flwr.outputs.OutputError`) leaves no half file."""
-    from fedcausal_flwr.outputs import write_text
-
-    return write_text(path, graph_text(graph, fmt))
-
-
 def read_graph(path: str | Path, fmt: str, kind: str | None = None) -> Graph:
-    """Read a file written by :func:`write_graph`. ``kind`` is needed for ``edges`` (default
-    CPDAG), ``amat`` (default CPDAG for an amat.cpdag, which holds only ``-->`` and ``---``;
-    give it for an amat.pag) and ``causallearn``; DOT, GML and GraphML carry it."""
+    """Read a file written by :func:`graph_text` (``fedcausal-flwr export``). ``kind`` is needed
+    for ``edges`` (default CPDAG), ``amat`` (default CPDAG for an amat.cpdag, which holds only
+    ``-->`` and ``---``; give it for an amat.pag) and ``causallearn``; DOT, GML and GraphML carry
+    it."""
     import networkx as nx
 
     if kind is not None and kind not in GRAPH_KINDS:
@@ -374,5 +367,4 @@ __all__ = [
     "to_causallearn_graph",
     "to_dot",
     "to_marked_networkx",
-    "write_graph",
 ]

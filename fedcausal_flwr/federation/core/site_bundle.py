@@ -12,8 +12,8 @@ BUNDLE = "bundle"
 BUNDLE_FILES = frozenset({"pyproject.toml", ".info/CONTENT"})
 #: the components the manifest must name (the installed package's apps)
 APP_COMPONENTS = {
-    "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
-    "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
+    "serverapp": "fedcausal_flwr.flwr_app:server_app",
+    "clientapp": "fedcausal_flwr.flwr_app:client_app",
 }
 
 

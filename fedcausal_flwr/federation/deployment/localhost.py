@@ -138,7 +138,7 @@ def security_of(args: argparse.Namespace) -> tuple[bool, bool]:
 def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Path:
     """A Flower app directory for ``flwr run``: the manifest only (``pyproject.toml``, with
     ``run_config`` as the app's run settings, i.e.
-    ``federation.runtime.flwr_app.DEFAULT_RUN_CONFIG``); the code is the installed package, at
+    ``fedcausal_flwr.flwr_app.DEFAULT_RUN_CONFIG``); the code is the installed package, at
     the SuperLink and at every site."""
     import tomli_w
 
@@ -160,8 +160,8 @@ def write_app(directory: str | os.PathLike, run_config: Mapping[str, Any]) -> Pa
                     "publisher": "fedcausal",
                     "fab-include": ["pyproject.toml"],
                     "components": {
-                        "serverapp": "fedcausal_flwr.federation.runtime.flwr_app:server_app",
-                        "clientapp": "fedcausal_flwr.federation.runtime.flwr_app:client_app",
+                        "serverapp": "fedcausal_flwr.flwr_app:server_app",
+                        "clientapp": "fedcausal_flwr.flwr_app:client_app",
                     },
                     "config": dict(run_config),
                 }
@@ -442,7 +442,7 @@ def federation_roster(args: argparse.Namespace) -> int:
 
 def federation_command(args: argparse.Namespace, run_config: Mapping[str, Any]) -> int:
     """Run the ``federation`` subcommand; ``run_config``: the app's run settings with their
-    defaults (``federation.runtime.flwr_app.DEFAULT_RUN_CONFIG``, passed in by the command line,
+    defaults (``fedcausal_flwr.flwr_app.DEFAULT_RUN_CONFIG``, passed in by the command line,
     which sits above the app in the layering)."""
     if args.federation_command == "up":
         return federation_up(args, run_config)

@@ -12,7 +12,7 @@ Each child is a copy of the warm parent, so nothing one task does reaches the ne
 fresh process); only the imports are shared.
 
 The site runs only its installed package: every task runs the installed
-``fedcausal_flwr.federation.runtime.flwr_app:client_app``, and a bundle that carries anything but
+``fedcausal_flwr.flwr_app:client_app``, and a bundle that carries anything but
 this project's manifest (or names other components) is refused with a typed refusal, logged in
 the site's audit log (:func:`~fedcausal_flwr.federation.runtime.clientside.installed_client_app`).
 The bundle is never installed or imported: with Flower's own executor a bundle carrying a
@@ -67,7 +67,7 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
     """Import, once, what a ClientApp task of this project needs; the modules imported.
 
     Flower's ClientApp runtime, numpy, pandas and scipy.stats, the app module ``pyproject.toml``
-    names (``fedcausal_flwr.federation.runtime.flwr_app``), every built-in method module and
+    names (``fedcausal_flwr.flwr_app``), every built-in method module and
     client module (by name, from the registry: a task of any method then imports nothing), then
     the ``extra`` modules (e.g. plugins registering more methods)."""
     flower_internals.preload_clientapp_runtime()
@@ -75,7 +75,7 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
         "numpy",
         "pandas",
         "scipy.stats",  # imported where p-values are computed (e.g. a client's local test)
-        "fedcausal_flwr.federation.runtime.flwr_app",
+        "fedcausal_flwr.flwr_app",
         "fedcausal_flwr.data.csv_input",  # a message whose site cache has no entry reads the CSV
         "fedcausal_flwr.data.specs",
         *registry.builtin_method_modules(),

@@ -10,7 +10,7 @@ Backends run the SAME ServerApp/ClientApp objects:
   spilled to files and loaded once per actor process, so messages do not carry it.
 
 Deployment (SuperLink + SuperNodes + ``flwr run``) uses
-``fedcausal_flwr.federation.runtime.flwr_app``.
+``fedcausal_flwr.flwr_app``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Referenced from ``pyproject.toml``::
 
     [tool.flwr.app.components]
-    serverapp = "fedcausal_flwr.federation.runtime.flwr_app:server_app"
-    clientapp = "fedcausal_flwr.federation.runtime.flwr_app:client_app"
+    serverapp = "fedcausal_flwr.flwr_app:server_app"
+    clientapp = "fedcausal_flwr.flwr_app:client_app"
 
 The run config (``[tool.flwr.app.config]`` defaults, overridden with ``flwr run . <federation>
 --run-config "method='fedlcs' options='target=either ratio=0.5'"``) holds the run settings of
