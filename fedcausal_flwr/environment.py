@@ -12,8 +12,11 @@ from __future__ import annotations
 import os
 from importlib.metadata import PackageNotFoundError, version
 
+#: the distribution's name (its metadata holds the version and the built-in methods' entry points)
+DISTRIBUTION = "fedcausal-flwr"
+
 try:  # the version is pyproject.toml's, read from the installed package's metadata
-    VERSION = version("fedcausal-flwr")
+    VERSION = version(DISTRIBUTION)
 except PackageNotFoundError:  # a source tree that was never installed
     VERSION = "0+unknown"
 

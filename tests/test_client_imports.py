@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 
-from fedcausal_flwr.federation.core.registry import builtin_method_modules
+from fedcausal_flwr.federation.deployment.warm_executor import builtin_method_modules
 
 HANDLE_FEDPC_MESSAGES = r"""
 import json, sys

@@ -43,7 +43,7 @@ from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.data.partition import split_iid, split_site_effects, split_variable_subsets
 from fedcausal_flwr.data.synthetic import random_dag
 from fedcausal_flwr.federation.core.messages import FederationError
-from fedcausal_flwr.federation.core.registry import builtin_method_modules, get_method
+from fedcausal_flwr.federation.core.registry import get_method
 from fedcausal_flwr.federation.deployment.credentials import write_node_key, write_tls_files
 from fedcausal_flwr.federation.deployment.local_deployment import (
     FEDERATION,
@@ -54,6 +54,7 @@ from fedcausal_flwr.federation.deployment.local_deployment import (
     free_port,
 )
 from fedcausal_flwr.federation.deployment.localhost import APP_DIR, FEDERATION_FILE, write_app
+from fedcausal_flwr.federation.deployment.warm_executor import builtin_method_modules
 from fedcausal_flwr.options import parse_assignments
 from fedcausal_flwr.processes import alive, descendants, end_processes, process_environment
 from fedcausal_flwr.result import Result

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from fedcausal_flwr.strategies import BUILTIN_METHODS, METHOD_MODULES
+from fedcausal_flwr.federation.core.registry import builtin_method_map
+
+#: built-in method name -> the module of strategies/ that registers it (the package's metadata)
+BUILTIN_METHODS = {name: m.rpartition(".")[2] for name, m in builtin_method_map().items()}
+METHOD_MODULES = tuple(sorted(set(BUILTIN_METHODS.values())))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIDES = {"strategies": "fedcausal_flwr.strategies", "clients": "fedcausal_flwr.clients"}

@@ -16,9 +16,10 @@ default, range, help, the paper's value); every entry point resolves what the us
 ``disclosures`` declares, next to the options, what each action of its clients discloses
 (:mod:`~fedcausal_flwr.federation.core.disclosure`): a client built by :meth:`MethodSpec.client`
 answers only those actions (:class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`).
-Built-in methods are found through ``fedcausal_flwr.strategies.BUILTIN_METHODS`` (name -> the module
-that registers it): :func:`get_method` imports only the module of the method asked for (a
-ClientApp answering a FedPC message imports FedPC's module, not every method's), while
+Built-in methods are found through the package's metadata: its entry points of group
+:data:`METHOD_GROUP` (``pyproject.toml``: method name -> the module that registers it), read
+without importing any method. :func:`get_method` imports only the module of the method asked for
+(a ClientApp answering a FedPC message imports FedPC's module, not every method's), while
 :func:`known_methods` / :func:`builtin_methods` import them all. Other modules can be named in the
 run config key ``plugins`` (comma-separated module names), which both the ServerApp and the
 ClientApp import.
@@ -29,10 +30,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import PackageNotFoundError, distribution
 from typing import Any
 
 import pandas as pd
 
+from fedcausal_flwr.environment import DISTRIBUTION
 from fedcausal_flwr.federation.core.bootstrap import SECURE_PROBLEM as BOOTSTRAP_SECURE_PROBLEM
 from fedcausal_flwr.federation.core.bootstrap import BootstrapStrategy, with_bootstrap
 from fedcausal_flwr.federation.core.disclosure import declare
@@ -41,9 +45,8 @@ from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
 
-BUILTIN_METHODS_MODULE = "fedcausal_flwr.strategies"
-#: the package of the methods' client sides (a registration names its client class there)
-BUILTIN_CLIENTS_MODULE = "fedcausal_flwr.clients"
+#: the entry-point group of the package's metadata naming each built-in method's module
+METHOD_GROUP = "fedcausal_flwr.methods"
 
 MakeStrategy = Callable[[dict], Any]
 MakeClient = Callable[[int, pd.DataFrame, dict], Any]
@@ -293,37 +296,32 @@ def _origin(fn: Callable) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _builtin_map() -> dict[str, str]:
-    """Built-in method name -> the module registering it (``fedcausal_flwr.strategies``' map;
-    importing that package imports no method module)."""
-    return importlib.import_module(BUILTIN_METHODS_MODULE).BUILTIN_METHODS
+@cache
+def builtin_method_map() -> dict[str, str]:
+    """Built-in method name -> the full name of the module that registers it, as the package's
+    metadata declares them (:data:`METHOD_GROUP`), read without importing any method."""
+    try:
+        points = distribution(DISTRIBUTION).entry_points
+    except PackageNotFoundError:
+        raise ImportError(
+            f"{DISTRIBUTION} is not installed, so its methods cannot be found: install it "
+            "(pip install -e . in a source tree)"
+        ) from None
+    return {point.name: point.value for point in points if point.group == METHOD_GROUP}
 
 
 def _builtin_module(name: str) -> str | None:
     """The full name of the module that registers built-in method ``name`` (None: no built-in)."""
-    module = _builtin_map().get(name)
-    return None if module is None else f"{BUILTIN_METHODS_MODULE}.{module}"
+    return builtin_method_map().get(name)
 
 
 def _import_builtins() -> None:
     """Import every built-in method module (for listings; a run imports only its method's)."""
     global _IMPORTED_BUILTINS
     if not _IMPORTED_BUILTINS:
-        importlib.import_module(BUILTIN_METHODS_MODULE).import_all()
+        for module in sorted(set(builtin_method_map().values())):
+            importlib.import_module(module)
         _IMPORTED_BUILTINS = True
-
-
-def builtin_method_modules() -> list[str]:
-    """Full names of every built-in method module and every client module, listed without
-    importing any of them: for a process that imports them all once, in advance (the warm
-    ClientApp executor), where a run imports only its method's (:func:`get_method`)."""
-    import pkgutil
-
-    methods = importlib.import_module(BUILTIN_METHODS_MODULE).METHOD_MODULES
-    clients = importlib.import_module(BUILTIN_CLIENTS_MODULE)
-    return [f"{BUILTIN_METHODS_MODULE}.{m}" for m in methods] + [
-        f"{BUILTIN_CLIENTS_MODULE}.{info.name}" for info in pkgutil.iter_modules(clients.__path__)
-    ]
 
 
 def known_methods() -> list[str]:
@@ -335,8 +333,12 @@ def known_methods() -> list[str]:
 def builtin_methods() -> list[str]:
     """Names of the methods this package ships (plugins left out), e.g. for its documentation."""
     _import_builtins()
-    prefix = BUILTIN_METHODS_MODULE + "."
-    return sorted(n for n, s in _METHODS.items() if _origin(s.make_strategy).startswith(prefix))
+    packages = {name: module.rpartition(".")[0] for name, module in builtin_method_map().items()}
+    return sorted(  # a built-in name a plugin took over (replace=True) is the plugin's
+        name
+        for name, spec in _METHODS.items()
+        if name in packages and _origin(spec.make_strategy).startswith(packages[name] + ".")
+    )
 
 
 def get_method(name: str) -> MethodSpec:

@@ -59,6 +59,20 @@ DEFAULT_POLL_INTERVAL = 0.05  # seconds between claims while idle
 DEFAULT_PULL_BACKOFF = 0.02  # seconds before re-pulling message objects not yet there
 
 
+def builtin_method_modules() -> list[str]:
+    """Full names of every built-in method module (from the package's metadata) and every
+    client module, listed without importing any of them: what :func:`preload` imports once, in
+    advance, where a run imports only its method's (``registry.get_method``)."""
+    import pkgutil
+
+    from fedcausal_flwr import clients
+
+    methods = sorted(set(registry.builtin_method_map().values()))
+    return methods + [
+        f"{clients.__name__}.{info.name}" for info in pkgutil.iter_modules(clients.__path__)
+    ]
+
+
 class Stop(Exception):
     """SIGTERM / SIGINT (or the watched parent ended): stop claiming, end the children."""
 
@@ -68,8 +82,8 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
 
     Flower's ClientApp runtime, numpy, pandas and scipy.stats, the app module ``pyproject.toml``
     names (``fedcausal_flwr.flwr_app``), every built-in method module and
-    client module (by name, from the registry: a task of any method then imports nothing), then
-    the ``extra`` modules (e.g. plugins registering more methods)."""
+    client module (:func:`builtin_method_modules`: a task of any method then imports nothing),
+    then the ``extra`` modules (e.g. plugins registering more methods)."""
     flower_internals.preload_clientapp_runtime()
     names = [
         "numpy",
@@ -78,7 +92,7 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
         "fedcausal_flwr.flwr_app",
         "fedcausal_flwr.data.csv_input",  # a message whose site cache has no entry reads the CSV
         "fedcausal_flwr.data.specs",
-        *registry.builtin_method_modules(),
+        *builtin_method_modules(),
         *extra,
     ]
     for name in names:

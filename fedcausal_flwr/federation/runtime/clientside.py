@@ -12,9 +12,10 @@ import importlib
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from flwr.app import Context, Error, Message, MessageType
+from flwr.client import Client
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
 
@@ -39,13 +40,20 @@ from fedcausal_flwr.federation.runtime.flower_internals import (
 )
 from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
 
-if TYPE_CHECKING:
-    from fedcausal_flwr.clients.base import ProtocolClient
+
+class BuiltClient(Protocol):
+    """What a ClientApp needs of the client a factory builds (a ``clients.base.ProtocolClient``):
+    the node's context, set once, and Flower's ``Client`` around it."""
+
+    context: Context | None
+
+    def to_client(self) -> Client: ...
+
 
 logger = logging.getLogger(__name__)
 
 PARTITION_ID_KEY = "partition-id"
-ClientFactory = Callable[[int, Context], "ProtocolClient"]
+ClientFactory = Callable[[int, Context], BuiltClient]
 
 
 #: set while a reply is computed inside SecAgg+ (by this site's own mod, never by the request):
