@@ -61,7 +61,8 @@ import numpy as np
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc_steps, search_evidence
+from fedcausal_flwr.discovery.pc import PCResult, pc_steps
+from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.input_notes import note_constant_columns

@@ -23,7 +23,8 @@ from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import fci_steps
-from fedcausal_flwr.discovery.pc import pc_steps, search_evidence
+from fedcausal_flwr.discovery.pc import pc_steps
+from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import (
     ClientInfo,

@@ -54,7 +54,8 @@ import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
-from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps, search_evidence
+from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
+from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method

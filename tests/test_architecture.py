@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,9 @@ LAYERS = (
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),
     ("fedcausal_flwr.strategies",),
     ("fedcausal_flwr.api", "fedcausal_flwr.citest", "fedcausal_flwr.flwr_app"),
-    ("fedcausal_flwr.compare", "fedcausal_flwr.plots", "fedcausal_flwr.drawing_layout",
-     "fedcausal_flwr.report",
-     "fedcausal_flwr.study_files", "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
+    ("fedcausal_flwr.federation.deployment", "fedcausal_flwr.compare", "fedcausal_flwr.plots",
+     "fedcausal_flwr.drawing_layout", "fedcausal_flwr.report", "fedcausal_flwr.study_files",
+     "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli",
      "fedcausal_flwr.interrupts", "fedcausal_flwr.audit", "fedcausal_flwr.citest_command"),
     ("fedcausal_flwr", "fedcausal_flwr.experiments"),  # the facade (run, rerun, citest), scripts
 )  # fmt: skip
@@ -67,13 +68,18 @@ def source_modules() -> dict[str, Path]:
     return modules
 
 
-def imports_of(path: Path, module: str) -> list[tuple[str, list[str], int]]:
-    """``(imported module, names, line)`` of every import outside ``if TYPE_CHECKING:``."""
+def imports_of(
+    path: Path, module: str, *, type_only: bool = True
+) -> list[tuple[str, list[str], int]]:
+    """``(imported module, names, line)`` of every import statement, lazy ones included, and
+    those under ``if TYPE_CHECKING:`` unless ``type_only`` is False (a type-only import still
+    ties two modules: a circle of them is a circle)."""
     tree = ast.parse(path.read_text())
     skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for child in node.body for n in ast.walk(child))
+    if not type_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skip.update(id(n) for child in node.body for n in ast.walk(child))
     found = []
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -90,15 +96,34 @@ def imports_of(path: Path, module: str) -> list[tuple[str, list[str], int]]:
     return found
 
 
-def owner(name: str, modules: dict[str, Path]) -> str | None:
+def string_imports(path: Path, modules: Iterable[str]) -> list[tuple[str, int]]:
+    """``(module, line)`` for every string naming a project module (``"pkg.mod"`` or
+    ``"pkg.mod:attr"``) in a file that imports by name (``import_module``, ``__import__``): an
+    import the statements do not show, which must obey the layers all the same."""
+    text = path.read_text()
+    if "import_module" not in text and "__import__" not in text:
+        return []
+    known = set(modules)
+    return [
+        (node.value.partition(":")[0], node.lineno)
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.partition(":")[0] in known
+    ]
+
+
+def owner(name: str, modules: Iterable[str]) -> str | None:
     """The project module an import resolves to (``from pkg import mod`` counts as ``pkg.mod``)."""
     while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
 
 
-def edges() -> dict[str, set[str]]:
-    modules = source_modules()
+def edges(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module -> the project modules it imports: statements anywhere in it (lazy and type-only
+    ones too) and modules it names for an import by name."""
+    modules = source_modules() if modules is None else modules
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         for target, names, _ in imports_of(path, module):
@@ -108,12 +133,15 @@ def edges() -> dict[str, set[str]]:
                 dst = owner(name, modules) or owner(target, modules)
                 if dst and dst != module:
                     graph[module].add(dst)
+        for target, _ in string_imports(path, modules):
+            if target != module:
+                graph[module].add(target)
     return graph
 
 
-def layer_of(module: str) -> int:
+def layer_of(module: str, layers: Sequence[Sequence[str]] = ()) -> int:
     best, rank = -1, None
-    for k, layer in enumerate(LAYERS):
+    for k, layer in enumerate(layers or LAYERS):
         for prefix in layer:
             covers = module == prefix or (
                 module.startswith(prefix + ".") and prefix != "fedcausal_flwr"
@@ -124,25 +152,28 @@ def layer_of(module: str) -> int:
     return rank
 
 
-def test_imports_go_downwards_and_form_no_circle():
-    graph = edges()
-    upward = [
-        f"{src} (layer {layer_of(src)}) imports {dst} (layer {layer_of(dst)})"
-        for src, dsts in graph.items()
-        for dst in dsts
-        if layer_of(dst) > layer_of(src)
+def upward(graph: dict[str, set[str]], layers: Sequence[Sequence[str]] = ()) -> list[str]:
+    """Every import from a module to one in a higher layer."""
+    return [
+        f"{src} (layer {layer_of(src, layers)}) imports {dst} (layer {layer_of(dst, layers)})"
+        for src, dsts in sorted(graph.items())
+        for dst in sorted(dsts)
+        if layer_of(dst, layers) > layer_of(src, layers)
     ]
-    assert not upward, "\n".join(upward)
-    # no circle, lazy imports included (Tarjan's strongly connected components)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of ``graph``: its strongly connected components of more than one node
+    (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    circles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
-        for nxt in graph[node]:
+        for nxt in sorted(graph.get(node, ())):
             if nxt not in index:
                 visit(nxt)
                 low[node] = min(low[node], low[nxt])
@@ -156,12 +187,88 @@ def test_imports_go_downwards_and_form_no_circle():
                 if top == node:
                     break
             if len(component) > 1:
-                circles.append(sorted(component))
+                found.append(sorted(component))
 
     for node in sorted(graph):
         if node not in index:
             visit(node)
-    assert not circles, f"import circles: {circles}"
+    return found
+
+
+def folder_of(module: str, packages: set[str]) -> str:
+    """The folder a module sits in (a package), or the module itself for the top package's
+    own files (``fedcausal_flwr.cli``): the rooms a maintainer sees."""
+    parent = module if module in packages else module.rpartition(".")[0]
+    return module if parent == "fedcausal_flwr" else parent
+
+
+def folder_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """``graph`` between folders: one folder imports another if any module of it does."""
+    out: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        room = folder_of(src, packages)
+        out.setdefault(room, set()).update(
+            folder_of(d, packages) for d in dsts if folder_of(d, packages) != room
+        )
+    return out
+
+
+def packages_of(modules: dict[str, Path]) -> set[str]:
+    return {m for m, path in modules.items() if path.name == "__init__.py"}
+
+
+def test_imports_go_downwards_and_form_no_circle():
+    """Across the tree: no import runs up a layer, no module circle (lazy, type-only and
+    by-name imports included), and no circle between folders."""
+    modules = source_modules()
+    graph = edges(modules)
+    assert not upward(graph), "\n".join(upward(graph))
+    assert not circles(graph), f"import circles: {circles(graph)}"
+    between = circles(folder_graph(graph, packages_of(modules)))
+    assert not between, f"folders importing each other: {between}"
+
+
+def _module_file(tmp_path: Path, name: str, text: str) -> tuple[str, Path]:
+    path = tmp_path / (name.replace(".", "_") + ".py")
+    path.write_text(text)
+    return name, path
+
+
+def test_the_checks_catch_a_synthetic_case_of_each_kind(tmp_path):
+    """Each check can fail: an upward import, a module circle that only a type-only import
+    closes, a circle between folders with no module circle, and an upward import by name."""
+    layers = (("pkg.low",), ("pkg.high",))
+    low, low_path = _module_file(tmp_path, "pkg.low.a", "from pkg.high.b import B\n")
+    high, high_path = _module_file(tmp_path, "pkg.high.b", "B = 1\n")
+    graph = {low: {high}, high: set()}
+    assert upward(graph, layers) == ["pkg.low.a (layer 0) imports pkg.high.b (layer 1)"]
+
+    typed = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fedcausal_flwr.q import Q\n"
+    )
+    modules = dict([
+        _module_file(tmp_path, "fedcausal_flwr.p", "from fedcausal_flwr import q\n"),
+        _module_file(tmp_path, "fedcausal_flwr.q", typed),
+    ])  # fmt: skip
+    modules["fedcausal_flwr.q"].write_text(typed.replace(".q import Q", ".p import P"))
+    assert circles(edges(modules)) == [["fedcausal_flwr.p", "fedcausal_flwr.q"]]
+
+    folders = {"f.one.x": {"f.two.y"}, "f.two.z": {"f.one.w"}, "f.one.w": set(), "f.two.y": set()}
+    assert circles(folders) == []
+    assert circles(folder_graph(folders, {"f.one", "f.two"})) == [["f.one", "f.two"]]
+
+    by_name = dict([
+        _module_file(tmp_path, "fedcausal_flwr.federation.core.reg",
+                     'import importlib\nTOP = "fedcausal_flwr.strategies"\n'
+                     "def load():\n    return importlib.import_module(TOP)\n"),
+        _module_file(tmp_path, "fedcausal_flwr.strategies", ""),
+    ])  # fmt: skip
+    named = edges(by_name)
+    assert named["fedcausal_flwr.federation.core.reg"] == {"fedcausal_flwr.strategies"}
+    assert upward(named) == [
+        f"fedcausal_flwr.federation.core.reg (layer {layer_of('fedcausal_flwr.federation.core')}) "
+        f"imports fedcausal_flwr.strategies (layer {layer_of('fedcausal_flwr.strategies')})"
+    ]
 
 
 def test_the_protocol_core_is_flower_free():

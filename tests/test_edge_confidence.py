@@ -6,7 +6,8 @@ import pytest
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.discovery.fci import fci
-from fedcausal_flwr.discovery.pc import edge_pvalues, pc
+from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.discovery.search_report import edge_pvalues
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 

@@ -13,7 +13,8 @@ import pytest
 
 from fedcausal_flwr import run
 from fedcausal_flwr.data import load_network
-from fedcausal_flwr.discovery.pc import edge_pvalues, pc, search_record
+from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.discovery.search_report import edge_pvalues, search_record
 from fedcausal_flwr.evidence import Evidence, companion_path
 from fedcausal_flwr.outputs import OutputError
 from fedcausal_flwr.result import Result

@@ -42,10 +42,12 @@ from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
 
 
 class BuiltClient(Protocol):
-    """What a ClientApp needs of the client a factory builds (a ``clients.base.ProtocolClient``):
-    the node's context, set once, and Flower's ``Client`` around it."""
+    """What the runtime needs of the client a factory builds (a ``clients.base.ProtocolClient``):
+    the node's context, set once, the guard of a site's policy, and Flower's ``Client`` around
+    it."""
 
     context: Context | None
+    guard: SiteGuard | None
 
     def to_client(self) -> Client: ...
 

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from flwr.app import Context
@@ -35,6 +35,7 @@ from fedcausal_flwr.federation.core.disclosure import summed_actions
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.core.registry import check_secure, get_method
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
+from fedcausal_flwr.federation.runtime.clientside import BuiltClient
 from fedcausal_flwr.federation.runtime.flower_internals import (
     ray_simulation,
     run_simulation_quietly,
@@ -48,9 +49,6 @@ from fedcausal_flwr.federation.runtime.workflow import (
 )
 from fedcausal_flwr.options import OptionError, spell
 from fedcausal_flwr.result import Result, run_config
-
-if TYPE_CHECKING:
-    from fedcausal_flwr.clients.base import ProtocolClient
 
 BACKENDS = ("inprocess", "ray")
 QUIET_LOGGERS = ("flwr", "ray")
@@ -70,7 +68,7 @@ class PartitionedClients:
 
     def __init__(
         self,
-        make_client: Callable[[int, pd.DataFrame], ProtocolClient],
+        make_client: Callable[[int, pd.DataFrame], BuiltClient],
         partitions: Sequence[pd.DataFrame] | None = None,
         *,
         files: Sequence[str] | None = None,
@@ -98,7 +96,7 @@ class PartitionedClients:
             _PARTITION_CACHE[path] = pd.read_pickle(path)
         return _PARTITION_CACHE[path]
 
-    def __call__(self, partition_id: int, context: Context | None = None) -> ProtocolClient:
+    def __call__(self, partition_id: int, context: Context | None = None) -> BuiltClient:
         client = self.make_client(partition_id, self.data(partition_id))
         if context is not None and getattr(client, "context", None) is None:
             client.context = context
@@ -165,7 +163,7 @@ def default_ray_num_cpus() -> float:
 
 def run_protocol(
     strategy: ProtocolStrategy,
-    client_factory: Callable[[int, Context], ProtocolClient],
+    client_factory: Callable[[int, Context], BuiltClient],
     num_clients: int,
     *,
     backend: str = "inprocess",
@@ -271,7 +269,7 @@ class BoundClientMaker:
 
     def __init__(
         self,
-        make_client: Callable[..., ProtocolClient],
+        make_client: Callable[..., BuiltClient],
         options: Mapping[str, Any],
         guard: SiteGuard | None = None,
     ):
@@ -279,7 +277,7 @@ class BoundClientMaker:
         self.options = dict(options)
         self.guard = guard
 
-    def __call__(self, partition_id: int, data: pd.DataFrame) -> ProtocolClient:
+    def __call__(self, partition_id: int, data: pd.DataFrame) -> BuiltClient:
         client = self.make_client(partition_id, data, self.options)
         if self.guard is not None:
             client.guard = dataclasses.replace(self.guard, site=int(partition_id))
