@@ -276,6 +276,23 @@ def _parse_float(value: Any) -> float:
 Check = Callable[[Mapping[str, Any], str], "str | None"]
 
 
+class ResolvedOptions(dict[str, Any]):
+    """Options as :meth:`OptionSet.resolve` returns them: complete, typed and checked against
+    ``option_set``. Resolving them again with that set returns them as they are, so an entry
+    point resolves a run's options once and what it hands them to (the runner, the strategy)
+    reads them without a second pass."""
+
+    def __init__(self, values: Mapping[str, Any], option_set: OptionSet):
+        super().__init__(values)
+        self.option_set = option_set
+
+    def copy(self) -> ResolvedOptions:
+        return ResolvedOptions(self, self.option_set)
+
+    def __reduce__(self):  # pickled to a Ray worker as the same resolved options
+        return ResolvedOptions, (dict(self), self.option_set)
+
+
 @dataclass(frozen=True)
 class OptionSet:
     """A method's (or an entry point's) declared options plus cross-option rules."""
@@ -327,15 +344,17 @@ class OptionSet:
         *,
         owner: str,
         entry_point: str = "python",
-    ) -> dict[str, Any]:
+    ) -> ResolvedOptions:
         """Every option's typed value (given, else default), checked.
 
         ``raw`` maps names as typed on ``entry_point`` (``--max-depth``, ``max-depth``,
         ``max_depth``) to values; ``owner`` names what the options belong to in errors
-        (``method 'fedecd'``).
+        (``method 'fedecd'``). Options this set resolved already come back as they are.
         """
         if entry_point not in ENTRY_POINTS:
             raise ValueError(f"unknown entry point {entry_point!r}; expected one of {ENTRY_POINTS}")
+        if isinstance(raw, ResolvedOptions) and raw.option_set is self:
+            return raw
         given: dict[str, Any] = {}
         typed_as: dict[str, str] = {}
         for key, value in (raw or {}).items():
@@ -387,7 +406,7 @@ class OptionSet:
             message = check(values, entry_point)
             if message:
                 raise OptionError(f"{owner}: {message}")
-        return values
+        return ResolvedOptions(values, self)
 
     def unknown_message(self, key: str, owner: str, entry_point: str) -> str:
         """Unknown option: the owner, the name as typed, the closest valid name, the valid list."""

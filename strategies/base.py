@@ -54,8 +54,9 @@ class MethodStrategy(ProtocolStrategy):
     ``Strategy(options)`` (a mapping, keywords, or both) resolves them once through the class's
     :attr:`OPTIONS`: names, types, defaults, ranges and cross-option rules are stated there, and
     the strategy reads the result as :attr:`options`; it never restates a default or a range. The
-    registry builds strategies this way from options an entry point has already resolved (the
-    second resolution finds nothing to change), and a test or a script may pass raw keywords.
+    registry builds strategies this way from options an entry point has already resolved (read
+    as they are: :class:`~fedcausal_flwr.options.ResolvedOptions`), and a test or a script may
+    pass raw keywords.
     """
 
     #: the method's declared options (:class:`~fedcausal_flwr.options.OptionSet`)
@@ -63,7 +64,7 @@ class MethodStrategy(ProtocolStrategy):
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__()
-        raw = {**(options or {}), **keywords}
+        raw = options if options is not None and not keywords else {**(options or {}), **keywords}
         self.options = Options(self.OPTIONS.resolve(raw, owner=f"method {self.name!r}"))
 
 

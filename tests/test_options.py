@@ -192,3 +192,29 @@ def test_declarations_are_checked():
         Option("x", "complex", 0, "")
     with pytest.raises(ValueError, match="snake_case"):
         Option("max-depth", "int", 0, "")
+
+
+def test_a_command_line_run_resolves_its_methods_options_once(monkeypatch, tmp_path, capsys):
+    """``--alpha`` on the command line is parsed and checked once (the entry point's
+    resolution); the runner and the strategy read the resolved options as they are, and the
+    strategy's tests use the value typed."""
+    from fedcausal_flwr import options as options_module
+    from fedcausal_flwr.cli import main
+    from fedcausal_flwr.result import Result
+
+    resolved, passed = [], []
+    resolve = options_module.OptionSet.resolve
+
+    def counted(self, raw, *, owner, entry_point="python"):
+        if owner == "method 'fedpc'":
+            same = isinstance(raw, options_module.ResolvedOptions) and raw.option_set is self
+            (passed if same else resolved).append(entry_point)
+        return resolve(self, raw, owner=owner, entry_point=entry_point)
+
+    monkeypatch.setattr(options_module.OptionSet, "resolve", counted)
+    out = tmp_path / "r.json"
+    argv = ["run", "--method", "fedpc", "--network", "asia", "--samples", "300", "--clients", "2",
+            "--alpha", "0.01", "--quiet", "--no-edges", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert resolved == ["cli"] and passed  # resolved once; read as they are after
+    assert Result.load(out).config["options"]["alpha"] == 0.01

@@ -43,7 +43,15 @@ from fedcausal_flwr.federation.core.disclosure import declare
 from fedcausal_flwr.federation.core.run_binding import BindingStore, widest_table
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
-from fedcausal_flwr.options import OptionError, OptionSet, canonical, closest, say, spell
+from fedcausal_flwr.options import (
+    OptionError,
+    OptionSet,
+    ResolvedOptions,
+    canonical,
+    closest,
+    say,
+    spell,
+)
 
 #: the entry-point group of the package's metadata naming each built-in method's module
 METHOD_GROUP = "fedcausal_flwr.methods"
@@ -93,6 +101,8 @@ class MethodSpec:
     #: the view a ``score`` hook's numbers are in (e.g. "local structure of the target against
     #: the true DAG"); a method scored as a whole graph is in the common view of its graph's kind
     score_view: str = ""
+    #: the method's own options, before the registry's additions (its factories resolve these)
+    method_options: OptionSet = OptionSet()
 
     @property
     def owner(self) -> str:
@@ -118,7 +128,7 @@ class MethodSpec:
         replicates = int(options.get("bootstrap") or 0) if self.bootstrap_keys else 0
         if replicates:
             strategy = BootstrapStrategy(
-                lambda: self.make_strategy(dict(own)),
+                lambda: self.make_strategy(own.copy()),
                 replicates,
                 int(options.get("seed") or 0),
                 str(options.get("bootstrap_sample") or "subsample"),
@@ -182,8 +192,12 @@ class MethodSpec:
         return client
 
     def own_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """``options`` without those the registry added (the method's factories get these)."""
-        return {k: v for k, v in options.items() if k not in self.bootstrap_keys}
+        """``options`` without those the registry added (the method's factories get these);
+        resolved options stay resolved, for the method's own option set."""
+        own = {k: v for k, v in options.items() if k not in self.bootstrap_keys}
+        if isinstance(options, ResolvedOptions) and options.option_set is self.options:
+            return ResolvedOptions(own, self.method_options)
+        return own
 
 
 _METHODS: dict[str, MethodSpec] = {}
@@ -255,6 +269,7 @@ def register_method(
         added,
         declare(f"method {name!r}", disclosures),
         score_view,
+        declared,
     )
     builtin = _builtin_module(name)
     if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):
