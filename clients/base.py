@@ -52,13 +52,13 @@ from fedcausal_flwr.federation.core.messages import (
     BOOTSTRAP,
     HELLO,
     KEY_ACTION,
-    KEY_CLIP,
     KEY_META,
     KEY_PARTITION,
     KEY_PAYLOAD,
     KEY_ROUND,
     KEY_SECAGG,
     KEY_SECURE,
+    KEY_SECURE_BOUND,
     ProtocolError,
     check_secure_vector,
     to_json,
@@ -190,9 +190,9 @@ class ProtocolClient(NumPyClient):
             raise
         if name == HELLO and self.guard is not None:
             self.guard.bind_hello(payload, meta)
-        clip = int(config[KEY_CLIP]) if bool(config.get(KEY_SECURE, False)) else None
+        bound = int(config[KEY_SECURE_BOUND]) if bool(config.get(KEY_SECURE, False)) else None
         through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
-        arrays = self.packed(name, arrays, clip, compact=not through_secagg)
+        arrays = self.packed(name, arrays, bound, compact=not through_secagg)
         try:
             meta_json = to_json(meta)
         except (TypeError, ValueError) as err:
@@ -202,9 +202,9 @@ class ProtocolClient(NumPyClient):
         metrics = {KEY_PARTITION: self.partition_id, KEY_META: meta_json}
         return arrays, 1, metrics
 
-    def packed(self, name: str, arrays: list, clip: int | None, compact: bool) -> list[np.ndarray]:
+    def packed(self, name: str, arrays: list, bound: int | None, compact: bool) -> list[np.ndarray]:
         """The reply arrays of action ``name`` as they travel: numeric (checked), one integer
-        vector within ``clip`` for a secure request (``clip`` given), and, where ``compact`` and
+        vector within ``bound`` for a secure request (``bound`` given), and, where ``compact`` and
         the handler allows it, each integer array in its smallest type."""
         arrays = [np.asarray(a) for a in arrays]
         for k, arr in enumerate(arrays):
@@ -214,8 +214,8 @@ class ProtocolClient(NumPyClient):
                     f"action {name!r} returned array {k} with dtype object; return numeric "
                     "arrays (anything else belongs in meta)",
                 )
-        if clip is not None:
-            check_secure_vector(arrays, clip, self.partition_id, name)
+        if bound is not None:
+            check_secure_vector(arrays, bound, self.partition_id, name)
         handler = getattr(self, self._actions.get(name, ""), None)
         if compact and getattr(handler, _COMPACT_ATTR, False):
             arrays = [compact_integers(a) for a in arrays]
@@ -318,8 +318,8 @@ class ProtocolClient(NumPyClient):
             # the class's answer: a wrapper set on this instance (a test's failing client) wraps
             # the bootstrap action as a whole and must not answer the part on these rows
             answer, meta = type(self).answer(replica, name, part.payload, given)
-            clip = int(part.clip) if part.secure else None
-            answer = self.packed(name, answer, clip, compact=True)  # never through SecAgg+
+            bound = int(part.secure_bound) if part.secure else None
+            answer = self.packed(name, answer, bound, compact=True)  # never through SecAgg+
             out.extend(answer)
             parts.append(BootstrapPartReply(len(answer), meta).encode())
         return out, BootstrapReply(parts).encode()

@@ -4,7 +4,7 @@ A site's rows as codes over the global level sets the server sends, tested with 
 :class:`~fedcausal_flwr.stats.oracles.DiscreteOracle`, and the actions several methods ask
 (:mod:`fedcausal_flwr.protocols.voting`): ``prune`` (one layer of the layer-wise vote: fedpc-vote,
 FedECD), ``pvalues`` (local p-values of the server's tests), ``local_graph`` (a whole PC/FCI search
-on the site's rows) and ``raw_data`` (the rows themselves, for the pooled references). Each reads
+on the site's rows) and ``raw_rows`` (the rows themselves, for the pooled references). Each reads
 its request as a record of :mod:`fedcausal_flwr.protocols.voting` (built on
 :mod:`fedcausal_flwr.protocols.discrete`'s). Unlike a FedPC client, such a client *decides* things
 on its own data.
@@ -18,6 +18,7 @@ from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, c
 from fedcausal_flwr.discovery.fci import FCIResult, fci
 from fedcausal_flwr.discovery.layerwise import prune_depth
 from fedcausal_flwr.discovery.pc import PCResult, pc
+from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.protocols.discrete import ComputedTests, DiscreteScope, LevelSets
@@ -26,11 +27,10 @@ from fedcausal_flwr.protocols.voting import (
     LOCAL_GRAPH,
     PRUNE,
     PVALUES,
-    RAW_DATA,
+    EncodedRowsRequest,
     LocalGraphRequest,
     PruneRequest,
     PValuesRequest,
-    RawDataRequest,
 )
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -108,8 +108,8 @@ class DiscreteClient(ProtocolClient):
             )
         return [result.graph.marks.astype(np.int8)], ComputedTests(oracle.n_computed)
 
-    @action(RAW_DATA, RawDataRequest)
-    def raw_data(self, request: RawDataRequest, arrays: list[np.ndarray]) -> HandlerResult:
+    @action(RAW_ROWS, EncodedRowsRequest)
+    def raw_rows(self, request: EncodedRowsRequest, arrays: list[np.ndarray]) -> HandlerResult:
         """The whole local data set, encoded over the global levels (pooled reference only)."""
         missing = "error" if request.missing is None else request.missing
         return [self._codes(request, missing).astype(np.int64)], {}

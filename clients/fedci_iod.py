@@ -14,7 +14,8 @@ import numpy as np
 from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.glm_tests import GLMTestsClient, cached_table
 from fedcausal_flwr.data.schema import Schema
-from fedcausal_flwr.protocols.fedci import RAW_ROWS, RawRowsRequest
+from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
+from fedcausal_flwr.protocols.fedci import RawRowsRequest
 
 
 class FedCIIODClient(GLMTestsClient):

@@ -7,7 +7,7 @@ like the table codes (:func:`~fedcausal_flwr.clients.base.cached_codes`), and sc
 server's ``session`` token): a test asked in two rounds of one run (e.g. by two targets' searches)
 is computed once. The reply meta (:class:`~fedcausal_flwr.protocols.discrete.ComputedTests`) is the
 number of tests computed for this message. The baselines' client (:class:`LCSBaselineClient`) adds
-``lcs_local`` (``fedlcs-local``: the whole search on the site's rows); ``raw_data``
+``lcs_local`` (``fedlcs-local``: the whole search on the site's rows); ``raw_rows``
 (``lcs-pooled``) it inherits. Requests are the records of :mod:`fedcausal_flwr.protocols.fedlcs`.
 """
 

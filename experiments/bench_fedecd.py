@@ -45,7 +45,7 @@ def main() -> None:
     print(f"  BDeu hill climbing: {search:.1f} s summed over clients = {search / wall:.0%} of wall")
     for layer in result.extra["layers"]:
         print(
-            f"  layer {layer['level']}: {layer['edges_before']} edges, {layer['lost_vote']} lost "
+            f"  layer {layer['depth']}: {layer['edges_before']} edges, {layer['lost_vote']} lost "
             f"the vote, {layer['restored']} restored, "
             f"{sum(layer['client_tests'].values())} CI tests over all clients"
         )

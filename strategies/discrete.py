@@ -142,7 +142,7 @@ def pooled_oracle(
     empty_strata_add_dof: bool = False,
     allow_missing: bool = False,
 ) -> DiscreteOracle:
-    """A centralised oracle over the clients' raw encoded rows (``raw_data`` replies, in partition
+    """A centralised oracle over the clients' raw encoded rows (``raw_rows`` replies, in partition
     order); ``rows`` gets each client's row count; ``allow_missing``: test-wise deletion."""
     p = len(variables)
     parts = []

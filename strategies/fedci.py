@@ -45,12 +45,12 @@ from fedcausal_flwr.protocols.fedci import DISCLOSURES
 from fedcausal_flwr.strategies.glm_tests import (
     FEDCI_FCI_OPTIONS,
     FEDCI_PC_OPTIONS,
-    FedCIStrategy,
+    GLMTestsStrategy,
     secure_support,
 )
 
 
-class FedCIPCStrategy(FedCIStrategy):
+class FedCIPCStrategy(GLMTestsStrategy):
     """fedCI-PC: PC-stable with fedCI's federated GLM tests (FCI: :class:`FedCIFCIStrategy`)."""
 
     name = "fedci-pc"
@@ -67,11 +67,11 @@ class FedCIFCIStrategy(FedCIPCStrategy):
 
 
 #: algorithm -> its method's strategy
-STRATEGIES: dict[str, type[FedCIStrategy]] = {"pc": FedCIPCStrategy, "fci": FedCIFCIStrategy}
+STRATEGIES: dict[str, type[GLMTestsStrategy]] = {"pc": FedCIPCStrategy, "fci": FedCIFCIStrategy}
 
 
 @documented_by(FEDCI_PC_OPTIONS)
-def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedCIStrategy:
+def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> GLMTestsStrategy:
     """fedCI-PC / fedCI-FCI from its options (raw keywords work too)."""
     return STRATEGIES[algorithm](options)
 

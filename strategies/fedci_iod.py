@@ -48,6 +48,7 @@ from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
+from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.core.protocol import Reply, Request
@@ -59,7 +60,6 @@ from fedcausal_flwr.protocols.fedci import (
     DISCLOSURES,
     FISHER_DISCLOSURES,
     POOLED_DISCLOSURES,
-    RAW_ROWS,
     RawRowsRequest,
 )
 from fedcausal_flwr.result import Result
@@ -142,7 +142,7 @@ IOD_POOLED_OPTIONS = _options("pooled")
 FEDCI_DEFAULTS = glm_tests.FEDCI_FCI_OPTIONS.defaults()
 
 
-class FedCIIODStrategy(glm_tests.FedCIStrategy):
+class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
     """fedci-iod: IOD on fedCI's federated GLM tests (its evidence, fedCI's ``ci``, fixed per
     method: :class:`IODFisherStrategy`, :class:`IODPooledStrategy`)."""
 

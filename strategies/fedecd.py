@@ -226,7 +226,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         self.layer_start, self.adjacency = before, vote.after
         self.layers.append(
             {
-                "level": self.depth,
+                "depth": self.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": int(np.triu(before, k=1).sum()),
@@ -238,7 +238,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(level=self.depth, threshold=threshold, lost_vote=len(self.removed))
+        self.annotate(depth=self.depth, threshold=threshold, lost_vote=len(self.removed))
         if len(self.removed):
             self.phase = "evidence"
         else:
@@ -273,7 +273,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             f"{names[a]}|{names[b]}": round(float(w), 6)
             for (a, b), w in zip(self.removed.tolist(), mean.tolist(), strict=True)
         }
-        self.annotate(level=self.depth, restored=layer["restored"], removed=layer["removed"])
+        self.annotate(depth=self.depth, restored=layer["restored"], removed=layer["removed"])
         self.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
         self.depth += 1
 

@@ -35,7 +35,7 @@ and separating-set decisions are shared across targets (``target="A,B"`` or ``"a
 rounds, exactly the per-target results).
 
 Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocols.fedlcs`
-(``lcs-pooled``'s ``raw_data``: :mod:`fedcausal_flwr.protocols.voting`).
+(``lcs-pooled``'s ``raw_rows``: :mod:`fedcausal_flwr.protocols.voting`).
 
 What the server learns: each client's keep/remove flag for every candidate of every layer and the
 p-values of the sets under which a client found a triple's ends independent; with
@@ -71,6 +71,7 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
+from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -90,7 +91,7 @@ from fedcausal_flwr.protocols.fedlcs import (
     LCSPruneRequest,
     LCSSepsetsRequest,
 )
-from fedcausal_flwr.protocols.voting import RAW_DATA, RawDataRequest
+from fedcausal_flwr.protocols.voting import EncodedRowsRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (
@@ -343,7 +344,7 @@ make_strategy = FedLCSStrategy
 # ``fedlcs-local`` (each client alone) and ``lcs-pooled`` (LCS-All): the search above with its
 # options less ``ratio`` and ``sep_rule`` (:data:`BASELINE_OPTIONS`); their actions are in the
 # wire-protocol tables of :mod:`fedcausal_flwr.protocols.fedlcs` (``lcs_local``) and
-# :mod:`fedcausal_flwr.protocols.voting` (``raw_data``).
+# :mod:`fedcausal_flwr.protocols.voting` (``raw_rows``).
 class LCSLocalStrategy(LCSSearchStrategy):
     """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
 
@@ -459,7 +460,7 @@ def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 
 class LCSPooledStrategy(LCSSearchStrategy):
     """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
-    raw (encoded) rows (action ``raw_data``, as ``pooled``) and the server runs the same search on
+    raw (encoded) rows (action ``raw_rows``, as ``pooled``) and the server runs the same search on
     the union with one oracle (:func:`~fedcausal_flwr.discovery.lcs.local_structure`): the
     upper bound for ``fedlcs``."""
 
@@ -477,7 +478,7 @@ class LCSPooledStrategy(LCSSearchStrategy):
         if self.found is not None:
             return None
         self.start_targets()
-        return Request(RAW_DATA, RawDataRequest(self.variables, self.levels))
+        return Request(RAW_ROWS, EncodedRowsRequest(self.variables, self.levels))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         options = self.options

@@ -686,7 +686,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         return {
             "graph": result.graph,
             "variables": list(result.graph.names),
-            "levels": [lv["level"] for lv in skeleton.depths],
+            "depths": [lv["depth"] for lv in skeleton.depths],
             "pc_levels": len(skeleton.depths),
             "constant_columns": list(self.constant),
             **self.missing_report(self.options.missing),

@@ -181,7 +181,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         rows, cols = np.nonzero(np.triu(before, k=1))
         self.layers.append(
             {
-                "level": self.depth,
+                "depth": self.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": len(rows),
@@ -195,7 +195,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(level=self.depth, threshold=threshold, removed=len(removed))
+        self.annotate(depth=self.depth, threshold=threshold, removed=len(removed))
         self.adjacency = after
         self.depth += 1
 

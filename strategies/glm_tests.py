@@ -2,7 +2,7 @@
 fitted by federated IRLS (the clients' summed blocks), or Fisher's combination of the clients'
 own p-values, inside the batched PC/FCI engine (Flower-free).
 
-``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`) are :class:`FedCIStrategy`
+``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`) are :class:`GLMTestsStrategy`
 with PC's or FCI's search and options; fedCI-IOD
 (:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
 Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
@@ -305,7 +305,7 @@ FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
 
 
-class FedCIStrategy(PrivateSumsStrategy):
+class GLMTestsStrategy(PrivateSumsStrategy):
     """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
     fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`, which set :attr:`algorithm`
     and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`.

@@ -16,7 +16,7 @@ over the global level sets) and the server only combines the decisions:
   truth to pick a client).
 * ``pooled``: the **centralised reference, not a federated method**: every client sends its raw
   (encoded) data and the server runs PC (FCI) on the union. It is the upper bound the federated
-  methods are compared with, and it is NOT private (the ledger shows ``raw_data`` messages).
+  methods are compared with, and it is NOT private (the ledger shows ``raw_rows`` messages).
 
 Rules, with ties (all order-independent: they depend on counts, not on client order):
 
@@ -41,7 +41,7 @@ Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocol
 
 What the server learns: ``local_graph``: every client's whole local graph; ``pvalues``: every
 client's p-value of every test the search asks (continuous statistics of its data, which reveal
-effect and sample sizes); ``raw_data``: everything.
+effect and sample sizes); ``raw_rows``: everything.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
 from fedcausal_flwr.discovery.search_report import search_evidence
+from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -70,9 +71,8 @@ from fedcausal_flwr.protocols.voting import (
     GRAPH_VOTE_DISCLOSURES,
     LOCAL_GRAPH,
     POOLED_DISCLOSURES,
-    RAW_DATA,
+    EncodedRowsRequest,
     LocalGraphRequest,
-    RawDataRequest,
 )
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.batch_oracle import Query
@@ -380,8 +380,8 @@ class PooledStrategy(DiscreteMethodStrategy):
         if self.result is not None:
             return None
         self.start()
-        asked = RawDataRequest(self.variables, self.levels, self.options.missing)
-        return Request(RAW_DATA, asked)
+        asked = EncodedRowsRequest(self.variables, self.levels, self.options.missing)
+        return Request(RAW_ROWS, asked)
 
     def input_needs(self) -> InputNeeds:
         return replace(self.needs, missing=self.options.missing)

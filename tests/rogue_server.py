@@ -18,12 +18,12 @@ from fedcausal_flwr import flwr_app
 from fedcausal_flwr.federation.core.messages import (
     HELLO,
     KEY_ACTION,
-    KEY_CLIP,
     KEY_META,
     KEY_PAYLOAD,
     KEY_ROUND,
     KEY_SECAGG,
     KEY_SECURE,
+    KEY_SECURE_BOUND,
     REFUSAL_CODE,
     to_json,
 )
@@ -116,7 +116,7 @@ class RogueCoordinator:
             KEY_ROUND: self.round,
             KEY_SECURE: secure,
             KEY_SECAGG: False,
-            KEY_CLIP: clip,
+            KEY_SECURE_BOUND: clip,
         }
         fitins = FitIns(ndarrays_to_parameters([np.asarray(a) for a in arrays]), config)
         wanted = sorted(self.node_of) if sites is None else list(sites)

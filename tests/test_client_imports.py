@@ -43,7 +43,7 @@ requests = [
 replies = []
 for step, (action, payload, arrays) in enumerate(requests, start=1):
     config = {"action": action, "payload": json.dumps(payload), "round": step, "secure": False,
-              "clip": 0}
+              "secure_bound": 0}
     ins = FitIns(ndarrays_to_parameters(arrays), config)
     message = Message(fitins_to_recorddict(ins, True), dst_node_id=1, message_type="train")
     reply = client_app(message, context)

@@ -210,7 +210,7 @@ def test_max_depth_caps_conditioning_sets():
     names = padded_names(data.shape[1])
     oracle = DiscreteOracle(data, data.max(axis=0) + 1, names)
     result = pc(oracle, alpha=0.05, max_depth=1)
-    assert [lv["level"] for lv in result.skeleton.depths] == [0, 1]
+    assert [lv["depth"] for lv in result.skeleton.depths] == [0, 1]
     assert max(len(q[2]) for q in oracle.cache) == 1
 
 

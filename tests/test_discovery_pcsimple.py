@@ -19,7 +19,7 @@ def test_table2_trace():
     assert result.removed_at == {E: 0, B: 1, F: 1}
     assert result.sepsets == {E: (), B: (A,), F: (A,)}
     # layer 0 and layer 1 ran; at l = 2, |CPC| = 2 = l stops the search
-    assert [layer["level"] for layer in result.layers] == [0, 1]
+    assert [layer["depth"] for layer in result.layers] == [0, 1]
 
 
 def test_layer_one_scans_on_the_fly_pool():

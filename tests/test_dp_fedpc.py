@@ -51,7 +51,7 @@ def test_the_accountant_adds_up_its_releases_and_stays_within_the_target(sites):
     for batch in privacy["per_batch"]:
         assert batch["rho"] == pytest.approx(batch_rho, rel=1e-3)
     # the skeleton search stopped at depth dp_batches - 1
-    assert max(result.extra["levels"]) <= 2
+    assert max(result.extra["depths"]) <= 2
     again = fedcausal_flwr.run(
         "fedpc", data=sites, dp="central", dp_epsilon=4, dp_batches=3, dp_noise_seed=5
     )
@@ -67,7 +67,7 @@ def test_by_default_each_depth_spends_half_of_what_is_left(sites):
     privacy = result.extra["privacy"]
     target = gaussian_rho_for(4.0, 1e-6)
     spent = [batch["rho"] for batch in privacy["per_batch"]]
-    assert len(spent) >= 3 and max(result.extra["levels"]) >= 2  # past the old cap of depth 1
+    assert len(spent) >= 3 and max(result.extra["depths"]) >= 2  # past the old cap of depth 1
     assert spent == pytest.approx([target / 2 ** (k + 1) for k in range(len(spent))])
     assert privacy["planned_batches"] is None and privacy["epsilon"] < 4.0
     with pytest.raises(OptionError, match="dp_batches"):

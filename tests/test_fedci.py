@@ -140,12 +140,12 @@ def test_citest_fisher_baseline(mixed):
 
 
 def test_fixed_point_digits_sum_exactly_within_the_secure_bound():
-    from fedcausal_flwr.federation.core.messages import secure_clip
+    from fedcausal_flwr.federation.core.messages import secure_bound_for
     from fedcausal_flwr.protocols.fedci import decode_fixed, digit_bits, encode_fixed
 
     rng = np.random.default_rng(0)
     for n_clients in (3, 64):
-        clip = secure_clip(n_clients)
+        clip = secure_bound_for(n_clients)
         bits = digit_bits(clip)
         assert 2 ** (bits - 1) <= clip < 2**bits
         parts = [rng.normal(scale=10.0 ** rng.integers(-3, 9, 50)) for _ in range(n_clients)]

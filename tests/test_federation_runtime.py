@@ -24,7 +24,7 @@ from fedcausal_flwr.federation.core.messages import (
     check_secure_vector,
     decode_client_error,
     encode_refusal,
-    secure_clip,
+    secure_bound_for,
 )
 from fedcausal_flwr.federation.core.registry import UnknownMethodError, get_method
 from fedcausal_flwr.federation.runtime.localgrid import LocalGrid, run_local
@@ -126,7 +126,7 @@ def test_secure_sum_equals_plain_sum_exactly(parts3, plain3):
 
 def test_secure_sum_is_exact_for_values_near_the_bound():
     # 4 clients, values up to C (and -C): the SecAgg+ recipe must reproduce the int64 sum exactly
-    bound = secure_clip(4)
+    bound = secure_bound_for(4)
 
     class BigClient(ProtocolClient):
         @action("big")
@@ -260,9 +260,9 @@ def test_unknown_method_lists_known_methods():
 
 
 def test_secure_vector_checks_and_error_parsing():
-    assert secure_clip(1) == 2**30 - 1
-    assert secure_clip(100) == (2**32 - 1) // 200
-    assert 100 * 2 * secure_clip(100) < 2**32
+    assert secure_bound_for(1) == 2**30 - 1
+    assert secure_bound_for(100) == (2**32 - 1) // 200
+    assert 100 * 2 * secure_bound_for(100) < 2**32
     check_secure_vector([np.array([-5, 5])], 5, 0, "a")
     with pytest.raises(ProtocolError, match=r"client=3\]: secure action 'a': max \|value\| 6"):
         check_secure_vector([np.array([1, -6])], 5, 3, "a")

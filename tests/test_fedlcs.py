@@ -255,7 +255,7 @@ def test_one_client_baselines_equal_fedlcs(alarm_rows):
 
 def test_baselines_on_alarm_with_three_clients(alarm_rows):
     """fedlcs-local: each client's graphs are its own local search; lcs-pooled: the search on the
-    union of the rows, after a raw_data round (labelled not private)."""
+    union of the rows, after a raw_rows round (labelled not private)."""
     from fedcausal_flwr.clients.base import encode_columns
     from fedcausal_flwr.data.partition import split_iid
     from fedcausal_flwr.graphs.graph import Graph
@@ -294,7 +294,7 @@ def test_baselines_on_alarm_with_three_clients(alarm_rows):
     assert len(set(means.values())) > 1  # the clients differ: avg and best are not the same
 
     pooled = run_method("lcs-pooled", parts, options)
-    assert [e["kind"] for e in pooled.ledger] == ["hello", "raw_data"]
+    assert [e["kind"] for e in pooled.ledger] == ["hello", "raw_rows"]
     assert "not private" in pooled.extra["reference"]
     found = search(frame.iloc[np.concatenate([p.index.to_numpy() for p in parts])])
     for t in targets:

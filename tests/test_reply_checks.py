@@ -135,7 +135,7 @@ def test_the_refusal_travels_as_an_error_code_not_as_text():
     set_task_identity(1, 0)
     app = make_client_app(PartitionedClients(AlwaysRefuses, toy_partitions(1)))
     ins = FitIns(ndarrays_to_parameters([]), {"action": "colsum", "payload": "{}", "round": 2,
-                                              "secure": False, "clip": 0})  # fmt: skip
+                                              "secure": False, "secure_bound": 0})  # fmt: skip
     msg = Message(fitins_to_recorddict(ins, True), dst_node_id=1, message_type="train")
     context = Context(1, 1, {"partition-id": 0, "num-partitions": 1}, RecordDict(), {})
     reply = app(msg, context)

@@ -73,7 +73,7 @@ def test_compare_writes_a_self_contained_report(study):
     held = "each client&#x27;s, summed by the server"
     assert f"<td class='name'>tables</td><td class='name'>{held}</td>" in fedpc
     assert "Plain run (no SecAgg+)" in fedpc and "sum only" not in fedpc
-    assert "<td class='name'>raw_data</td><td class='name'>each client&#x27;s</td>" in ledger
+    assert "<td class='name'>raw_rows</td><td class='name'>each client&#x27;s</td>" in ledger
 
 
 def test_report_command_rebuilds_the_page_from_the_folder(study, tmp_path, capsys):

@@ -18,7 +18,7 @@ from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
-from fedcausal_flwr.federation.core.disclosure import CLASSES
+from fedcausal_flwr.federation.core.disclosure import CLASSES, RAW_ROWS
 from fedcausal_flwr.federation.core.messages import Request, SitePolicyError
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 from fedcausal_flwr.federation.core.site_guard import (
@@ -34,7 +34,6 @@ from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.federation.runtime.workflow import make_server_app
 from fedcausal_flwr.protocols.fedpc import TABLES
 from fedcausal_flwr.protocols.queries import encode_queries
-from fedcausal_flwr.protocols.voting import RAW_DATA
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies.base import ProtocolStrategy
 
@@ -118,7 +117,7 @@ def test_an_undeclared_action_is_refused_in_process(asia_frames):
 
     class AskRows(ProtocolStrategy):
         def next_request(self):
-            return Request(RAW_DATA, {"variables": self.variables, "levels": {}})
+            return Request(RAW_ROWS, {"variables": self.variables, "levels": {}})
 
     spec = get_method("fedpc-vote")
     from fedcausal_flwr.federation.runtime.runners import (
@@ -128,7 +127,7 @@ def test_an_undeclared_action_is_refused_in_process(asia_frames):
     )
 
     maker = BoundClientMaker(spec.make_client, spec.own_options(spec.resolve({})), spec.guard(0))
-    with pytest.raises(SitePolicyError, match="site 0 refuses action 'raw_data': method "
+    with pytest.raises(SitePolicyError, match="site 0 refuses action 'raw_rows': method "
                        "'fedpc-vote' does not declare it"):  # fmt: skip
         run_protocol(AskRows(), PartitionedClients(maker, asia_frames), SITES)
 
@@ -163,19 +162,19 @@ def test_allowing_raw_rows_runs_pooled_as_in_process(tmp_path, asia_frames):
 
 
 def test_a_modified_serverapp_asking_rows_of_fedpc_vote_is_refused(tmp_path, asia_frames):
-    """The run config says fedpc-vote; the ServerApp sends raw_data anyway."""
+    """The run config says fedpc-vote; the ServerApp sends raw_rows anyway."""
 
     class AskRows(ProtocolStrategy):
         def next_request(self):
-            return Request(RAW_DATA, {"variables": self.variables, "levels": {}})
+            return Request(RAW_ROWS, {"variables": self.variables, "levels": {}})
 
     nodes = write_sites(tmp_path, asia_frames, **{"allow-raw-rows": True})
-    with pytest.raises(SitePolicyError, match="^site 0 refuses action 'raw_data'.*; site 1"):
+    with pytest.raises(SitePolicyError, match="^site 0 refuses action 'raw_rows'.*; site 1"):
         run_app(nodes, {"method": "fedpc-vote"}, make_server_app(AskRows()))
     for k, node in enumerate(nodes):
         log = audit(node)
         assert [e["outcome"] for e in log] == ["sent", "refused"]  # hello, then the rows
-        assert log[1]["action"] == "raw_data" and log[1]["policy"] == "declared disclosures"
+        assert log[1]["action"] == "raw_rows" and log[1]["policy"] == "declared disclosures"
         assert log[1]["site"] == k and log[1]["method"] == "fedpc-vote"
 
 
@@ -458,7 +457,7 @@ def test_guard_without_policy_enforces_the_declaration_only():
 
 def test_every_builtin_client_refuses_what_its_method_does_not_declare(monkeypatch):
     """A client class answers more actions than some of its methods declare (the shared
-    discrete client's ``raw_data``, ``local_graph``, ...). Built as every entry point builds it,
+    discrete client's ``raw_rows``, ``local_graph``, ...). Built as every entry point builds it,
     each method's client refuses each of those before its handler runs."""
     from fedcausal_flwr.clients.base import ProtocolClient
 

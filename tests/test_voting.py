@@ -171,8 +171,8 @@ def test_one_client_fedpc_vote_equals_pooled_pc(alarm, alarm_pc):
         for (a, b), sets in alarm_pc.skeleton.sepsets.items()
     }
     assert result.evidence.sepsets() == expected
-    assert [lv["level"] for lv in result.extra["layers"]] == [
-        lv["level"] for lv in alarm_pc.skeleton.depths
+    assert [lv["depth"] for lv in result.extra["layers"]] == [
+        lv["depth"] for lv in alarm_pc.skeleton.depths
     ]
     assert result.rounds == 1 + len(alarm_pc.skeleton.depths)  # hello + one round per layer
 
@@ -245,7 +245,7 @@ def test_every_method_runs_on_alarm(alarm_runs, alarm_pc, method, k):
     assert result.config["data"]["clients"] == k and not result.dropped_clients
     kinds = [e["kind"] for e in result.ledger]
     assert kinds[0] == "hello" and not any(e["summed"] for e in result.ledger)
-    assert ("raw_data" in kinds) == (method == "pooled")  # only the reference moves data
+    assert ("raw_rows" in kinds) == (method == "pooled")  # only the reference moves data
     if method == "pooled":
         assert result.graph == alarm_pc.graph  # whatever the split
     if method in ("pc-vote", "fci-vote", "local", "pooled"):
@@ -285,10 +285,10 @@ def test_fedpc_vote_layer_votes_recomputed_from_client_data(alarm, alarm_runs):
     names = net.variables
     adjacency = ~np.eye(len(names), dtype=bool)
     threshold = 2  # ceil(0.4 * 5)
-    assert [layer["level"] for layer in result.extra["layers"]][:3] == [0, 1, 2]
+    assert [layer["depth"] for layer in result.extra["layers"]][:3] == [0, 1, 2]
     for layer in result.extra["layers"]:
         assert layer["threshold"] == threshold
-        kept = [pc_stable_level(o, adjacency, layer["level"]) for o in oracles]
+        kept = [pc_stable_level(o, adjacency, layer["depth"]) for o in oracles]
         votes = np.sum(kept, axis=0)
         rows, cols = np.nonzero(np.triu(adjacency, k=1))
         assert layer["votes"] == {

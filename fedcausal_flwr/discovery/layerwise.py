@@ -38,7 +38,7 @@ def depth_steps(adjacency: np.ndarray, depth: int, alpha: float):
         removed = apply_depth(result, queries, np.asarray(pvalues, dtype=float), alpha, depth)
         for x, y in removed:
             adjacency[x, y] = adjacency[y, x] = False
-        result.depths.append({"level": depth, "tests": len(queries), "removed": len(removed)})
+        result.depths.append({"depth": depth, "tests": len(queries), "removed": len(removed)})
     return result
 
 

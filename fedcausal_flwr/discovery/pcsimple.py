@@ -198,7 +198,7 @@ def pcsimple_steps(
         kept, found = apply_layer(target, cpc, depth, answers.__getitem__, alpha, stable)
         result.sepsets.update(found)
         result.removed_at.update(dict.fromkeys(found, depth))
-        result.layers.append({"level": depth, "tests": len(queries), "removed": len(found)})
+        result.layers.append({"depth": depth, "tests": len(queries), "removed": len(found)})
         cpc = kept
         depth += 1
     result.pc = cpc

@@ -180,7 +180,7 @@ def skeleton_steps(
         else:
             for x, y in removed:
                 adjacency[x, y] = adjacency[y, x] = False
-        result.depths.append({"level": depth, "tests": tests, "removed": len(removed)})
+        result.depths.append({"depth": depth, "tests": tests, "removed": len(removed)})
     result.adjacency = adjacency
     return result
 

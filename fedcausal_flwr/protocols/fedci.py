@@ -68,8 +68,7 @@ from fedcausal_flwr.stats.glm import GLMModel
 
 GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients
 LOCAL_LRT = "local_lrt"  # the client's own LRT p-values (Fisher baseline)
-RAW_ROWS = "raw_rows"  # the client's rows over its own columns (iod-pooled only: NOT private)
-ACTIONS = (GLM, LOCAL_LRT, RAW_ROWS)
+ACTIONS = (GLM, LOCAL_LRT, disclosure.RAW_ROWS)  # raw_rows: own columns (iod-pooled)
 
 #: what each action of fedCI's tests discloses: GLM blocks are sums (through SecAgg+ in a secure
 #: run); the Fisher baseline (ci=fisher) collects each client's own p-values
@@ -77,7 +76,7 @@ DISCLOSURES = {GLM: disclosure.SUM, LOCAL_LRT: disclosure.LOCAL}
 #: iod-fisher: each site's own LRT p-values only
 FISHER_DISCLOSURES = {LOCAL_LRT: disclosure.LOCAL}
 #: iod-pooled: the sites' rows
-POOLED_DISCLOSURES = {RAW_ROWS: disclosure.RAW}
+POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
 
 FIXED_FRACTION_BITS = 30  # default f: values travel as round(v * 2**f)
 FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value

@@ -12,7 +12,7 @@ action                 payload (record: keys) + arrays            reply (per cli
 =====================  =========================================  =========================  ======
 ``bootstrap_weights``  ``BootstrapWeightsRequest``: ``variables,  float64 mean weight per    no
                        levels, test, alpha, reliability,          ``E_del`` pair; meta
-                       bootstraps, seed, resample, level,         ``tests``
+                       bootstraps, seed, resample, depth,         ``tests``
                        evidence`` + uint8 ``p x p`` skeleton at
                        the layer's start + int64 ``E_del``
                        pairs ``(n, 2)``
@@ -24,7 +24,7 @@ action                 payload (record: keys) + arrays            reply (per cli
                        + uint8 ``p x p`` skeleton S*
 =====================  =========================================  =========================  ======
 
-``BootstrapWeightsRequest.depth`` (the layer's conditioning-set size) travels as ``level``;
+``BootstrapWeightsRequest.depth`` is the layer's conditioning-set size;
 ``bootstrap_weights`` replies one weight per broadcast pair, in their order, with meta
 :class:`~fedcausal_flwr.protocols.discrete.ComputedTests`; ``orient``'s meta is
 :class:`fedcausal_flwr.protocols.discrete.HillClimbReply`; S* is the final voted skeleton.
@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import wire
 from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
 
@@ -63,10 +62,10 @@ class BootstrapScope(DiscreteScope):
 
 @dataclass(frozen=True)
 class BootstrapWeightsRequest(BootstrapScope):
-    """``bootstrap_weights``: the removed edges' evidence at layer ``level`` under the
+    """``bootstrap_weights``: the removed edges' evidence at layer ``depth`` under the
     ``evidence`` rule (arrays: the skeleton at the layer's start, the removed pairs)."""
 
-    depth: int = wire("level", kw_only=True)  # PC depth: the conditioning-set size
+    depth: int = field(kw_only=True)  # PC depth: the conditioning-set size
     evidence: str = field(kw_only=True)
 
 

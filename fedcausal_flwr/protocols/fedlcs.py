@@ -1,5 +1,5 @@
 """FedLCS's actions, their payloads and what FedLCS and its baselines disclose (its pooled
-reference uses :data:`fedcausal_flwr.protocols.voting.RAW_DATA` and its record).
+reference uses :data:`fedcausal_flwr.federation.core.disclosure.RAW_ROWS` and its record).
 
 The search that both sides run lives in :mod:`fedcausal_flwr.discovery.lcs` (``LCSOptions``
 travel as :func:`~fedcausal_flwr.discovery.lcs.options_dict`).
@@ -8,7 +8,7 @@ Wire protocol (after the built-in ``hello``; ``levels`` are the global level set
 indices into ``variables``). ``fedlcs`` asks one ``lcs_prune`` round per PCsimple layer (all
 pending variables together) and one ``lcs_sepsets`` round per level of the separating-set search
 (all pending pairs together), as the search yields them; ``fedlcs-local`` one ``lcs_local`` round;
-``lcs-pooled`` one ``raw_data`` round (``RawDataRequest`` of
+``lcs-pooled`` one ``raw_rows`` round (``EncodedRowsRequest`` of
 :mod:`fedcausal_flwr.protocols.voting`, ``variables, levels``: its ``missing`` left out; reply:
 the client's rows as int64 codes). Payload keys in wire order; every reply reaches the server per
 client:
@@ -18,11 +18,12 @@ action           methods       payload (record: keys)               reply (per c
 ===============  ============  ===================================  ========================  ======
 ``lcs_prune``    fedlcs        ``LCSPruneRequest``: ``variables,    uint8 keep flag per       no
                                levels, test, alpha, reliability,    candidate, jobs
-                               session, jobs, stable``; ``jobs``:   concatenated; meta
-                               ``[[V, [CPC...], l], ...]``          ``tests``
+                               run_token, jobs, stable``;           concatenated; meta
+                               ``jobs``: ``[[V, [CPC...], l],       ``tests``
+                               ...]``
 ``lcs_sepsets``  fedlcs        ``LCSSepsetsRequest``: ``variables,  float64 p per subset of   no
                                levels, test, alpha, reliability,    size l of U (NaN where
-                               session, jobs, reveal_all``;         p <= alpha unless
+                               run_token, jobs, reveal_all``;       p <= alpha unless
                                ``jobs``: ``[[a, b, [U...], l],      ``reveal_all``), jobs
                                ...]``                               concatenated; meta
                                                                     ``tests``
@@ -33,7 +34,7 @@ action           methods       payload (record: keys)               reply (per c
                                                                     ``tests``
 ===============  ============  ===================================  ========================  ======
 
-``run_token`` travels as ``session`` (it scopes the client's test cache to the run). The meta
+``run_token`` scopes the client's test cache to the run. The meta
 ``tests`` (:class:`~fedcausal_flwr.protocols.discrete.ComputedTests`) counts the CI tests the
 client computed for the message. ``lcs_sepsets`` takes the subsets of U in
 ``itertools.combinations`` order; ``reveal_all`` is sent true with ``sep_rule="fisher"``.
@@ -45,8 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import wire
-from fedcausal_flwr.protocols import voting
 from fedcausal_flwr.protocols.discrete import DiscreteScope
 
 LCS_PRUNE = "lcs_prune"  # one PCsimple layer of several candidate sets: keep flags
@@ -59,15 +58,15 @@ ACTIONS = (LCS_PRUNE, LCS_SEPSETS, LCS_LOCAL)
 DISCLOSURES = {LCS_PRUNE: disclosure.LOCAL, LCS_SEPSETS: disclosure.LOCAL}
 #: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
 LOCAL_DISCLOSURES = {LCS_LOCAL: disclosure.LOCAL}
-POOLED_DISCLOSURES = {voting.RAW_DATA: disclosure.RAW}
+POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
 
 
 @dataclass(frozen=True)
 class LCSScope(DiscreteScope):
-    """Base of ``lcs_prune`` and ``lcs_sepsets``: the run's token (``session`` on the wire),
+    """Base of ``lcs_prune`` and ``lcs_sepsets``: the run's token,
     which scopes the client's test cache to the run."""
 
-    run_token: str = wire("session", kw_only=True)
+    run_token: str = field(kw_only=True)
 
 
 @dataclass(frozen=True)

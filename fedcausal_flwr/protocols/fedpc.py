@@ -17,7 +17,8 @@ action             payload (record: keys) + arrays          reply (arrays)      
 ``margins``        ``TableRequest`` (as ``tables``)         int64 vector, ``n_xz, n_yz``   yes
                    + queries                                of every table
 ``sketch``         ``SketchRequest``: ``variables, levels,  int64 vector, projected        yes
-                   max_cells, missing, seed, l, k``         residuals ``x 2**8``
+                   max_cells, missing, seed,                residuals ``x 2**8``
+                   sketch_length, clients``
                    + queries, float64 expected counts
 ``moments``        ``MomentsRequest``: ``variables,         float64 ``[n, sum x, x x^T]``  server
                    missing``                                over its rows
@@ -27,20 +28,20 @@ action             payload (record: keys) + arrays          reply (arrays)      
 =================  =======================================  =============================  ======
 
 summed ``yes``: the server uses only the sum over clients (added by SecAgg+ in a secure run, by the
-server otherwise); ``server``: each client's reply reaches the server, which sums it: the moments in
-partition order (deterministic float sums), the sparse tables merged exactly (int64). ``max_cells``
-is the most table cells a client holds at once (dense tables; ``sparse_tables`` ignores it);
-``sketch_length`` travels as ``l`` and ``clients`` (the K clients that share the expected counts
-``E``) as ``k``. In a differentially private run (``dp=central``) each ``tables`` request also
-carries ``privacy``: its :class:`~fedcausal_flwr.federation.core.records.PrivacyCharge` (mechanism,
-tables, noise variance per cell, ``rho``, the run's target epsilon and delta), which each site logs
-with its reply; a run without it sends no ``privacy`` key.
+server otherwise); ``server``: each client's reply reaches the server, which sums it: the moments
+in partition order (deterministic float sums), the sparse tables merged exactly (int64).
+``max_cells`` is the most table cells a client holds at once (dense tables; ``sparse_tables``
+ignores it); ``clients`` is the K clients that share the expected counts ``E``. In a differentially
+private run (``dp=central``) each ``tables`` request also carries ``privacy``: its
+:class:`~fedcausal_flwr.federation.core.records.PrivacyCharge` (mechanism, tables, noise variance
+per cell, ``rho``, the run's target epsilon and delta), which each site logs with its reply; a run
+without it sends no ``privacy`` key.
 
 ``tables`` and ``sparse_tables`` replies that do not go through SecAgg+ travel compact: each
 integer array in the smallest type that holds its values (counts of a 1,000-row client in 2
 bytes; ``@action(..., compact=True)``); the server reads them as int64. ``sketch``: a client's
 share ``P (T_k - E/K) / sqrt(E)`` of the projected residuals (projection seeded by ``seed``,
-``l`` rows) travels in fixed point, ``rint(value * SKETCH_SCALE)`` (8 fractional bits).
+``sketch_length`` rows) travels in fixed point, ``rint(value * SKETCH_SCALE)`` (8 fractional bits).
 
 What travels when: ``ci="exact"`` asks each batch as dense ``tables`` or, where the clients' nonzero
 cells are the smaller reply or a dense table is over ``max_cells`` (never in a secure run), as
@@ -62,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload, optional, wire
+from fedcausal_flwr.federation.core.payloads import Payload, optional
 from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)
@@ -102,12 +103,12 @@ class TableRequest(Payload):
 
 @dataclass(frozen=True)
 class SketchRequest(TableRequest):
-    """``sketch``: the batch's projected residuals (projection ``seed``, length ``l``, ``k``
-    clients sharing the expected counts)."""
+    """``sketch``: the batch's projected residuals (projection ``seed``, ``sketch_length`` rows,
+    ``clients`` sharing the expected counts)."""
 
     seed: int = field(kw_only=True)
-    sketch_length: int = wire("l", kw_only=True)
-    clients: int = wire("k", kw_only=True)
+    sketch_length: int = field(kw_only=True)
+    clients: int = field(kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,16 @@ action           methods        payload (record: keys) + arrays  reply (arrays; 
                  fedpc-vote     reliability`` + queries
 ``prune``        fedpc-vote,    ``PruneRequest``: ``variables,   uint8 ``p x p`` kept       no
                  fedecd         levels, test, alpha,             skeleton, int64 rows
-                                reliability, level`` + uint8     ``[x, y, S...]`` (its
+                                reliability, depth`` + uint8     ``[x, y, S...]`` (its
                                 ``p x p`` global skeleton        separating sets); meta
                                                                  ``tests``
-``raw_data``     pooled,        ``RawDataRequest``:              int64 ``n_k x p`` codes    no
+``raw_rows``     pooled,        ``EncodedRowsRequest``:          int64 ``n_k x p`` codes    no
                  lcs-pooled     ``variables, levels, missing``   of its rows over the
                                                                  level sets
 ===============  =============  ===============================  =========================  ======
 
-``PruneRequest.depth`` (the conditioning-set size) travels as ``level``. ``knowledge`` (the
-background knowledge's text) is left out while None; ``raw_data``'s ``missing`` too, which the
+``PruneRequest.depth`` is the conditioning-set size. ``knowledge`` (the
+background knowledge's text) is left out while None; ``raw_rows``'s ``missing`` too, which the
 client then reads as ``error`` (``lcs-pooled`` leaves it out, ``pooled`` sends its option). A
 ``pvalues`` p-value is NaN where the client's test is unreliable (fewer than ``reliability`` rows
 per table cell), which every vote reads as dependent.
@@ -38,7 +38,7 @@ What travels when: ``pc-vote``, ``fci-vote`` and ``local``: one ``local_graph`` 
 PC (FCI) search; ``fedpc-vote``: one ``prune`` round per layer (the current global skeleton as the
 first array), then with ``orientation="maxp"`` one ``pvalues`` round with the candidate
 separating sets of every unshielded pair; FedECD's skeleton: one ``prune`` round per layer (its
-separating sets unused); ``pooled`` and ``lcs-pooled``: one ``raw_data`` round.
+separating sets unused); ``pooled`` and ``lcs-pooled``: one ``raw_rows`` round.
 """
 
 from __future__ import annotations
@@ -46,20 +46,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import optional, wire
+from fedcausal_flwr.federation.core.payloads import optional
 from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
 
 LOCAL_GRAPH = "local_graph"  # the client's own PC/FCI graph (endpoint marks)
 PVALUES = "pvalues"  # the client's p-value of every query of a batch
-PRUNE = "prune"  # one PC-stable level on the broadcast skeleton: kept edges + separating sets
-RAW_DATA = "raw_data"  # the encoded rows themselves (centralised references only, not private)
-ACTIONS = (LOCAL_GRAPH, PVALUES, PRUNE, RAW_DATA)
+PRUNE = "prune"  # one PC-stable depth on the broadcast skeleton: kept edges + separating sets
+ACTIONS = (LOCAL_GRAPH, PVALUES, PRUNE, disclosure.RAW_ROWS)  # raw_rows: the encoded rows (pooled)
 
 #: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
 #: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
 GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: disclosure.LOCAL}
 CIT_VOTE_DISCLOSURES = {PVALUES: disclosure.LOCAL}
-POOLED_DISCLOSURES = {RAW_DATA: disclosure.RAW}
+POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
 #: fedpc-vote: each client's kept edges and separating sets of a layer, and its own p-values
 FEDPC_VOTE_DISCLOSURES = {PRUNE: disclosure.LOCAL, PVALUES: disclosure.LOCAL}
 
@@ -85,15 +84,15 @@ class PValuesRequest(LevelSets):
 
 @dataclass(frozen=True)
 class PruneRequest(DiscreteScope):
-    """``prune``: one PC-stable layer (conditioning sets of size ``level``) on the broadcast
+    """``prune``: one PC-stable layer (conditioning sets of size ``depth``) on the broadcast
     skeleton (the first array)."""
 
-    depth: int = wire("level", kw_only=True)  # PC depth: the conditioning-set size
+    depth: int = field(kw_only=True)  # PC depth: the conditioning-set size
 
 
 @dataclass(frozen=True)
-class RawDataRequest(LevelSets):
-    """``raw_data``: the client's rows encoded over the level sets (``missing``: the mode of the
+class EncodedRowsRequest(LevelSets):
+    """``raw_rows``: the client's rows encoded over the level sets (``missing``: the mode of the
     pooled reference; absent: ``error``, as ``lcs-pooled`` asks)."""
 
     missing: str | None = optional()

@@ -20,7 +20,8 @@ action          payload                                        reply
 ``bootstrap``   ``seed``, ``sample``, ``parts``: per           the parts' arrays, concatenated;
                 replicate its ``replicate``, ``action``,       meta ``parts``: per part its
                 ``payload``, ``n_arrays``, ``secure``,         ``n_arrays`` and ``meta``
-                ``clip``; arrays: the parts' arrays
+                ``secure_bound``; arrays: the parts'
+                arrays
 ==============  =============================================  ==================================
 
 Each part is answered by the method's own client handler on that replicate's rows, and summed
@@ -168,9 +169,9 @@ class BootstrapStrategy(ProtocolStrategy):
         return Request(BOOTSTRAP, payload, arrays=arrays, clients=clients, nan_ok=nan_ok)
 
     def _part(self, replicate: int, request: Request) -> dict:
-        clip = self.secure_bound if request.secure else 0
+        bound = self.secure_bound if request.secure else 0
         part = BootstrapPart(
-            replicate, request.action, request.payload, len(request.arrays), request.secure, clip
+            replicate, request.action, request.payload, len(request.arrays), request.secure, bound
         )
         return part.encode()
 

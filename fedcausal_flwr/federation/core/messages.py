@@ -10,7 +10,7 @@ SecAgg+ exact-sum recipe needs equal weights) and the reply metadata as a JSON s
 Secure (summed) requests: every client answers with ONE flat integer vector; the server only ever
 sees the sum, computed either plainly (int64, in partition order) or through SecAgg+. The SecAgg+
 parameters that make that sum exact are ``weight 1, clipping_range=C, quantization_range=2C,
-modulus_range=2**32`` with ``|value| <= C`` and ``n * 2C < 2**32`` (see :func:`secure_clip`).
+modulus_range=2**32`` with ``|value| <= C`` and ``n * 2C < 2**32`` (see :func:`secure_bound_for`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ KEY_ACTION = "action"
 KEY_PAYLOAD = "payload"
 KEY_ROUND = "round"
 KEY_SECURE = "secure"
-KEY_CLIP = "clip"
+KEY_SECURE_BOUND = "secure_bound"
 #: the reply goes through SecAgg+ (a summable request in a secure run): keep its integer type
 KEY_SECAGG = "secagg"
 KEY_META = "meta"
@@ -288,15 +288,15 @@ def encode_payload(payload: Mapping[str, Any], where: str) -> str:
         raise TypeError(f"{where}: payload is not JSON-serialisable ({err})") from None
 
 
-def secure_clip(n_clients: int) -> int:
+def secure_bound_for(n_clients: int) -> int:
     """Largest C with ``n * 2C < 2**32`` (and 2C < 2**31): SecAgg+ then sums exactly."""
     if n_clients < 1:
         raise ValueError(f"need at least one client, got {n_clients}")
     return min(MAX_CLIP, (MODULUS_RANGE - 1) // (2 * n_clients))
 
 
-def check_secure_vector(arrays: Sequence[np.ndarray], clip: int, client: int, action: str) -> None:
-    """Raise :class:`ProtocolError` unless ``arrays`` is one flat integer vector, |v| <= clip."""
+def check_secure_vector(arrays: Sequence[np.ndarray], bound: int, client: int, action: str) -> None:
+    """Raise :class:`ProtocolError` unless ``arrays`` is one flat integer vector, |v| <= bound."""
     if len(arrays) != 1:
         raise ProtocolError(
             client, f"secure action {action!r} must return exactly one array, got {len(arrays)}"
@@ -310,11 +310,11 @@ def check_secure_vector(arrays: Sequence[np.ndarray], clip: int, client: int, ac
         )
     if vec.size:
         max_abs = max(int(vec.max()), -int(vec.min()))  # no int64 copy of the vector
-        if max_abs > clip:
+        if max_abs > bound:
             raise ProtocolError(
                 client,
                 f"secure action {action!r}: max |value| {max_abs} exceeds the exact-sum bound "
-                f"C={clip} for this number of clients (n * 2C must stay below 2**32)",
+                f"C={bound} for this number of clients (n * 2C must stay below 2**32)",
             )
 
 

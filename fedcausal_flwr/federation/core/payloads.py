@@ -4,9 +4,9 @@ Each field is one key of the payload, in the order the payload lists them on the
 
     @dataclass(frozen=True)
     class PruneRequest(DiscreteScope):
-        level: int
+        depth: int
 
-    Request(PRUNE, PruneRequest(variables, levels, test, alpha, reliability, level=2))
+    Request(PRUNE, PruneRequest(variables, levels, test, alpha, reliability, depth=2))
     ...
     @action(PRUNE, PruneRequest)
     def prune(self, request: PruneRequest, arrays): ...
@@ -14,11 +14,10 @@ Each field is one key of the payload, in the order the payload lists them on the
 :meth:`Payload.encode` gives the dict that travels (fields in declaration order, so a subclass's
 fields follow its base's); :meth:`Payload.decode` reads it back, with a field's default when its
 key is absent, and refuses a payload that lacks a required key or carries a key the record does not
-declare (a request is never half read). A field may travel under a short key that predates its
-record (:func:`wire`), and a field declared with :func:`optional` is left out of the payload while
-it is None. The strategy and the client of a method build and read its payloads only through these
-records, so each key is written once, in the method's :mod:`fedcausal_flwr.protocols` module
-(the core's own actions: :mod:`.records`).
+declare (a request is never half read). A field travels under its own name; one declared with
+:func:`optional` is left out of the payload while it is None. The strategy and the client of a
+method build and read its payloads only through these records, so each key is written once, in the
+method's :mod:`fedcausal_flwr.protocols` module (the core's own actions: :mod:`.records`).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from typing import Any, Self
 
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
 
-_wire_key = "wire"  # metadata key: the field's key on the wire
 _omit_none_key = "omit_none"  # metadata key: leave the field out of the payload while it is None
 
 
@@ -37,27 +35,21 @@ class MalformedPayload(ValueError):
     """A payload a record cannot read (a key missing, or one it does not declare)."""
 
 
-def wire(key: str, **kwargs: Any) -> Any:
-    """A field that travels under ``key`` (e.g. the sketch's ``l``) instead of its name."""
-    return field(metadata={_wire_key: key}, **kwargs)
-
-
 def optional(**kwargs: Any) -> Any:
     """A field (default None) left out of the payload while it is None."""
     return field(default=None, metadata={_omit_none_key: True}, **kwargs)
 
 
-_LAYOUTS: dict[type, tuple[tuple[str, str, bool, bool], ...]] = {}
+_LAYOUTS: dict[type, tuple[tuple[str, bool, bool], ...]] = {}
 
 
-def _layout(cls: type) -> tuple[tuple[str, str, bool, bool], ...]:
-    """``(attribute, wire key, required, omitted while None)`` of each field of ``cls``."""
+def _layout(cls: type) -> tuple[tuple[str, bool, bool], ...]:
+    """``(key, required, omitted while None)`` of each field of ``cls``."""
     layout = _LAYOUTS.get(cls)
     if layout is None:
         layout = _LAYOUTS[cls] = tuple(
             (
                 f.name,
-                f.metadata.get(_wire_key, f.name),
                 f.default is MISSING and f.default_factory is MISSING,
                 bool(f.metadata.get(_omit_none_key)),
             )
@@ -73,8 +65,8 @@ class Payload:
     def encode(self) -> dict[str, Any]:
         """The JSON payload: one key per field, in declaration order."""
         out: dict[str, Any] = {}
-        for name, key, _, omit in _layout(type(self)):
-            value = getattr(self, name)
+        for key, _, omit in _layout(type(self)):
+            value = getattr(self, key)
             if not (omit and value is None):
                 out[key] = value
         return out
@@ -85,16 +77,16 @@ class Payload:
         if isinstance(payload, cls):
             return payload
         layout = _layout(cls)
-        unknown = set(payload) - {key for _, key, _, _ in layout}
+        unknown = set(payload) - {key for key, _, _ in layout}
         if unknown:
             raise MalformedPayload(
                 f"{cls.__name__} has no key {sorted(unknown)[0]!r}; "
-                f"it reads {[key for _, key, _, _ in layout]}"
+                f"it reads {[key for key, _, _ in layout]}"
             )
         values: dict[str, Any] = {}
-        for name, key, required, _ in layout:
+        for key, required, _ in layout:
             if key in payload:
-                values[name] = payload[key]
+                values[key] = payload[key]
             elif required:
                 raise MalformedPayload(f"{cls.__name__} needs the key {key!r}")
         return cls(**values)

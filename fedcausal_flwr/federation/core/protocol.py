@@ -42,7 +42,7 @@ from fedcausal_flwr.federation.core.messages import (
     Request,
     SitePolicyError,
     TooFewClientsError,
-    secure_clip,
+    secure_bound_for,
 )
 from fedcausal_flwr.federation.core.records import HELLO_MAX_LEVELS, HelloRequest
 from fedcausal_flwr.federation.core.site_policy import SEARCH_ENDING_KEYS
@@ -347,7 +347,7 @@ class ProtocolRun:
 
     def start_round(self, server_round: int, down_bytes: Mapping[int, int]) -> int:
         """Record that the pending request went to the nodes of ``down_bytes`` (bytes each);
-        returns the clip bound the clients must respect (0 for a plain request)."""
+        returns the secure bound the clients must respect (0 for a plain request)."""
         request = self.pending
         if request is None:
             raise FederationError(f"round {server_round}: nothing to send")
@@ -618,7 +618,7 @@ class ProtocolRun:
         self, server_round: int, answered: Mapping[int, Answer], up_bytes: Mapping[int, int]
     ) -> None:
         info = self.members.register(answered)
-        self._secure_bound = secure_clip(len(info))
+        self._secure_bound = secure_bound_for(len(info))
         meta_keys = sorted({k for a in answered.values() for k in a.meta})
         self.recorder.record_ledger(server_round, HELLO, False, False, len(info), [], meta_keys)
         self._close(server_round, "ok", up_bytes)

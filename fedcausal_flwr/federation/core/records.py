@@ -39,7 +39,7 @@ class BootstrapPart(Payload):
     payload: dict[str, Any]
     n_arrays: int
     secure: bool
-    clip: int
+    secure_bound: int
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Exact sums of the clients' integer vectors (Flower-free): plain, or decoded from SecAgg+.
 
 SecAgg+ returns the mean of clipped, quantised values; with weight 1 per client and the recipe of
-:func:`~fedcausal_flwr.federation.core.messages.secure_clip` the mean times the number of clients is
-an exact integer vector. Both paths give the same int64 sum, so a method behaves the same with and
-without SecAgg+.
+:func:`~fedcausal_flwr.federation.core.messages.secure_bound_for` the mean times the number of
+clients is an exact integer vector. Both paths give the same int64 sum, so a method behaves the
+same with and without SecAgg+.
 """
 
 from __future__ import annotations

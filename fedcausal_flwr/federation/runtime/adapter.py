@@ -3,7 +3,7 @@
 The legacy ``Strategy`` + ``NumPyClient`` pair is the only route on which SecAgg+ works in Flower
 1.42. :class:`FlowerStrategy` translates between it and the Flower-free
 :class:`~fedcausal_flwr.federation.core.protocol.ProtocolRun`: a request becomes ``FitIns`` (action,
-JSON payload, round, secure flag and clip bound in the config; arrays as parameters), replies come
+JSON payload, round, secure flag and secure bound in the config; arrays as parameters), replies come
 back as ``FitRes`` (arrays; partition id and JSON meta in the metrics). It works under the project's
 workflow (:mod:`~fedcausal_flwr.federation.runtime.workflow`, one round per protocol step, no
 padding) and under Flower's own ``DefaultWorkflow`` (a fixed number of rounds: once the protocol is
@@ -31,13 +31,13 @@ from flwr.server.strategy import Strategy
 from fedcausal_flwr.federation.core.membership import Answer
 from fedcausal_flwr.federation.core.messages import (
     KEY_ACTION,
-    KEY_CLIP,
     KEY_META,
     KEY_PARTITION,
     KEY_PAYLOAD,
     KEY_ROUND,
     KEY_SECAGG,
     KEY_SECURE,
+    KEY_SECURE_BOUND,
     ClientFailure,
     Failure,
     FederationError,
@@ -81,14 +81,14 @@ class FlowerStrategy(Strategy):
         payload_json = encode_payload(request.payload, f"request {request.action!r}")
         params = ndarrays_to_parameters(request.arrays)
         per_client_down = array_nbytes(params.tensors) + len(payload_json) + len(request.action)
-        clip = protocol_run.start_round(server_round, {node: per_client_down for node in targets})
+        bound = protocol_run.start_round(server_round, {node: per_client_down for node in targets})
         config: dict[str, Scalar] = {
             KEY_ACTION: request.action,
             KEY_PAYLOAD: payload_json,
             KEY_ROUND: int(server_round),
             KEY_SECURE: bool(request.secure),
             KEY_SECAGG: bool(request.secure and protocol_run.secure_mode),
-            KEY_CLIP: int(clip),
+            KEY_SECURE_BOUND: int(bound),
         }
         ins = FitIns(params, config)
         return [(proxies[node], ins) for node in targets]

@@ -71,7 +71,7 @@ class SecureAggConfig:
     simulated clients, minutes per round); ``num_shares=k`` (an odd int) gives a simulation
     without site policies Flower's n log n topology. Floats are fractions, as in Flower. The
     quantisation parameters are not configurable: they follow from the number of clients so
-    that sums are exact (see :func:`~fedcausal_flwr.federation.core.messages.secure_clip`).
+    that sums are exact (see :func:`~fedcausal_flwr.federation.core.messages.secure_bound_for`).
     """
 
     num_shares: int | float | None = None
@@ -275,15 +275,15 @@ class ProtocolWorkflow:
     def _secure_round(
         self, grid: Grid, context: LegacyContext, protocol_run: ProtocolRun, server_round: int
     ) -> None:
-        clip = protocol_run.secure_bound
+        bound = protocol_run.secure_bound
         sec = self.secure_config
         num_shares, threshold = sec.topology(protocol_run.planned_clients())
         workflow = TrackedSecAggPlusWorkflow(
             num_shares=num_shares,
             reconstruction_threshold=threshold,
             max_weight=1.0,
-            clipping_range=float(clip),
-            quantization_range=2 * clip,
+            clipping_range=float(bound),
+            quantization_range=2 * bound,
             modulus_range=2**32,
             timeout=sec.timeout if sec.timeout is not None else self.settings.round_timeout,
         )
@@ -353,14 +353,14 @@ class Heartbeat:
 PROGRESS_FIELDS = (
     ("stage", "{}"),
     ("step", "{}"),
-    ("level", "level {}"),
+    ("depth", "depth {}"),
     ("batch", "batch {}"),
     ("models", "{:,} models"),
 )
 
 
 def round_summary(protocol_run: ProtocolRun, server_round: int, started: float) -> str:
-    """One progress line per round: what was asked (and at which stage, level or batch), of how
+    """One progress line per round: what was asked (and at which stage, depth or batch), of how
     many clients, how many CI tests where the round log counts them, how long it took."""
     entry = protocol_run.recorder.log[-1] if protocol_run.recorder.log else {}
     action = entry.get("action", "?")
