@@ -310,21 +310,9 @@ def reference_r4(m: np.ndarray, ctx) -> int:
             for a in np.flatnonzero((m[:, c] == ARROW) & (m[c, :] == TAIL)).tolist():
                 if a == b or m[b, a] != ARROW:
                     continue
-                path = fci_rules._find_discriminating_path(m, a, b, c)
-                if path is None:
-                    continue
-                noncollider = ctx.noncollider_on_path(path)
-                if noncollider is None:
-                    continue
-                if noncollider:
-                    m[c, b] = TAIL
-                    fci_rules._set_if_circle(m, b, c, ARROW)
-                else:
-                    m[c, b] = ARROW
-                    fci_rules._set_if_circle(m, a, b, ARROW)
-                    fci_rules._set_if_circle(m, b, c, ARROW)
-                n += 1
-                break
+                if fci_rules._orient_discriminated(m, ctx, a, b, c):
+                    n += 1
+                    break
     return n
 
 

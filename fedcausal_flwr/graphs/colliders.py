@@ -116,6 +116,14 @@ class ColliderOrientation:
         """List ``triple`` under its :func:`~.sepsets.triple_status`."""
         self._listed(_LIST_OF_STATUS[status]).append(triple)
 
+    def decide(self, triple: Triple, sepsets: Sepsets | None, rule: str) -> bool:
+        """Decide ``(x, y, z)`` by the separating sets of x and z under ``rule``, list it under
+        its status, and say whether it is a collider."""
+        x, y, z = triple
+        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
+        self.record(triple, status)
+        return status == "collider"
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ColliderOrientation):
             return NotImplemented
@@ -251,9 +259,7 @@ def orient_triple_by_triple(
         if knowledge is not None and knowledge.no_edge[x, z]:
             result.record((x, y, z), "ambiguous")
             continue
-        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
-        result.record((x, y, z), status)
-        if status != "collider":
+        if not result.decide((x, y, z), sepsets, rule):
             continue
         if knowledge is not None and (knowledge.vetoed[x, y] or knowledge.vetoed[z, y]):
             continue
@@ -439,9 +445,7 @@ def fci_orient_colliders(
         if untested is not None and untested[a, c]:
             result.record((a, b, c), "ambiguous")
             continue
-        status = triple_status(sepsets_or_raise(sepsets, a, c), b, rule)
-        result.record((a, b, c), status)
-        if status != "collider":
+        if not result.decide((a, b, c), sepsets, rule):
             continue
         if arrow_allowed(m, a, b) and arrow_allowed(m, c, b):
             m[a, b] = ARROW

@@ -210,25 +210,31 @@ def _zhang_r4(m: np.ndarray, ctx: FCIContext) -> int:
             if parents is None:
                 parents = np.flatnonzero((m[:, c] == ARROW) & (m[c, :] == TAIL)).tolist()
             for a in parents:
-                if a == b or m[b, a] != ARROW:
-                    continue
-                path = _find_discriminating_path(m, a, b, c)
-                if path is None:
-                    continue
-                noncollider = ctx.noncollider_on_path(path)
-                if noncollider is None:
-                    continue
-                if noncollider:
-                    m[c, b] = TAIL
-                    _set_if_circle(m, b, c, ARROW)
-                else:
-                    m[c, b] = ARROW
-                    _set_if_circle(m, a, b, ARROW)
-                    _set_if_circle(m, b, c, ARROW)
-                n += 1
-                parents = None
-                break
+                if a != b and m[b, a] == ARROW and _orient_discriminated(m, ctx, a, b, c):
+                    n += 1
+                    parents = None
+                    break
     return n
+
+
+def _orient_discriminated(m: np.ndarray, ctx: FCIContext, a: int, b: int, c: int) -> bool:
+    """R4 for one candidate ``a --> c``, ``b *-> a``, ``b o-* c``: when a discriminating path
+    ``<theta, ..., a, b, c>`` exists and the context decides b on it, ``b --> c`` (a
+    non-collider) or ``a <-> b <-> c`` (a collider). Whether it oriented."""
+    path = _find_discriminating_path(m, a, b, c)
+    if path is None:
+        return False
+    noncollider = ctx.noncollider_on_path(path)
+    if noncollider is None:
+        return False
+    if noncollider:
+        m[c, b] = TAIL
+        _set_if_circle(m, b, c, ARROW)
+    else:
+        m[c, b] = ARROW
+        _set_if_circle(m, a, b, ARROW)
+        _set_if_circle(m, b, c, ARROW)
+    return True
 
 
 def _uncovered_path_exists(

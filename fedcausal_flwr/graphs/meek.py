@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from fedcausal_flwr.graphs.causallearn_graph import (
@@ -16,7 +18,13 @@ from fedcausal_flwr.graphs.causallearn_graph import (
 )
 from fedcausal_flwr.graphs.colliders import ColliderOrientation, check_pc_graph, orient_colliders
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.marks import directed_mask, is_directed, is_undirected, non_adjacent_mask
+from fedcausal_flwr.graphs.marks import (
+    Triple,
+    directed_mask,
+    is_directed,
+    is_undirected,
+    non_adjacent_mask,
+)
 from fedcausal_flwr.graphs.sepsets import Sepsets
 
 MEEK_MODES = ("complete", "causallearn")
@@ -105,6 +113,39 @@ def _meek_r3_r4(m: np.ndarray, vetoed: np.ndarray | None = None) -> int:
     return _orient_candidates(m, cand, vetoed)
 
 
+def _ancestry_orienter(
+    m: np.ndarray, ancestry: CausalLearnAncestry, vetoed: np.ndarray | None = None
+) -> Callable[[int, int], bool]:
+    """causal-learn's orientation of ``a --> b`` in its Meek sweeps: refused (False) when b is an
+    ancestor of a or the edge is vetoed, else made and the ancestry kept up to date (True)."""
+
+    def orient(a: int, b: int) -> bool:
+        if (vetoed is not None and vetoed[a, b]) or ancestry.is_ancestor(b, a):
+            return False
+        ancestry.edit(m, a, b, ARROW, TAIL)
+        ancestry.adjust(a, b)
+        return True
+
+    return orient
+
+
+def _causallearn_r2(
+    m: np.ndarray, triangles: list[Triple], orient: Callable[[int, int], bool]
+) -> int:
+    """One R2 pass over ``triangles`` in their order: ``i --> j --> k`` and ``i - k`` orient
+    ``i --> k``. Returns the number of edges oriented."""
+    total = 0
+    for i, j, k in triangles:
+        if (
+            is_directed(m, i, j)
+            and is_directed(m, j, k)
+            and is_undirected(m, i, k)
+            and orient(i, k)
+        ):
+            total += 1
+    return total
+
+
 def _meek_causallearn(
     m: np.ndarray, ancestry: CausalLearnAncestry | None, vetoed: np.ndarray | None = None
 ) -> int:
@@ -123,28 +164,15 @@ def _meek_causallearn(
     # R3 orients i - l of a kite (i, j, k, l) whose i - j and i - k stay undirected
     kites = causallearn_kites(m, [t for t in triangles if undirected[t[0], t[1]]])
     total = 0
-
-    def orient(a: int, b: int) -> bool:
-        if (vetoed is not None and vetoed[a, b]) or anc.is_ancestor(b, a):
-            return False
-        anc.edit(m, a, b, ARROW, TAIL)
-        anc.adjust(a, b)
-        return True
-
+    orient = _ancestry_orienter(m, anc, vetoed)
     loop = True
     while loop:
         loop = False
         for i, j, k in triples:
             if is_directed(m, i, j) and is_undirected(m, j, k) and orient(j, k):
                 loop, total = True, total + 1
-        for i, j, k in triangles:
-            if (
-                is_directed(m, i, j)
-                and is_directed(m, j, k)
-                and is_undirected(m, i, k)
-                and orient(i, k)
-            ):
-                loop, total = True, total + 1
+        oriented = _causallearn_r2(m, triangles, orient)
+        loop, total = loop or oriented > 0, total + oriented
         for i, j, k, ell in kites:
             if (
                 is_undirected(m, i, j)
@@ -193,14 +221,7 @@ def definite_meek(
     definite_colliders = set(colliders)
     definite_noncolliders = set(noncolliders)
     total = 0
-
-    def orient(a: int, b: int) -> bool:
-        if ancestry.is_ancestor(b, a):
-            return False
-        ancestry.edit(m, a, b, ARROW, TAIL)
-        ancestry.adjust(a, b)
-        return True
-
+    orient = _ancestry_orienter(m, ancestry)
     loop = True
     while loop:
         loop = False
@@ -212,14 +233,8 @@ def definite_meek(
             else:
                 continue
             loop, total = loop or changed, total + int(changed)
-        for i, j, k in triangles:
-            if (
-                is_directed(m, i, j)
-                and is_directed(m, j, k)
-                and is_undirected(m, i, k)
-                and orient(i, k)
-            ):
-                loop, total = True, total + 1
+        oriented = _causallearn_r2(m, triangles, orient)
+        loop, total = loop or oriented > 0, total + oriented
         for i, j, k, ell in kites:
             if (
                 ((j, ell, k) in definite_colliders or (k, ell, j) in definite_colliders)

@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import combinations
@@ -28,7 +27,7 @@ from itertools import combinations
 import numpy as np
 
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
-from fedcausal_flwr.graphs.truth import ancestor_matrix, check_mag, mag_to_pag
+from fedcausal_flwr.graphs.truth import Reachability, ancestor_matrix, check_mag, mag_to_pag
 
 
 # ============================================================================ canonical MAG
@@ -72,40 +71,16 @@ class MSeparation:
     """m-separation in one MAG (a DAG works too), caching one reachability per (x, set)."""
 
     def __init__(self, mag: Graph):
-        self.marks = mag.marks
-        self.anc = ancestor_matrix(mag)
-        self.neighbours = [np.flatnonzero(row != NONE).tolist() for row in self.marks]
+        self.search = Reachability(mag)
         self._cache: dict[tuple[int, frozenset[int]], np.ndarray] = {}
 
     def reachable(self, x: int, given: Iterable[int] = ()) -> np.ndarray:
         """Nodes m-connected to ``x`` given ``given`` (a walk-based Bayes-ball search)."""
         key = (int(x), frozenset(int(v) for v in given))
         hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        m, p = self.marks, self.marks.shape[0]
-        in_given = np.zeros(p, dtype=bool)
-        in_given[list(key[1])] = True
-        open_collider = in_given | self.anc[:, in_given].any(axis=1)
-        seen = np.zeros((p, 2), dtype=bool)
-        reach = np.zeros(p, dtype=bool)
-        queue: deque[tuple[int, int]] = deque()
-        for w in self.neighbours[key[0]]:
-            into = int(m[key[0], w] == ARROW)
-            seen[w, into] = True
-            queue.append((w, into))
-        while queue:
-            v, into = queue.popleft()
-            reach[v] = True
-            for w in self.neighbours[v]:
-                collider = into and m[w, v] == ARROW
-                if open_collider[v] if collider else not in_given[v]:
-                    nxt = int(m[v, w] == ARROW)
-                    if not seen[w, nxt]:
-                        seen[w, nxt] = True
-                        queue.append((w, nxt))
-        self._cache[key] = reach
-        return reach
+        if hit is None:
+            hit = self._cache[key] = self.search.reachable([key[0]], list(key[1]))
+        return hit
 
     def separated(self, x: int, y: int, given: Iterable[int] = ()) -> bool:
         return not bool(self.reachable(x, given)[y])

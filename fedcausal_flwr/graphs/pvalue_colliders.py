@@ -38,7 +38,7 @@ from fedcausal_flwr.graphs.colliders import (
 )
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.marks import Triple
-from fedcausal_flwr.graphs.sepsets import Sepsets, sepsets_or_raise, triple_status
+from fedcausal_flwr.graphs.sepsets import Sepsets
 
 #: causal-learn's ``uc_priority`` codes and the conflict policy each stands for.
 PRIORITY_NAMES = {
@@ -123,6 +123,12 @@ class _Strengths:
         return [p for s, p in self.tests(x, z) if y not in s]
 
 
+def _strengths_of(graph: Graph, pvalue: PValue, max_size: int | None) -> _Strengths:
+    """The strengths of ``graph``'s triples, once it is checked to be a PC graph."""
+    check_pc_graph(graph)
+    return _Strengths(graph.adjacency(), pvalue, max_size)
+
+
 def _orient_sorted(
     m: np.ndarray,
     scores: dict[Triple, float],
@@ -149,15 +155,12 @@ def orient_by_strength(
     oriented strongest first (see the module docstring)."""
     if priority not in (3, 4):
         raise ValueError(f"orient_by_strength takes priority 3 or 4, got {priority}")
-    check_pc_graph(graph)
+    strengths = _strengths_of(graph, pvalue, max_size)
     m = graph.marks
-    strengths = _Strengths(graph.adjacency(), pvalue, max_size)
     result = ColliderOrientation()
     scores: dict[Triple, float] = {}
     for x, y, z in pc_unshielded_triples(m):
-        status = triple_status(sepsets_or_raise(sepsets, x, z), y, rule)
-        result.record((x, y, z), status)
-        if status != "collider":
+        if not result.decide((x, y, z), sepsets, rule):
             continue
         sets = strengths.with_mid(x, y, z) if priority == 3 else strengths.without_mid(x, y, z)
         scores[(x, y, z)] = max(sets)
@@ -174,9 +177,8 @@ def orient_maxp(
     ancestry: CausalLearnAncestry | None = None,
 ) -> ColliderOrientation:
     """causal-learn's ``maxp``: a collider iff max p without y > max p with y."""
-    check_pc_graph(graph)
+    strengths = _strengths_of(graph, pvalue, max_size)
     m = graph.marks
-    strengths = _Strengths(graph.adjacency(), pvalue, max_size)
     result = ColliderOrientation()
     scores: dict[Triple, float] = {}
     for x, y, z in pc_unshielded_triples(m):
@@ -215,9 +217,8 @@ def orient_definite_maxp(
     """causal-learn's ``definite_maxp`` (see the module docstring)."""
     if priority not in (2, 3, 4):
         raise ValueError(f"definiteMaxP takes priority 2, 3 or 4, got {priority}")
-    check_pc_graph(graph)
+    strengths = _strengths_of(graph, pvalue, max_size)
     m = graph.marks
-    strengths = _Strengths(graph.adjacency(), pvalue, max_size)
     result = ColliderOrientation()
     scores: dict[Triple, float] = {}
     noncolliders: list[Triple] = []

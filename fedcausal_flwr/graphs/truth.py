@@ -101,11 +101,11 @@ def d_separated(
             f"x, y and the conditioning set must be disjoint; "
             f"{[graph.names[i] for i in sorted(overlap)]} appear twice"
         )
-    reach = _Reachability(graph).reachable(xs, zs)
+    reach = Reachability(graph).reachable(xs, zs)
     return not bool(reach[ys].any())
 
 
-class _Reachability:
+class Reachability:
     """Reachability searches on one DAG/MAG, sharing its ancestor matrix and neighbour lists."""
 
     def __init__(self, graph: Graph):
@@ -172,7 +172,7 @@ def dag_to_mag(dag: Graph, latent: Iterable[NodeRef]) -> Graph:
     check_dag(dag)
     lat = set(_node_indices(dag, list(latent)))
     obs = [i for i in range(dag.n_nodes) if i not in lat]
-    search = _Reachability(dag)
+    search = Reachability(dag)
     anc = search.anc
     anc_refl = anc | np.eye(dag.n_nodes, dtype=bool)
     obs_mask = np.zeros(dag.n_nodes, dtype=bool)
