@@ -25,7 +25,13 @@ from pandas.api import types as ptypes
 
 from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.data.inputs import client_label
-from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec, _python_scalar
+from fedcausal_flwr.data.schema import (
+    DataError,
+    Schema,
+    VariableSpec,
+    _python_scalar,
+    name_clients,
+)
 from fedcausal_flwr.data.synthetic import (
     _check_types,
     _mixed_column,
@@ -152,13 +158,11 @@ def _constant_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if df[c].nunique(dropna=False) <= 1]
 
 
-def _client_names(k: int, client_names: Sequence[str] | None) -> list[str]:
-    if client_names is None:
-        return [f"client_{i}" for i in range(k)]
-    names = [str(c) for c in client_names]
-    if len(names) != k:
-        raise ValueError(f"{len(names)} client names for {k} clients")
-    return names
+def _require_one_of(**options: Any) -> None:
+    """Refuse a call that gives both or neither of two keyword options."""
+    (first, a), (second, b) = options.items()
+    if (a is None) == (b is None):
+        raise ValueError(f"give exactly one of {first}= or {second}=")
 
 
 def _check_frame(df: Any) -> pd.DataFrame:
@@ -187,7 +191,7 @@ def _from_assignment(
     """Client ``i`` gets the rows with ``assignment == i`` (original order, original labels)."""
     clients = [df.iloc[np.flatnonzero(assignment == i)] for i in range(k)]
     schema = Schema.infer([df]) if schema is None else schema
-    return Partition(clients, schema, _client_names(k, client_names), rule, info)
+    return Partition(clients, schema, name_clients(k, client_names, "clients"), rule, info)
 
 
 def _require_min_rows(sizes: Sequence[int], min_rows: int, what: str) -> None:
@@ -232,8 +236,7 @@ def split_sizes(
     df = _check_frame(df)
     n = len(df)
     rng = np.random.default_rng(seed)
-    if (sizes is None) == (alpha is None):
-        raise ValueError("give exactly one of sizes= or alpha=")
+    _require_one_of(sizes=sizes, alpha=alpha)
     if sizes is not None:
         sizes = [int(s) for s in sizes]
         if k is not None and k != len(sizes):
@@ -462,8 +465,7 @@ def split_variable_subsets(
     names = list(base.schema.names)
     p = len(names)
     rng = np.random.default_rng(seed)
-    if (subsets is None) == (fraction is None):
-        raise ValueError("give exactly one of subsets= or fraction=")
+    _require_one_of(subsets=subsets, fraction=fraction)
     if subsets is not None:
         subsets = [list(s) for s in subsets]
         if not subsets:
@@ -640,7 +642,7 @@ def from_csv_files(
         if len(set(names)) != len(names):
             raise ValueError(f"file names {names} are not unique; pass client_names=")
     else:
-        names = _client_names(len(file_paths), client_names)
+        names = name_clients(len(file_paths), client_names, "clients")
     frames = [_read_csv(p, k, schema, sep, keep_index) for k, p in enumerate(file_paths)]
     if schema is None:
         schema = Schema.infer(frames, names)

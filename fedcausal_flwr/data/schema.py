@@ -215,7 +215,7 @@ class Schema:
         """
         if isinstance(dfs, pd.DataFrame):
             dfs = [dfs]
-        names = _client_names(len(dfs), client_names)
+        names = name_clients(len(dfs), client_names)
         seen: dict[str, list[tuple[str, _ColumnInfo]]] = {}
         for client, df in zip(names, dfs, strict=True):
             if not isinstance(df, pd.DataFrame):
@@ -300,12 +300,16 @@ class _ColumnInfo:
     declared: bool  # levels come from a Categorical dtype (order meaningful)
 
 
-def _client_names(k: int, client_names: Sequence[str] | None) -> list[str]:
+def name_clients(
+    k: int, client_names: Sequence[str] | None, counted: str = "data frames"
+) -> list[str]:
+    """The names of ``k`` clients: ``client_names`` as strings, or ``client_0`` ... by default;
+    a list of another length is refused, naming what the ``k`` are (``counted``)."""
     if client_names is None:
         return [f"client_{i}" for i in range(k)]
     names = [str(c) for c in client_names]
     if len(names) != k:
-        raise ValueError(f"{len(names)} client names for {k} data frames")
+        raise ValueError(f"{len(names)} client names for {k} {counted}")
     return names
 
 
