@@ -63,7 +63,6 @@ from fedcausal_flwr.federation.core.messages import (
     check_secure_vector,
     to_json,
 )
-from fedcausal_flwr.federation.core.payloads import MalformedPayload, Payload
 from fedcausal_flwr.federation.core.records import (
     BootstrapPart,
     BootstrapPartReply,
@@ -74,6 +73,7 @@ from fedcausal_flwr.federation.core.records import (
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.runtime.clientside import secagg_participants
 from fedcausal_flwr.federation.runtime.signed_secagg import secagg_roster_names
+from fedcausal_flwr.payload import MalformedPayload, Payload
 from fedcausal_flwr.stats.contingency import MISSING_CODE
 
 #: what an action's handler returns: the reply's arrays and its JSON-serialisable meta
@@ -89,7 +89,7 @@ def action(
 ) -> Callable[[Handler], Handler]:
     """Register the decorated method as the handler of action ``name``.
 
-    ``payload``: the action's typed payload (:mod:`fedcausal_flwr.federation.core.payloads`): the
+    ``payload``: the action's typed payload (:mod:`fedcausal_flwr.payload`): the
     handler gets the request's payload decoded into it (a payload it cannot read is an error
     before the handler runs); without it the handler gets the JSON dict.
     ``compact``: outside SecAgg+ its integer arrays travel in the smallest integer type that

@@ -24,7 +24,8 @@ from fedcausal_flwr.clients.base import (
     site_noise,
 )
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.federation.core.records import PrivacyCharge
+from fedcausal_flwr.privacy.charges import PrivacyCharge
+from fedcausal_flwr.privacy.sampler import discrete_gaussian
 from fedcausal_flwr.protocols.fedpc import (
     MARGINS,
     MOMENTS,
@@ -48,7 +49,6 @@ from fedcausal_flwr.stats.contingency import (
     table_marginals,
 )
 from fedcausal_flwr.stats.gaussian import local_moments, query_moments
-from fedcausal_flwr.stats.privacy import discrete_gaussian
 from fedcausal_flwr.stats.sketch import client_sketch
 
 T = TypeVar("T")

@@ -26,7 +26,8 @@ from fedcausal_flwr.clients.base import (
 )
 from fedcausal_flwr.data.schema import DataError, Schema
 from fedcausal_flwr.federation.core.messages import ProtocolError
-from fedcausal_flwr.federation.core.records import PrivacyCharge
+from fedcausal_flwr.privacy.charges import PrivacyCharge
+from fedcausal_flwr.privacy.sampler import discrete_gaussian
 from fedcausal_flwr.protocols.fedci import (
     GLM,
     LOCAL_LRT,
@@ -41,7 +42,6 @@ from fedcausal_flwr.stats.glm import (
     local_contribution,
     n_global_params,
 )
-from fedcausal_flwr.stats.privacy import discrete_gaussian
 
 _TABLES = FrameCache()
 

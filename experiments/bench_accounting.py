@@ -4,7 +4,7 @@
         [--clients 10] [--sites 3] [--epsilon 8] [--seeds 0 1 2]
 
 A private FedPC/FedFCI run states the epsilon of its releases composed by their privacy loss
-distributions (dp_accounting, :mod:`fedcausal_flwr.stats.pld`) and checks each batch by them
+distributions (dp_accounting, :mod:`fedcausal_flwr.privacy.pld`) and checks each batch by them
 before releasing it; a site with a budget checks each message by zCDP first and by the PLD only
 where zCDP would refuse. Measured here, each beside its reference in the same run:
 
@@ -102,8 +102,8 @@ def fresh_process_check(charges: list[dict], epsilon: float) -> tuple[float, flo
     script = (
         "import json, sys, time\n"
         "start = time.perf_counter()\n"
-        "from fedcausal_flwr.federation.core.site_guard import counted_release\n"
-        "from fedcausal_flwr.stats.privacy import budget_epsilon\n"
+        "from fedcausal_flwr.privacy.site_budget import counted_release\n"
+        "from fedcausal_flwr.privacy.accounting import budget_epsilon\n"
         "imported = time.perf_counter() - start\n"
         "charges = json.loads(sys.stdin.read())\n"
         "start = time.perf_counter()\n"

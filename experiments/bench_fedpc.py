@@ -188,7 +188,7 @@ def main() -> None:
     )
     print(
         f"    rounds {result.rounds} (hello + {len(inprocess_rounds)} tables), "
-        f"pc_levels {result.extra['pc_levels']}, tests {result.extra['tests']}, "
+        f"depths searched {result.extra['depths_searched']}, tests {result.extra['tests']}, "
         f"bytes up {fmt_bytes(result.bytes_up)}, down {fmt_bytes(result.bytes_down)}"
     )
     print(

@@ -1,6 +1,6 @@
 """What an exact discrete Gaussian sampler would cost a private run: OpenDP's against ours.
 
-Ours (:func:`fedcausal_flwr.stats.privacy.discrete_gaussian`) follows Canonne, Kamath and
+Ours (:func:`fedcausal_flwr.privacy.sampler.discrete_gaussian`) follows Canonne, Kamath and
 Steinke's rejection sampler in floating point (numpy); OpenDP's ``make_gaussian`` on integer
 vectors samples the same distribution exactly (rational arithmetic; in OpenDP 0.16 it needs its
 ``contrib`` feature). One private FedPC run (``dp=central``, epsilon 8, delta 1e-6, default two
@@ -34,13 +34,13 @@ def main() -> None:
         parser.error("OpenDP is not installed: pip install opendp")
 
     import fedcausal_flwr
-    import fedcausal_flwr.strategies.private_sums as private_sums
+    import fedcausal_flwr.privacy.server_noise as server_noise
     from fedcausal_flwr.data import load_network
     from fedcausal_flwr.data.partition import split_iid
 
     draws: list[tuple[float, int]] = []
     ours_seconds = 0.0
-    sampler = private_sums.discrete_gaussian
+    sampler = server_noise.discrete_gaussian
 
     def recorded(variance: float, size: int, rng: np.random.Generator) -> np.ndarray:
         nonlocal ours_seconds
@@ -52,13 +52,13 @@ def main() -> None:
 
     net = load_network(args.network)
     sites = split_iid(net.sample(args.rows, seed=0), args.clients, seed=0).clients
-    private_sums.discrete_gaussian = recorded
+    server_noise.discrete_gaussian = recorded
     try:
         result = fedcausal_flwr.run(
             "fedpc", data=sites, dp="central", dp_epsilon=8, dp_delta=1e-6, dp_noise_seed=0
         )
     finally:
-        private_sums.discrete_gaussian = sampler
+        server_noise.discrete_gaussian = sampler
     cells = sum(size for _, size in draws)
 
     opendp.enable_features("contrib")  # make_gaussian on integers is a contrib measurement

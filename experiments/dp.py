@@ -19,7 +19,7 @@ arrowhead F1 and the SHD against the true DAG's CPDAG (the common scoring view o
 the adjacency F1 as a share of the uncapped exact run's (what a user gives up), and against the
 graph of the exact run capped as the private run is (uncapped by default: what the noise alone
 costs); the epsilon the run states (its releases composed by their privacy loss distributions,
-dp_accounting: :mod:`fedcausal_flwr.stats.pld`) and, for reference, the loose zCDP statement of
+dp_accounting: :mod:`fedcausal_flwr.privacy.pld`) and, for reference, the loose zCDP statement of
 the same releases; and whether epsilon = inf gave that exact run's graph.
 
 fedCI (``--glm-rows``; none: skipped): mixed data (a random DAG over 8 variables, 2 continuous,
@@ -47,7 +47,7 @@ import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.metrics import adjacency_metrics
-from fedcausal_flwr.stats.pld import pld_epsilon
+from fedcausal_flwr.privacy.pld import pld_epsilon
 
 DELTA = 1e-6
 SCORING_VIEW = "CPDAG of the true DAG (adjacency F1, arrowhead F1, standard SHD)"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fedcausal_flwr.federation.core.disclosure import CLASSES, PER_CLIENT, RAW, SUM
-from fedcausal_flwr.federation.core.site_guard import counted_release
-from fedcausal_flwr.stats.privacy import release_epsilon
+from fedcausal_flwr.privacy.accounting import release_epsilon
+from fedcausal_flwr.privacy.site_budget import counted_release
 
 #: the fields every line of an audit log has
 FIELDS = ("time", "run", "site", "method", "action", "class", "round", "secure", "outcome")

@@ -171,7 +171,7 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
     def next_request(self) -> Request | None:
         if self.ci != "pooled":
             return super().next_request()
-        runner = self.runner if self.runner is not None else self._start()
+        runner = self.runner if self.runner is not None else self.start_search()
         if runner.pending is None:
             return None
         assert self.schema is not None  # validate_clients has set it
@@ -242,7 +242,7 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
         LOG.info("%s", line)
         self.report(line)
 
-    def _start(self, max_depth: int | None = None) -> StepRunner:
+    def start_search(self, max_depth: int | None = None) -> StepRunner:
         self._begin()
         where = {v: i for i, v in enumerate(self._names)}
         sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]

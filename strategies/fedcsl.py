@@ -174,7 +174,7 @@ class FedCSLStrategy(DiscreteMethodStrategy):
             weights.append(float(weight[0]))
             self.neighbour_sets[r.client] = members
             self.weights[r.client] = float(weight[0])
-            self.client_tests[r.client] = int(NeighboursReply.of_reply(r).tests)
+            self.client_tests[r.client] = int(r.meta_as(NeighboursReply).tests)
         if not any(weights):
             raise ValueError(
                 "fedcsl: every client's weight is 0 (no client has a reliable unconditional "

@@ -234,7 +234,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 "restored": 0,
                 "removed": len(self.removed),
                 "client_tests": {
-                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
+                    str(r.client): int(r.meta_as(ComputedTests).tests) for r in replies
                 },
             }
         )
@@ -266,7 +266,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         layer["removed"] = n - int(restore.sum())
         layer["client_tests"] = {
             str(r.client): layer["client_tests"].get(str(r.client), 0)
-            + int(ComputedTests.of_reply(r).tests)
+            + int(r.meta_as(ComputedTests).tests)
             for r in replies
         }
         layer["weights"] = {
@@ -296,7 +296,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                     f"client {r.client} sent edges outside the skeleton it was given"
                 )
             votes += graph
-            self.score_seconds[str(r.client)] = float(HillClimbReply.of_reply(r).score_seconds)
+            self.score_seconds[str(r.client)] = float(r.meta_as(HillClimbReply).score_seconds)
         self.votes = votes
         options = self.options
         marks, self.dropped, undirected = voted_dag_marks(

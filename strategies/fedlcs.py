@@ -257,7 +257,7 @@ class FedLCSStrategy(LCSSearchStrategy):
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None  # next_request started the search
         for r in replies:
-            tests = ComputedTests.of_reply(r).tests
+            tests = r.meta_as(ComputedTests).tests
             self.client_tests[r.client] = self.client_tests.get(r.client, 0) + tests
         jobs = self.runner.pending.jobs
         if request.action == LCS_PRUNE:
@@ -392,7 +392,7 @@ class LCSLocalStrategy(LCSSearchStrategy):
                     f"client {r.client} sent an invalid graph: {err}"
                 ) from None
             self.client_graphs[r.client] = graphs
-            self.client_tests[r.client] = int(ComputedTests.of_reply(r).tests)
+            self.client_tests[r.client] = int(r.meta_as(ComputedTests).tests)
         self.annotate(clients=len(replies))
 
     def result_payload(self) -> dict:

@@ -106,7 +106,8 @@ from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.stats.tables import query_rows
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.search_stop import privacy_report, server_noise, stop_search
 
 CI_MODES = ("exact", "sketch")
 
@@ -201,7 +202,7 @@ class BatchPlan:
     shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
 
-class FedPCStrategy(PrivateSumsStrategy):
+class FedPCStrategy(MethodStrategy):
     """FedPC: PC-stable with a federated CI test (FedFCI: :class:`FedFCIStrategy`)."""
 
     name = "fedpc"
@@ -210,6 +211,14 @@ class FedPCStrategy(PrivateSumsStrategy):
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
         super().__init__(options, **keywords)
+        batches = self.options.get("dp_batches")
+        #: the server's side of a private run (None: dp off): tables are counts, each release
+        #: with a privacy loss distribution
+        self.privacy = server_noise(
+            self.options, None if batches is None else int(batches), "summed tables", tight=True
+        )
+        #: why the search ended before its last depth (None: it did not)
+        self.stopped: str | None = None
         self.engine_options = shared.search_engine_options(self.algorithm, self.options)
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
@@ -279,7 +288,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             missing=self.options.missing,
         )
 
-    def _start(self, max_depth: int | None = None) -> StepRunner:
+    def start_search(self, max_depth: int | None = None) -> StepRunner:
         """The search engine, capped at ``max_depth`` (default: the options' cap); its batches
         answered before come from the cache."""
         variables = self.variables
@@ -317,7 +326,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         if runner is None:
             if self.options.test == "fisherz" and self.options.missing != "testwise":
                 return Request(MOMENTS, MomentsRequest(self.variables, self.options.missing))
-            runner = self._start()
+            runner = self.start_search()
         queries = self._pending_batch()
         if queries is None:  # the search has finished
             return None
@@ -335,7 +344,7 @@ class FedPCStrategy(PrivateSumsStrategy):
                 return Request(SPARSE_TABLES, base, arrays=[encode_queries(chosen)])
             if self.privacy is not None:
                 cells = int(table_cells(chosen, self.cards).sum())
-                charge = self.charge(len(chosen), cells, plan.noise_variance, plan.shares)
+                charge = self.privacy.charge(len(chosen), cells, plan.noise_variance, plan.shares)
                 base = replace(base, privacy=charge.encode())
             return Request(TABLES, base, arrays=[encode_queries(chosen)], secure=True)
         batch = encode_queries(queries)
@@ -365,9 +374,9 @@ class FedPCStrategy(PrivateSumsStrategy):
         sets = SetTables.of(rows) if rows.shape[1] > 2 or private else None
         if sets is not None and (private or len(sets.sets) < len(rows)):
             plan = self._plan_batch(_set_queries(sets))
-            if private:
-                plan.noise_variance, plan.shares = self.batch_noise(
-                    len(sets.sets), plan.dense_cells
+            if self.privacy is not None:
+                plan.noise_variance, plan.shares = self.privacy.batch_noise(
+                    self.name, len(sets.sets), plan.dense_cells, len(self.alive_clients)
                 )
             if private or not plan.sparse:  # (sparse replies are tested test by test)
                 self._sets = sets
@@ -517,10 +526,11 @@ class FedPCStrategy(PrivateSumsStrategy):
             (summed,) = replies
             counts = summed.arrays[0]
             if self.privacy is not None:
-                counts, _ = self.released(
-                    counts, len(summed.contributors), len(part), plan.noise_variance,
-                    plan.shares, TABLES,
+                counts, _, noted = self.privacy.release(
+                    counts, len(summed.contributors), self.current_round, len(part),
+                    plan.noise_variance, plan.shares,
                 )  # fmt: skip
+                self.recorder.note_noise(self.current_round, TABLES, noted)
                 counts = np.maximum(counts, 0)  # (post-processing: free)
             plan.answered.append(
                 self._sets.pvalues(
@@ -582,7 +592,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             answers[positions] = pvalues
         self._sets = None
         if self.privacy is not None:
-            self.privacy.close_batch()
+            self.privacy.accountant.close_batch()
         self._answers_due = answers
 
     # ------------------------------------------------------------------ differential privacy
@@ -594,6 +604,12 @@ class FedPCStrategy(PrivateSumsStrategy):
     def forget_pending_batch(self) -> None:
         self._plan, self._sets = None, None
 
+    def privacy_plan(self) -> dict[str, Any] | None:
+        if self.privacy is None:
+            return None
+        sites = self.protocol_run.members.num_clients
+        return self.privacy.plan(self.name, self.entry_point, self.secure_mode, sites)
+
     def _handle_moments(self, replies: list[Reply]) -> None:
         p = len(self.variables)
         total: GaussianMoments | None = None
@@ -603,7 +619,7 @@ class FedPCStrategy(PrivateSumsStrategy):
         assert total is not None  # a round has at least one reply
         self.moments = total
         oracle = GaussianOracle.from_moments(total, self.variables)
-        runner = self._start()
+        runner = self.start_search()
         try:
             while runner.pending is not None:  # every Fisher-z test runs on the server from here
                 self.batches.append({"round": self.current_round, "tests": len(runner.pending)})
@@ -654,7 +670,7 @@ class FedPCStrategy(PrivateSumsStrategy):
 
     def stop_search(self, refusal: str) -> bool:
         self._advance_search()
-        return super().stop_search(refusal)
+        return stop_search(self, refusal)
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         self._advance_search()
@@ -687,7 +703,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             "graph": result.graph,
             "variables": list(result.graph.names),
             "depths": [lv["depth"] for lv in skeleton.depths],
-            "pc_levels": len(skeleton.depths),
+            "depths_searched": len(skeleton.depths),
             "constant_columns": list(self.constant),
             **self.missing_report(self.options.missing),
             **search_evidence(result),
@@ -696,7 +712,7 @@ class FedPCStrategy(PrivateSumsStrategy):
             if self.options.test != "fisherz"
             else result.n_tests,
             "batches": self.batches,
-            **self.privacy_report(),
+            **privacy_report(self.privacy, self.stopped),
         }
 
 

@@ -191,7 +191,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                     for a, b in zip(rows.tolist(), cols.tolist(), strict=True)
                 },
                 "client_tests": {
-                    str(r.client): int(ComputedTests.of_reply(r).tests) for r in replies
+                    str(r.client): int(r.meta_as(ComputedTests).tests) for r in replies
                 },
             }
         )

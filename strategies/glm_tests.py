@@ -32,8 +32,9 @@ from fedcausal_flwr.federation.core.messages import (
     Reply,
     Request,
 )
-from fedcausal_flwr.federation.core.records import PrivacyCharge
 from fedcausal_flwr.options import Option, OptionError, OptionSet, content_only, say
+from fedcausal_flwr.privacy.accounting import release_sensitivity2
+from fedcausal_flwr.privacy.charges import PrivacyCharge
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -56,9 +57,9 @@ from fedcausal_flwr.stats.glm import (
     result_from_states,
     test_models,
 )
-from fedcausal_flwr.stats.privacy import release_sensitivity2
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.private_sums import PrivateSumsStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.search_stop import privacy_report, server_noise, stop_search
 
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
@@ -305,7 +306,7 @@ FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
 
 
-class GLMTestsStrategy(PrivateSumsStrategy):
+class GLMTestsStrategy(MethodStrategy):
     """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
     fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`, which set :attr:`algorithm`
     and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`.
@@ -317,15 +318,26 @@ class GLMTestsStrategy(PrivateSumsStrategy):
     sums as post-processing: it symmetrises the information, adds a ridge of ``3 sigma sqrt(P)``
     (about the spectral norm of a P x P noise matrix), and tests each LR statistic against chi2
     plus the noise of its two log-likelihoods
-    (:func:`~fedcausal_flwr.stats.privacy.noisy_chi2_sf`)."""
+    (:func:`~fedcausal_flwr.stats.glm.noisy_chi2_sf`)."""
 
     #: the search: ``pc`` or ``fci`` (each method's class sets it)
     algorithm: ClassVar[str]
-    summed_statistics = "clipped GLM blocks"
-    tight_accounting = False  # lattice releases: dp_accounting has no PLD for them
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        #: the server's side of a private run (None: dp off): lattice releases, for which
+        #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
+        #: ``dp_batches`` depths
+        self.privacy = server_noise(
+            self.options,
+            int(self.options.dp_batches) * int(self.options.dp_rounds)
+            if "dp_rounds" in self.options
+            else None,
+            "clipped GLM blocks",
+            tight=False,
+        )
+        #: why the search ended before its last depth (None: it did not)
+        self.stopped: str | None = None
         schema = self.options.schema  # checked Schema JSON, or None: kinds from the dtypes
         self.schema: Schema | None = None if schema is None else Schema.from_json(schema)
         #: the IRLS keywords of every fit (:func:`~fedcausal_flwr.stats.glm.new_state`)
@@ -344,11 +356,6 @@ class GLMTestsStrategy(PrivateSumsStrategy):
         self._names: list[str] = []
         #: the pending private release: (models, cells, noise variance, shares, sensitivity^2)
         self._release: tuple[int, int, float, int | None, float] | None = None
-
-    def planned_releases(self) -> int:
-        """A private run's releases: ``dp_rounds`` IRLS rounds for each of ``dp_batches``
-        depths."""
-        return int(self.options.dp_batches) * int(self.options.dp_rounds)
 
     @property
     def resolution(self) -> float:
@@ -391,7 +398,7 @@ class GLMTestsStrategy(PrivateSumsStrategy):
                     f"max_categories={spec.card})"
                 )
 
-    def _start(self, max_depth: int | None = None) -> StepRunner:
+    def start_search(self, max_depth: int | None = None) -> StepRunner:
         """The search, capped at ``max_depth`` (default: the options' cap, and a private run's
         ``dp_batches - 1``); its batches answered before come from the cache."""
         self._begin()
@@ -445,7 +452,7 @@ class GLMTestsStrategy(PrivateSumsStrategy):
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
-        runner = self.runner if self.runner is not None else self._start()
+        runner = self.runner if self.runner is not None else self.start_search()
         queries = runner.pending
         if queries is None:  # the search has finished
             return None
@@ -474,9 +481,12 @@ class GLMTestsStrategy(PrivateSumsStrategy):
                 "lower dp_clip or fixed_fraction_bits"
             )
         squared = release_sensitivity2(len(pending), cells, clip, resolution)
-        variance, shares = self.batch_noise(squared, cells)
+        assert self.privacy is not None  # a private round
+        variance, shares = self.privacy.batch_noise(
+            self.name, squared, cells, len(self.alive_clients)
+        )
         self._release = (len(pending), cells, variance, shares, squared)
-        return self.charge(len(pending), cells, variance, shares, clip, resolution)
+        return self.privacy.charge(len(pending), cells, variance, shares, clip, resolution)
 
     def _fixed_format(self) -> tuple[int, int, int]:
         bits = digit_bits(self.secure_bound)
@@ -570,11 +580,12 @@ class GLMTestsStrategy(PrivateSumsStrategy):
         if not np.all(np.isfinite(total)):
             raise ClientProtocolError(f"{self.name}: the summed GLM blocks are not all finite")
         summed = len(replies[0].contributors) if len(replies) == 1 else len(replies)
-        counts, actual = self.released(
-            total / self.resolution, summed, models, variance, shares, GLM, squared,
-            self.resolution,
+        counts, actual, noted = self.privacy.release(
+            total / self.resolution, summed, self.current_round, models, variance, shares,
+            squared, self.resolution,
         )  # fmt: skip
-        self.privacy.close_batch()
+        self.recorder.note_noise(self.current_round, GLM, noted)
+        self.privacy.accountant.close_batch()
         noise = actual * self.resolution**2  # per summed entry, in the blocks' units
         for state in pending:
             state.sum_noise = noise
@@ -584,6 +595,15 @@ class GLMTestsStrategy(PrivateSumsStrategy):
 
     def forget_pending_batch(self) -> None:
         self._fits = []
+
+    def privacy_plan(self) -> dict[str, Any] | None:
+        if self.privacy is None:
+            return None
+        sites = self.protocol_run.members.num_clients
+        return self.privacy.plan(self.name, self.entry_point, self.secure_mode, sites)
+
+    def stop_search(self, refusal: str) -> bool:
+        return stop_search(self, refusal)
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
         # A batch restarts with the survivors so no model mixes client sets.
@@ -607,7 +627,7 @@ class GLMTestsStrategy(PrivateSumsStrategy):
             **search_evidence(result),
             **self.missing_report(self.options.missing),
             **self.test_report(),
-            **self.privacy_report(),
+            **privacy_report(self.privacy, self.stopped),
         }
 
     def test_report(self) -> dict:

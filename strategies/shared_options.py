@@ -448,7 +448,7 @@ HALVING_MEANING = (
 
 
 def dp_options(batches: int | None = None) -> tuple[Option, ...]:
-    """Differential privacy of the summed tables (:mod:`fedcausal_flwr.stats.privacy`);
+    """Differential privacy of the summed tables (:mod:`fedcausal_flwr.privacy.accounting`);
     ``batches``: the method's default ``dp_batches`` (None: each depth spends half of what is
     left, for a method whose depths are one release each)."""
     return (

@@ -404,7 +404,7 @@ class FedCDnvStrategy(MethodStrategy):
     def _integrate(self, replies: list[Reply]) -> None:
         for r in replies:
             self.initial[r.client] = self._client_graph(r, "PAG")
-            meta = LocalFciReply.of_reply(r)
+            meta = r.meta_as(LocalFciReply)
             n_rows = int(meta.n_rows)
             if n_rows != self.client_info[r.client].n_rows:
                 raise ClientProtocolError(
@@ -488,7 +488,7 @@ class FedCDnvStrategy(MethodStrategy):
             self.updated[r.client] = marks
             if self.aggregation == "tpss":
                 self._statistics(r, marks)
-            meta = UpdateReply.of_reply(r)
+            meta = r.meta_as(UpdateReply)
             self.client_meta[r.client].update(
                 update_tests=int(meta.tests),
                 imported=int(meta.imported),

@@ -179,7 +179,7 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
         kind = GRAPH_KIND[self.algorithm]
         names = tuple(self.variables)
         self.client_graphs = {r.client: Graph(names, self.client_marks(r), kind) for r in replies}
-        self.client_tests = {r.client: int(ComputedTests.of_reply(r).tests) for r in replies}
+        self.client_tests = {r.client: int(r.meta_as(ComputedTests).tests) for r in replies}
         self.graph = self.combine()
         self.annotate(clients=len(replies))
 
@@ -338,7 +338,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             "variables": list(result.graph.names),
             "tests": len(self.cache),
             "batches": self.batches,
-            "pc_levels": len(result.skeleton.depths),
+            "depths_searched": len(result.skeleton.depths),
             **search_evidence(result),  # the voted p-values'
         }
 

@@ -32,18 +32,18 @@ FLOWER_FREE = (
     "fedcausal_flwr.result", "fedcausal_flwr.outputs",
     "fedcausal_flwr.metrics", "fedcausal_flwr.scoring", "fedcausal_flwr.graphs",
     "fedcausal_flwr.data", "fedcausal_flwr.stats", "fedcausal_flwr.discovery",
-    "fedcausal_flwr.protocols",
+    "fedcausal_flwr.protocols", "fedcausal_flwr.privacy", "fedcausal_flwr.payload",
     "fedcausal_flwr.federation.core",  # the protocol core, every module of it
 )  # fmt: skip
 #: Layers, lowest first; a module may import its own layer or lower ones (and never in a circle).
 LAYERS = (
     ("fedcausal_flwr.environment", "fedcausal_flwr.options", "fedcausal_flwr.notes",
-     "fedcausal_flwr.progress", "fedcausal_flwr.processes"),
+     "fedcausal_flwr.progress", "fedcausal_flwr.processes", "fedcausal_flwr.payload"),
     ("fedcausal_flwr.graphs", "fedcausal_flwr.data", "fedcausal_flwr.stats",
      "fedcausal_flwr.metrics", "fedcausal_flwr.result", "fedcausal_flwr.evidence",
      "fedcausal_flwr.outputs",
      "fedcausal_flwr.server_held"),
-    ("fedcausal_flwr.discovery",),
+    ("fedcausal_flwr.discovery", "fedcausal_flwr.privacy"),
     ("fedcausal_flwr.settings", "fedcausal_flwr.federation.core"),
     ("fedcausal_flwr.protocols", "fedcausal_flwr.scoring"),
     ("fedcausal_flwr.federation", "fedcausal_flwr.clients"),

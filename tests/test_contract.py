@@ -67,7 +67,7 @@ def test_max_depth_as_text_or_number_behaves_as_the_integer(tmp_path, depth, exp
     reference = fedcausal_flwr.run("fedpc", max_depth=expected, **SMALL)
     assert result.graph == reference.graph
     assert result.extra["tests"] > 0  # "-1" used to mean "test nothing"
-    levels = result.extra["pc_levels"]
+    levels = result.extra["depths_searched"]
     assert levels <= (expected + 1 if expected is not None else 99)
     app = app_run(tmp_path, {"method": "fedpc", "network": "asia", "samples": 900, "seed": 2,
                              "options": f"max-depth={depth}"})  # fmt: skip

@@ -14,16 +14,10 @@ from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.federation.core import protocol
 from fedcausal_flwr.federation.core.messages import SitePolicyError
-from fedcausal_flwr.federation.core.records import PrivacyCharge
-from fedcausal_flwr.federation.core.site_guard import (
-    PolicyRefusal,
-    SiteGuard,
-    counted_release,
-)
+from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, SiteGuard
 from fedcausal_flwr.federation.core.site_policy import SitePolicy
 from fedcausal_flwr.options import OptionError
-from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
-from fedcausal_flwr.stats.privacy import (
+from fedcausal_flwr.privacy.accounting import (
     PrivacyAccountant,
     budget_epsilon,
     distributed_rho,
@@ -32,6 +26,9 @@ from fedcausal_flwr.stats.privacy import (
     recompute,
     sum_tau,
 )
+from fedcausal_flwr.privacy.charges import PrivacyCharge
+from fedcausal_flwr.privacy.site_budget import counted_release
+from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
 from fedcausal_flwr.strategies.fedpc import FedPCStrategy
 
 

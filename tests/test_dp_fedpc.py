@@ -10,7 +10,7 @@ import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.options import OptionError
-from fedcausal_flwr.stats.privacy import epsilon_of, gaussian_rho_for, recompute
+from fedcausal_flwr.privacy.accounting import epsilon_of, gaussian_rho_for, recompute
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_fedfci_with_epsilon_inf_is_the_exact_fci_run(sites):
         "fedfci", data=sites, dp="central", dp_epsilon="inf", possible_dsep="off"
     )
     assert free.graph == exact.graph and free.graph.kind == "PAG"
-    assert exact.extra["pc_levels"] > 2  # deeper than the even split's cap below
+    assert exact.extra["depths_searched"] > 2  # deeper than the even split's cap below
     capped = fedcausal_flwr.run("fedfci", data=sites, max_depth=1, possible_dsep="off")
     free = fedcausal_flwr.run(
         "fedfci", data=sites, dp="central", dp_epsilon="inf", dp_batches=2, possible_dsep="off"
@@ -193,13 +193,13 @@ def test_a_forged_clip_bound_on_counts_is_refused(sites, monkeypatch):
     """A modified server that names a tiny clip bound in a tables charge (a site would count
     tables x clip^2 and log far less than a count's sensitivity) is refused by the client."""
     from fedcausal_flwr.federation.core.messages import ClientProtocolError
-    from fedcausal_flwr.strategies.fedpc import FedPCStrategy
+    from fedcausal_flwr.privacy.server_noise import ServerNoise
 
-    charge = FedPCStrategy.charge
+    charge = ServerNoise.charge
 
     def forged(self, tables, cells, variance, shares, clip=None, resolution=None):
         return charge(self, tables, cells, variance, shares, clip=1e-3)
 
-    monkeypatch.setattr(FedPCStrategy, "charge", forged)
+    monkeypatch.setattr(ServerNoise, "charge", forged)
     with pytest.raises(ClientProtocolError, match="counts are not clipped"):
         fedcausal_flwr.run("fedpc", data=sites, dp="central", dp_epsilon=4, dp_noise_seed=1)

@@ -51,7 +51,7 @@ def test_a_clipped_contribution_is_the_sum_of_each_rows_contribution_clipped(mix
 def test_a_noisy_statistics_p_value_is_the_tail_of_chi2_plus_its_noise():
     from scipy import stats
 
-    from fedcausal_flwr.stats.privacy import noisy_chi2_sf
+    from fedcausal_flwr.stats.glm import noisy_chi2_sf
 
     rng = np.random.default_rng(0)
     for df, variance, t in ((1, 25.0, 4.0), (3, 400.0, 30.0), (2, 1.0, 6.0), (4, 100.0, -5.0)):
@@ -91,7 +91,7 @@ def test_epsilon_inf_without_clipping_is_the_exact_run(federation, mode):
 
 
 def test_the_accountant_adds_up_the_rounds_and_stays_within_the_target(federation):
-    from fedcausal_flwr.stats.privacy import epsilon_of, recompute
+    from fedcausal_flwr.privacy.accounting import epsilon_of, recompute
 
     sites, schema = federation
     result = fedci(sites, schema, dp="central", dp_epsilon=16, dp_noise_seed=3, dp_rounds=3)
@@ -113,7 +113,7 @@ def test_the_server_decodes_only_noisy_glm_sums(federation, monkeypatch):
     run without noise decodes there are the noiseless clipped sums; a noisy run's differ from
     them by noise of the planned variance (the sites' shares, in units of 2**-30)."""
     from fedcausal_flwr.federation.core import protocol
-    from fedcausal_flwr.federation.core.records import PrivacyCharge
+    from fedcausal_flwr.privacy.charges import PrivacyCharge
     from fedcausal_flwr.protocols.fedci import GLM, GLMRequest, decode_fixed
 
     sites, schema = federation
@@ -132,14 +132,14 @@ def test_the_server_decodes_only_noisy_glm_sums(federation, monkeypatch):
 
     from fedcausal_flwr.strategies.glm_tests import GLMTestsStrategy
 
-    start = GLMTestsStrategy._start
+    start = GLMTestsStrategy.start_search
 
     def remember_run(self, max_depth=None):
         spy.run = self.protocol_run
         return start(self, max_depth)
 
     monkeypatch.setattr(protocol, "decode_secure_mean", spy)
-    monkeypatch.setattr(GLMTestsStrategy, "_start", remember_run)
+    monkeypatch.setattr(GLMTestsStrategy, "start_search", remember_run)
     fedci(sites, schema, secure=True, dp="distributed", dp_epsilon="inf", dp_rounds=2)
     key[0] = "noisy"
     fedci(sites, schema, secure=True, dp="distributed", dp_epsilon=4, dp_rounds=2)
@@ -166,10 +166,10 @@ def test_private_fedci_options_are_checked_with_their_reasons(federation):
 
 
 def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
-    from fedcausal_flwr.federation.core.records import PrivacyCharge
     from fedcausal_flwr.federation.core.site_guard import SiteGuard
+    from fedcausal_flwr.privacy.accounting import release_sensitivity2
+    from fedcausal_flwr.privacy.charges import PrivacyCharge
     from fedcausal_flwr.protocols.fedci import DISCLOSURES, GLM
-    from fedcausal_flwr.stats.privacy import release_sensitivity2
 
     guard = SiteGuard("fedci-pc", DISCLOSURES, site=0)
     charge = PrivacyCharge("discrete Gaussian", 8, 1e20, -5.0, 4.0, 1e-6, None, 200, 5.0,
@@ -183,7 +183,7 @@ def test_a_site_counts_a_glm_charge_from_its_clip_and_resolution():
 def test_a_client_refuses_a_glm_charge_that_does_not_count_what_it_asks(mixed):
     from fedcausal_flwr.clients.glm_tests import GLMTestsClient
     from fedcausal_flwr.federation.core.messages import ProtocolError
-    from fedcausal_flwr.federation.core.records import PrivacyCharge
+    from fedcausal_flwr.privacy.charges import PrivacyCharge
     from fedcausal_flwr.protocols.fedci import GLMRequest, model_row
 
     frame, schema = mixed
@@ -242,7 +242,7 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
     from fedcausal_flwr.result import Result
     from fedcausal_flwr.strategies.glm_tests import GLMTestsStrategy
-    from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
+    from fedcausal_flwr.strategies.search_stop import PrivacyBudgetNote
 
     types = {"X1": "continuous", "X2": "binary", "X3": "continuous", "X4": "continuous"}
     dag = random_dag(4, expected_degree=1.5, seed=1)

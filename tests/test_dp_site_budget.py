@@ -78,7 +78,7 @@ def test_budget_keys_are_checked():
 def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, capsys):
     from fedcausal_flwr.cli import main as cli_main
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
-    from fedcausal_flwr.stats.privacy import epsilon_of, recompute
+    from fedcausal_flwr.privacy.accounting import epsilon_of, recompute
 
     nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
@@ -134,10 +134,10 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     import json
 
     import fedcausal_flwr
+    from fedcausal_flwr.privacy.accounting import recompute
     from fedcausal_flwr.result import Result
-    from fedcausal_flwr.stats.privacy import recompute
     from fedcausal_flwr.strategies.fedpc import FedPCStrategy
-    from fedcausal_flwr.strategies.private_sums import PrivacyBudgetNote
+    from fedcausal_flwr.strategies.search_stop import PrivacyBudgetNote
 
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
     nodes = write_sites(tmp_path, frames, **budget, **CENTRAL)
@@ -164,7 +164,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     from fedcausal_flwr.report import privacy_sentence
 
     assert "The search stopped before depth 1: site 0 refuses" in privacy_sentence(privacy)
-    assert result.extra["pc_levels"] == 1
+    assert result.extra["depths_searched"] == 1
     monkeypatch.setattr(FedPCStrategy, "_handle_tables", handle)
     capped = fedcausal_flwr.run(
         "fedpc",

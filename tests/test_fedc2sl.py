@@ -52,7 +52,7 @@ def test_exact_fedpc_equals_pooled_pc(alarm, alarm_pooled_pc, k):
     part = split_iid(pooled, k, seed=k)
     result = run_method("fedpc", part.clients, {"alpha": 0.05, "test": "chi2"}, backend="inprocess")
     assert result.graph == alarm_pooled_pc.graph
-    levels = result.extra["pc_levels"]
+    levels = result.extra["depths_searched"]
     assert levels == len(alarm_pooled_pc.skeleton.depths)
     assert result.rounds <= levels + 2  # hello + one round per PC level
     assert 0 < result.extra["tests"] <= alarm_pooled_pc.n_tests

@@ -198,7 +198,7 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     local = fedcausal_flwr.run("fedpc", data=frames, alpha=0.05)
     assert result.method == "fedpc"
     assert result.graph == reference.graph == local.graph
-    assert result.rounds == local.rounds <= result.extra["pc_levels"] + 2
+    assert result.rounds == local.rounds <= result.extra["depths_searched"] + 2
     assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
     assert result.dropped_clients == []
     assert result.config["options"]["alpha"] == 0.05 and result.config["run"]["num_clients"] == 3

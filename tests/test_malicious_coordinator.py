@@ -24,13 +24,13 @@ import fedcausal_flwr
 from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.messages import SitePolicyError
-from fedcausal_flwr.federation.core.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.federation.core.site_policy import default_audit_log
 from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.privacy.accounting import rho_for
+from fedcausal_flwr.privacy.charges import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.protocols.fedpc import SPARSE_TABLES, TABLES, TableRequest
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.result import Result
-from fedcausal_flwr.stats.privacy import rho_for
 
 SITES = 3
 ROWS = 500

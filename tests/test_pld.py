@@ -14,8 +14,8 @@ from scipy.optimize import brentq
 import fedcausal_flwr
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.partition import split_iid
-from fedcausal_flwr.stats.pld import pld_epsilon, summed_shares_pmf
-from fedcausal_flwr.stats.privacy import epsilon_of, recompute
+from fedcausal_flwr.privacy.accounting import epsilon_of, recompute
+from fedcausal_flwr.privacy.pld import pld_epsilon, summed_shares_pmf
 
 DELTA = 1e-6
 

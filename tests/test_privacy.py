@@ -8,9 +8,8 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_module
 from scipy import stats
 
-from fedcausal_flwr.stats.privacy import (
+from fedcausal_flwr.privacy.accounting import (
     PrivacyAccountant,
-    discrete_gaussian,
     distributed_rho,
     epsilon_of,
     gaussian_epsilon,
@@ -19,6 +18,7 @@ from fedcausal_flwr.stats.privacy import (
     recompute,
     rho_for,
 )
+from fedcausal_flwr.privacy.sampler import discrete_gaussian
 
 
 def test_rho_and_epsilon_convert_both_ways_by_canonne_kamath_steinke():

@@ -289,7 +289,7 @@ def handler(self, request, arrays):
 def next_request(self):
     Request(X, PruneRequest(self.variables, level=2))
     Request(X, {})
-    return ComputedTests.of_reply(r).tests + levels["a"]
+    return r.meta_as(ComputedTests).tests + levels["a"]
 """
     assert len(payload_key_literals(ast.parse(bad))) == 8
     assert payload_key_literals(ast.parse(good)) == []

@@ -503,9 +503,9 @@ def test_a_sum_short_of_the_roster_needs_the_sites_own_noise_share(tmp_path, key
     """With secure-participants = 2 a site sums with 2 of its 3 roster sites only when the sum
     carries its own noise share (dp=distributed): against the other participant colluding with
     the coordinator, that share is all that bounds what the sum reveals."""
-    from fedcausal_flwr.federation.core.records import PrivacyCharge
     from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, SiteGuard
     from fedcausal_flwr.federation.core.site_policy import SitePolicy
+    from fedcausal_flwr.privacy.charges import PrivacyCharge
 
     policy = SitePolicy.from_values(
         {**keys["a"], "secure-participants": 2, "audit-log": str(tmp_path / "a.jsonl")}, "t"

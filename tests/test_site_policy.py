@@ -498,7 +498,7 @@ def test_a_dropout_ends_a_secure_search_with_its_graph_so_far(tmp_path, asia_fra
     graph and says why (a note, and the result's extra["stopped"]), never two sums over
     different sets."""
     from fedcausal_flwr.clients.fedpc import FedPCClient
-    from fedcausal_flwr.strategies.private_sums import SearchStoppedNote
+    from fedcausal_flwr.strategies.search_stop import SearchStoppedNote
 
     tables = FedPCClient.tables
     calls = {"site 2": 0}

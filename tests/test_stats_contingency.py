@@ -324,8 +324,8 @@ def test_noisy_tables_are_tested_with_the_noise_in_each_cells_variance():
     """Independent columns, tables with discrete Gaussian noise (variance 400, a small-sample
     regime): plain chi2 reads the noise as dependence, the noise-aware statistic keeps its
     level; without noise it is the plain statistic."""
+    from fedcausal_flwr.privacy.sampler import discrete_gaussian
     from fedcausal_flwr.stats.contingency import discrete_pvalues, local_tables, make_layout
-    from fedcausal_flwr.stats.privacy import discrete_gaussian
 
     rng = np.random.default_rng(3)
     codes = rng.integers(0, 3, size=(2000, 6))

@@ -12,7 +12,7 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload
+from fedcausal_flwr.payload import Payload
 from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.stats.contingency import local_tables, make_layout
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedcausal_flwr.federation.core.payloads import Payload
+from fedcausal_flwr.payload import Payload
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ Precision lost: at most ``n_clients * 2**-(f+1)`` absolute per summed entry (def
 encoded and the client fails with a clear error naming the model (raise ``fixed_limbs``).
 
 Differential privacy (``dp``, fedci-pc / fedci-fci): a ``glm`` request carries ``privacy``, its
-:class:`~fedcausal_flwr.federation.core.records.PrivacyCharge` (``tables``: the models asked;
+:class:`~fedcausal_flwr.privacy.charges.PrivacyCharge` (``tables``: the models asked;
 ``clip``: the L2 bound of each row's contribution to each model, which the client applies;
 ``resolution``: ``2**-f``; ``cells``: the packed entries; ``variance``: the noise in units of the
 resolution).
@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload, optional
+from fedcausal_flwr.payload import Payload, optional
 from fedcausal_flwr.stats.glm import GLMModel
 
 GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients

@@ -33,7 +33,7 @@ in partition order (deterministic float sums), the sparse tables merged exactly 
 ``max_cells`` is the most table cells a client holds at once (dense tables; ``sparse_tables``
 ignores it); ``clients`` is the K clients that share the expected counts ``E``. In a differentially
 private run (``dp=central``) each ``tables`` request also carries ``privacy``: its
-:class:`~fedcausal_flwr.federation.core.records.PrivacyCharge` (mechanism, tables, noise variance
+:class:`~fedcausal_flwr.privacy.charges.PrivacyCharge` (mechanism, tables, noise variance
 per cell, ``rho``, the run's target epsilon and delta), which each site logs with its reply; a run
 without it sends no ``privacy`` key.
 
@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload, optional
+from fedcausal_flwr.payload import Payload, optional
 from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 
 TABLES = "tables"  # summed contingency tables of a batch (exact / secure)

@@ -29,7 +29,7 @@ import numpy as np
 
 from fedcausal_flwr.discovery.ges import Family
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload
+from fedcausal_flwr.payload import Payload
 
 FAMILY_SCORES = "family_scores"  # the client's local BDeu score of each family of a batch
 ACTIONS = (FAMILY_SCORES,)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import Payload
+from fedcausal_flwr.payload import Payload
 from fedcausal_flwr.protocols.discrete import ComputedTests
 
 FCDNV_INIT = "fcdnv_init"  # round 1: local FCI on the client's variables (C-InitPag)

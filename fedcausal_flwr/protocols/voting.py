@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
-from fedcausal_flwr.federation.core.payloads import optional
+from fedcausal_flwr.payload import optional
 from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
 
 LOCAL_GRAPH = "local_graph"  # the client's own PC/FCI graph (endpoint marks)

@@ -40,8 +40,10 @@ stop when ``|delta loglik| < tol`` (1e-5), ``||delta beta|| < 1e-8`` or 25 accep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -49,7 +51,6 @@ from scipy import stats
 from scipy.special import expit, log_expit, logsumexp
 
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec
-from fedcausal_flwr.stats.privacy import noisy_chi2_sf
 
 SITE_EFFECTS = ("none", "fixed", "private")
 PROB_FLOOR = 1e-8  # ordinal cell probabilities (as python-fedci; docs/choices.md, fedCI)
@@ -705,3 +706,21 @@ def ci_test_inprocess(
     models = test_models(x, y, given, site_effect, clients, testwise)
     states, rounds = fit_models(tables, models, ridge, **options)
     return result_from_states(x, y, given, states, schema, clients, rounds)
+
+
+def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
+    """``P(chi2_df + N(0, noise_variance) >= statistic)``: the p-value of a likelihood-ratio
+    statistic computed from noisy log-likelihoods (its noise Gaussian with that variance), by
+    Gauss-Hermite quadrature over the noise (exact chi2 without noise)."""
+    if noise_variance <= 0:
+        return float(stats.chi2.sf(statistic, df))
+    nodes, weights = _hermite()
+    tails = stats.chi2.sf(statistic - math.sqrt(noise_variance) * nodes, df)
+    return float(min(1.0, max(0.0, (weights @ tails) / math.sqrt(2 * math.pi))))
+
+
+@cache
+def _hermite() -> tuple[np.ndarray, np.ndarray]:
+    """Probabilists' Gauss-Hermite rule (weight exp(-z^2 / 2)): enough nodes for a chi2 tail's
+    kink. Computed on first use: few p-values need it."""
+    return np.polynomial.hermite_e.hermegauss(160)

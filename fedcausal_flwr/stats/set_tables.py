@@ -6,7 +6,7 @@ of it, asks fewer tables at no cost to any test (the same cells, in the same ord
 statistic to the bit). An exact batch asks fewer cells and counts fewer rows (one table for 2.88
 tests on munin's depth 1, for 2-3 on ALARM's); a differentially private one also pays less noise:
 a row adds one count to every table of a batch, so a batch of ``T`` tables has L2 sensitivity
-``sqrt(T)`` (:mod:`fedcausal_flwr.stats.privacy`), and ``T`` is the number of distinct sets.
+``sqrt(T)`` (:mod:`fedcausal_flwr.privacy.accounting`), and ``T`` is the number of distinct sets.
 
 A set's table is the one :func:`~fedcausal_flwr.stats.tables.local_tables` counts for the query
 ``(a, b, (c, ...))`` with ``a < b < c < ...``: a C-order array over the axes ``(c, ..., a, b)``

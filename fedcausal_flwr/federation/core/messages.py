@@ -18,9 +18,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+
+from fedcausal_flwr.payload import MalformedPayload, Payload
+
+R = TypeVar("R", bound=Payload)
 
 # Keys of the FitIns config / FitRes metrics.
 KEY_ACTION = "action"
@@ -62,7 +66,7 @@ class Request:
     """
 
     action: str
-    #: the JSON payload, or a typed record of it (:mod:`fedcausal_flwr.federation.core.payloads`),
+    #: the JSON payload, or a typed record of it (:mod:`fedcausal_flwr.payload`),
     #: kept as the dict its ``encode()`` gives
     payload: Any = field(default_factory=dict)
     arrays: list[np.ndarray] = field(default_factory=list)
@@ -102,6 +106,14 @@ class Reply:
     client: int
     arrays: list[np.ndarray]
     meta: dict
+
+    def meta_as(self, record: type[R]) -> R:
+        """This reply's meta read as ``record``; meta it cannot read is the client's protocol
+        error (naming it), as any malformed reply is."""
+        try:
+            return record.decode(self.meta)
+        except MalformedPayload as err:
+            raise ClientProtocolError(f"client {self.client} sent meta {err}") from None
 
     @property
     def contributors(self) -> list[int]:

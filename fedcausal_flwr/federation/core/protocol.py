@@ -96,7 +96,7 @@ class ProtocolStrategy:
 
     def privacy_plan(self) -> dict[str, Any] | None:
         """What a differentially private run plans to spend at each site
-        (:class:`~fedcausal_flwr.federation.core.records.PrivacyPlan`, encoded; sent with
+        (:class:`~fedcausal_flwr.privacy.charges.PrivacyPlan`, encoded; sent with
         ``hello``). None: the run adds no noise."""
         return None
 

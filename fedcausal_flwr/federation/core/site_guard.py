@@ -9,13 +9,11 @@ logged in the site's audit log (:mod:`.audit_log`).
 
 from __future__ import annotations
 
-import calendar
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -37,8 +35,6 @@ from fedcausal_flwr.federation.core.messages import (
     ProtocolError,
     to_json,
 )
-from fedcausal_flwr.federation.core.payloads import MalformedPayload
-from fedcausal_flwr.federation.core.records import PrivacyCharge, PrivacyPlan
 from fedcausal_flwr.federation.core.run_binding import (
     HELLO_KEY,
     BindingStore,
@@ -52,10 +48,6 @@ from fedcausal_flwr.federation.core.site_policy import (
     ALLOW_PLAIN_STATISTICS,
     ALLOW_RAW_ROWS,
     AUDIT_LOG,
-    DP_ALLOW_CENTRAL,
-    DP_EPSILON,
-    DP_PERIOD_EPSILON,
-    DP_SHARES,
     FILE_KEYS,
     KEY,
     MAX_LEVELS,
@@ -66,7 +58,9 @@ from fedcausal_flwr.federation.core.site_policy import (
     SitePolicy,
     in_words,
 )
-from fedcausal_flwr.stats.privacy import budget_epsilon, release_rho, release_sensitivity2
+from fedcausal_flwr.payload import MalformedPayload
+from fedcausal_flwr.privacy.charges import PrivacyCharge
+from fedcausal_flwr.privacy.site_budget import BudgetRefusal, SiteBudget
 
 #: the refusal key of an action the method does not declare (no policy can allow it)
 UNDECLARED = "declared disclosures"
@@ -158,6 +152,14 @@ class SiteGuard:
         if self.policy is not None and self.policy.audit_log is not None:
             self.audit = AuditLog(self.policy.audit_log)
 
+    @property
+    def budget(self) -> SiteBudget:
+        """The site's privacy budget in this run (:mod:`fedcausal_flwr.privacy.site_budget`),
+        read from its policy and audit log as they are now."""
+        return SiteBudget(
+            self.site, self.policy, self.run, None if self.audit is None else self.audit.path
+        )
+
     # ------------------------------------------------------------------ checks
     def kind_of(self, action: str, payload: Mapping[str, Any] | None = None) -> str | None:
         """The class ``action`` discloses for this method (None: not declared); a bootstrap
@@ -190,26 +192,16 @@ class SiteGuard:
         def refuse(key: str, message: str) -> NoReturn:
             self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
 
-        try:  # hello carries the run's plan instead (read in _check_privacy)
+        try:  # hello carries the run's plan instead (read by the budget's check)
             charge = None if action == HELLO else PrivacyCharge.of(payload or {})
         except MalformedPayload as err:
             refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
-        self.charge = None if charge is None else self._own_count(charge, action, refuse)
-        if charge is not None and charge.shares is not None:
-            if secagg_participants is None:
-                refuse(
-                    UNDECLARED,
-                    f"site {self.site} refuses action {action!r}: its share of the noise would "
-                    "reach the server outside SecAgg+ (a table with 1/"
-                    f"{charge.shares} of the run's noise)",
-                )
-            trusted = self.trusted_shares(charge.shares)
-            if secagg_participants < trusted:
-                refuse(
-                    DP_SHARES,
-                    f"site {self.site} refuses action {action!r}: it counts on {trusted} sites' "
-                    f"noise shares, and its SecAgg+ round has {secagg_participants} participants",
-                )
+        try:
+            self.charge = None if charge is None else self.budget.count(charge, action)
+            if charge is not None:
+                self.budget.check_shares(charge, action, secagg_participants)
+        except BudgetRefusal as refusal:
+            refuse(refusal.key or UNDECLARED, refusal.message)
 
         if kind is None:
             declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
@@ -283,7 +275,11 @@ class SiteGuard:
             problem = scope_problem(binding, payload or {}, policy.max_levels)
             if problem:
                 refuse(HELLO_KEY, f"site {self.site} refuses {action!r}: {problem}")
-        self._check_privacy(action, kind, payload or {}, refuse)
+        if kind != METADATA or action == HELLO:
+            try:
+                self.budget.check(action, action == HELLO, payload or {}, self.charge)
+            except BudgetRefusal as refusal:
+                refuse(refusal.key or UNDECLARED, refusal.message)
         return kind
 
     def check_cells(
@@ -371,173 +367,6 @@ class SiteGuard:
         """This run's hello was refused (or failed): the site answers nothing more in the run."""
         if self.store is not None and self.policy is not None:
             self.store.save(RunBinding(self.run, False).encode())
-
-    def _own_count(
-        self, charge: PrivacyCharge, action: str, refuse: Callable[[str, str], NoReturn]
-    ) -> dict[str, Any]:
-        """The charge as the site counts it: ``rho = tables / (2 variance)`` from the request's
-        tables and noise, never the ``rho`` the request states (a forged negative or small
-        ``rho`` would otherwise lower what the site's log says it spent)."""
-        tables, variance = charge.tables, charge.variance
-        if (
-            not _whole(tables)
-            or not isinstance(variance, int | float)
-            or not 0 <= variance < math.inf
-        ):
-            refuse(
-                UNDECLARED,
-                f"site {self.site} refuses action {action!r}: its privacy charge names "
-                f"{tables!r} tables with noise variance {variance!r}",
-            )
-        clip, resolution = charge.clip, charge.resolution
-        if any(v is not None and not (isinstance(v, int | float) and 0 < v < math.inf)
-               for v in (clip, resolution)):  # fmt: skip
-            refuse(
-                UNDECLARED,
-                f"site {self.site} refuses action {action!r}: its privacy charge names a clip "
-                f"bound {clip!r} and a resolution {resolution!r}",
-            )
-        if resolution is not None and not _whole(charge.cells):
-            refuse(
-                UNDECLARED, f"site {self.site} refuses action {action!r}: {charge.cells!r} cells"
-            )
-        squared = release_sensitivity2(tables, charge.cells or 0, clip, resolution)
-        shares, cells = charge.shares, charge.cells
-        counted: dict[str, Any] = {}
-        if shares is not None:
-            if not _whole(shares) or not _whole(cells):
-                refuse(
-                    UNDECLARED,
-                    f"site {self.site} refuses action {action!r}: its privacy charge names "
-                    f"{shares!r} noise shares over {cells!r} cells",
-                )
-            # its own count: the noise of the shares it trusts, each as large as the run's
-            trusted = counted["trusted"] = self.trusted_shares(shares)
-            variance = variance / shares * trusted
-            shares = trusted
-        try:
-            rho = release_rho(squared, variance, shares, cells or 0)
-        except ValueError as err:  # shares too small for the distributed bound
-            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
-        return {**charge.encode(), "rho": None if math.isinf(rho) else rho, **counted}
-
-    def trusted_shares(self, shares: int) -> int:
-        """How many of a distributed run's ``shares`` noise shares this site counts on: its
-        policy's ``dp-shares`` (default 1, its own, when it sets a budget; all without one)."""
-        policy = self.policy
-        if policy is None or policy.dp_epsilon is None:
-            return shares
-        return min(shares, policy.dp_shares or 1)
-
-    def _check_privacy(
-        self,
-        action: str,
-        kind: str,
-        payload: Mapping[str, Any],
-        refuse: Callable[[str, str], NoReturn],
-    ) -> None:
-        """A site with a privacy budget answers only what it can afford: a run's plan at
-        ``hello``, and each statistic's charge, against the run's cap and the period's, each
-        counted as a run states its ``epsilon`` (:func:`~fedcausal_flwr.stats.privacy.
-        budget_epsilon`: zCDP where that is within the cap, the releases' PLD otherwise)."""
-        policy = self.policy
-        if policy is None or policy.dp_epsilon is None or kind == METADATA and action != HELLO:
-            return
-        delta = policy.dp_delta
-        wording = f"(at delta {delta:g})"
-        planned, release = 0.0, None
-        if action == HELLO:
-            try:
-                plan = PrivacyPlan.of(payload)
-            except MalformedPayload as err:
-                refuse(UNDECLARED, f"site {self.site} refuses hello: {err}")
-            cost = None if plan is None else plan.rho
-            if cost is not None and not 0 < cost < math.inf:
-                refuse(DP_EPSILON, f"site {self.site} refuses hello: a planned rho of {cost!r}")
-            what = "the run plans to spend"
-            if plan is not None and plan.shares is not None and cost is not None:
-                if not _whole(plan.shares):
-                    refuse(UNDECLARED, f"site {self.site} refuses hello: {plan.shares!r} shares")
-                trusted = self.trusted_shares(plan.shares)
-                cost *= plan.shares / trusted  # its own count: the shares it counts on
-                if trusted < plan.shares:
-                    what = (
-                        f"counting on {trusted} of the run's {plan.shares} noise shares (its "
-                        f"policy {DP_SHARES}), the run plans to spend"
-                    )
-            central = plan is None or plan.shares is None
-            planned = cost or 0.0
-        else:
-            cost = None if self.charge is None else self.charge.get("rho")
-            what = "this reply with the run's earlier ones would spend"
-            central = self.charge is None or self.charge.get("shares") is None
-            release = None if self.charge is None else counted_release(self.charge)
-        if cost is None:
-            refuse(
-                DP_EPSILON,
-                f"site {self.site} refuses a run without differential privacy: its policy "
-                f"{DP_EPSILON} = {policy.dp_epsilon:g} answers only runs that add noise "
-                "(e.g. fedpc with dp=central or dp=distributed and a finite dp_epsilon)",
-            )
-        if not policy.dp_allow_central and central:
-            refuse(
-                DP_ALLOW_CENTRAL,
-                f"site {self.site} refuses {action!r}: the run does not add its noise at the "
-                f"sites (the server would hold the noiseless sum) and its policy has "
-                f"{DP_ALLOW_CENTRAL} = false (run with dp=distributed and secure=true)",
-            )
-        by_run, in_period = self._spent()
-        adding = [] if release is None else [release]
-        cap = policy.dp_epsilon * (1 + 1e-9)  # the margin a float sum of charges may need
-        this_run = [] if action == HELLO else [*by_run, *adding]
-        spent = budget_epsilon(this_run, delta, cap, planned)
-        if spent > cap:
-            refuse(
-                DP_EPSILON,
-                f"site {self.site} refuses {action!r}: {what} epsilon {spent:.4g} {wording}, "
-                f"over its policy {DP_EPSILON} {policy.dp_epsilon:g}",
-            )
-        if policy.dp_period_epsilon is not None:
-            period_cap = policy.dp_period_epsilon * (1 + 1e-9)
-            after = budget_epsilon([*in_period, *adding], delta, period_cap, planned)
-            if after > period_cap:
-                before = budget_epsilon(in_period, delta, period_cap)  # (for the reason only)
-                refuse(
-                    DP_PERIOD_EPSILON,
-                    f"site {self.site} refuses {action!r}: the last {policy.dp_period_days:g} "
-                    f"days spent epsilon {before:.4g} {wording} of its policy "
-                    f"{DP_PERIOD_EPSILON} {policy.dp_period_epsilon:g}; {what} "
-                    f"{after:.4g} with them",
-                )
-
-    def _spent(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The releases this site's audit log records as sent, as it counts them
-        (:func:`counted_release`), read in one pass: by this run, and by every run within the
-        policy's period."""
-        if self.audit is None or not self.audit.path.exists():
-            return [], []
-        policy = self.policy
-        days = policy.dp_period_days if policy is not None else None
-        since = time.time() - (days or 0) * 86400
-        by_run, in_period = [], []
-        for line in self.audit.path.read_text(encoding="utf-8").splitlines():
-            if '"privacy"' not in line:  # most lines: no charge to parse
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            charge = record.get("privacy") if isinstance(record, dict) else None
-            if not isinstance(charge, dict) or record.get("outcome") != "sent":
-                continue
-            release = counted_release(charge)
-            if release is None:
-                continue
-            if record.get("run") == self.run:
-                by_run.append(release)
-            if _seconds(record.get("time")) >= since:
-                in_period.append(release)
-        return by_run, in_period
 
     def check_levels(self, frame: Any, levels: Mapping[str, list | None]) -> None:
         """``hello`` discloses no column with more distinct values than ``max-levels`` (a column
@@ -651,42 +480,3 @@ class SiteGuard:
                 AUDIT_LOG,
                 f"site {self.site} cannot write its audit log ({err.strerror}); nothing is sent",
             ) from None
-
-
-def _whole(value: Any) -> TypeGuard[int]:
-    """A whole number >= 1 (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def counted_release(charge: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A logged charge (:meth:`SiteGuard._own_count`) as the release the site counts, in the
-    accountant's terms (:mod:`fedcausal_flwr.stats.pld`): the server's noise, or the shares it
-    trusts (``trusted``, each of the run's share variance); clipped or lattice releases with
-    their squared sensitivity (no PLD: counted in zCDP); None: unreadable or without noise."""
-    try:
-        tables, variance = int(charge["tables"]), float(charge["variance"])
-        rho = float(charge["rho"])
-        shares, trusted = charge.get("shares"), charge.get("trusted")
-        clip, resolution, cells = charge.get("clip"), charge.get("resolution"), charge.get("cells")
-        release: dict[str, Any] = {"tables": tables, "variance": variance, "rho": rho}
-        if shares is not None:
-            share = variance / int(shares)
-            trusted = int(shares if trusted is None else trusted)
-            release.update(variance=share * trusted, shares=trusted, share_variance=share)
-            release["cells"] = int(cells or 0)
-        if clip is not None or resolution is not None:
-            release["cells"] = int(cells or 0)
-            release["sensitivity2"] = release_sensitivity2(
-                tables, release["cells"], clip, resolution
-            )
-    except (KeyError, TypeError, ValueError):
-        return None
-    return release if rho > 0 and variance > 0 else None
-
-
-def _seconds(stamp: Any) -> float:
-    """The epoch seconds of an audit line's ``time`` (0: unreadable)."""
-    try:
-        return calendar.timegm(time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return 0.0

@@ -28,6 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedcausal_flwr.privacy.site_budget import (
+    DP_ALLOW_CENTRAL,
+    DP_DELTA,
+    DP_EPSILON,
+    DP_PERIOD_DAYS,
+    DP_PERIOD_EPSILON,
+    DP_SHARES,
+)
+
 
 class PolicyConfigError(ValueError):
     """The site's own policy settings are invalid (an unknown key, a wrong value)."""
@@ -225,12 +234,6 @@ AUDIT_LOG = "audit-log"
 SITE_KEY = "site-key"
 ROSTER = "roster"
 SECURE_PARTICIPANTS = "secure-participants"
-DP_EPSILON = "dp-epsilon"
-DP_DELTA = "dp-delta"
-DP_PERIOD_EPSILON = "dp-period-epsilon"
-DP_PERIOD_DAYS = "dp-period-days"
-DP_SHARES = "dp-shares"
-DP_ALLOW_CENTRAL = "dp-allow-central"
 assert set(POLICY_KEYS) == {
     ALLOW_METHODS, SHARE_COLUMNS, ALLOW_RAW_ROWS, ALLOW_PLAIN_STATISTICS, REQUIRE_SECURE,
     MAX_LEVELS, MAX_REQUEST_CELLS, ALLOW_PLUGINS, AUDIT_LOG, SITE_KEY, ROSTER,

@@ -35,10 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
-
-import numpy as np
 
 
 def epsilon_of(rho: float, delta: float) -> float:
@@ -230,54 +227,13 @@ def distributed_variance(rho: float, tables: float, shares: int, cells: int) -> 
     return turning_point(lambda variance: spent(variance) > rho, low, 2 * low, 1e-6)[1]
 
 
-def noisy_chi2_sf(statistic: float, df: float, noise_variance: float) -> float:
-    """``P(chi2_df + N(0, noise_variance) >= statistic)``: the p-value of a likelihood-ratio
-    statistic computed from noisy log-likelihoods (its noise Gaussian with that variance), by
-    Gauss-Hermite quadrature over the noise (exact chi2 without noise)."""
-    from scipy import stats
-
-    if noise_variance <= 0:
-        return float(stats.chi2.sf(statistic, df))
-    nodes, weights = _hermite()
-    tails = stats.chi2.sf(statistic - math.sqrt(noise_variance) * nodes, df)
-    return float(min(1.0, max(0.0, (weights @ tails) / math.sqrt(2 * math.pi))))
-
-
-@cache
-def _hermite() -> tuple[np.ndarray, np.ndarray]:
-    """Probabilists' Gauss-Hermite rule (weight exp(-z^2 / 2)): enough nodes for a chi2 tail's
-    kink. Computed on first use: every site's guard imports this module, few p-values need it."""
-    return np.polynomial.hermite_e.hermegauss(160)
-
-
-def discrete_gaussian(variance: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """``size`` draws of the discrete Gaussian ``N_Z(0, variance)`` as int64 (zeros when the
-    variance is 0): a discrete Laplace proposal of scale ``t = floor(sigma) + 1``, kept with
-    probability ``exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2))`` (Canonne et al., Algorithm 3)."""
-    out = np.zeros(int(size), dtype=np.int64)
-    if variance <= 0 or size == 0:
-        return out
-    sigma = math.sqrt(variance)
-    t = math.floor(sigma) + 1
-    missing = np.arange(out.size)
-    while missing.size:
-        n = missing.size
-        # a discrete Laplace of scale t: the difference of two geometric counts (failures)
-        p = 1 - math.exp(-1 / t)
-        y = rng.geometric(p, n) - rng.geometric(p, n)
-        keep = rng.random(n) < np.exp(-((np.abs(y) - variance / t) ** 2) / (2 * variance))
-        out[missing[keep]] = y[keep]
-        missing = missing[~keep]
-    return out
-
-
 @dataclass
 class PrivacyAccountant:
     """What a run's releases spend, batch by batch, against its target.
 
     ``tight`` (count releases): the run states the ``epsilon`` of its releases' composed privacy
-    loss distributions (:func:`~fedcausal_flwr.stats.pld.pld_epsilon`), its ``target_rho`` is
-    the composed Gaussian's at the target (:func:`~fedcausal_flwr.stats.pld.gaussian_rho_for`),
+    loss distributions (:func:`~fedcausal_flwr.privacy.pld.pld_epsilon`), its ``target_rho`` is
+    the composed Gaussian's at the target (:func:`~fedcausal_flwr.privacy.pld.gaussian_rho_for`),
     and each batch's noise is checked by the PLD with the releases before it (and grown until
     the target holds) before it is released. Otherwise (fedCI's lattice releases, which have no
     PLD here) the run states zCDP and plans with :func:`rho_for`.
@@ -346,7 +302,7 @@ class PrivacyAccountant:
         target, not a halving one, may need a step). Where zCDP's bound, which lies well above
         the PLD's (by 0.15 of ``epsilon`` at 8), keeps the batch within the target with a
         margin, the PLD is not built."""
-        from fedcausal_flwr.stats.pld import pld_epsilon
+        from fedcausal_flwr.privacy.pld import pld_epsilon
 
         step = 1e-4
         while True:
@@ -456,7 +412,7 @@ def release_epsilon(releases: list[dict[str, Any]], delta: float, *, tight: bool
     """The ``epsilon`` at ``delta`` of ``releases``: by their composed privacy loss
     distributions where each has one (``tight``; count releases), else by their zCDP ``rho``."""
     if tight:
-        from fedcausal_flwr.stats.pld import pld_epsilon
+        from fedcausal_flwr.privacy.pld import pld_epsilon
 
         composed = pld_epsilon(releases, delta)
         if composed is not None:
@@ -478,7 +434,7 @@ def budget_epsilon(
     loose = epsilon_of(rho, delta)
     if loose <= within:
         return loose
-    from fedcausal_flwr.stats.pld import pld_epsilon
+    from fedcausal_flwr.privacy.pld import pld_epsilon
 
     if not releases:  # a plan alone: the Gaussian's exact curve
         return gaussian_epsilon(planned_rho, delta)

@@ -8,14 +8,14 @@ is the ``T``-fold composition of one cell's: a discrete Gaussian of parameter ``
 (central noise: the library's own mechanism), or the sum of ``n`` sites' discrete Gaussian
 shares (distributed noise: the sum's exact probability mass function, convolved here, handed to
 the library). This is how a run states its ``epsilon`` and how a site counts its budget; the
-zCDP statement of :mod:`.privacy` states about 7% more for the same releases at ``epsilon`` 8
+zCDP statement of :mod:`.accounting` states about 7% more for the same releases at ``epsilon`` 8
 (its ``rho`` at a target, 0.9 of the Gaussian's) and is kept as the cheap first check.
 
 A run plans its noise in the Gaussian's currency, ``rho = sum T / (2 sigma^2)`` (half the
 squared sensitivity-to-noise ratio, ``mu^2 / 2``): composed Gaussian releases are one Gaussian of
 that ``mu``, whose ``(epsilon, delta)`` curve is exact and closed-form (Balle and Wang, "Improving
 the Gaussian Mechanism for Differential Privacy", ICML 2018, Theorem 8:
-:func:`~fedcausal_flwr.stats.privacy.gaussian_rho_for`), and a discrete Gaussian's PLD agrees
+:func:`~fedcausal_flwr.privacy.accounting.gaussian_rho_for`), and a discrete Gaussian's PLD agrees
 with it to within about 1e-3 of ``epsilon`` at the noise a search uses; the PLD then checks each
 batch before it is released.
 

@@ -1,4 +1,5 @@
-"""Typed payloads: a message's JSON payload (or a reply's meta) as a frozen dataclass.
+"""Typed payloads: a message's JSON payload (or a reply's meta) as a frozen dataclass (the
+lowest layer: the protocol core, the privacy charges and every method's protocol build on it).
 
 Each field is one key of the payload, in the order the payload lists them on the wire::
 
@@ -17,7 +18,9 @@ key is absent, and refuses a payload that lacks a required key or carries a key 
 declare (a request is never half read). A field travels under its own name; one declared with
 :func:`optional` is left out of the payload while it is None. The strategy and the client of a
 method build and read its payloads only through these records, so each key is written once, in the
-method's :mod:`fedcausal_flwr.protocols` module (the core's own actions: :mod:`.records`).
+method's :mod:`fedcausal_flwr.protocols` module (the protocol core's own actions:
+:mod:`fedcausal_flwr.federation.core.records`). A reply's meta is read with
+:meth:`~fedcausal_flwr.federation.core.messages.Reply.meta_as`.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Self
-
-from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply
 
 _omit_none_key = "omit_none"  # metadata key: leave the field out of the payload while it is None
 
@@ -90,12 +91,3 @@ class Payload:
             elif required:
                 raise MalformedPayload(f"{cls.__name__} needs the key {key!r}")
         return cls(**values)
-
-    @classmethod
-    def of_reply(cls, reply: Reply) -> Self:
-        """A client's reply meta read as this record; meta it cannot read is the client's
-        protocol error (naming it), as any malformed reply is."""
-        try:
-            return cls.decode(reply.meta)
-        except MalformedPayload as err:
-            raise ClientProtocolError(f"client {reply.client} sent meta {err}") from None
