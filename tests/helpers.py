@@ -1,8 +1,13 @@
 """Shared test helpers (imported by test modules; not a test module itself)."""
 
+import bz2
+import gzip
+import io
+import lzma
 import math
 import subprocess
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +41,80 @@ def repository_files(
         and (not suffixes or p.suffix in suffixes)
         and not SKIPPED_PARTS & set(p.relative_to(root).parts)
     ]
+
+
+def assert_no_hits(
+    root: Path, files: Sequence[Path], find: Callable[[Path], list[str]], what: str
+) -> None:
+    """No file has a hit by ``find``; else fail listing ``what`` was found, as ``path, hit``
+    (the path relative to ``root``)."""
+    found = [f"{p.relative_to(root)}, {hit}" for p in files for hit in find(p)]
+    assert not found, f"{what}:\n" + "\n".join(found)
+
+
+def example_file(folder: Path, *lines: str) -> Path:
+    """``example.py`` in ``folder``, holding ``lines``: a file for a line-scanning check."""
+    path = folder / "example.py"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def uneven_clients(frame: pd.DataFrame, k: int, seed: int | None = None) -> list[pd.DataFrame]:
+    """``frame`` split over ``k`` clients of Dirichlet(1) sizes, at least 30 rows each (seeded by
+    ``seed``, by default ``k``); one client holds the whole frame."""
+    from fedcausal_flwr.data.partition import split_sizes
+
+    if k == 1:
+        return [frame]
+    return split_sizes(frame, alpha=1.0, k=k, seed=k if seed is None else seed, min_rows=30).clients
+
+
+def compressed(data: bytes, how: str | None, zip_method: int = zipfile.ZIP_STORED) -> bytes:
+    """``data`` as a ``gzip``, ``bz2``, ``xz`` or ``zip`` file (one member, ``site.csv``, written
+    by ``zip_method``), unchanged for None."""
+    if how is None:
+        return data
+    if how == "gzip":
+        return gzip.compress(data)
+    if how == "bz2":
+        return bz2.compress(data)
+    if how == "xz":
+        return lzma.compress(data)
+    assert how == "zip", how
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zip_method) as archive:
+        archive.writestr("site.csv", data)
+    return buffer.getvalue()
+
+
+def run_cli(capsys, method: str, paths: list[str], *extra: str) -> tuple[int, str, str]:
+    """``fedcausal-flwr run`` of ``method`` on the CSV files ``paths``, in process: the exit code
+    and what it printed to stdout and stderr."""
+    from fedcausal_flwr.cli import main
+
+    code = main(["run", "--method", method, "--backend", "inprocess", "--data", *paths, *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_result(capsys, folder: Path, method: str, paths: list[str], *extra: str):
+    """The :class:`~fedcausal_flwr.result.Result` a successful command-line run writes (its file
+    goes to ``folder``)."""
+    from fedcausal_flwr.result import Result
+
+    out_file = folder / f"result-{len(list(folder.iterdir()))}.json"
+    code, out, err = run_cli(capsys, method, paths, "--out", str(out_file), *extra)
+    assert code == 0, out + err
+    return Result.load(out_file)
+
+
+def refused(capsys, method: str, paths: list[str], *extra: str) -> str:
+    """The one-line error of a refused command-line run (exit code 2, no traceback)."""
+    code, out, err = run_cli(capsys, method, paths, *extra)
+    assert code == 2, out + err
+    assert err.startswith("fedcausal-flwr: error: ") and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
 
 
 def padded_names(p: int) -> list[str]:

@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
-from helpers import padded_names
+from helpers import padded_names, uneven_clients
 
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.data.inputs import InputError
-from fedcausal_flwr.data.partition import split_sizes
 from fedcausal_flwr.data.synthetic import (
     random_dag,
     random_discrete_network,
@@ -44,10 +43,7 @@ def _data(kind: str, seed: int) -> np.ndarray:
 
 
 def _clients(data: np.ndarray, k: int, seed: int) -> list[pd.DataFrame]:
-    frame = pd.DataFrame(data, columns=padded_names(data.shape[1]))
-    if k == 1:
-        return [frame]
-    return split_sizes(frame, alpha=1.0, k=k, seed=seed, min_rows=30).clients
+    return uneven_clients(pd.DataFrame(data, columns=padded_names(data.shape[1])), k, seed)
 
 
 def _causallearn(data: np.ndarray, kind: str, rule: int, prio: int, stable: bool) -> Graph:
@@ -165,7 +161,7 @@ def test_single_level_columns_become_isolated_nodes_as_in_causallearn(water, met
     frame, codes, constant = water
     assert len(constant) == 6
     names = list(frame.columns)
-    clients = _clients_of(frame, k)
+    clients = uneven_clients(frame, k)
     with pytest.warns(ConstantColumnNote, match=f"column {constant[0]!r} has a single level"):
         result = run_method(method, clients, {})
     with warnings.catch_warnings():
@@ -191,7 +187,7 @@ def test_a_method_that_cannot_use_a_single_level_column_says_so_by_name(
 ):
     frame, _, constant = water
     with pytest.raises(InputError, match=words) as err:
-        run_method(method, _clients_of(frame[frame.columns[:8]], 3), options)
+        run_method(method, uneven_clients(frame[frame.columns[:8]], 3), options)
     assert repr(constant[0]) in str(err.value) or constant[0] in str(err.value)
 
 
@@ -199,20 +195,14 @@ def test_fisherz_cannot_use_a_constant_column_and_says_so():
     data = _data("gaussian", 1)
     frame = pd.DataFrame(data, columns=padded_names(data.shape[1])).assign(X01=1.5)
     with pytest.raises(InputError, match="fedpc with the Fisher-z test cannot use"):
-        run_method("fedpc", _clients_of(frame, 3), {"test": "fisherz"})
-
-
-def _clients_of(frame: pd.DataFrame, k: int) -> list[pd.DataFrame]:
-    if k == 1:
-        return [frame]
-    return split_sizes(frame, alpha=1.0, k=k, seed=k, min_rows=30).clients
+        run_method("fedpc", uneven_clients(frame, 3), {"test": "fisherz"})
 
 
 # ------------------------------------------------------------------ pooled honours the options
 @pytest.fixture(scope="module")
 def child_clients():
     frame = load_network("child").sample(5_000, seed=1).astype(str)
-    return _clients_of(frame, 3)
+    return uneven_clients(frame, 3)
 
 
 @pytest.mark.parametrize(
@@ -291,7 +281,7 @@ def test_every_accepted_pair_equals_causallearn_on_water(water):
     """causal-learn's water benchmark (six single-level columns), three unequal clients."""
     frame, codes, _ = water
     names = list(frame.columns)
-    clients = _clients_of(frame, 3)
+    clients = uneven_clients(frame, 3)
     for rule, prio in ACCEPTED:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the single-level columns' notes

@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 from causallearn.search.ConstraintBased.FCI import fci as cl_fci
 from causallearn.utils import DepthChoiceGenerator as depth_choice
+from helpers import uneven_clients
 
 from fedcausal_flwr.clients.fedpc import FedPCClient
 from fedcausal_flwr.data import load_network
@@ -64,12 +65,6 @@ def sample(network: str, rows: int) -> tuple[pd.DataFrame, np.ndarray]:
     return frame, codes
 
 
-def clients_of(frame: pd.DataFrame, k: int) -> list[pd.DataFrame]:
-    if k == 1:
-        return [frame]
-    return split_sizes(frame, alpha=1.0, k=k, seed=k, min_rows=30).clients
-
-
 @pytest.fixture(scope="module")
 def barley():
     frame, codes = sample("barley", 3_000)
@@ -83,7 +78,7 @@ def barley():
 @pytest.mark.parametrize("k", [1, 3, 10])
 def test_barley_fci_in_exact_mode_equals_patched_causallearn(barley, k):
     frame, _, reference = barley
-    result = run_method("fedfci", clients_of(frame, k), {"fci_rules": "causallearn"})
+    result = run_method("fedfci", uneven_clients(frame, k), {"fci_rules": "causallearn"})
     assert result.graph == reference
     # tables over the dense budget were counted sparsely, not refused
     assert "sparse_tables" in {entry["kind"] for entry in result.ledger}
@@ -123,7 +118,7 @@ def test_water_fci_keeps_single_level_columns_isolated_as_causallearn(k):
         reference = causallearn_fci(codes, names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the single-level columns' notes
-        result = run_method("fedfci", clients_of(frame, k), {"fci_rules": "causallearn"})
+        result = run_method("fedfci", uneven_clients(frame, k), {"fci_rules": "causallearn"})
     assert result.graph == reference
     assert len(result.extra["constant_columns"]) == 6
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import repository_files
+from helpers import assert_no_hits, example_file, repository_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = (".py", ".md")
@@ -65,10 +65,7 @@ def test_every_citation_can_be_followed():
     files = scanned_files(REPO_ROOT)
     assert any(p.name == "test_citations.py" for p in files)  # the scan reaches tests/
     assert any(p.suffix == ".md" for p in files)
-    found = [
-        f"{p.relative_to(REPO_ROOT)}, {hit}" for p in files for hit in unfollowable_citations(p)
-    ]
-    assert not found, "citations a reader cannot follow:\n" + "\n".join(found)
+    assert_no_hits(REPO_ROOT, files, unfollowable_citations, "citations a reader cannot follow")
 
 
 @pytest.mark.parametrize(
@@ -86,9 +83,7 @@ def test_every_citation_can_be_followed():
     ],
 )
 def test_each_kind_of_unfollowable_citation_is_caught(tmp_path, line):
-    path = tmp_path / "example.py"
-    path.write_text(f"x = 1\n{line}\n")
-    assert len(unfollowable_citations(path, tmp_path)) == 1
+    assert len(unfollowable_citations(example_file(tmp_path, "x = 1", line), tmp_path)) == 1
 
 
 @pytest.mark.parametrize(
@@ -107,9 +102,7 @@ def test_each_kind_of_unfollowable_citation_is_caught(tmp_path, line):
 def test_hash_code_and_followable_citations_pass(tmp_path, line):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "choices.md").write_text("# Choices\n")
-    path = tmp_path / "example.py"
-    path.write_text(f"{line}\n")
-    assert unfollowable_citations(path, tmp_path) == []
+    assert unfollowable_citations(example_file(tmp_path, line), tmp_path) == []
 
 
 def test_the_hash_file_is_exempt(tmp_path):

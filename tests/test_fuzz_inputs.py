@@ -29,13 +29,10 @@ one, set ``FEDCAUSAL_FUZZ_EXAMPLES`` (examples per method; the runs are then ran
 
 from __future__ import annotations
 
-import bz2
 import contextlib
 import copy
 import dataclasses
-import gzip
 import io
-import lzma
 import os
 import re
 import signal
@@ -48,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import compressed
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -513,7 +511,7 @@ def write_site(site: SiteFile, path: Path) -> None:
         text = text.splitlines()[0] + "\n"
     if site.excel_sep:
         text = f"sep={site.sep}\n{text}"
-    path.write_bytes(compress(text.encode(site.encoding), site.compression))
+    path.write_bytes(compressed(text.encode(site.encoding), site.compression, zipfile.ZIP_DEFLATED))
 
 
 def written_frame(site: SiteFile) -> pd.DataFrame:
@@ -576,21 +574,6 @@ def _paddable(value) -> bool:
     if isinstance(value, str):
         return bool(value)
     return isinstance(value, (int, float, np.integer, np.floating)) and bool(np.isfinite(value))
-
-
-def compress(data: bytes, how: str | None) -> bytes:
-    if how == "gzip":
-        return gzip.compress(data)
-    if how == "bz2":
-        return bz2.compress(data)
-    if how == "xz":
-        return lzma.compress(data)
-    if how == "zip":
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("site.csv", data)
-        return buffer.getvalue()
-    return data
 
 
 def run_cli(fed: Federation, folder: Path) -> tuple[int, str, str, Path, list[Path]]:

@@ -10,10 +10,8 @@ Excel's ``sep=`` line a header. Small data: asia, 600 rows in two sites.
 
 from __future__ import annotations
 
-import bz2
 import gzip
 import io
-import lzma
 import shutil
 import warnings
 import zipfile
@@ -21,9 +19,9 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli_result, compressed, refused, run_cli
 
 import fedcausal_flwr
-from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.columns import as_read, frame_columns
 from fedcausal_flwr.data.csv_input import read_client_csv
 from fedcausal_flwr.data.fingerprint import (
@@ -110,28 +108,6 @@ def same_run(first: Result, second: Result, *, exact_up: bool = True) -> None:
         assert abs(first.bytes_up - second.bytes_up) <= 16, (first.bytes_up, second.bytes_up)
 
 
-def cli(capsys, method: str, paths: list[str], *extra: str) -> tuple[int, str, str]:
-    code = main(["run", "--method", method, "--backend", "inprocess", "--data", *paths, *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def cli_result(capsys, tmp_path, method: str, paths: list[str], *extra: str) -> Result:
-    out_file = tmp_path / f"result-{len(list(tmp_path.iterdir()))}.json"
-    code, out, err = cli(capsys, method, paths, "--out", str(out_file), *extra)
-    assert code == 0, out + err
-    return Result.load(out_file)
-
-
-def refused(capsys, method: str, paths: list[str], *extra: str) -> str:
-    """The one-line error of a refused run (exit code 2, no traceback)."""
-    code, out, err = cli(capsys, method, paths, *extra)
-    assert code == 2, out + err
-    assert err.startswith("fedcausal-flwr: error: ") and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    return err.strip()
-
-
 # ====================================================================== blanks around values
 def test_blanks_around_values_at_one_site_change_nothing_in_python(asia):
     clean = text_sites(asia)
@@ -202,7 +178,7 @@ def test_levels_that_differ_by_case_are_named_in_one_warning(capsys, asia, files
     assert "column 'smoke': 'Yes' (client 0) and 'yes' (clients 0, 1)" in text
     assert "\n" not in text
     _, write = files
-    code, _, err = cli(capsys, "fedpc", [write("odd.csv", odd), write("other.csv", sites[1])])
+    code, _, err = run_cli(capsys, "fedpc", [write("odd.csv", odd), write("other.csv", sites[1])])
     assert code == 0
     lines = [line for line in err.splitlines() if "differ only by case" in line]
     assert len(lines) == 1, err  # once, though the server checks the hello reports again
@@ -318,19 +294,6 @@ def test_text_with_commas_that_is_no_number_is_text(files):
 
 
 # ====================================================================== compression, encodings
-def compressed(content: bytes, how: str) -> bytes:
-    if how == "gzip":
-        return gzip.compress(content)
-    if how == "xz":
-        return lzma.compress(content)
-    if how == "bz2":
-        return bz2.compress(content)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("site.csv", content)
-    return buffer.getvalue()
-
-
 @pytest.mark.parametrize("how", ["gzip", "xz", "bz2", "zip"])
 def test_a_compressed_file_is_read_decompressed(capsys, tmp_path, files, how):
     paths, write = files

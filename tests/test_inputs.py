@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli_result, refused, run_cli
 
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.csv_input import (
@@ -70,26 +71,8 @@ def sites(tmp_path):
     return frames, paths, write
 
 
-def run_cli(capsys, method: str, paths: list[str], *extra: str) -> tuple[int, str, str]:
-    code = main(["run", "--method", method, "--backend", "inprocess", "--data", *paths, *extra])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def refused(capsys, method: str, paths: list[str], *extra: str) -> str:
-    """The one-line error of a refused run (exit code 2, no traceback)."""
-    code, out, err = run_cli(capsys, method, paths, *extra)
-    assert code == 2, out + err
-    assert err.startswith("fedcausal-flwr: error: ") and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    return err.strip()
-
-
 def graph_of(capsys, tmp_path, method: str, paths: list[str], *extra: str):
-    out_file = tmp_path / f"{method}-{len(list(tmp_path.iterdir()))}.json"
-    code, out, err = run_cli(capsys, method, paths, "--out", str(out_file), *extra)
-    assert code == 0, out + err
-    return Result.load(out_file).graph
+    return cli_result(capsys, tmp_path, method, paths, *extra).graph
 
 
 # =============================================================== wrong graph, exit 0 -> errors

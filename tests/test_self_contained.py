@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import repository_files
+from helpers import assert_no_hits, example_file, repository_files
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("tests", "experiments", "fedcausal_flwr", "strategies", "clients", "docs", "README.md")
@@ -50,8 +50,7 @@ def test_no_text_file_points_outside_the_repository():
     files = scanned_files(REPO_ROOT)
     assert any(p.name == "test_self_contained.py" for p in files)  # the scan reaches tests/
     assert any(p.suffix == ".py" and "experiments" in p.parts for p in files)
-    found = [f"{p.relative_to(REPO_ROOT)}, {hit}" for p in files for hit in outside_references(p)]
-    assert not found, "references outside the repository:\n" + "\n".join(found)
+    assert_no_hits(REPO_ROOT, files, outside_references, "references outside the repository")
 
 
 @pytest.mark.parametrize(
@@ -67,9 +66,7 @@ def test_no_text_file_points_outside_the_repository():
     ],
 )
 def test_each_kind_of_outside_reference_is_caught(tmp_path, line):
-    path = tmp_path / "example.py"
-    path.write_text(f"x = 1\n{line}\n")
-    assert len(outside_references(path)) == 1
+    assert len(outside_references(example_file(tmp_path, "x = 1", line))) == 1
 
 
 @pytest.mark.parametrize(
@@ -82,6 +79,4 @@ def test_each_kind_of_outside_reference_is_caught(tmp_path, line):
     ],
 )
 def test_references_inside_the_repository_pass(tmp_path, line):
-    path = tmp_path / "example.py"
-    path.write_text(f"{line}\n")
-    assert outside_references(path) == []
+    assert outside_references(example_file(tmp_path, line)) == []
