@@ -40,3 +40,12 @@ def coordinator_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDCAUSAL_TRUTH_DIR", str(tmp_path / "truth"))
     monkeypatch.delenv("FEDCAUSAL_ALLOW_PLUGINS", raising=False)
     return tmp_path / "results"
+
+
+@pytest.fixture(scope="module")
+def asia_sites():
+    """Three sites' frames: asia x 3000 (seed 4) split i.i.d. (seed 1)."""
+    from fedcausal_flwr.data.networks import load_network
+    from fedcausal_flwr.data.partition import split_iid
+
+    return split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients

@@ -117,6 +117,18 @@ def refused(capsys, method: str, paths: list[str], *extra: str) -> str:
     return err.strip()
 
 
+def mixed_site_frames(n_rows: int) -> list[pd.DataFrame]:
+    """Three sites' frames with site effects from a random 5-variable DAG (seed 1) of
+    continuous, binary, ordinal and categorical variables (3 levels): ``n_rows`` rows."""
+    from fedcausal_flwr.data.partition import split_site_effects
+    from fedcausal_flwr.data.synthetic import random_dag
+
+    types = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
+             "X5": "continuous"}  # fmt: skip
+    dag = random_dag(5, expected_degree=2.5, seed=1)
+    return split_site_effects(dag, n_rows, 3, seed=1, types=types, n_levels=3).clients
+
+
 def padded_names(p: int) -> list[str]:
     """Names whose string order equals index order (causal-learn sorts some node lists by name)."""
     return [f"X{i:03d}" for i in range(p)]

@@ -10,8 +10,6 @@ from test_site_policy import audit, run_app, write_sites
 
 import fedcausal_flwr
 from fedcausal_flwr.clients.fedpc import FedPCClient
-from fedcausal_flwr.data.networks import load_network
-from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.federation.core import protocol
 from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_guard import PolicyRefusal, SiteGuard
@@ -32,12 +30,7 @@ from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
 from fedcausal_flwr.strategies.fedpc import FedPCStrategy
 
 
-@pytest.fixture(scope="module")
-def sites():
-    return split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
-
-
-def test_the_server_decodes_only_noisy_sums(sites, monkeypatch):
+def test_the_server_decodes_only_noisy_sums(asia_sites, monkeypatch):
     """What SecAgg+ hands the server, round by round, against the pooled exact tables of the
     same tests: never equal, and off by noise of the run's variance (the sites' shares; the
     server adds none of its own)."""
@@ -58,11 +51,11 @@ def test_the_server_decodes_only_noisy_sums(sites, monkeypatch):
     monkeypatch.setattr(protocol, "decode_secure_mean", spy)
     monkeypatch.setattr(FedPCStrategy, "_handle_tables", remember)
     result = fedcausal_flwr.run(
-        "fedpc", data=sites, dp="distributed", dp_epsilon=2, dp_batches=2, secure=True
+        "fedpc", data=asia_sites, dp="distributed", dp_epsilon=2, dp_batches=2, secure=True
     )
     tables = [total for action, total in decoded if action == TABLES]
     assert len(tables) == len(asked) == 2
-    pooled = FedPCClient(0, __import__("pandas").concat(sites, ignore_index=True))
+    pooled = FedPCClient(0, __import__("pandas").concat(asia_sites, ignore_index=True))
     for total, (request, variance) in zip(tables, asked, strict=True):
         exact_request = TableRequest.decode(request.payload)
         exact_request = TableRequest(
@@ -83,16 +76,18 @@ def test_the_server_decodes_only_noisy_sums(sites, monkeypatch):
     assert epsilon == privacy["epsilon"] <= 2.0
 
 
-def test_distributed_noise_needs_a_secure_run_and_draws_no_seed(sites):
+def test_distributed_noise_needs_a_secure_run_and_draws_no_seed(asia_sites):
     with pytest.raises(OptionError, match="secure"):
-        fedcausal_flwr.run("fedpc", data=sites, dp="distributed", dp_epsilon=2)
+        fedcausal_flwr.run("fedpc", data=asia_sites, dp="distributed", dp_epsilon=2)
     with pytest.raises(OptionError, match="dp_noise_seed"):
-        fedcausal_flwr.run("fedpc", data=sites, dp="distributed", dp_noise_seed=1, secure=True)
+        fedcausal_flwr.run("fedpc", data=asia_sites, dp="distributed", dp_noise_seed=1, secure=True)
 
 
-def test_epsilon_inf_is_the_exact_run(sites):
-    exact = fedcausal_flwr.run("fedpc", data=sites)  # a private search is not capped
-    free = fedcausal_flwr.run("fedpc", data=sites, dp="distributed", dp_epsilon="inf", secure=True)
+def test_epsilon_inf_is_the_exact_run(asia_sites):
+    exact = fedcausal_flwr.run("fedpc", data=asia_sites)  # a private search is not capped
+    free = fedcausal_flwr.run(
+        "fedpc", data=asia_sites, dp="distributed", dp_epsilon="inf", secure=True
+    )
     assert free.graph == exact.graph
 
 
@@ -157,13 +152,13 @@ def test_a_site_adds_its_share_only_inside_secagg_and_counts_what_it_trusts(tmp_
         guard.check(TABLES, charge(shares=0), 2, secagg_participants=3)
 
 
-def test_a_sites_budget_counts_the_shares_it_trusts_at_hello(tmp_path, sites):
+def test_a_sites_budget_counts_the_shares_it_trusts_at_hello(tmp_path, asia_sites):
     options = {"method": "fedpc", "secure": True, "options": "dp=distributed dp-epsilon=4"}
-    nodes = write_sites(tmp_path, sites, **{"dp-epsilon": 4})
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 4})
     with pytest.raises(SitePolicyError, match="its policy has dp-epsilon = 4"):
         run_app(nodes, options)
     assert "counting on 1 of the run's 3 noise shares" in audit(nodes[0])[0]["reason"]
-    nodes = write_sites(tmp_path, sites, **{"dp-epsilon": 4, "dp-shares": 3})
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 4, "dp-shares": 3})
     run_app(nodes, options)
     for node in nodes:
         charges = [ln["privacy"] for ln in audit(node) if "privacy" in ln]
@@ -198,12 +193,12 @@ def test_the_documented_distributed_command_runs(capsys, tmp_path):
     assert 0 < privacy["epsilon"] <= 8 and {r["shares"] for r in privacy["releases"]} == {3}
 
 
-def test_a_site_with_a_budget_refuses_the_servers_noise_unless_it_allows_it(tmp_path, sites):
+def test_a_site_with_a_budget_refuses_the_servers_noise_unless_it_allows_it(tmp_path, asia_sites):
     """A site's budget means its own noise share: a run whose noise the server adds is refused
     at hello (its plan names no shares), and so is a central charge later (a server that
     switches modes); dp-allow-central opts into the server's noise by name."""
     policy = {"dp-epsilon": 8, "dp-shares": 3}
-    nodes = write_sites(tmp_path, sites, **policy)
+    nodes = write_sites(tmp_path, asia_sites, **policy)
     central = {"method": "fedpc", "secure": True, "options": "dp=central dp-epsilon=4"}
     with pytest.raises(SitePolicyError, match="its policy has dp-allow-central = false"):
         run_app(nodes, central)

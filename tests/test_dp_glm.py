@@ -4,6 +4,7 @@ noise is calibrated to), and the LR test reads noisy log-likelihoods knowing the
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import mixed_site_frames
 
 from fedcausal_flwr.data.schema import Schema, VariableSpec
 from fedcausal_flwr.stats.glm import ClientTable, GLMModel, local_contribution, n_global_params
@@ -60,18 +61,10 @@ def test_a_noisy_statistics_p_value_is_the_tail_of_chi2_plus_its_noise():
     assert noisy_chi2_sf(3.84, 1, 0.0) == pytest.approx(stats.chi2.sf(3.84, 1))
 
 
-TYPES = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
-         "X5": "continuous"}  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def federation():
-    from fedcausal_flwr.data.partition import split_site_effects
-    from fedcausal_flwr.data.synthetic import random_dag
-
-    dag = random_dag(5, expected_degree=2.5, seed=1)
-    part = split_site_effects(dag, 3000, 3, seed=1, types=TYPES, n_levels=3)
-    return part.clients, Schema.infer(part.clients).dumps()
+    clients = mixed_site_frames(3000)
+    return clients, Schema.infer(clients).dumps()
 
 
 def fedci(sites, schema, secure=False, **options):

@@ -7,18 +7,12 @@ import pytest
 from test_site_policy import audit, run_app, write_sites
 
 from fedcausal_flwr.data.networks import load_network
-from fedcausal_flwr.data.partition import split_iid
 from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_policy import (
     PolicyConfigError,
     SitePolicy,
     default_audit_log,
 )
-
-
-@pytest.fixture(scope="module")
-def frames():
-    return split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
 
 
 def private(epsilon: float) -> dict:
@@ -29,14 +23,14 @@ def private(epsilon: float) -> dict:
 CENTRAL = {"dp-allow-central": True, "allow-plain-statistics": True}
 
 
-def test_a_run_within_the_sites_budget_runs(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
+def test_a_run_within_the_sites_budget_runs(tmp_path, asia_sites):
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
     assert any(line["action"] == "tables" for line in audit(nodes[0]))
 
 
-def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 2}, **CENTRAL)
+def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, asia_sites):
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 2}, **CENTRAL)
     with pytest.raises(SitePolicyError, match="dp-epsilon"):
         run_app(nodes, private(4))
     for node in nodes:
@@ -45,8 +39,8 @@ def test_a_run_over_the_sites_budget_is_refused_at_hello(tmp_path, frames):
         assert lines and lines[-1]["outcome"] == "refused" and lines[-1]["policy"] == "dp-epsilon"
 
 
-def test_a_run_without_noise_is_refused_by_a_site_with_a_budget(tmp_path, frames):
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 8}, **CENTRAL)
+def test_a_run_without_noise_is_refused_by_a_site_with_a_budget(tmp_path, asia_sites):
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 8}, **CENTRAL)
     with pytest.raises(SitePolicyError, match="its policy has dp-epsilon = 8"):
         run_app(nodes, {"method": "fedpc"})
     with pytest.raises(SitePolicyError, match="its policy has dp-epsilon = 8"):
@@ -55,9 +49,9 @@ def test_a_run_without_noise_is_refused_by_a_site_with_a_budget(tmp_path, frames
     assert len(reasons) == 2 and all("without differential privacy" in r for r in reasons)
 
 
-def test_the_period_budget_counts_earlier_runs_from_the_audit_log(tmp_path, frames):
+def test_the_period_budget_counts_earlier_runs_from_the_audit_log(tmp_path, asia_sites):
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
-    nodes = write_sites(tmp_path, frames, **budget, **CENTRAL)
+    nodes = write_sites(tmp_path, asia_sites, **budget, **CENTRAL)
     run_app(nodes, private(4))  # in rho: 0.254 of the period's 0.385 (epsilon 5 at 1e-6)
     with pytest.raises(SitePolicyError, match="dp-period-epsilon"):
         run_app(nodes, private(4))
@@ -75,12 +69,12 @@ def test_budget_keys_are_checked():
     assert policy.dp_epsilon == 3.0 and policy.dp_delta == 1e-7
 
 
-def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, frames, capsys):
+def test_the_audit_command_states_what_a_run_cost_the_site(tmp_path, asia_sites, capsys):
     from fedcausal_flwr.cli import main as cli_main
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
     from fedcausal_flwr.privacy.accounting import epsilon_of, recompute
 
-    nodes = write_sites(tmp_path, frames, **{"dp-epsilon": 4}, **CENTRAL)
+    nodes = write_sites(tmp_path, asia_sites, **{"dp-epsilon": 4}, **CENTRAL)
     run_app(nodes, private(4))
     capsys.readouterr()
     assert cli_main(["audit", default_audit_log(nodes[0]["data-path"])]) == 0
@@ -126,7 +120,7 @@ def test_a_forged_charge_is_counted_by_the_site_not_by_the_request(tmp_path):
 
 
 def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
-    tmp_path, frames, monkeypatch
+    tmp_path, asia_sites, monkeypatch
 ):
     """Another run spends part of the period while this one runs (its charges land in the same
     audit log between two depths): the next depth would cross the period's cap, the site refuses
@@ -140,7 +134,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     from fedcausal_flwr.strategies.search_stop import PrivacyBudgetNote
 
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
-    nodes = write_sites(tmp_path, frames, **budget, **CENTRAL)
+    nodes = write_sites(tmp_path, asia_sites, **budget, **CENTRAL)
     handle = FedPCStrategy._handle_tables
 
     def another_run_spends(self, request, replies):
@@ -168,7 +162,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     monkeypatch.setattr(FedPCStrategy, "_handle_tables", handle)
     capped = fedcausal_flwr.run(
         "fedpc",
-        data=frames,
+        data=asia_sites,
         dp="central",
         dp_epsilon=4,
         dp_batches=3,

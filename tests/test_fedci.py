@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import mixed_site_frames
 
 from fedcausal_flwr.citest import FedCIOracle, citest
 from fedcausal_flwr.data.inputs import InputError
@@ -19,15 +20,11 @@ from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL
 from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
 from fedcausal_flwr.strategies import fedci  # noqa: F401  (registers fedci-pc / fedci-fci)
 
-TYPES = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
-         "X5": "continuous"}  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def mixed():
-    dag = random_dag(5, expected_degree=2.5, seed=1)
-    part = split_site_effects(dag, 900, 3, seed=1, types=TYPES, n_levels=3)
-    return part.clients, Schema.infer(part.clients)
+    clients = mixed_site_frames(900)
+    return clients, Schema.infer(clients)
 
 
 @pytest.mark.parametrize("algorithm", ["pc", "fci"])

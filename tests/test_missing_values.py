@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import causallearn_pvalues, random_discrete_bn, random_queries
+from helpers import causallearn_pvalues, mixed_site_frames, random_discrete_bn, random_queries
 
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.inputs import InputError
@@ -264,17 +264,12 @@ def test_an_infinite_value_is_an_error_not_a_missing_one():
 # ============================================================================ fedCI (mixed data)
 @pytest.fixture(scope="module")
 def mixed_holed():
-    from fedcausal_flwr.data.partition import split_site_effects
     from fedcausal_flwr.data.schema import Schema
-    from fedcausal_flwr.data.synthetic import random_dag
 
-    types = {"X1": "continuous", "X2": "binary", "X3": "ordinal", "X4": "categorical",
-             "X5": "continuous"}  # fmt: skip
-    dag = random_dag(5, expected_degree=2.5, seed=1)
-    part = split_site_effects(dag, 900, 3, seed=1, types=types, n_levels=3)
-    schema = Schema.infer(part.clients)
+    clients = mixed_site_frames(900)
+    schema = Schema.infer(clients)
     rng = np.random.default_rng(0)
-    holed = [c.mask(rng.random(c.shape) < 0.1) for c in part.clients]
+    holed = [c.mask(rng.random(c.shape) < 0.1) for c in clients]
     return holed, schema
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import causallearn_pvalues, random_discrete_bn, random_queries
 
-from fedcausal_flwr.stats import (
+from fedcausal_flwr.stats.contingency import (
     TableTooLargeError,
     check_codes,
     discrete_pvalues,
@@ -17,19 +17,26 @@ from fedcausal_flwr.stats import (
     make_layout,
     marginal_offsets,
     split_marginals,
+    stacked_statistics,
     sum_tables,
     table_marginals,
 )
-from fedcausal_flwr.stats.contingency import stacked_statistics
+
+
+def random_tables(seed: int, n_vars: int, n_rows: int, n_queries: int):
+    """Codes sampled from a random discrete BN, its cards, random queries (sets of up to 3) and
+    their tables and layout."""
+    rng = np.random.default_rng(seed)
+    codes, cards = random_discrete_bn(rng, n_vars, n_rows)
+    queries = random_queries(rng, n_vars, n_queries, 3)
+    tables, layout = local_tables(codes, cards, queries)
+    return codes, cards, queries, tables, layout
 
 
 @pytest.mark.parametrize("n_rows", [60, 400, 3000])
 @pytest.mark.parametrize(("test", "method"), [("g2", "gsq"), ("chi2", "chisq")])
 def test_pvalues_equal_causallearn(n_rows, test, method):
-    rng = np.random.default_rng(n_rows)
-    codes, cards = random_discrete_bn(rng, 10, n_rows)
-    queries = random_queries(rng, 10, 250, 3)
-    tables, layout = local_tables(codes, cards, queries)
+    codes, cards, queries, tables, layout = random_tables(n_rows, 10, n_rows, 250)
     ours = discrete_pvalues(tables, layout, test)
     ref = causallearn_pvalues(codes, queries, method)
     np.testing.assert_allclose(ours, ref, rtol=1e-9, atol=1e-300)
@@ -55,10 +62,7 @@ def test_pvalues_with_huge_tables_use_causallearns_unique_path():
 
 
 def test_tables_equal_independent_count():
-    rng = np.random.default_rng(3)
-    codes, cards = random_discrete_bn(rng, 7, 500)
-    queries = random_queries(rng, 7, 60, 3)
-    tables, layout = local_tables(codes, cards, queries)
+    codes, cards, queries, tables, layout = random_tables(3, 7, 500, 60)
     assert tables.dtype == np.int64 and tables.shape == (layout.total,)
     for i, (x, y, s) in enumerate(layout.queries):
         expected = np.zeros([cards[v] for v in (*s, x, y)], dtype=np.int64)
@@ -79,10 +83,7 @@ def test_layout_needs_no_data_and_normalises_queries():
 
 
 def test_client_tables_sum_to_pooled_tables():
-    rng = np.random.default_rng(11)
-    codes, cards = random_discrete_bn(rng, 9, 1200)
-    queries = random_queries(rng, 9, 300, 3)
-    pooled, layout = local_tables(codes, cards, queries)
+    codes, cards, queries, pooled, layout = random_tables(11, 9, 1200, 300)
     cuts = [0, 5, 5, 300, 301, 900, 1200]  # includes an empty and a one-row client
     parts = [
         local_tables(codes[a:b], cards, layout, client=f"c{k}")[0]
@@ -110,10 +111,7 @@ def test_marginals_layout():
 
 
 def test_reliability_rule_fedecd():
-    rng = np.random.default_rng(5)
-    codes, cards = random_discrete_bn(rng, 8, 150)
-    queries = random_queries(rng, 8, 200, 3)
-    tables, layout = local_tables(codes, cards, queries)
+    codes, cards, queries, tables, layout = random_tables(5, 8, 150, 200)
     plain = discrete_tests(tables, layout, "g2")
     for arity_rule in ("max_observed", "global"):
         res = discrete_tests(tables, layout, "g2", reliability=5, reliability_arity=arity_rule)
@@ -132,10 +130,7 @@ def test_reliability_rule_fedecd():
 
 
 def test_empty_strata_dof_quirk_adds_one_per_empty_stratum():
-    rng = np.random.default_rng(8)
-    codes, cards = random_discrete_bn(rng, 7, 80)
-    queries = random_queries(rng, 7, 100, 3)
-    tables, layout = local_tables(codes, cards, queries)
+    codes, cards, queries, tables, layout = random_tables(8, 7, 80, 100)
     base = discrete_tests(tables, layout, "chi2")
     quirk = discrete_tests(tables, layout, "chi2", empty_strata_add_dof=True)
     n_empty = np.array(
