@@ -240,8 +240,19 @@ def test_fci_r0_orients_unshielded_colliders_only():
 
 
 # ============================================================================ FCI rules
-def pag(names: list[str], edges: list[tuple[str, str, str, str]]) -> Graph:
-    return Graph.from_edges(names, edges, kind="PAG")
+#: the mark an edge written ``"A o-> B"`` has at an end: a circle, an arrowhead or a tail
+END_MARKS = {"o": "circle", "<": "arrow", ">": "arrow", "-": "tail"}
+
+
+def pag(names: list[str], *edges: str) -> Graph:
+    """A PAG over ``names`` with edges written as in the comments (``"A o-> B"``, ``"A --- B"``):
+    the first and last character of the link are the marks at the first and second node."""
+    rows = []
+    for edge in edges:
+        u, link, v = edge.split()
+        assert len(link) == 3 and link[1] == "-", edge
+        rows.append((u, v, END_MARKS[link[0]], END_MARKS[link[2]]))
+    return Graph.from_edges(names, rows, kind="PAG")
 
 
 MODES = ["zhang", "causallearn"]
@@ -250,7 +261,7 @@ MODES = ["zhang", "causallearn"]
 @pytest.mark.parametrize("mode", MODES)
 def test_fci_r1(mode):
     # A *-> B o-o C, A, C non-adjacent  =>  B --> C
-    g = pag(["A", "B", "C"], [("A", "B", "circle", "arrow"), ("B", "C", "circle", "circle")])
+    g = pag(["A", "B", "C"], "A o-> B", "B o-o C")
     apply_fci_rules(g, {(0, 2): [set()]}, mode=mode)
     assert edge_set(g) == [("A", "B", "circle", "arrow"), ("B", "C", "tail", "arrow")]
 
@@ -258,25 +269,11 @@ def test_fci_r1(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_fci_r2_both_variants(mode):
     # A --> B o-> C with A o-o C  =>  A o-> C
-    g = pag(
-        ["A", "B", "C"],
-        [
-            ("A", "B", "tail", "arrow"),
-            ("B", "C", "circle", "arrow"),
-            ("A", "C", "circle", "circle"),
-        ],
-    )
+    g = pag(["A", "B", "C"], "A --> B", "B o-> C", "A o-o C")
     apply_fci_rules(g, {}, mode=mode)
     assert g.marks[0, 2] == ARROW and g.marks[2, 0] == CIRCLE
     # A o-> B --> C with A o-o C  =>  A o-> C
-    g = pag(
-        ["A", "B", "C"],
-        [
-            ("A", "B", "circle", "arrow"),
-            ("B", "C", "tail", "arrow"),
-            ("A", "C", "circle", "circle"),
-        ],
-    )
+    g = pag(["A", "B", "C"], "A o-> B", "B --> C", "A o-o C")
     apply_fci_rules(g, {}, mode=mode)
     assert g.marks[0, 2] == ARROW and g.marks[2, 0] == CIRCLE
 
@@ -285,16 +282,7 @@ def test_fci_r2_both_variants(mode):
 def test_fci_r3(mode):
     # A o-> B <-o C, A o-o D o-o C, A and C non-adjacent, D o-o B  =>  D o-> B.
     # (causal-learn also wants D in sepset(A, C), which is true for a non-collider at D.)
-    g = pag(
-        ["A", "B", "C", "D"],
-        [
-            ("A", "B", "circle", "arrow"),
-            ("C", "B", "circle", "arrow"),
-            ("A", "D", "circle", "circle"),
-            ("C", "D", "circle", "circle"),
-            ("D", "B", "circle", "circle"),
-        ],
-    )
+    g = pag(["A", "B", "C", "D"], "A o-> B", "C o-> B", "A o-o D", "C o-o D", "D o-o B")
     counts = apply_fci_rules(g, {(0, 2): [{3}]}, mode=mode)
     assert g.marks[3, 1] == ARROW and g.marks[1, 3] == CIRCLE
     assert counts["R3"] >= 1
@@ -305,12 +293,8 @@ def discriminating_state(after_r2: bool = True) -> Graph:
     """T o-> A <-o B, A --> C, B o-> C, T not adjacent to B or C: <T, A, B, C> is a discriminating
     path for B (A is a collider on it and a parent of C). Before R1/R2, A o-o C and B o-o C
     (R1: T *-> A o-o C gives A --> C; R2: B *-> A --> C gives B o-> C)."""
-    ac, bc = (("tail", "arrow"), ("circle", "arrow")) if after_r2 else (("circle",) * 2,) * 2
-    return pag(
-        ["T", "A", "B", "C"],
-        [("T", "A", "circle", "arrow"), ("B", "A", "circle", "arrow"), ("A", "C", *ac)]
-        + [("B", "C", *bc)],
-    )
+    ac, bc = ("A --> C", "B o-> C") if after_r2 else ("A o-o C", "B o-o C")
+    return pag(["T", "A", "B", "C"], "T o-> A", "B o-> A", ac, bc)
 
 
 SEPS_T_B = {(0, 2): [set()]}
@@ -368,17 +352,15 @@ def test_fci_r5_uncovered_circle_cycle_with_selection_bias():
     # A o-o B closing the uncovered circle path A o-o C o-o D o-o B (A, D and B, C non-adjacent):
     # R5 turns every edge of the cycle into a tail-tail edge, but only with selection bias.
     names = ["A", "B", "C", "D"]
-    edges = [
-        (u, v, "circle", "circle") for u, v in [("A", "B"), ("A", "C"), ("C", "D"), ("D", "B")]
-    ]
-    g = pag(names, edges)
+    edges = ["A o-o B", "A o-o C", "C o-o D", "D o-o B"]
+    g = pag(names, *edges)
     counts = apply_fci_rules(g, {(0, 3): [{2}], (1, 2): [{3}]}, selection_bias=True)
     assert counts["R5"] == 1
     assert np.all(g.marks[g.marks != NONE] == TAIL)
-    g = pag(names, edges)
+    g = pag(names, *edges)
     apply_fci_rules(g, {(0, 3): [{2}], (1, 2): [{3}]})
     assert np.all(g.marks[g.marks != NONE] == CIRCLE)
-    g = pag(names, edges)
+    g = pag(names, *edges)
     apply_fci_rules(g, {(0, 3): [{2}], (1, 2): [{3}]}, mode="causallearn")
     assert np.all(g.marks[g.marks != NONE] == TAIL)
 
@@ -386,7 +368,7 @@ def test_fci_r5_uncovered_circle_cycle_with_selection_bias():
 @pytest.mark.parametrize("mode", MODES)
 def test_fci_r6(mode):
     # A --- B o-o C  =>  B --o C (a tail at B)
-    g = pag(["A", "B", "C"], [("A", "B", "tail", "tail"), ("B", "C", "circle", "circle")])
+    g = pag(["A", "B", "C"], "A --- B", "B o-o C")
     apply_fci_rules(g, {(0, 2): [{1}]}, mode=mode, selection_bias=True)
     assert g.marks[2, 1] == TAIL and g.marks[1, 2] == CIRCLE
 
@@ -394,21 +376,18 @@ def test_fci_r6(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_fci_r7(mode):
     # A --o B o-o C, A, C non-adjacent  =>  B --o C; then R6 is not triggered (no A --- B).
-    g = pag(["A", "B", "C"], [("A", "B", "tail", "circle"), ("B", "C", "circle", "circle")])
+    g = pag(["A", "B", "C"], "A --o B", "B o-o C")
     apply_fci_rules(g, {(0, 2): [{1}]}, mode=mode, selection_bias=True)
     assert g.marks[2, 1] == TAIL and g.marks[1, 2] == CIRCLE
     assert g.marks[1, 0] == TAIL and g.marks[0, 1] == CIRCLE
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("first", [("tail", "arrow"), ("tail", "circle")])
+@pytest.mark.parametrize("first", ["A --> B", "A --o B"])
 def test_fci_r8(mode, first):
     # A --> B --> C (or A --o B --> C) and A o-> C  =>  A --> C
-    g = pag(
-        ["A", "B", "C"],
-        [("A", "B", *first), ("B", "C", "tail", "arrow"), ("A", "C", "circle", "arrow")],
-    )
-    apply_fci_rules(g, {}, mode=mode, selection_bias=first[1] == "circle")
+    g = pag(["A", "B", "C"], first, "B --> C", "A o-> C")
+    apply_fci_rules(g, {}, mode=mode, selection_bias=first == "A --o B")
     assert g.is_directed(0, 2)
 
 
@@ -416,15 +395,7 @@ def test_fci_r8(mode, first):
 def test_fci_r9(mode):
     # A o-> C with the uncovered p.d. path A o-o B o-> D --> C (B, C and A, D non-adjacent)
     #  =>  A --> C
-    g = pag(
-        ["A", "B", "C", "D"],
-        [
-            ("A", "C", "circle", "arrow"),
-            ("A", "B", "circle", "circle"),
-            ("B", "D", "circle", "arrow"),
-            ("D", "C", "tail", "arrow"),
-        ],
-    )
+    g = pag(["A", "B", "C", "D"], "A o-> C", "A o-o B", "B o-> D", "D --> C")
     seps = {(1, 2): [{0, 3}], (0, 3): [{1}]}
     counts = apply_fci_rules(g, seps, mode=mode)
     assert g.is_directed(0, 2)
@@ -436,16 +407,7 @@ def test_fci_r9(mode):
 def test_fci_r10(mode):
     # A o-> C, B --> C <-- D, A o-o B and A o-o D with B, D non-adjacent: the uncovered p.d.
     # paths <A, B> and <A, D> start with distinct non-adjacent nodes  =>  A --> C.
-    g = pag(
-        ["A", "B", "C", "D"],
-        [
-            ("A", "C", "circle", "arrow"),
-            ("B", "C", "tail", "arrow"),
-            ("D", "C", "tail", "arrow"),
-            ("A", "B", "circle", "circle"),
-            ("A", "D", "circle", "circle"),
-        ],
-    )
+    g = pag(["A", "B", "C", "D"], "A o-> C", "B --> C", "D --> C", "A o-o B", "A o-o D")
     counts = apply_fci_rules(g, {(1, 3): [{0, 2}]}, mode=mode)
     assert g.is_directed(0, 2)
     assert counts["R10"] >= 1

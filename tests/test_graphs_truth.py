@@ -276,46 +276,51 @@ def test_dag_to_pag_classic_latent_confounder():
     assert pag == brute_force_pag(dag_to_mag(g, ["L"]))
 
 
-def test_dag_to_pag_discriminating_path_noncollider():
-    # DAG T -> A <- L1 -> B, A -> C, B -> C, L1 latent.
-    # MAG: T -> A, A <-> B, A -> C, B -> C; T-B separated by {} (A is a collider), T-C by {A, B}.
-    # R0: T - A - B is an unshielded collider -> T o-> A <-o B; T - A - C is not.
-    # R1: T *-> A o-o C, T and C non-adjacent -> A --> C.
-    # R2: B *-> A --> C and B o-o C -> B o-> C.
-    # R4: <T, A, B, C> is discriminating for B (A is a collider on it and a parent of C, T is not
-    #     adjacent to C); B is a non-collider in the MAG (B --> C), i.e. B is in sepset(T, C)
-    #     -> B --> C. The circles at T (T -> A or T <-> A) and at B on A-B stay.
-    g = Graph.from_edges(
-        ["T", "A", "B", "C", "L1"],
-        [("T", "A"), ("L1", "A"), ("L1", "B"), ("A", "C"), ("B", "C")],
-    )
-    pag = dag_to_pag(g, ["L1"])
-    assert sorted(pag.edges()) == [
-        ("A", "B", "arrow", "circle"),
-        ("A", "C", "tail", "arrow"),
-        ("B", "C", "tail", "arrow"),
-        ("T", "A", "circle", "arrow"),
-    ]
-    assert pag == brute_force_pag(dag_to_mag(g, ["L1"]))
-
-
-def test_dag_to_pag_discriminating_path_collider():
-    # Same as above but B <- L2 -> C instead of B -> C (L1, L2 latent).
-    # MAG: T -> A, A <-> B, A -> C, B <-> C; sepset(T, C) = {A} (B is a collider on
-    # T -> A <- L1 -> B <- L2 -> C, so B must stay out). R0, R1, R2 as before give T o-> A <-o B,
-    # A --> C, B o-> C; R4 on <T, A, B, C> finds B a collider -> A <-> B <-> C.
-    g = Graph.from_edges(
-        ["T", "A", "B", "C", "L1", "L2"],
-        [("T", "A"), ("L1", "A"), ("L1", "B"), ("A", "C"), ("L2", "B"), ("L2", "C")],
-    )
-    pag = dag_to_pag(g, ["L1", "L2"])
-    assert sorted(pag.edges()) == [
-        ("A", "B", "arrow", "arrow"),
-        ("A", "C", "tail", "arrow"),
-        ("B", "C", "arrow", "arrow"),
-        ("T", "A", "circle", "arrow"),
-    ]
-    assert pag == brute_force_pag(dag_to_mag(g, ["L1", "L2"]))
+@pytest.mark.parametrize(
+    ("edges", "latent", "expected"),
+    [
+        # DAG T -> A <- L1 -> B, A -> C, B -> C, L1 latent.
+        # MAG: T -> A, A <-> B, A -> C, B -> C; T-B separated by {} (A is a collider), T-C by
+        # {A, B}.
+        # R0: T - A - B is an unshielded collider -> T o-> A <-o B; T - A - C is not.
+        # R1: T *-> A o-o C, T and C non-adjacent -> A --> C.
+        # R2: B *-> A --> C and B o-o C -> B o-> C.
+        # R4: <T, A, B, C> is discriminating for B (A is a collider on it and a parent of C, T is
+        #     not adjacent to C); B is a non-collider in the MAG (B --> C), i.e. B is in
+        #     sepset(T, C) -> B --> C. The circles at T (T -> A or T <-> A) and at B on A-B stay.
+        pytest.param(
+            [("T", "A"), ("L1", "A"), ("L1", "B"), ("A", "C"), ("B", "C")],
+            ["L1"],
+            [
+                ("A", "B", "arrow", "circle"),
+                ("A", "C", "tail", "arrow"),
+                ("B", "C", "tail", "arrow"),
+                ("T", "A", "circle", "arrow"),
+            ],
+            id="noncollider",
+        ),
+        # Same as above but B <- L2 -> C instead of B -> C (L1, L2 latent).
+        # MAG: T -> A, A <-> B, A -> C, B <-> C; sepset(T, C) = {A} (B is a collider on
+        # T -> A <- L1 -> B <- L2 -> C, so B must stay out). R0, R1, R2 as before give
+        # T o-> A <-o B, A --> C, B o-> C; R4 on <T, A, B, C> finds B a collider -> A <-> B <-> C.
+        pytest.param(
+            [("T", "A"), ("L1", "A"), ("L1", "B"), ("A", "C"), ("L2", "B"), ("L2", "C")],
+            ["L1", "L2"],
+            [
+                ("A", "B", "arrow", "arrow"),
+                ("A", "C", "tail", "arrow"),
+                ("B", "C", "arrow", "arrow"),
+                ("T", "A", "circle", "arrow"),
+            ],
+            id="collider",
+        ),
+    ],
+)
+def test_dag_to_pag_discriminating_path(edges, latent, expected):
+    g = Graph.from_edges(["T", "A", "B", "C", *latent], edges)
+    pag = dag_to_pag(g, latent)
+    assert sorted(pag.edges()) == expected
+    assert pag == brute_force_pag(dag_to_mag(g, latent))
 
 
 def test_dag_without_latents_gives_pag_with_cpdag_skeleton_and_colliders():

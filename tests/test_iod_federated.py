@@ -50,17 +50,27 @@ def marks(pags) -> list[bytes]:
     return sorted(g.marks.tobytes() for g in pags)
 
 
+def against_pooled_iod(method: str, frames, schema):
+    """``method``'s in-process result on the sites, the pooled evidence of the same sites, and
+    IOD's outcome on that evidence."""
+    result = run_method(method, frames, {"schema": schema.dumps()}, backend="inprocess")
+    pooled = SiteEvidence(frames, schema, "pooled")
+    return result, pooled, iod(pooled, datasets_of(frames, schema.names))
+
+
+def with_queries(tests: list[dict], names: list[str]):
+    """Each test the result lists, with its query as variable indices (normalised)."""
+    for t in tests:
+        given = [names.index(v) for v in t["given"]]
+        yield t, normalise_query(names.index(t["x"]), names.index(t["y"]), given)
+
+
 def test_fedci_iod_equals_iod_on_pooled_evidence(sites):
     frames, schema = sites
-    result = run_method("fedci-iod", frames, {"schema": schema.dumps()}, backend="inprocess")
-    pooled = SiteEvidence(frames, schema, "pooled")
-    reference = iod(pooled, datasets_of(frames, schema.names))
-    names = list(schema.names)
+    result, pooled, reference = against_pooled_iod("fedci-iod", frames, schema)
     tests = result.extra["ci_tests"]
     assert len(tests) == len(pooled.cache) > 10
-    for t in tests:
-        q = normalise_query(names.index(t["x"]), names.index(t["y"]),
-                            [names.index(v) for v in t["given"]])  # fmt: skip
+    for t, q in with_queries(tests, list(schema.names)):
         assert t["p_value"] == pytest.approx(pooled.cache[q], abs=1e-6), q
     # every decision agrees (no p-value within 1e-6 of alpha), so the lists must be equal
     assert all(abs(p - 0.05) > 1e-6 for p in pooled.cache.values())
@@ -131,16 +141,11 @@ def test_iod_pooled_method_equals_iod_on_pooled_evidence(sites):
     """``iod-pooled`` (every site sends its rows once, the server tests the pooled table with the
     site as a covariate) gives the list and p-values of IOD on in-process pooled evidence."""
     frames, schema = sites
-    result = run_method("iod-pooled", frames, {"schema": schema.dumps()}, backend="inprocess")
-    pooled = SiteEvidence(frames, schema, "pooled")
-    reference = iod(pooled, datasets_of(frames, schema.names))
+    result, pooled, reference = against_pooled_iod("iod-pooled", frames, schema)
     assert [e["action"] for e in result.log] == ["hello", "raw_rows"]
-    names = list(schema.names)
     tests = result.extra["ci_tests"]
     assert len(tests) == len(pooled.cache) > 10
-    for t in tests:
-        q = normalise_query(names.index(t["x"]), names.index(t["y"]),
-                            [names.index(v) for v in t["given"]])  # fmt: skip
+    for t, q in with_queries(tests, list(schema.names)):
         assert t["p_value"] == pytest.approx(pooled.cache[q], rel=1e-12, abs=1e-300), q
         assert t["n"] == sum(len(frames[k]) for k in t["clients"])
     assert marks(result_pags(result)) == marks(reference.pags)
