@@ -17,23 +17,19 @@ import time
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
-from fedcausal_flwr.api import make_partition, truth_for
-from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.api import truth_for
+from fedcausal_flwr.experiments.common import add_sample_arguments, iid_sites
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.metrics import graph_metrics
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--network", default="alarm")
-    parser.add_argument("--samples", type=int, default=10_000)
-    parser.add_argument("--clients", type=int, default=30)
+    add_sample_arguments(parser, network="alarm", clients=30)
     parser.add_argument("--bootstraps", type=int, default=15)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    net = load_network(args.network)
-    parts = make_partition(net.sample(args.samples, seed=args.seed), args.clients, "iid", args.seed)
+    net, parts = iid_sites(args)
     started = time.perf_counter()
     result = run_method("fedecd", parts.clients, {"bootstraps": args.bootstraps, "seed": args.seed})
     wall = time.perf_counter() - started

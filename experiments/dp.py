@@ -46,6 +46,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 import fedcausal_flwr
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.experiments.common import mean_sd
 from fedcausal_flwr.metrics import adjacency_metrics
 from fedcausal_flwr.privacy.pld import pld_epsilon
 
@@ -153,11 +154,6 @@ def print_runs(label: str, runs: list[dict], uncapped: float) -> float:
     print(" | ".join([label, *columns, f"{mean / uncapped:.3f}",
                       mean_sd([m["vs_exact"] for m in runs]), *spent]))  # fmt: skip
     return mean
-
-
-def mean_sd(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.3f} ({sd:.3f})"
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
+from fedcausal_flwr.experiments.common import add_sample_arguments
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.truth import directed_matrix
 from fedcausal_flwr.metrics import auc
@@ -62,9 +63,7 @@ def direction_auc(result, truth: np.ndarray, names: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--network", default="alarm")
-    parser.add_argument("--samples", type=int, default=10_000)
-    parser.add_argument("--clients", type=int, default=10)
+    add_sample_arguments(parser, network="alarm", clients=10, seed=False)
     parser.add_argument("--bootstrap", type=int, default=50)
     parser.add_argument(
         "--samples-how", nargs="+", default=["subsample", "replace"], dest="how",

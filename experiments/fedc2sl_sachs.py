@@ -44,6 +44,7 @@ from fedcausal_flwr.data.reference import (
     sachs_file,
 )
 from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.experiments.common import mean_sd
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.graph import ARROW
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
@@ -111,6 +112,9 @@ PAPER_SHD: dict[str, dict[int, float]] = {
     "RFCD": {2: 6.7, 4: 9.4, 8: 11.2, 16: 14.4, 32: 17.0, 64: 17.0},
 }
 
+#: a table cell of SHDs over seeds: mean (sd)
+SHD_CELL = "{mean:5.2f} ({sd:4.2f})"
+
 HEADER = """\
 FedC2SL Sachs setting: {rows} rows x {cols} variables ({data}), IID split per (K, seed),
 chi2 test, alpha {alpha}, in-process backend; {seeds} seed(s) per K: {seed_list}.
@@ -164,11 +168,6 @@ def pooled_pc(frame: pd.DataFrame, alpha: float) -> dict[str, Graph | None]:
     cg = causallearn_pc(codes, alpha, "chisq", stable=True, show_progress=False, node_names=names)
     graphs["causallearn"] = Graph.from_causallearn(cg.G.graph, names, "CPDAG")
     return graphs
-
-
-def mean_sd(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):5.2f} ({sd:4.2f})"
 
 
 def main() -> int:
@@ -255,7 +254,8 @@ def main() -> int:
                 same += int(graph == pooled)
             paper = PAPER_SHD.get(name, {}).get(k)
             print(
-                f"{k:3d}  {name:<22} {mean_sd(lenient):>12} {mean_sd(standard):>12} "
+                f"{k:3d}  {name:<22} {mean_sd(lenient, SHD_CELL):>12} "
+                f"{mean_sd(standard, SHD_CELL):>12} "
                 f"{f'{same}/{len(seeds)}':>8} {statistics.fmean(seconds):6.2f}  "
                 f"{'-' if paper is None else f'{paper:.2f}':>17}"
             )

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -77,6 +76,7 @@ from fedcausal_flwr.data.synthetic import (
     random_dag,
     random_discrete_network,
 )
+from fedcausal_flwr.experiments.common import mean_sd
 from fedcausal_flwr.federation.core.registry import get_method
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import Graph
@@ -253,12 +253,10 @@ def run_case(case: Case, methods: Sequence[str], labels: dict) -> list[dict]:
     return rows
 
 
-def mean_sd(values: Sequence[float]) -> str:
+def mean_sd_of_present(values: Sequence[float]) -> str:
+    """Mean ± sd of the values that are not NaN; ``-`` when none is."""
     values = [v for v in values if v == v]
-    if not values:
-        return "-"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.3f}±{sd:.3f}"
+    return mean_sd(values, "{mean:.3f}±{sd:.3f}") if values else "-"
 
 
 def print_block(frame: pd.DataFrame, title: str, paper: dict | None = None) -> None:
@@ -270,7 +268,7 @@ def print_block(frame: pd.DataFrame, title: str, paper: dict | None = None) -> N
         header += "   paper F1-edge / F1-orie"
     print(header)
     for method, rows in frame.groupby("method", sort=False):
-        cells = "".join(f"{mean_sd(rows[m].tolist()):>14}" for m in METRICS)
+        cells = "".join(f"{mean_sd_of_present(rows[m].tolist()):>14}" for m in METRICS)
         line = f"{method:<14}{cells}{rows['n_edges'].mean():>8.1f}{rows['seconds'].mean():>7.2f}"
         if paper and method in paper:
             edge, orie = paper[method]
@@ -288,7 +286,8 @@ def print_fdr(frame: pd.DataFrame, key: str, paper: dict[int, tuple]) -> None:
     for value, rows in ours.groupby(key, sort=True):
         ref = paper.get(int(value))
         cells = "".join(
-            f"{mean_sd(rows[m].tolist()):>16} | {'-' if ref is None else f'{ref[k]:.4f}':>6}"
+            f"{mean_sd_of_present(rows[m].tolist()):>16} | "
+            f"{'-' if ref is None else f'{ref[k]:.4f}':>6}"
             for k, m in enumerate(FDRS)
         )
         defs = rows["definite_pairs"].mean()

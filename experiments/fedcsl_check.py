@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from pathlib import Path
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
+from fedcausal_flwr.experiments.common import mean_sd
 from fedcausal_flwr.experiments.fedcdnv import load_sachs, sachs_case
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.metrics import adjacency_metrics, arrowhead_metrics
@@ -41,9 +41,8 @@ RULES = {
 }
 
 
-def mean_sd(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.4f}±{sd:.4f}"
+#: a table cell over seeds: mean ± sd
+CELL = "{mean:.4f}±{sd:.4f}"
 
 
 def main() -> int:
@@ -79,7 +78,7 @@ def main() -> int:
             rows["arrow_f1"].append(arrowhead_metrics(result.graph, dag)["f1"])
             rows["edges"].append(float(result.graph.n_edges()))
             weights.extend(result.extra["weights"].values())
-        cells = "".join(f"{mean_sd(rows[c]):>16}" for c in COLUMNS)
+        cells = "".join(f"{mean_sd(rows[c], CELL):>16}" for c in COLUMNS)
         print(f"{alpha:>6}{rules:>6}{cells}", flush=True)
         print(f"{'':>12}  client weights: min {min(weights):.3f}, max {max(weights):.3f}")
     paper = "".join(f"{PAPER[c][0]:>9.4f}±{PAPER[c][1]:.4f}" for c in ("pre", "rec", "f1"))

@@ -23,8 +23,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 import numpy as np
 
-from fedcausal_flwr.api import make_partition
-from fedcausal_flwr.data.networks import load_network
+from fedcausal_flwr.experiments.common import add_sample_arguments, iid_sites
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.extension import pdag_to_dag
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
@@ -33,17 +32,13 @@ from fedcausal_flwr.metrics import graph_metrics
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--network", default="child")
-    parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--samples", type=int, default=10_000)
+    add_sample_arguments(parser, network="child", clients=10)
     parser.add_argument("--permutations", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tie-rule", default="undirected")
     parser.add_argument("--compat", action="store_true", help="lower_triangle_compat search")
     args = parser.parse_args()
 
-    net = load_network(args.network)
-    parts = make_partition(net.sample(args.samples, seed=args.seed), args.clients, "iid", args.seed)
+    net, parts = iid_sites(args)
     options = {"seed": args.seed, "tie_rule": args.tie_rule, "lower_triangle_compat": args.compat}
     rng = np.random.default_rng(args.seed)
     orders = [list(net.variables)] + [

@@ -195,7 +195,6 @@ def main() -> None:
         help="FLSke's maximum layer (the paper's 6); hub-heavy networks (pigs: PC sets of ~40) "
         "need millions of layer-6 tests per variable",
     )
-    parser.add_argument("--no-global", action="store_true", help="skip the global runs")
     parser.add_argument(
         "--global",
         dest="global_methods",
@@ -206,6 +205,7 @@ def main() -> None:
         "paper's: FedPC and NOTEARS-ADMM; notears-admm runs about 200 ADMM rounds, slow on "
         "large networks)",
     )
+    parser.add_argument("--no-global", action="store_true", help="skip the global runs")
     parser.add_argument(
         "--global-max-layer",
         type=int,
