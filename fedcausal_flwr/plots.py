@@ -17,6 +17,23 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from fedcausal_flwr.drawing_layout import (
+    _EDGE_PAD,
+    _GAP_PX,
+    _NODE_PAD,
+    EDGE_FONT,
+    GRAPH_DPI,
+    GRAPH_WIDTH_PX,
+    NODE_FONT,
+    _boxes_at,
+    _edge_ends,
+    _fit_to_frame,
+    _text_sizes,
+    place_edge_labels,
+    truth_layout,
+)
+from fedcausal_flwr.drawing_layout import graph_layout as graph_layout
+from fedcausal_flwr.drawing_layout import separate_labels as separate_labels
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.study_files import method_label, method_views, view_statement
 
@@ -257,14 +274,7 @@ EDGE_MEANINGS = {
     "missing": "adjacent in the truth, not learned (drawn with the truth's marks)",
     "edges": "learned edge",
 }
-#: A graph drawing is as many pixels wide as the report's content column, so the report shows it
-#: at its own size: at 100% zoom a node label's capitals are about 10 px tall.
-GRAPH_WIDTH_PX = 1200
-GRAPH_DPI = 100
-NODE_FONT = 10.0  # points
-EDGE_FONT = 8.5
-_NODE_PAD, _EDGE_PAD = 0.35, 0.2  # label box padding, in font sizes
-_TITLE_PX, _GAP_PX = 44, 10  # a one-line title's band above the graph, the space around boxes
+_TITLE_PX = 44  # a one-line title's band above the graph
 TITLE_FONT = 12.0  # points
 TITLE_CHARS = 150  # characters a title line holds at TITLE_FONT across the drawing
 
@@ -346,173 +356,6 @@ def result_drawing(result: Any, dag: Graph | None) -> tuple[Graph, Graph | None,
     return learned, truth, title
 
 
-def graph_layout(skeleton: Any, seed: int = 0) -> dict[int, np.ndarray]:
-    """Node positions: Kamada-Kawai on the nodes with edges (it spreads dense clusters more
-    evenly than a spring layout), nodes without edges in rows below them."""
-    import networkx as nx
-
-    linked = [v for v in skeleton if skeleton.degree(v) > 0]
-    alone = sorted(v for v in skeleton if skeleton.degree(v) == 0)
-    pos: dict[int, np.ndarray] = {}
-    if len(linked) > 1:
-        start = nx.spring_layout(skeleton.subgraph(linked), seed=seed)
-        pos = nx.kamada_kawai_layout(skeleton.subgraph(linked), pos=start)
-    elif linked:
-        pos = {linked[0]: np.zeros(2)}
-    if alone:
-        per_row = max(4, int(np.ceil(np.sqrt(len(skeleton)))))
-        bottom = min((p[1] for p in pos.values()), default=0.0) - 0.25
-        for k, v in enumerate(alone):
-            row, col = divmod(k, per_row)
-            x = -1.0 + 2.0 * (col + 0.5) / per_row
-            pos[v] = np.array([x, bottom - 0.2 * row])
-    return pos
-
-
-def separate_labels(
-    pos: dict[int, np.ndarray],
-    widths: np.ndarray,
-    height: float | np.ndarray,
-    iterations: int = 400,
-) -> dict[int, np.ndarray]:
-    """Move nodes apart until no two label boxes (``widths[v]`` x ``height``, layout units,
-    centred on the node) overlap: each overlapping pair is pushed apart by its overlap along the
-    axis where it is smaller, half each way, so a dense cluster opens up and the rest stays put.
-    ``height`` is one number or one per node."""
-    nodes = sorted(pos)
-    if len(nodes) < 2:
-        return pos
-    xy = np.array([pos[v] for v in nodes], dtype=float)
-    w = np.asarray(widths, dtype=float)[nodes]
-    h = np.broadcast_to(np.asarray(height, dtype=float), (max(nodes) + 1,))[nodes]
-    i, j = np.triu_indices(len(nodes), k=1)
-    gap_x, gap_y = (w[i] + w[j]) / 2 * 1.08, (h[i] + h[j]) / 2 * 1.25
-    for _ in range(iterations):
-        d = xy[j] - xy[i]
-        over_x, over_y = gap_x - np.abs(d[:, 0]), gap_y - np.abs(d[:, 1])
-        hit = (over_x > 0) & (over_y > 0)
-        if not hit.any():
-            break
-        along_y = hit & (over_y <= over_x)
-        along_x = hit & ~along_y
-        push = np.zeros_like(d)
-        sign_y = np.where(d[:, 1] >= 0, 1.0, -1.0)
-        sign_x = np.where(d[:, 0] >= 0, 1.0, -1.0)
-        push[along_y, 1] = sign_y[along_y] * over_y[along_y] / 2
-        push[along_x, 0] = sign_x[along_x] * over_x[along_x] / 2
-        move = np.zeros_like(xy)
-        np.add.at(move, j, push)
-        np.add.at(move, i, -push)
-        xy += move
-    return {v: xy[k] for k, v in enumerate(nodes)}
-
-
-def _text_sizes(texts: Sequence[str], fontsize: float, pad: float) -> np.ndarray:
-    """(width, height) in drawing pixels of each text's label box (text plus ``pad`` font sizes
-    each side), measured by matplotlib's Agg renderer, as the drawing renders them."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(dpi=GRAPH_DPI)
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    margin = 2 * pad * fontsize * GRAPH_DPI / 72
-    sizes = np.zeros((len(texts), 2))
-    for k, text in enumerate(texts):
-        extent = fig.text(0, 0, text, fontsize=fontsize).get_window_extent(renderer)
-        sizes[k] = extent.width + margin, extent.height + margin
-    return sizes
-
-
-def _fit_to_frame(pos: Mapping[int, np.ndarray], boxes: np.ndarray) -> dict[int, np.ndarray]:
-    """Positions in drawing pixels: the layout scaled (same scale both ways) to a width that
-    grows with the number of nodes up to the drawing's, then node labels separated (with room
-    for edges between them). Positions that already fit (inside the drawing, labels apart, as
-    this function leaves them) are kept as they are."""
-    nodes = sorted(pos)
-    xy = np.array([pos[v] for v in nodes], dtype=float)
-    half = boxes[nodes] / 2 + _GAP_PX
-    widths, heights = boxes[nodes, 0] + 3 * _GAP_PX, boxes[nodes, 1] + 2 * _GAP_PX
-    inside = (xy - half >= -1e-6).all() and (xy[:, 0] + half[:, 0] <= GRAPH_WIDTH_PX + 1e-6).all()
-    if inside:
-        apart = separate_labels(dict(enumerate(xy)), widths, heights, iterations=1)
-        if all(np.array_equal(apart[k], xy[k]) for k in range(len(nodes))):
-            return {v: xy[k] for k, v in enumerate(nodes)}
-    room = GRAPH_WIDTH_PX - 2 * half[:, 0].max()
-    span = min(room, 140 * np.sqrt(len(nodes)) + 200)
-    for _ in range(5):
-        low, high = xy.min(axis=0), xy.max(axis=0)
-        scale = span / (high[0] - low[0]) if high[0] > low[0] else 1.0
-        scale = min(scale, 1.2 * GRAPH_WIDTH_PX / (high[1] - low[1])) if high[1] > low[1] else scale
-        xy = (xy - low) * scale
-        moved = separate_labels(dict(enumerate(xy)), widths, heights)
-        xy = np.array([moved[k] for k in range(len(nodes))])
-        if np.ptp(xy[:, 0]) <= span + 1e-6:
-            break
-    xy -= xy.min(axis=0) - [(GRAPH_WIDTH_PX - np.ptp(xy[:, 0])) / 2, half[:, 1].max()]
-    return {v: xy[k] for k, v in enumerate(nodes)}
-
-
-def truth_layout(graph: Graph, seed: int = 0) -> dict[int, np.ndarray]:
-    """Node positions (drawing pixels) from ``graph``'s skeleton, labels separated. Pass them
-    as ``pos`` to every :func:`plot_graph_vs_truth` of a study: each node then sits in the same
-    place in every method's drawing, so drawings compare at a glance."""
-    import networkx as nx
-
-    skeleton = nx.Graph()
-    skeleton.add_nodes_from(range(graph.n_nodes))
-    rows, cols = np.nonzero(np.triu(graph.marks != NONE, k=1))
-    skeleton.add_edges_from(zip(rows.tolist(), cols.tolist(), strict=True))
-    boxes = _text_sizes(graph.names, NODE_FONT, _NODE_PAD)
-    return _fit_to_frame(graph_layout(skeleton, seed), boxes)
-
-
-def _boxes_at(centres: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Axis-aligned boxes (x0, y0, x1, y1) of ``size`` (width, height) around ``centres``."""
-    return np.concatenate([centres - size / 2, centres + size / 2], axis=-1)
-
-
-def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Whether each of ``boxes`` (m, 4) intersects any of ``others`` (k, 4)."""
-    if len(others) == 0:
-        return np.zeros(len(boxes), dtype=bool)
-    a, b = boxes[:, None, :], others[None, :, :]
-    hit = (a[..., 0] < b[..., 2]) & (a[..., 2] > b[..., 0])
-    return np.asarray((hit & (a[..., 1] < b[..., 3]) & (a[..., 3] > b[..., 1])).any(axis=1))
-
-
-def _crossings(boxes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """How many of the segments ``starts``-``ends`` (e, 2) pass through each box (m, 4)
-    (Liang-Barsky clipping)."""
-    if len(starts) == 0:
-        return np.zeros(len(boxes), dtype=int)
-    d = (ends - starts)[None, :, :]
-    p = np.stack([-d[..., 0], d[..., 0], -d[..., 1], d[..., 1]], axis=-1)
-    s = starts[None, :, :]
-    b = boxes[:, None, :]
-    q = np.stack([s[..., 0] - b[..., 0], b[..., 2] - s[..., 0],
-                  s[..., 1] - b[..., 1], b[..., 3] - s[..., 1]], axis=-1)  # fmt: skip
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = q / p
-    enter = np.where(p < 0, ratio, -np.inf).max(axis=-1).clip(min=0.0)
-    leave = np.where(p > 0, ratio, np.inf).min(axis=-1).clip(max=1.0)
-    parallel_out = ((p == 0) & (q < 0)).any(axis=-1)
-    return ((enter <= leave) & ~parallel_out).sum(axis=1)
-
-
-#: where along the visible part of an edge its label may sit, the middle first
-_ALONG = 0.5 + np.array([0.0, *(s * k for k in range(1, 9) for s in (-0.05, 0.05))])
-
-
-def _edge_ends(xy: np.ndarray, nodes: np.ndarray, i: int, j: int) -> tuple[np.ndarray, ...]:
-    """Where the edge i-j leaves node i's label box and enters node j's."""
-    step = xy[j] - xy[i]
-    unit = step / (float(np.hypot(*step)) or 1.0)
-    with np.errstate(divide="ignore"):
-        out_i = np.min(nodes[i] / 2 / np.abs(unit))
-        out_j = np.min(nodes[j] / 2 / np.abs(unit))
-    return xy[i] + out_i * unit, xy[j] - out_j * unit
-
-
 def _head_tip(
     xy: np.ndarray, nodes: np.ndarray, node: int, other: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -522,46 +365,6 @@ def _head_tip(
     unit = step / (float(np.hypot(*step)) or 1.0)
     end = _edge_ends(xy, nodes, node, other)[0]
     return end + _SHRINK_PT * GRAPH_DPI / 72 * unit, unit
-
-
-def place_edge_labels(
-    xy: np.ndarray,
-    node_sizes: np.ndarray,
-    edges: Sequence[tuple[int, int]],
-    labelled: Sequence[int],
-    labels: Sequence[str],
-    frame: tuple[float, float],
-    avoid: np.ndarray | None = None,
-) -> list[tuple[np.ndarray | None, bool]]:
-    """Where the label of each ``edges[labelled[k]]`` goes (drawing pixels): on its own edge,
-    where its box overlaps no node box, no box of ``avoid`` (x0, y0, x1, y1: the arrowheads) and
-    no label placed before it, and no other edge runs under it; the middle if free, else the
-    free spot nearest it. With no such spot the label is numbered, the number's small box placed
-    the same way, and the label goes to the notes under the drawing. Per label: (centre, or None
-    when not even the number fits; whether the full label is drawn there)."""
-    ends = np.array([[xy[i], xy[j]] for i, j in edges]).reshape(-1, 2, 2)
-    obstacles = [_boxes_at(xy, node_sizes + 4), np.zeros((0, 4)) if avoid is None else avoid]
-    full = _text_sizes(labels, EDGE_FONT, _EDGE_PAD)
-    numbers = _text_sizes([str(k + 1) for k in range(len(labels))], EDGE_FONT, _EDGE_PAD)
-    length = np.hypot(*(ends[labelled, 1] - ends[labelled, 0]).T) if len(labelled) else []
-    placed: list[tuple[np.ndarray | None, bool]] = [(None, False)] * len(labels)
-    for k in np.argsort(length, kind="stable"):  # short edges have the fewest spots: first
-        edge = labelled[k]
-        a, b = _edge_ends(xy, node_sizes, *edges[edge])
-        centres = a + _ALONG[:, None] * (b - a)
-        others = np.arange(len(edges)) != edge
-        taken = np.concatenate(obstacles)
-        for size, whole in ((full[k], True), (numbers[k], False)):
-            boxes = _boxes_at(centres, size + 2)
-            free = (boxes[:, :2] >= 0).all(axis=1) & (boxes[:, 2:] <= frame).all(axis=1)
-            free &= ~_overlaps(boxes, taken)
-            free &= _crossings(boxes, ends[others, 0], ends[others, 1]) == 0
-            if free.any():
-                spot = int(np.argmax(free))
-                placed[k] = (centres[spot], whole)
-                obstacles.append(boxes[spot][None, :])
-                break
-    return placed
 
 
 class GraphDrawing(NamedTuple):
@@ -575,55 +378,96 @@ class GraphDrawing(NamedTuple):
     heading: Any = None  # the title: which run, in which view
 
 
-def draw_graph_vs_truth(
-    learned: Graph,
-    truth: Graph | None,
-    title: str = "",
-    seed: int = 0,
-    edge_labels: Mapping[frozenset[str], str] | None = None,
-    pos: Mapping[int, np.ndarray] | None = None,
-) -> GraphDrawing:
-    """The drawing :func:`plot_graph_vs_truth` saves, as a figure (see there)."""
-    _pyplot()
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch
+#: a pair drawn: (its class, i, j), i < j in the truth's node order
+DrawnPair = tuple[str, int, int]
+#: an arrowhead: (its pair's index, the node it points at, its tip, the unit vector back along
+#: the edge)
+Arrowhead = tuple[int, int, np.ndarray, np.ndarray]
 
+
+def _drawn_groups(
+    learned: Graph, truth: Graph | None
+) -> tuple[Graph, Graph, dict[str, list[tuple[int, int]]]]:
+    """The two graphs a drawing draws and its pairs by class: the learned graph aligned to the
+    truth and every pair classified; with no truth the learned graph stands in for it (the same
+    object, so the legend can tell) and its edges are one class."""
     from fedcausal_flwr.metrics import align
 
     if truth is None:
-        truth = learned
         rows, cols = np.nonzero(np.triu(learned.marks != NONE, k=1))
-        groups = {"edges": list(zip(rows.tolist(), cols.tolist(), strict=True))}
-    else:
-        learned = align(learned, truth)
-        groups = classify_pairs(learned, truth)
+        return learned, learned, {"edges": list(zip(rows.tolist(), cols.tolist(), strict=True))}
+    learned = align(learned, truth)
+    return learned, truth, classify_pairs(learned, truth)
+
+
+def _node_frame(
+    truth: Graph, seed: int, pos: Mapping[int, np.ndarray] | None
+) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+    """The nodes' label box sizes, their positions (``pos``, default the truth's layout, fitted
+    to the drawing) and the graph's frame (width, height), all in drawing pixels."""
     node_sizes = _text_sizes(truth.names, NODE_FONT, _NODE_PAD)
     pos = _fit_to_frame(truth_layout(truth, seed) if pos is None else pos, node_sizes)
     xy = np.array([pos[v] for v in range(truth.n_nodes)])
     frame = (float(GRAPH_WIDTH_PX), float(xy[:, 1].max() + node_sizes[:, 1].max() / 2 + _GAP_PX))
-    drawn_pairs = [(c, i, j) for c, pairs in groups.items() for i, j in pairs]
-    wanted = [
+    return node_sizes, xy, frame
+
+
+def _wanted_labels(
+    drawn_pairs: Sequence[DrawnPair],
+    names: Sequence[str],
+    edge_labels: Mapping[frozenset[str], str] | None,
+) -> list[tuple[int, str]]:
+    """The edge labels to write, as (index in ``drawn_pairs``, text): one for every learned pair
+    that ``edge_labels`` labels (a missing pair was not learned and has no confidence)."""
+    return [
         (k, text)
         for k, (category, i, j) in enumerate(drawn_pairs)
         if category != "missing"
-        and (text := (edge_labels or {}).get(frozenset((truth.names[i], truth.names[j]))))
+        and (text := (edge_labels or {}).get(frozenset((names[i], names[j]))))
     ]
-    edges = [(i, j) for _, i, j in drawn_pairs]
-    # every arrowhead: (pair, node it points at, its tip, the unit vector back along the edge)
-    heads = [
+
+
+def _arrowheads(
+    drawn_pairs: Sequence[DrawnPair],
+    learned: Graph,
+    truth: Graph,
+    xy: np.ndarray,
+    node_sizes: np.ndarray,
+) -> list[Arrowhead]:
+    """Every arrowhead of the drawing, at each end a pair's drawn graph marks with an arrow (the
+    truth's marks for a missing pair, the learned graph's for the others)."""
+    return [
         (k, node, *_head_tip(xy, node_sizes, node, other))
         for k, (category, i, j) in enumerate(drawn_pairs)
         for node, other in ((i, j), (j, i))
         if (truth if category == "missing" else learned).marks[other, node] == ARROW
     ]
+
+
+def _label_spots(
+    xy: np.ndarray,
+    node_sizes: np.ndarray,
+    drawn_pairs: Sequence[DrawnPair],
+    wanted: Sequence[tuple[int, str]],
+    frame: tuple[float, float],
+    heads: Sequence[Arrowhead],
+) -> list[tuple[np.ndarray | None, bool]]:
+    """Where each wanted edge label goes (:func:`place_edge_labels`), kept off every
+    arrowhead's box so a label never hides an edge's direction."""
+    edges = [(i, j) for _, i, j in drawn_pairs]
     head_px = ARROWHEAD_PT * GRAPH_DPI / 72
     head_boxes = np.array([_boxes_at(tip + unit * head_px / 2, np.full(2, head_px))
                            for _, _, tip, unit in heads]).reshape(-1, 4)  # fmt: skip
-    spots = place_edge_labels(
+    return place_edge_labels(
         xy, node_sizes, edges, [k for k, _ in wanted], [t for _, t in wanted], frame, head_boxes
     )
+
+
+def _graph_axes(frame: tuple[float, float]) -> tuple[Any, Any, Any]:
+    """A figure as wide as a drawing, its Agg canvas, and bare axes whose units are the
+    graph frame's drawing pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(GRAPH_WIDTH_PX / GRAPH_DPI, 10), dpi=GRAPH_DPI)
     canvas = FigureCanvasAgg(fig)
@@ -631,12 +475,31 @@ def draw_graph_vs_truth(
     ax.set_axis_off()
     ax.set_xlim(0, frame[0])
     ax.set_ylim(0, frame[1])
-    nodes = [
+    return fig, canvas, ax
+
+
+def _draw_nodes(ax: Any, xy: np.ndarray, names: Sequence[str]) -> list[Any]:
+    """Each node's name in a box at its position; edges end at these boxes."""
+    return [
         ax.text(float(xy[v][0]), float(xy[v][1]), name, ha="center", va="center",
                 fontsize=NODE_FONT, zorder=4,
                 bbox={"boxstyle": f"round,pad={_NODE_PAD}", "fc": "#e8eef7", "ec": "0.3"})
-        for v, name in enumerate(truth.names)
+        for v, name in enumerate(names)
     ]  # fmt: skip
+
+
+def _draw_edges(
+    ax: Any,
+    drawn_pairs: Sequence[DrawnPair],
+    learned: Graph,
+    truth: Graph,
+    xy: np.ndarray,
+    node_sizes: np.ndarray,
+    nodes: Sequence[Any],
+) -> bool:
+    """Each pair's line in its class's style, from label box to label box, and a small hollow
+    circle at each circle mark; whether any circle was drawn (the legend then says what one
+    means). Arrowheads are drawn apart (:func:`_draw_arrowheads`)."""
     circles = False
     for category, i, j in drawn_pairs:
         style = EDGE_STYLES.get(category, EDGE_STYLES["correct"])
@@ -665,12 +528,33 @@ def draw_graph_vs_truth(
                 ax.plot(*(end + 6 * unit), marker="o", mfc="white", mec=style["color"], ms=6,
                         zorder=2)  # fmt: skip
                 circles = True
-    for k, _, tip, unit in heads:  # solid, whatever the line's style: a dotted head does not read
+    return circles
+
+
+def _draw_arrowheads(ax: Any, heads: Sequence[Arrowhead], drawn_pairs: Sequence[DrawnPair]) -> None:
+    """Each arrowhead, filled and solid in its pair's colour whatever the line's style: a dotted
+    head does not read."""
+    from matplotlib.patches import FancyArrowPatch
+
+    head_px = ARROWHEAD_PT * GRAPH_DPI / 72
+    for k, _, tip, unit in heads:
         style = EDGE_STYLES.get(drawn_pairs[k][0], EDGE_STYLES["correct"])
         (x0, y0), (x1, y1) = (tip + head_px * unit).tolist(), tip.tolist()
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle=_HEADSTYLE,
                                      mutation_scale=ARROWHEAD_PT, color=style["color"],
                                      lw=style["lw"], shrinkA=0, shrinkB=0, zorder=2))  # fmt: skip
+
+
+def _draw_edge_labels(
+    ax: Any,
+    wanted: Sequence[tuple[int, str]],
+    spots: Sequence[tuple[np.ndarray | None, bool]],
+    drawn_pairs: Sequence[DrawnPair],
+    names: Sequence[str],
+) -> tuple[list[Any], list[str]]:
+    """Each edge label at its spot, boxed in its pair's colour; a label with no room on its edge
+    is numbered there (when even the number fits) and goes to the notes. Returns the texts drawn
+    on edges and the notes' lines."""
     on_edges: list[Any] = []
     notes_text: list[str] = []
     for (k, text), (spot, whole) in zip(wanted, spots, strict=True):
@@ -678,7 +562,7 @@ def draw_graph_vs_truth(
         colour = EDGE_STYLES.get(category, EDGE_STYLES["correct"])["color"]
         if not whole:
             number = len(notes_text) + 1
-            pair_text = f"{truth.names[i]} – {truth.names[j]}: {text}"
+            pair_text = f"{names[i]} – {names[j]}: {text}"
             notes_text.append(f"{number}  {pair_text}" if spot is not None else pair_text)
             text = str(number)
         if spot is not None:
@@ -686,6 +570,21 @@ def draw_graph_vs_truth(
             on_edges.append(ax.text(float(spot[0]), float(spot[1]), text, fontsize=EDGE_FONT,
                                     ha="center", va="center", zorder=3, color=colour,
                                     bbox=box))  # fmt: skip
+    return on_edges, notes_text
+
+
+def _draw_legend(
+    fig: Any,
+    groups: Mapping[str, Sequence[tuple[int, int]]],
+    circles: bool,
+    labelled: bool,
+    numbered: bool,
+    compared: str,
+) -> Any:
+    """The legend under the graph, titled by what is compared: each pair class with its count
+    and meaning, then what a circle mark, a label on an edge (``labelled``) and a number on an
+    edge (``numbered``) mean, for those the drawing has."""
+    from matplotlib.lines import Line2D
 
     handles = [
         Line2D([], [], color=s["color"], linestyle=s["linestyle"], lw=s["lw"])
@@ -695,25 +594,42 @@ def draw_graph_vs_truth(
     if circles:
         handles.append(Line2D([], [], marker="o", mfc="white", mec="black", ls="none"))
         names.append("circle mark: tail or arrowhead, undecided")
-    if wanted:
+    if labelled:
         handles.append(Line2D([], [], ls="none"))
         names.append("on an edge: its confidence (deciding p-value, share of clients keeping it, "
                      "share of bootstrap resamples with it)")  # fmt: skip
-    if notes_text:
+    if numbered:
         handles.append(Line2D([], [], ls="none"))
         names.append("a number on an edge: its label had no room there; see the notes below")
-    compared = compared_text(learned, None if truth is learned else truth)
-    legend = fig.legend(handles, names, loc="upper left", fontsize=9.5, handlelength=3,
-                        title=compared, title_fontsize=10, frameon=False,
-                        alignment="left")  # fmt: skip
-    notes = [fig.text(0, 0, line, fontsize=9, va="top") for line in notes_text]
+    return fig.legend(handles, names, loc="upper left", fontsize=9.5, handlelength=3,
+                      title=compared, title_fontsize=10, frameon=False,
+                      alignment="left")  # fmt: skip
+
+
+def _draw_title(fig: Any, title: str, compared: str) -> tuple[Any, float]:
+    """The title (default: what is compared), each line wrapped to the drawing's width, and the
+    height in pixels of its band over the graph: one line in ``_TITLE_PX``, a line height more
+    per further line."""
     lines = (title or f"learned {compared}").splitlines()
     wrapped = "\n".join(textwrap.fill(line, TITLE_CHARS) for line in lines)
     heading = fig.text(0.5, 1, wrapped, fontsize=TITLE_FONT, ha="center", va="top")
-    # the title's band: one line in _TITLE_PX, a line height more per further line
     title_px = _TITLE_PX + wrapped.count("\n") * TITLE_FONT * 1.25 * GRAPH_DPI / 72
+    return heading, title_px
 
-    # stack title, graph, legend and notes from the top, in pixels, then size the figure to fit
+
+def _stack_parts(
+    fig: Any,
+    ax: Any,
+    canvas: Any,
+    frame: tuple[float, float],
+    heading: Any,
+    title_px: float,
+    legend: Any,
+    notes: Sequence[Any],
+) -> None:
+    """Stack title, graph, legend and notes from the top, in pixels (the legend and notes as
+    the renderer measures them, the notes in as many columns as fit), then size the figure to
+    fit them all."""
     renderer = canvas.get_renderer()
     legend_h = legend.get_window_extent(renderer).height
     note_w = max((t.get_window_extent(renderer).width for t in notes), default=0.0) + 24
@@ -734,6 +650,35 @@ def draw_graph_vs_truth(
         row, col = divmod(k, per_row)
         x, y = 20 + col * note_w, top - line_h * (row + 1)
         note.set_position((x / GRAPH_WIDTH_PX, y / height))
+
+
+def draw_graph_vs_truth(
+    learned: Graph,
+    truth: Graph | None,
+    title: str = "",
+    seed: int = 0,
+    edge_labels: Mapping[frozenset[str], str] | None = None,
+    pos: Mapping[int, np.ndarray] | None = None,
+) -> GraphDrawing:
+    """The drawing :func:`plot_graph_vs_truth` saves, as a figure (see there)."""
+    _pyplot()
+    learned, truth, groups = _drawn_groups(learned, truth)
+    node_sizes, xy, frame = _node_frame(truth, seed, pos)
+    drawn_pairs = [(c, i, j) for c, pairs in groups.items() for i, j in pairs]
+    wanted = _wanted_labels(drawn_pairs, truth.names, edge_labels)
+    heads = _arrowheads(drawn_pairs, learned, truth, xy, node_sizes)
+    spots = _label_spots(xy, node_sizes, drawn_pairs, wanted, frame, heads)
+
+    fig, canvas, ax = _graph_axes(frame)
+    nodes = _draw_nodes(ax, xy, truth.names)
+    circles = _draw_edges(ax, drawn_pairs, learned, truth, xy, node_sizes, nodes)
+    _draw_arrowheads(ax, heads, drawn_pairs)
+    on_edges, notes_text = _draw_edge_labels(ax, wanted, spots, drawn_pairs, truth.names)
+    compared = compared_text(learned, None if truth is learned else truth)
+    legend = _draw_legend(fig, groups, circles, bool(wanted), bool(notes_text), compared)
+    notes = [fig.text(0, 0, line, fontsize=9, va="top") for line in notes_text]
+    heading, title_px = _draw_title(fig, title, compared)
+    _stack_parts(fig, ax, canvas, frame, heading, title_px, legend, notes)
     return GraphDrawing(fig, nodes, on_edges, notes, heading)
 
 
