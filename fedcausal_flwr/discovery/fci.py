@@ -14,13 +14,13 @@ conditioning sets of the adjacency search (FedC2SL's FedFCI uses 4).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from fedcausal_flwr.discovery.driver import PValues, drive, replay
+from fedcausal_flwr.discovery.driver import PValues, Steps, drive, replay
 from fedcausal_flwr.discovery.pair_record import copy_sepsets
 from fedcausal_flwr.discovery.pc import knowledge_applied
 from fedcausal_flwr.discovery.possible_dsep import remove_by_possible_dsep
@@ -75,6 +75,52 @@ def fci_steps(
     (:func:`~fedcausal_flwr.graphs.knowledge.mark_pag_by_knowledge`) are set before R0, which
     with the rules never overwrites a mark that is not a circle.
     """
+    knowledge, initial, keep = _checked_fci_options(
+        variables, possible_dsep, rules, initial, knowledge
+    )
+    sepset_rule = "causallearn" if rules == "causallearn" else "standard"
+    skeleton = yield from skeleton_steps(
+        len(variables), alpha, max_depth, initial, keep=keep, depth_batch=depth_batch
+    )
+    sepsets: MutableMapping = copy_sepsets(skeleton.sepsets)
+    applied: dict[str, list] = {}
+    if knowledge is not None:
+        applied = knowledge_applied(knowledge, skeleton.adjacency)
+    graph = _marked_r0(variables, skeleton.adjacency, sepsets, sepset_rule, knowledge, applied)
+    removed: list[tuple[int, int]] = []
+    pds_tests = 0
+    pds_max: dict[tuple[int, int], float] = {}
+    if possible_dsep != "off":
+        removed, pds_tests, pds_max = yield from _possible_dsep_phase(
+            graph, sepsets, alpha, possible_dsep, pds_max_size, max_path_length, keep
+        )
+        graph = _marked_r0(variables, graph.adjacency(), sepsets, sepset_rule, knowledge, applied)
+    orient = _rule_orientation(
+        graph, sepsets, rules, sepset_rule, alpha, max_path_length, knowledge is not None
+    )
+    cache: dict = {}
+    pag = yield from replay(orient, cache)
+    return FCIResult(
+        graph=pag,
+        skeleton=skeleton,
+        sepsets=sepsets,
+        pds_removed=removed,
+        orientation_tests=pds_tests + len(cache),
+        pds_max_pvalue=pds_max,
+        knowledge=applied,
+    )
+
+
+def _checked_fci_options(
+    variables: Sequence[str],
+    possible_dsep: str,
+    rules: str,
+    initial: np.ndarray | None,
+    knowledge: Knowledge | KnowledgeMatrix | None,
+) -> tuple[KnowledgeMatrix | None, np.ndarray | None, np.ndarray | None]:
+    """:func:`fci_steps`' options checked, and its knowledge as a matrix over ``variables``
+    with what it does to the adjacency search: the starting adjacency without the pairs it
+    forbids both ways, and the required edges to ``keep`` (None, None without knowledge)."""
     if possible_dsep not in ("sequential", "stable", "off"):
         raise ValueError(f"unknown possible_dsep {possible_dsep!r}; expected sequential|stable|off")
     if rules not in ("causallearn", "zhang"):
@@ -90,46 +136,68 @@ def fci_steps(
             )
         start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
-    sepset_rule = "causallearn" if rules == "causallearn" else "standard"
-    skeleton = yield from skeleton_steps(
-        len(variables), alpha, max_depth, initial, keep=keep, depth_batch=depth_batch
-    )
-    sepsets: MutableMapping = copy_sepsets(skeleton.sepsets)
-    applied: dict[str, list] = {}
+    return knowledge, initial, keep
+
+
+def _marked_r0(
+    variables: Sequence[str],
+    adjacency: np.ndarray,
+    sepsets: MutableMapping,
+    sepset_rule: str,
+    knowledge: KnowledgeMatrix | None,
+    applied: dict[str, list],
+) -> Graph:
+    """The circle graph of ``adjacency`` with the knowledge's marks (recorded in ``applied``),
+    then R0 (the colliders from the separating sets)."""
+    graph = circle_graph(variables, adjacency)
     if knowledge is not None:
-        applied = knowledge_applied(knowledge, skeleton.adjacency)
+        applied["oriented"], applied["arrowheads"] = mark_pag_by_knowledge(graph.marks, knowledge)
+    untested = None if knowledge is None else knowledge.no_edge
+    fci_orient_colliders(graph, sepsets, rule=sepset_rule, untested=untested)
+    return graph
 
-    def marked(adjacency: np.ndarray) -> Graph:
-        """The circle graph with the knowledge's marks, then R0."""
-        graph = circle_graph(variables, adjacency)
-        if knowledge is not None:
-            applied["oriented"], applied["arrowheads"] = mark_pag_by_knowledge(
-                graph.marks, knowledge
-            )
-        untested = None if knowledge is None else knowledge.no_edge
-        fci_orient_colliders(graph, sepsets, rule=sepset_rule, untested=untested)
-        return graph
 
-    graph = marked(skeleton.adjacency)
-    removed: list[tuple[int, int]] = []
+def _possible_dsep_phase(
+    graph: Graph,
+    sepsets: MutableMapping,
+    alpha: float,
+    possible_dsep: str,
+    pds_max_size: int | None,
+    max_path_length: int,
+    keep: np.ndarray | None,
+) -> Steps[tuple[list[tuple[int, int]], int, dict[tuple[int, int], float]]]:
+    """Generator: the Possible-D-Sep phase's batches (:func:`.remove_by_possible_dsep`, which
+    removes edges from ``graph``). Returns the removed pairs, the number of tests asked and each
+    tested pair's largest p-value."""
+    pds = remove_by_possible_dsep(
+        graph, sepsets, alpha, possible_dsep, pds_max_size, max_path_length, keep
+    )
     pds_tests = 0
     pds_max: dict[tuple[int, int], float] = {}
-    if possible_dsep != "off":
-        pds = remove_by_possible_dsep(
-            graph, sepsets, alpha, possible_dsep, pds_max_size, max_path_length, keep
-        )
-        try:
-            batch = next(pds)
-            while True:
-                pds_tests += len(batch)
-                answers = yield batch
-                for (x, y, _), p in zip(batch, answers, strict=True):
-                    keep_largest(pds_max, pair_key(x, y), p)
-                batch = pds.send(answers)
-        except StopIteration as stop:
-            removed = stop.value
-        graph = marked(graph.adjacency())
-    after_r0 = graph
+    try:
+        batch = next(pds)
+        while True:
+            pds_tests += len(batch)
+            answers = yield batch
+            for (x, y, _), p in zip(batch, answers, strict=True):
+                keep_largest(pds_max, pair_key(x, y), p)
+            batch = pds.send(answers)
+    except StopIteration as stop:
+        removed = stop.value
+    return removed, pds_tests, pds_max
+
+
+def _rule_orientation(
+    after_r0: Graph,
+    sepsets: MutableMapping,
+    rules: str,
+    sepset_rule: str,
+    alpha: float,
+    max_path_length: int,
+    untested_pairs: bool,
+) -> Callable[[PValues], Graph]:
+    """The orientation step :func:`~.driver.replay` runs: the FCI rules on a copy of the graph
+    after R0; with causal-learn's rules, R4 decides independence by the p-values asked."""
 
     def orient(pv: PValues) -> Graph:
         g = after_r0.copy()
@@ -146,21 +214,11 @@ def fci_steps(
             sepset_rule=sepset_rule,
             independence=independence,
             max_path_length=max_path_length,
-            untested_pairs=knowledge is not None,
+            untested_pairs=untested_pairs,
         )
         return g
 
-    cache: dict = {}
-    pag = yield from replay(orient, cache)
-    return FCIResult(
-        graph=pag,
-        skeleton=skeleton,
-        sepsets=sepsets,
-        pds_removed=removed,
-        orientation_tests=pds_tests + len(cache),
-        pds_max_pvalue=pds_max,
-        knowledge=applied,
-    )
+    return orient
 
 
 def fci(oracle: CIOracle, alpha: float = 0.05, **options) -> FCIResult:

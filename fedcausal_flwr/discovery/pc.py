@@ -27,14 +27,14 @@ depth is still one batch; the answers are then read in causal-learn's order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Literal
 
 import numpy as np
 
-from fedcausal_flwr.discovery.driver import drive
+from fedcausal_flwr.discovery.driver import Steps, drive
 from fedcausal_flwr.discovery.pair_record import (
     copy_sepsets,
 )
@@ -128,6 +128,51 @@ def pc_steps(
     tested, required edges never tested nor removed, the edges it orients are oriented before the
     colliders, and no rule orients against it; the result's ``knowledge`` says what applied.
     """
+    priority, knowledge, initial, keep = _checked_pc_options(
+        variables, collider_rule, uc_rule, uc_priority, initial, knowledge
+    )
+    skeleton = yield from skeleton_steps(
+        len(variables), alpha, max_depth, initial, stable, keep, depth_batch
+    )
+    sepsets = copy_sepsets(skeleton.sepsets)
+    extra = 0
+    if collider_rule in ("conservative", "majority"):
+        extra = yield from _triple_check_phase(skeleton.adjacency, sepsets, alpha, max_depth)
+    graph = undirected_graph(variables, skeleton.adjacency)
+    applied: dict[str, list] = {}
+    if knowledge is not None:
+        applied = knowledge_applied(knowledge, skeleton.adjacency)
+        applied["oriented"] = orient_by_knowledge(graph.marks, knowledge)
+    answers: dict[Query, float] = {}
+    if needs_pvalues(uc_rule, priority):
+        answers, asked = yield from _strength_phase(
+            graph, sepsets, collider_rule, uc_rule, priority, max_depth
+        )
+        extra += asked
+    ancestry = CausalLearnAncestry.from_marks(graph.marks)
+    colliders = _orient_colliders_step(
+        graph, sepsets, answers, alpha, collider_rule, uc_rule, priority, max_depth, knowledge,
+        ancestry,
+    )  # fmt: skip
+    vetoed = None if knowledge is None else knowledge.vetoed
+    apply_meek(graph, mode=meek, ancestry=ancestry, vetoed=vetoed)
+    return PCResult(
+        graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra, knowledge=applied
+    )
+
+
+def _checked_pc_options(
+    variables: Sequence[str],
+    collider_rule: str,
+    uc_rule: int,
+    uc_priority: int,
+    initial: np.ndarray | None,
+    knowledge: Knowledge | KnowledgeMatrix | None,
+) -> tuple[int, KnowledgeMatrix | None, np.ndarray | None, np.ndarray | None]:
+    """:func:`pc_steps`' collider options checked, with the priority they resolve to, and its
+    knowledge as a matrix over ``variables`` with what it does to the skeleton search: the
+    starting adjacency without the pairs it forbids both ways, and the required edges to
+    ``keep`` (None, None without knowledge)."""
     if collider_rule not in COLLIDER_RULES:
         raise ValueError(
             f"unknown collider rule {collider_rule!r}; expected one of {COLLIDER_RULES}"
@@ -150,36 +195,61 @@ def pc_steps(
     if knowledge is not None:
         start = ~np.eye(len(variables), dtype=bool) if initial is None else np.asarray(initial)
         initial, keep = start & ~knowledge.no_edge, knowledge.kept
-    skeleton = yield from skeleton_steps(
-        len(variables), alpha, max_depth, initial, stable, keep, depth_batch
-    )
-    sepsets = copy_sepsets(skeleton.sepsets)
-    extra = 0
-    if collider_rule in ("conservative", "majority"):
-        queries = triple_check_queries(skeleton.adjacency, max_depth)
-        if queries:
-            pvalues = yield queries
-            extra = len(queries)
-            for (x, z, s), p in zip(queries, pvalues, strict=True):
-                if p > alpha and s not in sepsets[(x, z)]:
-                    sepsets[(x, z)] = [*sepsets[(x, z)], s]
-    graph = undirected_graph(variables, skeleton.adjacency)
-    applied: dict[str, list] = {}
-    if knowledge is not None:
-        applied = knowledge_applied(knowledge, skeleton.adjacency)
-        applied["oriented"] = orient_by_knowledge(graph.marks, knowledge)
-    answers: dict[Query, float] = {}
-    if needs_pvalues(uc_rule, priority):
-        queries = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
-        if queries:
-            pvalues = yield queries
-            extra += len(queries)
-            answers = {normalise_query(*q): float(p) for q, p in zip(queries, pvalues, strict=True)}
+    return priority, knowledge, initial, keep
+
+
+def _triple_check_phase(
+    adjacency: np.ndarray, sepsets: MutableMapping, alpha: float, max_depth: int | None
+) -> Steps[int]:
+    """Generator: the conservative/majority rules' batch (:func:`triple_check_queries`); each
+    set found independent joins its pair's separating sets. Returns the number of tests."""
+    queries = triple_check_queries(adjacency, max_depth)
+    if not queries:
+        return 0
+    pvalues = yield queries
+    for (x, z, s), p in zip(queries, pvalues, strict=True):
+        if p > alpha and s not in sepsets[(x, z)]:
+            sepsets[(x, z)] = [*sepsets[(x, z)], s]
+    return len(queries)
+
+
+def _strength_phase(
+    graph: Graph,
+    sepsets: Mapping,
+    collider_rule: str,
+    uc_rule: int,
+    priority: int,
+    max_depth: int | None,
+) -> Steps[tuple[dict[Query, float], int]]:
+    """Generator: the p-value collider rules' batch (:func:`strength_queries`). Returns the
+    answers by normalised query and the number of tests."""
+    queries = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
+    if not queries:
+        return {}, 0
+    pvalues = yield queries
+    answers = {normalise_query(*q): float(p) for q, p in zip(queries, pvalues, strict=True)}
+    return answers, len(queries)
+
+
+def _orient_colliders_step(
+    graph: Graph,
+    sepsets: Mapping,
+    answers: Mapping[Query, float],
+    alpha: float,
+    collider_rule: str,
+    uc_rule: int,
+    priority: int,
+    max_depth: int | None,
+    knowledge: KnowledgeMatrix | None,
+    ancestry: CausalLearnAncestry,
+) -> ColliderOrientation:
+    """Orient the colliders of ``graph`` by the chosen rule: maxP (``uc_rule`` 1), definiteMaxP
+    (2, its definite colliders and non-colliders then through causal-learn's definite_meek),
+    collider strength (priority 3/4), else the separating sets."""
 
     def pvalue(x: int, z: int, s: tuple[int, ...]) -> float:
         return answers[normalise_query(x, z, s)]
 
-    ancestry = CausalLearnAncestry.from_marks(graph.marks)
     definite: tuple[list, list] | None = None
     if uc_rule == 1:
         colliders = orient_maxp(
@@ -206,11 +276,7 @@ def pc_steps(
         )
     if definite is not None:
         definite_meek(graph, *definite, ancestry)
-    vetoed = None if knowledge is None else knowledge.vetoed
-    apply_meek(graph, mode=meek, ancestry=ancestry, vetoed=vetoed)
-    return PCResult(
-        graph=graph, skeleton=skeleton, colliders=colliders, extra_tests=extra, knowledge=applied
-    )
+    return colliders
 
 
 def knowledge_supported(collider_rule: str, uc_rule: int, uc_priority: int) -> bool:

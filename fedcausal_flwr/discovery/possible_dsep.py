@@ -22,13 +22,13 @@ Two schedules:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.discovery.driver import NeedTests, PValues, replay
+from fedcausal_flwr.discovery.driver import NeedTests, PValues, Steps, replay
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, TAIL, Graph
 from fedcausal_flwr.stats.batch_oracle import Query, normalise_query
 
@@ -206,59 +206,93 @@ def remove_by_possible_dsep(
         raise ValueError(f"unknown Possible-D-Sep schedule {schedule!r}; use sequential|stable")
     candidates = graph.adjacency() if keep is None else graph.adjacency() & ~keep
     edges = [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(candidates)), strict=True)]
+    sizes = _subset_sizes(max_size)
+    if schedule == "sequential":
+        found = yield from _sequential_removals(graph, edges, alpha, sizes, max_path_length)
+    else:
+        stable = yield from _stable_removals(graph, edges, alpha, sizes, max_path_length)
+        found = list(stable.items())
     removed: list[tuple[int, int]] = []
+    for pair, hit in found:
+        graph.remove_edge(*pair)
+        sepsets[pair] = set(hit)
+        removed.append(pair)
+    return removed
+
+
+def _subset_sizes(max_size: int | None) -> Callable[[list[int]], range]:
+    """The subset sizes tested for a Possible-D-Sep set: 2 up to its size, capped at
+    ``max_size``."""
 
     def sizes(pds: list[int]) -> range:
         top = len(pds) if max_size is None else min(len(pds), max_size)
         return range(2, top + 1)
 
-    if schedule == "sequential":
-        cache: dict[Query, float] = {}
+    return sizes
 
-        def walk(_: PValues) -> list[tuple[tuple[int, int], tuple]]:
-            """causal-learn's sequential loop on a copy of the graph, from the known answers;
-            at the first unknown test it asks that (side, size) batch plus a speculation."""
-            live = graph.copy()
-            found: list[tuple[tuple[int, int], tuple]] = []
-            for index, (a, b) in enumerate(edges):
-                for side in ((a, b), (b, a)):
-                    if not live.adjacent(a, b):
-                        break
-                    pds = possible_dsep(live, side[0], side[1], max_path_length)
-                    for size in sizes(pds):
-                        subsets = _candidate_sets(live, a, b, pds, size)
-                        keys = [normalise_query(a, b, s) for s in subsets]
-                        if any(k not in cache for k in keys):
-                            raise NeedTests(
-                                _speculation(
-                                    live,
-                                    edges,
-                                    index,
-                                    side,
-                                    size,
-                                    keys,
-                                    cache,
-                                    sizes,
-                                    max_path_length,
-                                )  # fmt: skip
-                            )
-                        hit = next(
-                            (s for s, k in zip(subsets, keys, strict=True) if cache[k] > alpha),
-                            None,
+
+def _sequential_removals(
+    graph: Graph,
+    edges: list[tuple[int, int]],
+    alpha: float,
+    sizes: Callable[[list[int]], range],
+    max_path_length: int,
+) -> Steps[list[tuple[tuple[int, int], tuple]]]:
+    """Generator: the sequential schedule (causal-learn's loop, replayed from the answers known
+    so far). Returns the removed pairs, each with the subset that separated it, in the order
+    removed; ``graph`` is left as it is."""
+    cache: dict[Query, float] = {}
+
+    def walk(_: PValues) -> list[tuple[tuple[int, int], tuple]]:
+        """causal-learn's sequential loop on a copy of the graph, from the known answers;
+        at the first unknown test it asks that (side, size) batch plus a speculation."""
+        live = graph.copy()
+        found: list[tuple[tuple[int, int], tuple]] = []
+        for index, (a, b) in enumerate(edges):
+            for side in ((a, b), (b, a)):
+                if not live.adjacent(a, b):
+                    break
+                pds = possible_dsep(live, side[0], side[1], max_path_length)
+                for size in sizes(pds):
+                    subsets = _candidate_sets(live, a, b, pds, size)
+                    keys = [normalise_query(a, b, s) for s in subsets]
+                    if any(k not in cache for k in keys):
+                        raise NeedTests(
+                            _speculation(
+                                live,
+                                edges,
+                                index,
+                                side,
+                                size,
+                                keys,
+                                cache,
+                                sizes,
+                                max_path_length,
+                            )  # fmt: skip
                         )
-                        if hit is not None:
-                            live.remove_edge(a, b)
-                            found.append(((a, b), hit))
-                            break
-            return found
+                    hit = next(
+                        (s for s, k in zip(subsets, keys, strict=True) if cache[k] > alpha),
+                        None,
+                    )
+                    if hit is not None:
+                        live.remove_edge(a, b)
+                        found.append(((a, b), hit))
+                        break
+        return found
 
-        for pair, hit in (yield from replay(walk, cache)):
-            graph.remove_edge(*pair)
-            sepsets[pair] = set(hit)
-            removed.append(pair)
-        return removed
+    return (yield from replay(walk, cache))
 
-    # stable: every side's candidates from the graph at the phase start
+
+def _stable_removals(
+    graph: Graph,
+    edges: list[tuple[int, int]],
+    alpha: float,
+    sizes: Callable[[list[int]], range],
+    max_path_length: int,
+) -> Steps[dict[tuple[int, int], tuple]]:
+    """Generator: the stable schedule, one batch per subset size over every edge side's
+    Possible-D-Sep set on the graph at the phase start. Returns each separated pair's first
+    separating subset; ``graph`` is left as it is."""
     sides = []
     for a, b in edges:
         for near, far in ((a, b), (b, a)):
@@ -281,8 +315,4 @@ def remove_by_possible_dsep(
         for (pair, s), p in zip(owners, pvalues, strict=True):
             if pair not in found and p > alpha:
                 found[pair] = s
-    for pair, s in found.items():
-        graph.remove_edge(*pair)
-        sepsets[pair] = set(s)
-        removed.append(pair)
-    return removed
+    return found

@@ -243,108 +243,66 @@ def hill_climb(
     recomputed after deletions and reversals.
     """
     p = scorer.n_vars
-    allowed = _check_square_bool(allowed, p, "allowed")
-    if not np.array_equal(allowed, allowed.T):
-        raise ValueError("allowed must be symmetric (a skeleton)")
-    if np.any(np.diag(allowed)):
-        raise ValueError("allowed must have a False diagonal (no self-loops)")
-    tabu_length = _check_count(tabu_length, "tabu_length")
-    max_barren = _check_count(max_barren, "max_barren")
-    if max_iter is not None:
-        max_iter = _check_count(max_iter, "max_iter")
-
+    allowed, tabu_length, max_barren, max_iter = _checked_search_args(
+        allowed, p, tabu_length, max_barren, max_iter
+    )
     permit = allowed.copy()  # permit[x, y]: a move on the edge x -> y may be selected
     if lower_triangle_compat:
         permit &= np.tri(p, p, -1, dtype=bool)
     neighbours = [np.flatnonzero(allowed[:, j]).tolist() for j in range(p)]
 
     requests_before = scorer.n_requests
-    dag = np.zeros((p, p), dtype=bool)
-    reach = np.zeros((p, p), dtype=bool)  # reach[i, j]: a directed path i ~> j of length >= 1
-    parents: list[set[int]] = [set() for _ in range(p)]
-    family = np.array([scorer._local(j, ()) for j in range(p)], dtype=np.float64)
-    # succ[k, j]: score of j's family once k is toggled in (added to / removed from) its parents
-    succ = np.full((p, p), -np.inf)
+    state = _empty_state(scorer, neighbours)
+    tabu = _TabuList(tabu_length)
+    return _climb(scorer, state, permit, neighbours, tabu, max_barren, max_iter, requests_before)
 
-    def rescore(j: int) -> None:
-        for k in neighbours[j]:
-            succ[k, j] = scorer._local(j, tuple(sorted(parents[j] ^ {k})))
 
-    for j in range(p):
-        rescore(j)
-
-    tabu: deque[bytes] = deque()
-    tabu_set: set[bytes] = set()
-
-    def remember(structure: np.ndarray) -> None:
-        if tabu_length == 0:
-            return
-        if len(tabu) == tabu_length:
-            tabu_set.discard(tabu.popleft())
-        key = np.packbits(structure).tobytes()
-        tabu.append(key)
-        tabu_set.add(key)
-
-    remember(dag)
-    current = float(family.sum())
-    best_dag, best_score = dag.copy(), current
+def _climb(
+    scorer: BDeuScorer,
+    state: _ClimbState,
+    permit: np.ndarray,
+    neighbours: Sequence[Sequence[int]],
+    tabu: _TabuList,
+    max_barren: int,
+    max_iter: int | None,
+    requests_before: int,
+) -> HillClimbResult:
+    """:func:`hill_climb`'s search loop from ``state`` (the start, not yet in the tabu list):
+    apply the best non-tabu move each iteration, keep the best structure, stop as
+    :func:`hill_climb` says. ``requests_before``: the scorer's request count before the start
+    was scored, so the result counts every family score the search asked for."""
+    tabu.remember(state.dag)
+    current = float(state.family.sum())
+    best_dag, best_score = state.dag.copy(), current
     iterations = moves = barren = 0
     stop_reason = "max_iter"
     trace: list[tuple[str, int, int]] = []
 
     while max_iter is None or iterations < max_iter:
-        kinds, tails, heads, deltas = _candidate_moves(dag, reach, permit, succ, family)
+        moves_now = _candidate_moves(state.dag, state.reach, permit, state.succ, state.family)
         iterations += 1
-        chosen = -1
-        while deltas.size:
-            k = int(np.argmax(deltas))
-            if deltas[k] == -np.inf:
-                break
-            if tabu_length and _key_after(dag, kinds[k], tails[k], heads[k]) in tabu_set:
-                deltas[k] = -np.inf
-                continue
-            chosen = k
-            break
+        chosen = _best_move(state.dag, *moves_now, tabu)
         if chosen < 0:
             stop_reason = "no_move"
             break
+        kinds, tails, heads, _ = moves_now
         kind, i, j = int(kinds[chosen]), int(tails[chosen]), int(heads[chosen])
-        # apply the move i -> j
-        family[j] = succ[i, j]
-        if kind == ADD:
-            dag[i, j] = True
-            parents[j].add(i)
-            if not reach[i, j]:
-                sources = reach[:, i].copy()
-                sources[i] = True
-                targets = reach[j].copy()
-                targets[j] = True
-                reach |= np.outer(sources, targets)
-        elif kind == DELETE:
-            dag[i, j] = False
-            parents[j].discard(i)
-            reach = _closure(dag)
-        else:
-            family[i] = succ[j, i]
-            dag[i, j], dag[j, i] = False, True
-            parents[j].discard(i)
-            parents[i].add(j)
-            reach = _closure(dag)
+        _apply_move(state, kind, i, j)
         moves += 1
         trace.append((MOVE_KINDS[kind], i, j))
-        remember(dag)
-        current = float(family.sum())
+        tabu.remember(state.dag)
+        current = float(state.family.sum())
         if current > best_score and abs(current - best_score) > IMPROVEMENT_TOLERANCE:
-            best_dag, best_score = dag.copy(), current
+            best_dag, best_score = state.dag.copy(), current
             barren = 0
         else:
             barren += 1
             if barren >= max_barren:
                 stop_reason = "barren"
                 break
-        rescore(j)
+        _rescore(scorer, state, neighbours, j)
         if kind == REVERSE:
-            rescore(i)
+            _rescore(scorer, state, neighbours, i)
 
     return HillClimbResult(
         dag=best_dag,
@@ -355,6 +313,132 @@ def hill_climb(
         stop_reason=stop_reason,
         trace=trace,
     )
+
+
+def _checked_search_args(
+    allowed: np.ndarray, p: int, tabu_length: int, max_barren: int, max_iter: int | None
+) -> tuple[np.ndarray, int, int, int | None]:
+    """:func:`hill_climb`'s arguments checked: ``allowed`` a p x p boolean skeleton (symmetric,
+    no self-loops) and the counts non-negative integers, as plain ints."""
+    allowed = _check_square_bool(allowed, p, "allowed")
+    if not np.array_equal(allowed, allowed.T):
+        raise ValueError("allowed must be symmetric (a skeleton)")
+    if np.any(np.diag(allowed)):
+        raise ValueError("allowed must have a False diagonal (no self-loops)")
+    tabu_length = _check_count(tabu_length, "tabu_length")
+    max_barren = _check_count(max_barren, "max_barren")
+    if max_iter is not None:
+        max_iter = _check_count(max_iter, "max_iter")
+    return allowed, tabu_length, max_barren, max_iter
+
+
+@dataclass
+class _ClimbState:
+    """The search's current DAG (``dag[i, j]``: ``i -> j``) and what scoring its moves needs:
+    ``reach[i, j]``, a directed path ``i ~> j`` of length >= 1; each node's parents and family
+    score; ``succ[k, j]``, the score of j's family once k is toggled in (added to / removed from)
+    its parents."""
+
+    dag: np.ndarray
+    reach: np.ndarray
+    parents: list[set[int]]
+    family: np.ndarray
+    succ: np.ndarray
+
+
+def _empty_state(scorer: BDeuScorer, neighbours: Sequence[Sequence[int]]) -> _ClimbState:
+    """The search's start: the empty graph, each family scored without parents, then each
+    family's toggles of its skeleton neighbours."""
+    p = scorer.n_vars
+    state = _ClimbState(
+        dag=np.zeros((p, p), dtype=bool),
+        reach=np.zeros((p, p), dtype=bool),
+        parents=[set() for _ in range(p)],
+        family=np.array([scorer._local(j, ()) for j in range(p)], dtype=np.float64),
+        succ=np.full((p, p), -np.inf),
+    )
+    for j in range(p):
+        _rescore(scorer, state, neighbours, j)
+    return state
+
+
+def _rescore(
+    scorer: BDeuScorer, state: _ClimbState, neighbours: Sequence[Sequence[int]], j: int
+) -> None:
+    """Score j's family with each of its skeleton neighbours toggled, once j's parents changed."""
+    for k in neighbours[j]:
+        state.succ[k, j] = scorer._local(j, tuple(sorted(state.parents[j] ^ {k})))
+
+
+class _TabuList:
+    """The last ``length`` structures visited, as packed adjacency bytes (none if ``length`` is
+    0): a move leading back to one of them is not selected."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self._order: deque[bytes] = deque()
+        self._keys: set[bytes] = set()
+
+    def remember(self, structure: np.ndarray) -> None:
+        """Add ``structure``, forgetting the oldest one when the list is full."""
+        if self.length == 0:
+            return
+        if len(self._order) == self.length:
+            self._keys.discard(self._order.popleft())
+        key = np.packbits(structure).tobytes()
+        self._order.append(key)
+        self._keys.add(key)
+
+    def forbids(self, dag: np.ndarray, kind: int, i: int, j: int) -> bool:
+        """Whether the move on ``i -> j`` leads to a remembered structure."""
+        return bool(self.length) and _key_after(dag, kind, i, j) in self._keys
+
+
+def _best_move(
+    dag: np.ndarray,
+    kinds: np.ndarray,
+    tails: np.ndarray,
+    heads: np.ndarray,
+    deltas: np.ndarray,
+    tabu: _TabuList,
+) -> int:
+    """The index of the best-scoring move that is not tabu (the first of equal deltas), or -1
+    when no legal non-tabu move remains. Tabu moves' ``deltas`` are set to -inf on the way."""
+    while deltas.size:
+        k = int(np.argmax(deltas))
+        if deltas[k] == -np.inf:
+            break
+        if tabu.forbids(dag, kinds[k], tails[k], heads[k]):
+            deltas[k] = -np.inf
+            continue
+        return k
+    return -1
+
+
+def _apply_move(state: _ClimbState, kind: int, i: int, j: int) -> None:
+    """Apply the move on ``i -> j`` to the DAG, the parents and the family scores (both families
+    on a reversal), and update reachability: in place on an addition, recomputed otherwise."""
+    dag, parents, family, succ = state.dag, state.parents, state.family, state.succ
+    family[j] = succ[i, j]
+    if kind == ADD:
+        dag[i, j] = True
+        parents[j].add(i)
+        if not state.reach[i, j]:
+            sources = state.reach[:, i].copy()
+            sources[i] = True
+            targets = state.reach[j].copy()
+            targets[j] = True
+            state.reach |= np.outer(sources, targets)
+    elif kind == DELETE:
+        dag[i, j] = False
+        parents[j].discard(i)
+        state.reach = _closure(dag)
+    else:
+        family[i] = succ[j, i]
+        dag[i, j], dag[j, i] = False, True
+        parents[j].discard(i)
+        parents[i].add(j)
+        state.reach = _closure(dag)
 
 
 def _candidate_moves(

@@ -369,9 +369,28 @@ def c_update_steps(
             f"{len(local)} distinct observed ids for a PAG over {pag0.n_nodes} variables"
         )
     graph = pag0.copy()
-    m = graph.marks
     adj0 = pag0.marks != NONE
     structures = g0_v_structures(g0)
+    imported = _import_colliders(graph.marks, adj0, structures, local)
+    candidates = _propagation_candidates(graph.marks, adj0, structures, local, max_depth)
+    batch = [q for *_, queries in candidates for q in queries]
+    pvalues = np.asarray((yield batch) if batch else [], dtype=float)
+    propagated, conflicts = _orient_propagated(graph.marks, candidates, pvalues, alpha)
+    if rerun_rules:
+        sets = {pair: [set(s)] for pair, s in (sepsets or {}).items()}
+        apply_fci_rules(graph, sets, mode="zhang")
+    return CUpdateResult(graph, imported, propagated, conflicts, len(batch))
+
+
+def _import_colliders(
+    m: np.ndarray,
+    adj0: np.ndarray,
+    structures: Sequence[tuple[int, int, int]],
+    local: Mapping[int, int],
+) -> list[tuple[int, int, int]]:
+    """C-Update's step (a) on the marks ``m``: arrowheads at Y on both edges of each G0 collider
+    whose three nodes are observed and both edges in Pag0. Returns the colliders that changed a
+    mark (local ids)."""
     imported = []
     for a, y, b in structures:
         if a in local and y in local and b in local:
@@ -380,6 +399,18 @@ def c_update_steps(
                 m[la, ly] = ARROW
                 m[lb, ly] = ARROW
                 imported.append((la, ly, lb))
+    return imported
+
+
+def _propagation_candidates(
+    m: np.ndarray,
+    adj0: np.ndarray,
+    structures: Sequence[tuple[int, int, int]],
+    local: Mapping[int, int],
+    max_depth: int | None,
+) -> list[tuple[int, int, int, list[Query]]]:
+    """C-Update's step (b) candidates ``(X, Y, B, queries)`` (local ids), each with the tests
+    ``X _||_ B | Z + {Y}`` that decide it; candidates that need no test are left out."""
     candidates: list[tuple[int, int, int, list[Query]]] = []
     seen: set[tuple[int, int, int]] = set()
     for a, y, b in structures:
@@ -406,8 +437,18 @@ def c_update_steps(
                     for z in combinations(rest, size)
                 ]
                 candidates.append((lx, ly, lb_, queries))
-    batch = [q for *_, queries in candidates for q in queries]
-    pvalues = np.asarray((yield batch) if batch else [], dtype=float)
+    return candidates
+
+
+def _orient_propagated(
+    m: np.ndarray,
+    candidates: Sequence[tuple[int, int, int, list[Query]]],
+    pvalues: np.ndarray,
+    alpha: float,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """C-Update's step (b) orientations on the marks ``m``, in candidate order: ``Y --> B`` when
+    a test of the candidate's block says independent, unless an arrowhead is at Y by then.
+    Returns the pairs oriented and the pairs skipped as conflicting."""
     propagated, conflicts = [], []
     done: set[tuple[int, int]] = set()
     start = 0
@@ -424,10 +465,7 @@ def c_update_steps(
         m[ly, lb_] = ARROW
         propagated.append((ly, lb_))
         done.add((ly, lb_))
-    if rerun_rules:
-        sets = {pair: [set(s)] for pair, s in (sepsets or {}).items()}
-        apply_fci_rules(graph, sets, mode="zhang")
-    return CUpdateResult(graph, imported, propagated, conflicts, len(batch))
+    return propagated, conflicts
 
 
 def transform_pvalues(
