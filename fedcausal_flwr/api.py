@@ -181,6 +181,53 @@ def execute(
         spec.seeded(options_raw, settings["seed"]), entry_point
     )  # fail on a bad option before reading any data
     check_secure(spec, options, settings["secure"], entry_point)
+    frames, provenance, dag = _client_frames(
+        settings, options, data, files, sep, keep_index, source, entry_point
+    )
+    check_frames(spec, options, frames, files, entry_point)
+    if expect_fingerprint is not None and not matches_recorded(frames, expect_fingerprint):
+        raise OptionError(
+            f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
+            f"vs {expect_fingerprint}): the files changed or other data was given"
+        )
+    if announce is not None:
+        announce(_run_line(method, settings, provenance, len(frames)))
+    dag, truth_label = _scoring_truth(truth, dag, frames, entry_point)
+    result = run_method(
+        method,
+        frames,
+        options,
+        backend=settings["backend"],
+        secure=settings["secure"],
+        min_clients=settings["min_clients"],
+        entry_point=entry_point,
+        data=provenance,
+        progress=progress,
+        ray_address=settings["ray_address"],
+    )
+    _record_run(result, settings, truth_label, started)
+    if on_result is not None:
+        on_result(result)
+    if dag is not None and (result.graph is not None or spec.score is not None):
+        score_result(result, dag)  # a score hook needs no single graph
+    if with_truth is not None:
+        with_truth(result, dag)
+    return result
+
+
+def _client_frames(
+    settings: Mapping[str, Any],
+    options: Mapping[str, Any],
+    data: Sequence[pd.DataFrame] | Partition | None,
+    files: Sequence[str | Path] | None,
+    sep: str | None,
+    keep_index: bool,
+    source: Mapping[str, Any] | None,
+    entry_point: str,
+) -> tuple[list[pd.DataFrame], dict[str, Any], Graph | None]:
+    """A run's client frames, their provenance (for the result) and the true DAG when they were
+    sampled from a benchmark network: read from ``files``, taken from ``data``, or sampled as
+    the settings say. ``sep`` and ``keep_index`` are for files only; no frame is an error."""
     dag: Graph | None = None
     if files is None and (sep is not None or keep_index):
         reading = (("sep", sep), ("keep_index", keep_index))
@@ -220,23 +267,33 @@ def execute(
         }
     if not frames:
         raise OptionError("no client data: give at least one frame or file")
-    check_frames(spec, options, frames, files, entry_point)
-    if expect_fingerprint is not None and not matches_recorded(frames, expect_fingerprint):
-        raise OptionError(
-            f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
-            f"vs {expect_fingerprint}): the files changed or other data was given"
-        )
-    if announce is not None:
-        where = (
-            f"{settings['network']}, {settings['samples']} rows split {settings['partition']} "
-            f"into {settings['clients']} clients"
-            if provenance["source"] == "network"
-            else f"{len(frames)} clients' data"
-        )
-        announce(
-            f"{method} on {where}; seed {settings['seed']}, backend {settings['backend']}"
-            + (", secure" if settings["secure"] else "")
-        )
+    return frames, provenance, dag
+
+
+def _run_line(
+    method: str, settings: Mapping[str, Any], provenance: Mapping[str, Any], clients: int
+) -> str:
+    """The line announcing what is about to run: the method, on which data, seed and backend."""
+    where = (
+        f"{settings['network']}, {settings['samples']} rows split {settings['partition']} "
+        f"into {settings['clients']} clients"
+        if provenance["source"] == "network"
+        else f"{clients} clients' data"
+    )
+    return f"{method} on {where}; seed {settings['seed']}, backend {settings['backend']}" + (
+        ", secure" if settings["secure"] else ""
+    )
+
+
+def _scoring_truth(
+    truth: Graph | str | Path | None,
+    dag: Graph | None,
+    frames: Sequence[pd.DataFrame],
+    entry_point: str,
+) -> tuple[Graph | None, str | None]:
+    """The true DAG a run is scored against and its label in the result: ``truth`` as given (a
+    graph, or a file read over every client's columns before the run starts), else the sampled
+    network's ``dag``, else none."""
     truth_label = None
     if truth is not None:
         try:
@@ -249,31 +306,20 @@ def execute(
         truth_label = "graph" if isinstance(truth, Graph) else str(Path(truth).resolve())
     elif dag is not None:
         truth_label = "network"
-    result = run_method(
-        method,
-        frames,
-        options,
-        backend=settings["backend"],
-        secure=settings["secure"],
-        min_clients=settings["min_clients"],
-        entry_point=entry_point,
-        data=provenance,
-        progress=progress,
-        ray_address=settings["ray_address"],
-    )
+    return dag, truth_label
+
+
+def _record_run(
+    result: Result, settings: Mapping[str, Any], truth_label: str | None, started: float
+) -> None:
+    """Record the run's seed, evidence setting and truth in ``result`` (dropping its evidence
+    unless kept), and its wall time if the backend gave none."""
     result.config["run"]["seed"] = settings["seed"]
     result.config["run"]["keep_evidence"] = settings["keep_evidence"]
     if not settings["keep_evidence"]:
         result.evidence = None
     result.config["truth"] = truth_label
     result.wall_s = max(result.wall_s, 0.0) or time.perf_counter() - started
-    if on_result is not None:
-        on_result(result)
-    if dag is not None and (result.graph is not None or spec.score is not None):
-        score_result(result, dag)  # a score hook needs no single graph
-    if with_truth is not None:
-        with_truth(result, dag)
-    return result
 
 
 def check_frames(

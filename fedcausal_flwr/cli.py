@@ -156,8 +156,54 @@ def _unknown_flags(leftover: list[str], parser: argparse.ArgumentParser, method:
 
 
 def _run_command(argv: list[str]) -> int:
-    from fedcausal_flwr.api import execute, rerun_arguments
-    from fedcausal_flwr.federation.core.registry import get_method
+    from fedcausal_flwr.api import execute
+
+    parsed = _parse_run_command(argv)
+    if parsed is None:  # --help was printed
+        return 0
+    method, args, recorded = parsed
+    settings, options = _typed_run_options(args, method)
+    _check_run_outputs(args)
+    settings, options, data_args = _run_inputs(args, settings, options, recorded)
+    show = None if args.quiet else ProgressLines(enabled=args.progress or None)
+    state, failed = interrupts.RunState(show, out=args.out), outputs.FailedWrites()
+    interrupts.on_interrupt(state.interrupted)
+    try:  # the result is saved before it is scored: a scoring failure loses no run
+        result = execute(
+            method,
+            settings,
+            options,
+            **data_args,
+            entry_point="cli",
+            announce=state.announce,
+            progress=state,
+            with_truth=None if args.draw is None else _drawer(args.draw, failed),
+            on_result=state.save_first,
+        )
+    except Exception as err:
+        if state.saved is None:
+            raise
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"fedcausal-flwr: error: {message} (the run finished: its result, unscored, is in "
+              f"{state.saved})", file=sys.stderr)  # fmt: skip
+        return 1
+    if args.out:  # saved before the summary: a reader that stops early (| head) loses nothing
+        unscored = f"; {args.out} holds it unscored" if state.saved else ""
+        with failed.attempt(f"--out {args.out}", "the result", note=unscored):
+            interrupts.save_result(result, args.out)
+    print(result.summary())
+    _print_edges(result, args)
+    _print_run_notes(result, args, failed)
+    return failed.report()  # a write that failed: one line each, exit code 1
+
+
+def _parse_run_command(
+    argv: list[str],
+) -> tuple[str, argparse.Namespace, dict[str, Any] | None] | None:
+    """``run``'s arguments: the method (given, or the recorded run's with ``--config``), the
+    parsed arguments and the recorded run's arguments (:func:`~fedcausal_flwr.api.rerun_arguments`,
+    None without ``--config``). None after printing ``--help`` (the method's options with one)."""
+    from fedcausal_flwr.api import rerun_arguments
     from fedcausal_flwr.result import Result
 
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -179,7 +225,7 @@ def _run_command(argv: list[str]) -> int:
         parser.print_help()
         if method is None:
             print("\nadd --method NAME to see its options (or: fedcausal-flwr methods NAME)")
-        return 0
+        return None
     if method is None:
         raise OptionError(
             "give --method NAME (see `fedcausal-flwr methods`) or --config RESULT.json"
@@ -187,6 +233,15 @@ def _run_command(argv: list[str]) -> int:
     args, leftover = parser.parse_known_args(argv)
     if leftover:
         raise OptionError(_unknown_flags(leftover, parser, method))
+    return method, args, recorded
+
+
+def _typed_run_options(
+    args: argparse.Namespace, method: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run settings as parsed (None where not given) and the method's options that were
+    given, keyed as typed on the command line."""
+    from fedcausal_flwr.federation.core.registry import get_method
 
     settings = {o.name: getattr(args, o.name) for o in RUN_SETTINGS}
     spec_options = {o.name for o in get_method(method).options if o.name not in RUN_SETTINGS}
@@ -195,6 +250,12 @@ def _run_command(argv: list[str]) -> int:
         for name in spec_options
         if getattr(args, name) is not None
     }
+    return settings, options
+
+
+def _check_run_outputs(args: argparse.Namespace) -> None:
+    """Check ``--draw`` and ``--out`` before any work (a run must not end in a write it cannot
+    do), and that ``--no-edges`` and ``--all-edges`` are not both given."""
     if args.draw is not None and Path(args.draw).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise OptionError(f"--draw {args.draw}: give a .png, .svg or .pdf file name")
     if args.no_edges and args.all_edges:
@@ -202,6 +263,17 @@ def _run_command(argv: list[str]) -> int:
     for flag, path, example in (("--out", args.out, "result.json"), ("--draw", args.draw, "g.png")):
         if path is not None:  # before any work: a run must not end in a write it cannot do
             outputs.check_file(path, f"{flag} {path}", example=example)
+
+
+def _run_inputs(
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    options: dict[str, Any],
+    recorded: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The run's settings, options and data arguments for :func:`~fedcausal_flwr.api.execute`
+    (files, how to read them, the truth, the expected data fingerprint): as typed, and with
+    ``--config`` the recorded run's for whatever was not typed."""
     files, truth, fingerprint = args.data, args.truth, None
     reading = {"sep": args.sep, "keep_index": args.keep_index}
     if recorded is not None:
@@ -222,37 +294,19 @@ def _run_command(argv: list[str]) -> int:
         if truth is None and recorded["truth"] not in (None, "network", "graph"):
             truth = recorded["truth"]
         fingerprint = recorded["fingerprint"]
-    show = None if args.quiet else ProgressLines(enabled=args.progress or None)
-    state, failed = interrupts.RunState(show, out=args.out), outputs.FailedWrites()
-    interrupts.on_interrupt(state.interrupted)
-    try:  # the result is saved before it is scored: a scoring failure loses no run
-        result = execute(
-            method,
-            settings,
-            options,
-            files=files,
-            sep=reading["sep"],
-            keep_index=bool(reading["keep_index"]),
-            truth=truth,
-            entry_point="cli",
-            expect_fingerprint=fingerprint,
-            announce=state.announce,
-            progress=state,
-            with_truth=None if args.draw is None else _drawer(args.draw, failed),
-            on_result=state.save_first,
-        )
-    except Exception as err:
-        if state.saved is None:
-            raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"fedcausal-flwr: error: {message} (the run finished: its result, unscored, is in "
-              f"{state.saved})", file=sys.stderr)  # fmt: skip
-        return 1
-    if args.out:  # saved before the summary: a reader that stops early (| head) loses nothing
-        unscored = f"; {args.out} holds it unscored" if state.saved else ""
-        with failed.attempt(f"--out {args.out}", "the result", note=unscored):
-            interrupts.save_result(result, args.out)
-    print(result.summary())
+    data_args = {
+        "files": files,
+        "sep": reading["sep"],
+        "keep_index": bool(reading["keep_index"]),
+        "truth": truth,
+        "expect_fingerprint": fingerprint,
+    }
+    return settings, options, data_args
+
+
+def _print_edges(result: Any, args: argparse.Namespace) -> None:
+    """List the learned graph's edges under the summary, unless ``--no-edges``; a graph with
+    more than :data:`MAX_LISTED_EDGES` is counted instead, unless ``--all-edges``."""
     if result.graph is not None and not args.no_edges:
         n_edges = result.graph.n_edges()
         if n_edges > MAX_LISTED_EDGES and not args.all_edges:
@@ -268,13 +322,17 @@ def _run_command(argv: list[str]) -> int:
             print(f"learned {result.graph.kind}, {len(lines)} edges" + (":" if lines else ""))
             for line in lines:
                 print(f"  {line}")
+
+
+def _print_run_notes(result: Any, args: argparse.Namespace, failed: outputs.FailedWrites) -> None:
+    """The lines after the edges: where the graph was drawn, each dropped client, and where the
+    result was written (a write that failed is told by ``failed`` instead)."""
     if args.draw and f"--draw {args.draw}" not in failed:
         print(f"  graph drawn to {args.draw}")
     for d in result.dropped_clients:
         print(f"  dropped client {d.get('client')} at round {d.get('round')}: {d.get('reason')}")
     if args.out and f"--out {args.out}" not in failed:
         print(f"  result written to {args.out}")
-    return failed.report()  # a write that failed: one line each, exit code 1
 
 
 def _drawer(path: str, failed: outputs.FailedWrites) -> Callable[[Any, Any], None]:

@@ -549,6 +549,48 @@ def compare(
     """
     clients = parse_int_list(clients, "clients")
     seeds = parse_int_list(seeds, "seeds")
+    settings, specs = _planned_runs(
+        methods, networks, clients, samples, partition, seeds, backend, options, warn
+    )
+    out = check_out(out)
+    n_run, n_skipped, n_failed = run_sweep(
+        specs, out, jobs, retry_failed, progress, on_run_done, start_method
+    )
+    # the runs are kept (runs/); what is written from them now may fail (a full disk): then the
+    # study still comes back, with one line per file that was not written
+    everything = load_results(out)
+    keys = {s.key for s in specs}
+    frame = everything[everything["key"].isin(keys)].reset_index(drop=True)
+    summary = summarise(frame, metrics)
+    study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
+    _write_tables(study, everything, metrics)
+    chosen = graph_run or default_graph_run(specs, frame)
+    plan = _study_plan(methods, networks, clients, seeds, settings, options, metrics, chosen, specs)
+    _attempt(
+        study,
+        STUDY_FILE,
+        lambda: write_text(
+            out / STUDY_FILE, json.dumps(plan, indent=1, default=json_default) + "\n"
+        ),
+    )
+    _write_drawings(study, plots, report, metrics, chosen)
+    _tell_not_written(study, failed, warn)
+    return study
+
+
+def _planned_runs(
+    methods: Sequence[str],
+    networks: Sequence[str],
+    clients: Sequence[int],
+    samples: int | None,
+    partition: str | None,
+    seeds: Sequence[int],
+    backend: str | None,
+    options: dict[str, Any] | None,
+    warn: Callable[[str], None] | None,
+) -> tuple[dict[str, Any], list[RunSpec]]:
+    """A sweep's run settings (those given, the others' defaults) and its planned runs, every
+    spec validated before the first run."""
     if not methods or not networks:
         raise ValueError("give at least one method and one network")
     settings = RUN_SETTINGS.resolve(
@@ -570,37 +612,52 @@ def compare(
         options,
         warn,
     )
-    out = check_out(out)
-    n_run, n_skipped, n_failed = run_sweep(
-        specs, out, jobs, retry_failed, progress, on_run_done, start_method
+    return settings, specs
+
+
+def _attempt(study: Study, what: str, write: Callable[[], Any], drawn: bool = False) -> Any:
+    """Write one of a study's files after its runs, and return what ``write`` returns. A file
+    that cannot be written (a full disk), or a plot or page that cannot be drawn (``drawn``), is
+    noted in ``study.not_written`` with why, and None returned: the runs and tables are kept."""
+    try:
+        return write()
+    except OSError as err:
+        study.not_written[what] = reason(err)
+    except (ValueError, KeyError) as err:  # a plot or page that cannot be drawn: the runs
+        if not drawn:  # and tables are kept, and the line says why
+            raise
+        study.not_written[what] = str(err.args[0] if isinstance(err, KeyError) else err)
+    return None
+
+
+def _write_tables(study: Study, everything: pd.DataFrame, metrics: Sequence[str]) -> None:
+    """Write results.csv (every run record's rows) and the sweep's summary as CSV and text."""
+    out, summary = study.out, study.summary
+    _attempt(study, "results.csv", lambda: write_results(out, everything))
+    _attempt(
+        study, "summary.csv", lambda: write_text(out / "summary.csv", summary.to_csv(index=False))
     )
-    # the runs are kept (runs/); what is written from them now may fail (a full disk): then the
-    # study still comes back, with one line per file that was not written
-    everything = load_results(out)
-    keys = {s.key for s in specs}
-    frame = everything[everything["key"].isin(keys)].reset_index(drop=True)
-    summary = summarise(frame, metrics)
-    study = Study(out, frame, summary, len(specs), n_run, n_skipped, n_failed)
-
-    def attempt(what: str, write: Callable[[], Any], drawn: bool = False) -> Any:
-        try:
-            return write()
-        except OSError as err:
-            study.not_written[what] = reason(err)
-        except (ValueError, KeyError) as err:  # a plot or page that cannot be drawn: the runs
-            if not drawn:  # and tables are kept, and the line says why
-                raise
-            study.not_written[what] = str(err.args[0] if isinstance(err, KeyError) else err)
-        return None
-
-    attempt("results.csv", lambda: write_results(out, everything))
-    attempt("summary.csv", lambda: write_text(out / "summary.csv", summary.to_csv(index=False)))
-    attempt(
+    _attempt(
+        study,
         "summary.txt",
         lambda: write_text(out / "summary.txt", format_summary(summary, metrics) + "\n"),
     )
-    chosen = graph_run or default_graph_run(specs, frame)
-    plan = {
+
+
+def _study_plan(
+    methods: Sequence[str],
+    networks: Sequence[str],
+    clients: list[int],
+    seeds: list[int],
+    settings: dict[str, Any],
+    options: dict[str, Any] | None,
+    metrics: Sequence[str],
+    chosen: str | None,
+    specs: Sequence[RunSpec],
+) -> dict[str, Any]:
+    """The sweep's plan as study.json keeps it: what ran, with which settings and metrics, the
+    run drawn against its truth, and every run's key (the report rebuilds the study from it)."""
+    return {
         "methods": list(methods),
         "networks": list(networks),
         "clients": clients,
@@ -613,34 +670,46 @@ def compare(
         "graph_run": chosen,
         "keys": [s.key for s in specs],
     }
-    attempt(
-        STUDY_FILE,
-        lambda: write_text(
-            out / STUDY_FILE, json.dumps(plan, indent=1, default=json_default) + "\n"
-        ),
-    )
+
+
+def _write_drawings(
+    study: Study, plots: bool, report: bool, metrics: Sequence[str], chosen: str | None
+) -> None:
+    """Draw the study's plots (``plots``) and write its report page (``report``); when either
+    fails part way, the PNGs cut short in plots/ are removed (the report draws there too)."""
+    out = study.out
     if plots:
         from fedcausal_flwr.plots import plot_study
 
-        drawn = attempt(
-            "plots", lambda: plot_study(frame, out, metrics, graph_to_draw(out, chosen)), True
+        drawn = _attempt(
+            study,
+            "plots",
+            lambda: plot_study(study.frame, out, metrics, graph_to_draw(out, chosen)),
+            True,
         )
         study.plots = list(drawn or [])
     if report:
         from fedcausal_flwr.report import write_report
 
-        study.report = attempt("report.html", lambda: write_report(out), True)
+        study.report = _attempt(study, "report.html", lambda: write_report(out), True)
     if {"plots", "report.html"} & set(study.not_written):  # the report draws into plots/ too
         remove_cut_pngs(out / "plots")
+
+
+def _tell_not_written(
+    study: Study, failed: FailedWrites | None, warn: Callable[[str], None] | None
+) -> None:
+    """One line saying which files were not written and why, if any: into ``failed`` (the
+    command line prints it after the table), else to ``warn``, else as a RuntimeWarning
+    attributed to :func:`compare`'s caller."""
     if study.not_written:
-        line = not_written_line(out, study.not_written)
+        line = not_written_line(study.out, study.not_written)
         if failed is not None:
-            failed.lines[f"--out {out}"] = line
+            failed.lines[f"--out {study.out}"] = line
         elif warn is not None:
             warn(line)
         else:
-            warnings.warn(line, RuntimeWarning, stacklevel=2)
-    return study
+            warnings.warn(line, RuntimeWarning, stacklevel=3)
 
 
 def not_written_line(out: str | Path, missing: dict[str, str]) -> str:
