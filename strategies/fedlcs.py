@@ -104,7 +104,16 @@ from fedcausal_flwr.strategies.layer_vote import vote_threshold
 
 def _lcs_options(with_ratio: bool) -> OptionSet:
     """FedLCS's declared options (its baselines: without ``ratio`` and ``sep_rule``)."""
-    options = common_options(
+    options = _lcs_test_options().extend(*_lcs_search_options(), *_lcs_orientation_options())
+    if not with_ratio:
+        return options
+    return options.extend(*_lcs_vote_options())
+
+
+def _lcs_test_options() -> OptionSet:
+    """The options every discrete method shares (alpha, the CI test, max_depth, reliability)
+    at FedLCS's defaults, with the paper's values and why the defaults differ."""
+    return common_options(
         max_depth=6,
         reliability=1.0,
         paper={"alpha": "0.05", "test": "G2", "max_depth": "6", "reliability": "none stated"},
@@ -117,7 +126,12 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
             "MMHC's heuristic power rule, with 1 row per cell (its 5 stops small clients at "
             "layer 1)",
         },
-    ).extend(
+    )
+
+
+def _lcs_search_options() -> tuple[Option, ...]:
+    """The options of FLSke, the search for each target's parents and children."""
+    return (
         Option("target", "str", REQUIRED,
                "the target variable: a name, several as 'A,B', or 'all'"),
         replace(
@@ -134,6 +148,13 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
                "cell, on the fly it falls below fedpc-vote on win95pts (experiments/README.md)"),
         Option("stop_unchanged", "bool", True,
                "stop a variable after a layer (l >= 1) that removed nothing"),
+    )  # fmt: skip
+
+
+def _lcs_orientation_options() -> tuple[Option, ...]:
+    """The options of the separating-set search, the edge and collider rules, and FLEori's
+    orientation."""
+    return (
         Option("sep_depth", "int", 3, "largest set in the consistent separating-set search",
                minimum=0, paper="not given; 3 in FedPC's code"),
         Option(
@@ -169,9 +190,12 @@ def _lcs_options(with_ratio: bool) -> OptionSet:
                why="a random orientation is not learned; it is reported as undirected instead"),
         shared.seed("seed of random_orient"),
     )  # fmt: skip
-    if not with_ratio:
-        return options
-    return options.extend(
+
+
+def _lcs_vote_options() -> tuple[Option, ...]:
+    """FedLCS's own options, on how clients' separating sets are combined (its baselines,
+    with one oracle, choose the same set under every rule)."""
+    return (
         shared.ratio(0.4, paper="0.4 (Eq. 2)"),
         Option(
             "sep_rule", "str", "votes",

@@ -453,54 +453,16 @@ def split_variable_subsets(
 
     ``info["never_together"]`` lists the pairs no client observes jointly.
     """
-    if isinstance(data, Partition):
-        base = data
-        if k is not None and k != base.n_clients:
-            raise ValueError(f"k={k} but the partition has {base.n_clients} clients")
-    else:
-        if k is None:
-            raise ValueError("k= is needed to split a data frame")
-        base = split_iid(_check_frame(data), k, seed=seed, client_names=client_names)
+    base = _rows_to_subset(data, k, seed, client_names)
     k = base.n_clients
     names = list(base.schema.names)
-    p = len(names)
     rng = np.random.default_rng(seed)
     _require_one_of(subsets=subsets, fraction=fraction)
     if subsets is not None:
-        subsets = [list(s) for s in subsets]
-        if not subsets:
-            raise ValueError("subsets must not be empty")
-        for s in subsets:
-            unknown = [v for v in s if v not in names]
-            if unknown:
-                raise ValueError(f"subset variables {unknown} are not in the data")
-        chosen = [set(subsets[i % len(subsets)]) for i in range(k)]
-        mode: dict = {"subsets": subsets}
+        chosen, mode = _listed_subsets(subsets, names, k)
     else:
         assert fraction is not None
-        if not 0.0 < fraction <= 1.0:
-            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-        m = max(1, int(round(fraction * p)))
-        if cover_all and k * m < p:
-            raise ValueError(f"{k} clients observing {m} of {p} variables cannot cover them all")
-        if structured:
-            drop = p - m
-            chosen = []
-            for i in range(k):
-                start = (i * p) // k
-                dropped = {names[(start + j) % p] for j in range(drop)}
-                chosen.append(set(names) - dropped)
-        else:
-            for _ in range(max_tries):
-                chosen = [
-                    {names[j] for j in rng.choice(p, size=m, replace=False).tolist()}
-                    for _ in range(k)
-                ]
-                if not cover_all or set().union(*chosen) == set(names):
-                    break
-            else:
-                raise ValueError(f"no cover of all variables found in {max_tries} draws")
-        mode = {"fraction": fraction, "n_observed": m, "structured": structured}
+        chosen, mode = _drawn_subsets(fraction, names, k, rng, cover_all, structured, max_tries)
     clients = []
     for i, df in enumerate(base.clients):
         keep = [v for v in names if v in chosen[i] and v in df.columns]
@@ -513,6 +475,76 @@ def split_variable_subsets(
         raise ValueError(f"variables {missing} are observed by no client (cover_all=True)")
     info = {**base.info, "seed": seed, "row_rule": base.rule, **mode}
     return Partition(clients, base.schema, base.client_names, "variable_subsets", info)
+
+
+def _rows_to_subset(
+    data: pd.DataFrame | Partition,
+    k: int | None,
+    seed: int,
+    client_names: Sequence[str] | None,
+) -> Partition:
+    """The clients' rows :func:`split_variable_subsets` takes columns from: a partition as it is
+    (``k``, if given, must match), a pooled frame split i.i.d. into ``k`` clients."""
+    if isinstance(data, Partition):
+        if k is not None and k != data.n_clients:
+            raise ValueError(f"k={k} but the partition has {data.n_clients} clients")
+        return data
+    if k is None:
+        raise ValueError("k= is needed to split a data frame")
+    return split_iid(_check_frame(data), k, seed=seed, client_names=client_names)
+
+
+def _listed_subsets(
+    subsets: Sequence[Sequence[str]], names: Sequence[str], k: int
+) -> tuple[list[set[str]], dict[str, Any]]:
+    """Each client's variables from explicit lists (client ``i`` gets list ``i`` modulo their
+    number), every listed variable checked against ``names``; and the split's info entry."""
+    lists = [list(s) for s in subsets]
+    if not lists:
+        raise ValueError("subsets must not be empty")
+    for s in lists:
+        unknown = [v for v in s if v not in names]
+        if unknown:
+            raise ValueError(f"subset variables {unknown} are not in the data")
+    chosen = [set(lists[i % len(lists)]) for i in range(k)]
+    return chosen, {"subsets": lists}
+
+
+def _drawn_subsets(
+    fraction: float,
+    names: Sequence[str],
+    k: int,
+    rng: np.random.Generator,
+    cover_all: bool,
+    structured: bool,
+    max_tries: int,
+) -> tuple[list[set[str]], dict[str, Any]]:
+    """Each client's ``round(fraction * p)`` variables: a cyclic block dropped per client
+    (``structured``), else drawn at random until they cover every variable (``cover_all``, at
+    most ``max_tries`` draws); and the split's info entry."""
+    p = len(names)
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    m = max(1, int(round(fraction * p)))
+    if cover_all and k * m < p:
+        raise ValueError(f"{k} clients observing {m} of {p} variables cannot cover them all")
+    if structured:
+        drop = p - m
+        chosen = []
+        for i in range(k):
+            start = (i * p) // k
+            dropped = {names[(start + j) % p] for j in range(drop)}
+            chosen.append(set(names) - dropped)
+    else:
+        for _ in range(max_tries):
+            chosen = [
+                {names[j] for j in rng.choice(p, size=m, replace=False).tolist()} for _ in range(k)
+            ]
+            if not cover_all or set().union(*chosen) == set(names):
+                break
+        else:
+            raise ValueError(f"no cover of all variables found in {max_tries} draws")
+    return chosen, {"fraction": fraction, "n_observed": m, "structured": structured}
 
 
 def drop_latents(
