@@ -62,10 +62,20 @@ class MethodStrategy(ProtocolStrategy):
     #: the method's declared options (:class:`~fedcausal_flwr.options.OptionSet`)
     OPTIONS: ClassVar[OptionSet] = OptionSet()
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        /,
+        *,
+        declared: OptionSet | None = None,
+        **keywords: Any,
+    ) -> None:
         super().__init__()
+        #: the options this strategy's method declares: the class's :attr:`OPTIONS`, or a
+        #: variant's (a class serving several methods, e.g. FedPC and FedFCI, passes them)
+        self.declared = self.OPTIONS if declared is None else declared
         raw = options if options is not None and not keywords else {**(options or {}), **keywords}
-        self.options = Options(self.OPTIONS.resolve(raw, owner=f"method {self.name!r}"))
+        self.options = Options(self.declared.resolve(raw, owner=f"method {self.name!r}"))
 
 
 def option_attributes(*names: str) -> tuple[Any, ...]:

@@ -43,48 +43,35 @@ from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedci import DISCLOSURES
 from fedcausal_flwr.strategies.glm_tests import (
-    FEDCI_FCI_OPTIONS,
+    FEDCI_METHOD_OF,
     FEDCI_PC_OPTIONS,
     GLMTestsStrategy,
     secure_support,
 )
 
 
-class FedCIPCStrategy(GLMTestsStrategy):
-    """fedCI-PC: PC-stable with fedCI's federated GLM tests (FCI: :class:`FedCIFCIStrategy`)."""
-
-    name = "fedci-pc"
-    algorithm = "pc"
-    OPTIONS = FEDCI_PC_OPTIONS
-
-
-class FedCIFCIStrategy(FedCIPCStrategy):
-    """fedCI-FCI: FCI with fedCI-PC's federated GLM tests (PAG output)."""
-
-    name = "fedci-fci"
-    algorithm = "fci"
-    OPTIONS = FEDCI_FCI_OPTIONS
-
-
-#: algorithm -> its method's strategy
-STRATEGIES: dict[str, type[GLMTestsStrategy]] = {"pc": FedCIPCStrategy, "fci": FedCIFCIStrategy}
-
-
 @documented_by(FEDCI_PC_OPTIONS)
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> GLMTestsStrategy:
     """fedCI-PC / fedCI-FCI from its options (raw keywords work too)."""
-    return STRATEGIES[algorithm](options)
+    return GLMTestsStrategy(options, algorithm=algorithm)
 
 
-for _strategy in STRATEGIES.values():
+def fedci_fci_strategy(options: Mapping[str, Any]) -> GLMTestsStrategy:
+    """fedCI-FCI: fedCI's GLM tests in FCI's search."""
+    return GLMTestsStrategy(options, algorithm="fci")
+
+
+for _algorithm, _make in (("pc", GLMTestsStrategy), ("fci", fedci_fci_strategy)):
+    _name, _declared = FEDCI_METHOD_OF[_algorithm]
     register_method(
-        _strategy.name,
-        _strategy,
+        _name,
+        _make,
         "fedcausal_flwr.clients.fedci:FedCIClient",
         disclosures=DISCLOSURES,
         bootstrap=True,
         secure=secure_support,
         paper="fedCI (Hahn et al.)",
-        description=f"fedCI: {'PC-stable' if _strategy.algorithm == 'pc' else 'FCI'} with a "
+        description=f"fedCI: {'PC-stable' if _algorithm == 'pc' else 'FCI'} with a "
         "federated GLM likelihood-ratio test on mixed data",
+        options=_declared,
     )

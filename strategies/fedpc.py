@@ -158,7 +158,7 @@ def _options(algorithm: str) -> OptionSet:
                 "int",
                 DEFAULT_MAX_CELLS,
                 "memory budget: cells of all contingency tables of one round (each client "
-                "holds them at once; 8 bytes each); a level over it is refused before a client "
+                "holds them at once; 8 bytes each); a depth over it is refused before a client "
                 "counts it",
                 minimum=1,
             ),
@@ -167,7 +167,7 @@ def _options(algorithm: str) -> OptionSet:
                 "int",
                 DEFAULT_MAX_SERVER_CELLS,
                 "memory budget of the server: cells of the clients' tables it holds in one "
-                "round (all clients' replies together, 8 bytes a cell); a level over it travels "
+                "round (all clients' replies together, 8 bytes a cell); a depth over it travels "
                 "in several rounds (many clients: 1,000 clients x max_cells would not fit)",
                 minimum=1,
             ),
@@ -186,6 +186,8 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDPC_OPTIONS = _options("pc")
 FEDFCI_OPTIONS = _options("fci")
+#: the search -> the method it makes and its options
+METHOD_OF = {"pc": ("fedpc", FEDPC_OPTIONS), "fci": ("fedfci", FEDFCI_OPTIONS)}
 
 
 @dataclass
@@ -203,14 +205,26 @@ class BatchPlan:
 
 
 class FedPCStrategy(MethodStrategy):
-    """FedPC: PC-stable with a federated CI test (FedFCI: :class:`FedFCIStrategy`)."""
+    """FedPC: PC-stable with a federated CI test; with ``algorithm="fci"``, FedFCI: FCI with
+    the same tests (PAG output), under its own name and options."""
 
     name = "fedpc"
     algorithm = "pc"
     OPTIONS = FEDPC_OPTIONS
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any):
-        super().__init__(options, **keywords)
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        /,
+        *,
+        algorithm: str = "pc",
+        **keywords: Any,
+    ):
+        if algorithm not in METHOD_OF:
+            raise ValueError(f"algorithm must be one of {', '.join(METHOD_OF)}, got {algorithm!r}")
+        self.algorithm = algorithm
+        self.name, declared = METHOD_OF[algorithm]
+        super().__init__(options, declared=declared, **keywords)
         batches = self.options.get("dp_batches")
         #: the server's side of a private run (None: dp off): tables are counts, each release
         #: with a privacy loss distribution
@@ -730,17 +744,14 @@ def _select(queries: Sequence[Query], positions: np.ndarray) -> Sequence[Query]:
     return [queries[i] for i in positions.tolist()]
 
 
-class FedFCIStrategy(FedPCStrategy):
-    """FedFCI: FCI with FedPC's federated tests (PAG output)."""
-
-    name = "fedfci"
-    algorithm = "fci"
-    OPTIONS = FEDFCI_OPTIONS
-
-
 def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> FedPCStrategy:
     """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``) from its options (raw keywords work too)."""
-    return (FedPCStrategy if algorithm == "pc" else FedFCIStrategy)(options)
+    return FedPCStrategy(options, algorithm=algorithm)
+
+
+def fedfci_strategy(options: Mapping[str, Any]) -> FedPCStrategy:
+    """FedFCI: FedPC's strategy searching with FCI."""
+    return FedPCStrategy(options, algorithm="fci")
 
 
 def secure_support(options: Mapping[str, Any]) -> str | None:
@@ -765,11 +776,12 @@ register_method(
 )
 register_method(
     "fedfci",
-    FedFCIStrategy,
+    fedfci_strategy,
     "fedcausal_flwr.clients.fedpc:FedPCClient",
     disclosures=DISCLOSURES,
     bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
     description="FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
+    options=FEDFCI_OPTIONS,
 )

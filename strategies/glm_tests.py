@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -304,12 +304,14 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
+#: the search -> the fedCI method it makes and its options
+FEDCI_METHOD_OF = {"pc": ("fedci-pc", FEDCI_PC_OPTIONS), "fci": ("fedci-fci", FEDCI_FCI_OPTIONS)}
 
 
 class GLMTestsStrategy(MethodStrategy):
     """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
-    fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`, which set :attr:`algorithm`
-    and the options) and of the IOD methods. It reads every fedCI option from :attr:`options`.
+    fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci` registers both, by
+    :attr:`algorithm`) and of the IOD methods. It reads every fedCI option from :attr:`options`.
 
     With ``dp`` (fedCI-PC / fedCI-FCI): each round is a release of the pending models' blocks,
     clipped row by row at the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch
@@ -320,11 +322,28 @@ class GLMTestsStrategy(MethodStrategy):
     plus the noise of its two log-likelihoods
     (:func:`~fedcausal_flwr.stats.glm.noisy_chi2_sf`)."""
 
-    #: the search: ``pc`` or ``fci`` (each method's class sets it)
-    algorithm: ClassVar[str]
+    name = "fedci-pc"
+    #: the search: ``pc`` or ``fci`` (``algorithm="fci"`` makes fedCI-FCI; a subclass may set it)
+    algorithm = "pc"
+    OPTIONS = FEDCI_PC_OPTIONS
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        /,
+        *,
+        algorithm: str | None = None,
+        **keywords: Any,
+    ) -> None:
+        declared = None
+        if algorithm is not None:  # fedCI-PC or fedCI-FCI, by its search
+            if algorithm not in FEDCI_METHOD_OF:
+                raise ValueError(
+                    f"algorithm must be one of {', '.join(FEDCI_METHOD_OF)}, got {algorithm!r}"
+                )
+            self.algorithm = algorithm
+            self.name, declared = FEDCI_METHOD_OF[algorithm]
+        super().__init__(options, declared=declared, **keywords)
         #: the server's side of a private run (None: dp off): lattice releases, for which
         #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
         #: ``dp_batches`` depths

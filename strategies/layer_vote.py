@@ -118,7 +118,7 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
     def edge_votes(self) -> dict[str, list[list]]:
         """Each voted pair's confidence, by name: the share of clients that kept it at the layer
         that decided it: ``kept`` edges ``[x, y, share]`` at their last layer, ``removed`` pairs
-        ``[x, y, share, level]`` at the layer that removed them (the share fell below ratio)."""
+        ``[x, y, share, depth]`` at the layer that removed them (the share fell below ratio)."""
         if self.vote_share is None or self.vote_depth is None or self.adjacency is None:
             return {"kept": [], "removed": []}
         names, share, depth = self.variables, self.vote_share, self.vote_depth

@@ -268,7 +268,7 @@ def test_quiet_is_no_method_option():
 
 def test_forced_progress_names_each_rounds_action_and_stage():
     """ProgressLines told to show everything at once: one line per round of the log, naming
-    its action (and FedECD's level: which layer a bootstrap round re-tests)."""
+    its action (and FedECD's depth: which layer a bootstrap round re-tests)."""
     from io import StringIO
 
     from fedcausal_flwr.api import execute
@@ -282,7 +282,7 @@ def test_forced_progress_names_each_rounds_action_and_stage():
     for line, entry in zip(lines, result.log, strict=True):
         assert line.startswith(f"round {entry['round']}: {entry['action']}")
         if entry["action"] in ("prune", "bootstrap_weights"):
-            assert f"{entry['action']}, level {entry['level']} (" in line
+            assert f"{entry['action']}, depth {entry['depth']} (" in line
     assert {"hello", "prune", "orient"} <= {entry["action"] for entry in result.log}
 
 

@@ -79,8 +79,8 @@ def test_voting_fedpc_reports_each_pairs_vote_share(alarm):
     assert all(share >= 0.5 for *_, share in votes["kept"])
     assert all(share < 0.5 for _, _, share, _ in votes["removed"])
     layers = result.extra["layers"]
-    for x, y, share, level in votes["removed"][::25]:
-        layer = next(lay for lay in layers if lay["level"] == level)
+    for x, y, share, depth in votes["removed"][::25]:
+        layer = next(lay for lay in layers if lay["depth"] == depth)
         assert share == layer["votes"][f"{x}|{y}"] / len(layer["clients"])
     last = layers[-1]
     for x, y, share in votes["kept"]:

@@ -69,14 +69,17 @@ def test_a_private_batch_charges_one_table_per_variable_set():
 
     from fedcausal_flwr.strategies.fedpc import FedPCStrategy
 
-    charge = FedPCStrategy.charge
+    next_request = FedPCStrategy.next_request
 
-    def spy(self, tables, cells, variance, shares):
-        seen.setdefault("depths", []).append((len(self.runner.pending), tables))
-        return charge(self, tables, cells, variance, shares)
+    def spy(self):  # the tests pending and the tables each private request is charged for
+        request = next_request(self)
+        charge = None if request is None else request.payload.get("privacy")
+        if charge is not None:
+            seen.setdefault("depths", []).append((len(self.runner.pending), charge["tables"]))
+        return request
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FedPCStrategy, "charge", spy)
+        patch.setattr(FedPCStrategy, "next_request", spy)
         result = fedcausal_flwr.run(
             "fedpc", data=sites, dp="central", dp_epsilon=8, dp_noise_seed=2, dp_batches=2
         )

@@ -1,6 +1,6 @@
 """The batched conditional-independence oracle every constraint-based engine talks to.
 
-Engines never ask one test at a time: they hand a whole batch (all tests of one PC level) to
+Engines never ask one test at a time: they hand a whole batch (all tests of one PC depth) to
 :meth:`CIOracle.test_batch` and get p-values back. A local oracle computes them from its own data; a
 federated oracle turns the batch into one Flower round. Answers are cached under the normalised key
 ``(min(x, y), max(x, y), sorted(S))`` so a test asked twice (from x's and from y's side) costs once.

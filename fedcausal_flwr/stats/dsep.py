@@ -61,7 +61,7 @@ def d_connected_batch(adjacency: np.ndarray, xs: np.ndarray, cond: np.ndarray) -
     """Row ``i``: mask of nodes d-connected to ``xs[i]`` given the set ``cond[i]`` (bool Q x p).
 
     The same Bayes-ball as :func:`d_connected_nodes`, advanced for all Q queries at once with
-    boolean matrix products, so a whole PC level costs a few dozen numpy operations.
+    boolean matrix products, so a whole PC depth costs a few dozen numpy operations.
     """
     adj = np.asarray(adjacency, dtype=bool)
     cond = np.asarray(cond, dtype=bool)

@@ -284,7 +284,7 @@ def _incomplete(codes_t: np.ndarray, xs: np.ndarray, ys: np.ndarray, ss: np.ndar
 
 def _pair_runs(xs: np.ndarray, ys: np.ndarray, n_vars: int) -> np.ndarray | None:
     """Where each run of equal ``(x, y)`` starts, when runs are at least two queries long on
-    average (a PC level asks each pair given many sets, one after the other); else None."""
+    average (a PC depth asks each pair given many sets, one after the other); else None."""
     pair = xs * n_vars + ys
     starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
     return starts if 2 * starts.size <= pair.size else None
@@ -301,7 +301,7 @@ def count_tables(
     plus the query's offset inside the chunk.
     Chunks stay small (cache-friendly) and use int32 indices when they fit.
 
-    Queries over the same variables (``x _||_ y | z`` and ``x _||_ z | y``: a PC level asks many)
+    Queries over the same variables (``x _||_ y | z`` and ``x _||_ z | y``: a PC depth asks many)
     are one joint table read in different axis orders: when a group's queries share their
     variable sets, each set's joint table is counted once and every query's table is read from
     it (the same counts, over the rows complete on those variables).
