@@ -469,14 +469,23 @@ def parse_assignments(text: str, *, what: str) -> dict[str, str]:
         tokens = shlex.split(text or "")
     except ValueError as err:
         raise OptionError(f"{what}: cannot read {text!r}: {err}") from None
+    return _key_values(tokens, lambda problem: f"{what}: {problem} (in {text!r})", strip=False)
+
+
+def _key_values(
+    parts: Iterable[str], message: Callable[[str], str], *, strip: bool
+) -> dict[str, str]:
+    """``key=value`` parts as a dict (values stripped with ``strip``); a part without ``=`` or a
+    key given twice is an :class:`OptionError` worded by ``message``."""
     out: dict[str, str] = {}
-    for token in tokens:
-        key, sep, value = token.partition("=")
-        if not sep or not key.strip():
-            raise OptionError(f"{what}: {token!r} is not key=value (in {text!r})")
-        if key.strip() in out:
-            raise OptionError(f"{what}: {key.strip()!r} is given twice (in {text!r})")
-        out[key.strip()] = value
+    for part in parts:
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise OptionError(message(f"{part!r} is not key=value"))
+        if key in out:
+            raise OptionError(message(f"{key!r} is given twice"))
+        out[key] = value.strip() if strip else value
     return out
 
 
@@ -489,12 +498,6 @@ def parse_spec(spec: str, *, what: str = "spec") -> tuple[str, dict[str, str]]:
     if not isinstance(spec, str) or not spec.strip():
         raise OptionError(f"a {what} must be a non-empty string, got {spec!r}")
     name, *parts = spec.strip().split(":")
-    options: dict[str, str] = {}
-    for part in parts:
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise OptionError(f"{what} {spec!r}: {part!r} is not key=value")
-        if key.strip() in options:
-            raise OptionError(f"{what} {spec!r}: {key.strip()!r} is given twice")
-        options[key.strip()] = value.strip()
-    return name.strip(), options
+    return name.strip(), _key_values(
+        parts, lambda problem: f"{what} {spec!r}: {problem}", strip=True
+    )

@@ -61,19 +61,27 @@ class MethodStrategy(ProtocolStrategy):
 
     #: the method's declared options (:class:`~fedcausal_flwr.options.OptionSet`)
     OPTIONS: ClassVar[OptionSet] = OptionSet()
+    #: the other methods this class serves: variant -> (method name, its declared options)
+    #: (FedPC's strategy with ``variant="fci"`` is FedFCI's)
+    VARIANTS: ClassVar[Mapping[str, tuple[str, OptionSet]]] = {}
 
     def __init__(
         self,
         options: Mapping[str, Any] | None = None,
         /,
         *,
-        declared: OptionSet | None = None,
+        variant: str | None = None,
         **keywords: Any,
     ) -> None:
         super().__init__()
-        #: the options this strategy's method declares: the class's :attr:`OPTIONS`, or a
-        #: variant's (a class serving several methods, e.g. FedPC and FedFCI, passes them)
-        self.declared = self.OPTIONS if declared is None else declared
+        #: the options this strategy's method declares: the class's :attr:`OPTIONS`, or its
+        #: variant's
+        self.declared = self.OPTIONS
+        if variant is not None:
+            if variant not in self.VARIANTS:
+                known = ", ".join(self.VARIANTS) or "none"
+                raise ValueError(f"{type(self).__name__} has no variant {variant!r} ({known})")
+            self.name, self.declared = self.VARIANTS[variant]
         raw = options if options is not None and not keywords else {**(options or {}), **keywords}
         self.options = Options(self.declared.resolve(raw, owner=f"method {self.name!r}"))
 

@@ -209,22 +209,15 @@ class FedPCStrategy(MethodStrategy):
     the same tests (PAG output), under its own name and options."""
 
     name = "fedpc"
-    algorithm = "pc"
     OPTIONS = FEDPC_OPTIONS
+    VARIANTS = METHOD_OF
 
     def __init__(
-        self,
-        options: Mapping[str, Any] | None = None,
-        /,
-        *,
-        algorithm: str = "pc",
-        **keywords: Any,
+        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str = "pc", **keywords: Any
     ):
-        if algorithm not in METHOD_OF:
-            raise ValueError(f"algorithm must be one of {', '.join(METHOD_OF)}, got {algorithm!r}")
+        super().__init__(options, variant=algorithm, **keywords)
+        #: the search: ``pc`` (FedPC) or ``fci`` (FedFCI)
         self.algorithm = algorithm
-        self.name, declared = METHOD_OF[algorithm]
-        super().__init__(options, declared=declared, **keywords)
         batches = self.options.get("dp_batches")
         #: the server's side of a private run (None: dp off): tables are counts, each release
         #: with a privacy loss distribution
@@ -763,25 +756,22 @@ def secure_support(options: Mapping[str, Any]) -> str | None:
     return None
 
 
-register_method(
-    "fedpc",
-    FedPCStrategy,
-    "fedcausal_flwr.clients.fedpc:FedPCClient",
-    disclosures=DISCLOSURES,
-    bootstrap=True,
-    secure=secure_support,
-    paper="FedC2SL (Wang et al.)",
-    description="FedC2SL's FedPC: PC-stable with a federated chi2/G2 test (exact summed tables or "
-    "the sketch) or Fisher-z on summed moments",
-)
-register_method(
-    "fedfci",
-    fedfci_strategy,
-    "fedcausal_flwr.clients.fedpc:FedPCClient",
-    disclosures=DISCLOSURES,
-    bootstrap=True,
-    secure=secure_support,
-    paper="FedC2SL (Wang et al.)",
-    description="FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
-    options=FEDFCI_OPTIONS,
-)
+#: the search -> what its method's listing says
+DESCRIPTIONS = {
+    "pc": "FedC2SL's FedPC: PC-stable with a federated chi2/G2 test (exact summed tables or the "
+    "sketch) or Fisher-z on summed moments",
+    "fci": "FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
+}
+for _algorithm, _make in (("pc", FedPCStrategy), ("fci", fedfci_strategy)):
+    _name, _declared = METHOD_OF[_algorithm]
+    register_method(
+        _name,
+        _make,
+        "fedcausal_flwr.clients.fedpc:FedPCClient",
+        disclosures=DISCLOSURES,
+        bootstrap=True,
+        secure=secure_support,
+        paper="FedC2SL (Wang et al.)",
+        description=DESCRIPTIONS[_algorithm],
+        options=_declared,
+    )

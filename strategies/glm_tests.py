@@ -326,24 +326,14 @@ class GLMTestsStrategy(MethodStrategy):
     #: the search: ``pc`` or ``fci`` (``algorithm="fci"`` makes fedCI-FCI; a subclass may set it)
     algorithm = "pc"
     OPTIONS = FEDCI_PC_OPTIONS
+    VARIANTS = FEDCI_METHOD_OF
 
     def __init__(
-        self,
-        options: Mapping[str, Any] | None = None,
-        /,
-        *,
-        algorithm: str | None = None,
+        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str | None = None,
         **keywords: Any,
-    ) -> None:
-        declared = None
-        if algorithm is not None:  # fedCI-PC or fedCI-FCI, by its search
-            if algorithm not in FEDCI_METHOD_OF:
-                raise ValueError(
-                    f"algorithm must be one of {', '.join(FEDCI_METHOD_OF)}, got {algorithm!r}"
-                )
-            self.algorithm = algorithm
-            self.name, declared = FEDCI_METHOD_OF[algorithm]
-        super().__init__(options, declared=declared, **keywords)
+    ) -> None:  # fmt: skip
+        super().__init__(options, variant=algorithm, **keywords)
+        self.algorithm = self.algorithm if algorithm is None else algorithm
         #: the server's side of a private run (None: dp off): lattice releases, for which
         #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
         #: ``dp_batches`` depths

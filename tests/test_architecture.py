@@ -308,6 +308,35 @@ def test_only_the_adapter_module_reaches_past_flowers_public_api():
     assert any(t.startswith("flwr.") and t not in public for t, _, _ in imports_of(internals, "x"))
 
 
+#: the longest a function of the package (fedcausal_flwr/, strategies/, clients/) may be
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``name (lines)`` of every function in ``path`` longer than ``limit`` lines."""
+    return [
+        f"{node.name} ({node.end_lineno - node.lineno + 1})"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_no_function_of_the_package_is_over_80_lines(tmp_path):
+    """A long function is split where the split has a name; the check can fail."""
+    long = {
+        str(path.relative_to(REPO_ROOT)): found
+        for module, path in source_modules().items()
+        if not module.startswith("fedcausal_flwr.experiments")
+        if (found := long_functions(path))
+    }
+    assert not long, long
+    synthetic = tmp_path / "long.py"
+    synthetic.write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES)
+    assert long_functions(synthetic) == [f"f ({MAX_FUNCTION_LINES + 1})"]
+
+
 def test_no_source_file_is_over_800_lines():
     long = {
         str(path.relative_to(REPO_ROOT)): n

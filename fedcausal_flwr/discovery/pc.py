@@ -145,9 +145,8 @@ def pc_steps(
         applied["oriented"] = orient_by_knowledge(graph.marks, knowledge)
     answers: dict[Query, float] = {}
     if needs_pvalues(uc_rule, priority):
-        answers, asked = yield from _strength_phase(
-            graph, sepsets, collider_rule, uc_rule, priority, max_depth
-        )
+        asked_for = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
+        answers, asked = yield from _strength_phase(asked_for)
         extra += asked
     ancestry = CausalLearnAncestry.from_marks(graph.marks)
     colliders = _orient_colliders_step(
@@ -213,17 +212,9 @@ def _triple_check_phase(
     return len(queries)
 
 
-def _strength_phase(
-    graph: Graph,
-    sepsets: Mapping,
-    collider_rule: str,
-    uc_rule: int,
-    priority: int,
-    max_depth: int | None,
-) -> Steps[tuple[dict[Query, float], int]]:
+def _strength_phase(queries: list[Query]) -> Steps[tuple[dict[Query, float], int]]:
     """Generator: the p-value collider rules' batch (:func:`strength_queries`). Returns the
     answers by normalised query and the number of tests."""
-    queries = strength_queries(graph, sepsets, collider_rule, uc_rule, priority, max_depth)
     if not queries:
         return {}, 0
     pvalues = yield queries

@@ -192,17 +192,7 @@ class SiteGuard:
         def refuse(key: str, message: str) -> NoReturn:
             self.refuse(key, message, action=action, round_=round_, secure=secure, kind=kind)
 
-        try:  # hello carries the run's plan instead (read by the budget's check)
-            charge = None if action == HELLO else PrivacyCharge.of(payload or {})
-        except MalformedPayload as err:
-            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
-        try:
-            self.charge = None if charge is None else self.budget.count(charge, action)
-            if charge is not None:
-                self.budget.check_shares(charge, action, secagg_participants)
-        except BudgetRefusal as refusal:
-            refuse(refusal.key or UNDECLARED, refusal.message)
-
+        charge = self._charge(action, payload or {}, secagg_participants, refuse)
         if kind is None:
             declared = ", ".join(f"{a} ({k})" for a, k in self.disclosures.items()) or "none"
             refuse(
@@ -213,51 +203,9 @@ class SiteGuard:
         policy = self.policy
         if policy is None:
             return kind
-        if policy.allow_methods is not None and self.method not in policy.allow_methods:
-            refuse(
-                ALLOW_METHODS,
-                f"site {self.site} refuses method {self.method!r}: its policy {ALLOW_METHODS} "
-                f"allows {', '.join(sorted(policy.allow_methods)) or 'none'}",
-            )
-        if discloses_raw(self.disclosures) and not policy.allow_raw_rows:
-            refuse(
-                ALLOW_RAW_ROWS,
-                f"site {self.site} refuses method {self.method!r}: it sends the site's rows and "
-                f"its policy has {ALLOW_RAW_ROWS} = false",
-            )
-        if policy.require_secure and not self.secure_run:
-            refuse(
-                REQUIRE_SECURE,
-                f"site {self.site} refuses a plain run of {self.method!r}: its policy has "
-                f"{REQUIRE_SECURE} = true (run with secure=true)",
-            )
+        self._check_method(policy, refuse)
         binding = self._check_run_state(action, payload or {}, refuse)
-        problem = None
-        if kind == PER_CLIENT or kind == SUM and secagg_participants is None:
-            problem = (
-                f"it would send this site's own statistics ({kind})"
-                if kind == PER_CLIENT
-                else "its sum would reach the server outside SecAgg+ (this site's own statistics)"
-            )
-            if policy.require_secure or not policy.allow_plain_statistics:
-                key = REQUIRE_SECURE if policy.require_secure else ALLOW_PLAIN_STATISTICS
-                refuse(
-                    key,
-                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
-                    f"and its policy has {key} = {str(key == REQUIRE_SECURE).lower()}"
-                    + ("" if self.secure_run else " (run with secure=true)"),
-                )
-        if policy.require_secure:
-            if kind in (LOCAL, RAW):
-                problem = f"it would send this site's own {MEANING[kind]}"
-            elif kind == SUM and (secagg_participants or 0) < MIN_SECURE_PARTICIPANTS:
-                problem = f"its SecAgg+ round has {secagg_participants} participant"
-            if problem:
-                refuse(
-                    REQUIRE_SECURE,
-                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
-                    f"and its policy has {REQUIRE_SECURE} = true",
-                )
+        self._check_disclosure(policy, action, kind, secagg_participants, refuse)
         if (
             kind == SUM
             and policy.secure_participants is not None
@@ -281,6 +229,89 @@ class SiteGuard:
             except BudgetRefusal as refusal:
                 refuse(refusal.key or UNDECLARED, refusal.message)
         return kind
+
+    def _charge(
+        self,
+        action: str,
+        payload: Mapping[str, Any],
+        secagg_participants: int | None,
+        refuse: Callable[[str, str], NoReturn],
+    ) -> PrivacyCharge | None:
+        """The request's privacy charge (None: not private; ``hello`` carries the run's plan
+        instead, which the budget reads), counted the site's own way into :attr:`charge`; a
+        noise share leaves only inside SecAgg+."""
+        try:
+            charge = None if action == HELLO else PrivacyCharge.of(payload)
+        except MalformedPayload as err:
+            refuse(UNDECLARED, f"site {self.site} refuses action {action!r}: {err}")
+        try:
+            self.charge = None if charge is None else self.budget.count(charge, action)
+            if charge is not None:
+                self.budget.check_shares(charge, action, secagg_participants)
+        except BudgetRefusal as refusal:
+            refuse(refusal.key or UNDECLARED, refusal.message)
+        return charge
+
+    def _check_method(self, policy: SitePolicy, refuse: Callable[[str, str], NoReturn]) -> None:
+        """The policy's word on the method and the run as a whole: allowed methods, raw rows, a
+        secure run."""
+        if policy.allow_methods is not None and self.method not in policy.allow_methods:
+            refuse(
+                ALLOW_METHODS,
+                f"site {self.site} refuses method {self.method!r}: its policy {ALLOW_METHODS} "
+                f"allows {', '.join(sorted(policy.allow_methods)) or 'none'}",
+            )
+        if discloses_raw(self.disclosures) and not policy.allow_raw_rows:
+            refuse(
+                ALLOW_RAW_ROWS,
+                f"site {self.site} refuses method {self.method!r}: it sends the site's rows and "
+                f"its policy has {ALLOW_RAW_ROWS} = false",
+            )
+        if policy.require_secure and not self.secure_run:
+            refuse(
+                REQUIRE_SECURE,
+                f"site {self.site} refuses a plain run of {self.method!r}: its policy has "
+                f"{REQUIRE_SECURE} = true (run with secure=true)",
+            )
+
+    def _check_disclosure(
+        self,
+        policy: SitePolicy,
+        action: str,
+        kind: str,
+        secagg_participants: int | None,
+        refuse: Callable[[str, str], NoReturn],
+    ) -> None:
+        """What this reply discloses against the policy: the site's own statistics in the plain
+        (``allow-plain-statistics``), and under ``require-secure`` anything but a sum through
+        a SecAgg+ round of at least two sites."""
+        if kind == PER_CLIENT or kind == SUM and secagg_participants is None:
+            problem = (
+                f"it would send this site's own statistics ({kind})"
+                if kind == PER_CLIENT
+                else "its sum would reach the server outside SecAgg+ (this site's own statistics)"
+            )
+            if policy.require_secure or not policy.allow_plain_statistics:
+                key = REQUIRE_SECURE if policy.require_secure else ALLOW_PLAIN_STATISTICS
+                refuse(
+                    key,
+                    f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                    f"and its policy has {key} = {str(key == REQUIRE_SECURE).lower()}"
+                    + ("" if self.secure_run else " (run with secure=true)"),
+                )
+        if not policy.require_secure:
+            return
+        problem = None
+        if kind in (LOCAL, RAW):
+            problem = f"it would send this site's own {MEANING[kind]}"
+        elif kind == SUM and (secagg_participants or 0) < MIN_SECURE_PARTICIPANTS:
+            problem = f"its SecAgg+ round has {secagg_participants} participant"
+        if problem:
+            refuse(
+                REQUIRE_SECURE,
+                f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                f"and its policy has {REQUIRE_SECURE} = true",
+            )
 
     def check_cells(
         self, action: str, cells: int, width: int | None = None, round_: int | None = None

@@ -43,8 +43,6 @@ TUNED_HINT = (
 def add_federation_parser(sub: Any) -> None:
     """The ``federation`` command and its subcommands (``up``, ``down``, ``credentials``,
     ``keys``, ``roster``)."""
-    from fedcausal_flwr.federation.core.site_policy import POLICY_KEYS
-
     fed = sub.add_parser(
         "federation",
         help="start (up) or stop (down) a federation on this machine: SuperLink + one SuperNode "
@@ -52,6 +50,16 @@ def add_federation_parser(sub: Any) -> None:
         "a site's signing keys and the roster of a federation across machines",
     )
     actions = fed.add_subparsers(dest="federation_command", required=True)
+    _add_up_parser(actions)
+    down = actions.add_parser("down", help="end the processes of a federation started by `up`")
+    down.add_argument("--workdir", required=True, help="the folder `federation up` printed")
+    _add_credentials_parsers(actions)
+
+
+def _add_up_parser(actions: Any) -> None:
+    """``federation up``: the sites, their security, the tuned set-up and their policies."""
+    from fedcausal_flwr.federation.core.site_policy import POLICY_KEYS
+
     up = actions.add_parser("up", help="start a localhost federation, one site per CSV")
     up.add_argument(
         "--sites",
@@ -93,8 +101,11 @@ def add_federation_parser(sub: Any) -> None:
     up.add_argument(
         "--detach", action="store_true", help="return once it is up; stop it with `federation down`"
     )
-    down = actions.add_parser("down", help="end the processes of a federation started by `up`")
-    down.add_argument("--workdir", required=True, help="the folder `federation up` printed")
+
+
+def _add_credentials_parsers(actions: Any) -> None:
+    """What a federation across machines needs made: ``credentials`` (TLS and SuperNode keys),
+    a site's signing ``keys`` and the ``roster``."""
     creds = actions.add_parser(
         "credentials",
         help="a CA, the SuperLink's certificate and one key pair per site, for a federation "
