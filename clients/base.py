@@ -51,15 +51,10 @@ from fedcausal_flwr.data.inputs import InputError, frame_report
 from fedcausal_flwr.federation.core.messages import (
     BOOTSTRAP,
     HELLO,
-    KEY_ACTION,
     KEY_META,
     KEY_PARTITION,
-    KEY_PAYLOAD,
-    KEY_ROUND,
-    KEY_SECAGG,
-    KEY_SECURE,
-    KEY_SECURE_BOUND,
     ProtocolError,
+    RequestConfig,
     check_secure_vector,
     to_json,
 )
@@ -173,9 +168,9 @@ class ProtocolClient(NumPyClient):
 
     def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
         """Dispatch ``config["action"]``; ``num_examples`` is always 1 (exact SecAgg+ sums)."""
-        name = str(config.get(KEY_ACTION, ""))
-        payload = json.loads(str(config.get(KEY_PAYLOAD, "{}")))
-        round_ = int(config[KEY_ROUND]) if KEY_ROUND in config else None
+        request = RequestConfig.of(config)
+        name, round_ = request.action, request.round
+        payload = json.loads(request.payload)
         # what the site's own mod saw, never what the request claims
         participants = secagg_participants()
         summed_with = secagg_roster_names()  # the sites it verified (a signed round)
@@ -190,9 +185,8 @@ class ProtocolClient(NumPyClient):
             raise
         if name == HELLO and self.guard is not None:
             self.guard.bind_hello(payload, meta)
-        bound = int(config[KEY_SECURE_BOUND]) if bool(config.get(KEY_SECURE, False)) else None
-        through_secagg = bool(config.get(KEY_SECAGG, True))  # unknown: keep the types
-        arrays = self.packed(name, arrays, bound, compact=not through_secagg)
+        bound = request.secure_bound if request.secure else None
+        arrays = self.packed(name, arrays, bound, compact=not request.secagg)
         try:
             meta_json = to_json(meta)
         except (TypeError, ValueError) as err:

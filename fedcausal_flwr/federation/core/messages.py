@@ -37,6 +37,44 @@ KEY_SECAGG = "secagg"
 KEY_META = "meta"
 KEY_PARTITION = "partition_id"
 
+
+@dataclass(frozen=True)
+class RequestConfig:
+    """A request as it travels in Flower's config record, under the keys above: written by the
+    server's adapter, read by every client (the one statement of that format)."""
+
+    action: str
+    payload: str  # the JSON payload
+    round: int | None
+    secure: bool
+    #: the reply goes through SecAgg+ (a summable request in a secure run): it keeps its type
+    secagg: bool
+    #: the bound of a secure reply's values (read only for a secure request)
+    secure_bound: int
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {KEY_ACTION: self.action, KEY_PAYLOAD: self.payload}
+        if self.round is not None:
+            config[KEY_ROUND] = self.round
+        config.update({KEY_SECURE: self.secure, KEY_SECAGG: self.secagg,
+                       KEY_SECURE_BOUND: self.secure_bound})  # fmt: skip
+        return config
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> RequestConfig:
+        """A client's reading of the config: an absent key is no action, an empty payload, no
+        round, a plain request, a reply whose path is unknown (its types kept)."""
+        secure = bool(config.get(KEY_SECURE, False))
+        return cls(
+            str(config.get(KEY_ACTION, "")),
+            str(config.get(KEY_PAYLOAD, "{}")),
+            int(config[KEY_ROUND]) if KEY_ROUND in config else None,
+            secure,
+            bool(config.get(KEY_SECAGG, True)),
+            int(config[KEY_SECURE_BOUND]) if secure else 0,
+        )
+
+
 HELLO = "hello"
 #: built-in action of the federated bootstrap: several requests, each on one resample of the rows
 BOOTSTRAP = "bootstrap"

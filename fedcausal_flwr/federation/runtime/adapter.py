@@ -21,7 +21,6 @@ from flwr.common import (
     FitIns,
     FitRes,
     Parameters,
-    Scalar,
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
@@ -30,17 +29,12 @@ from flwr.server.strategy import Strategy
 
 from fedcausal_flwr.federation.core.membership import Answer
 from fedcausal_flwr.federation.core.messages import (
-    KEY_ACTION,
     KEY_META,
     KEY_PARTITION,
-    KEY_PAYLOAD,
-    KEY_ROUND,
-    KEY_SECAGG,
-    KEY_SECURE,
-    KEY_SECURE_BOUND,
     ClientFailure,
     Failure,
     FederationError,
+    RequestConfig,
     array_nbytes,
     encode_payload,
 )
@@ -82,14 +76,14 @@ class FlowerStrategy(Strategy):
         params = ndarrays_to_parameters(request.arrays)
         per_client_down = array_nbytes(params.tensors) + len(payload_json) + len(request.action)
         bound = protocol_run.start_round(server_round, {node: per_client_down for node in targets})
-        config: dict[str, Scalar] = {
-            KEY_ACTION: request.action,
-            KEY_PAYLOAD: payload_json,
-            KEY_ROUND: int(server_round),
-            KEY_SECURE: bool(request.secure),
-            KEY_SECAGG: bool(request.secure and protocol_run.secure_mode),
-            KEY_SECURE_BOUND: int(bound),
-        }
+        config = RequestConfig(
+            request.action,
+            payload_json,
+            int(server_round),
+            bool(request.secure),
+            bool(request.secure and protocol_run.secure_mode),
+            int(bound),
+        ).to_config()
         ins = FitIns(params, config)
         return [(proxies[node], ins) for node in targets]
 
