@@ -301,15 +301,15 @@ class SiteGuard:
                 )
         if not policy.require_secure:
             return
-        problem = None
+        unsecured = None
         if kind in (LOCAL, RAW):
-            problem = f"it would send this site's own {MEANING[kind]}"
+            unsecured = f"it would send this site's own {MEANING[kind]}"
         elif kind == SUM and (secagg_participants or 0) < MIN_SECURE_PARTICIPANTS:
-            problem = f"its SecAgg+ round has {secagg_participants} participant"
-        if problem:
+            unsecured = f"its SecAgg+ round has {secagg_participants} participant"
+        if unsecured:
             refuse(
                 REQUIRE_SECURE,
-                f"site {self.site} refuses action {action!r} of {self.method!r}: {problem} "
+                f"site {self.site} refuses action {action!r} of {self.method!r}: {unsecured} "
                 f"and its policy has {REQUIRE_SECURE} = true",
             )
 
