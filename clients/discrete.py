@@ -18,16 +18,15 @@ from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, c
 from fedcausal_flwr.discovery.fci import FCIResult, fci
 from fedcausal_flwr.discovery.layerwise import prune_depth
 from fedcausal_flwr.discovery.pc import PCResult, pc
-from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.protocols.discrete import ComputedTests, DiscreteScope, LevelSets
+from fedcausal_flwr.protocols.pooled import RAW_ROWS, EncodedRowsRequest
 from fedcausal_flwr.protocols.queries import decode_queries, encode_queries
 from fedcausal_flwr.protocols.voting import (
     LOCAL_GRAPH,
     PRUNE,
     PVALUES,
-    EncodedRowsRequest,
     LocalGraphRequest,
     PruneRequest,
     PValuesRequest,

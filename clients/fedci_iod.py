@@ -14,8 +14,7 @@ import numpy as np
 from fedcausal_flwr.clients.base import HandlerResult, action
 from fedcausal_flwr.clients.glm_tests import GLMTestsClient, cached_table
 from fedcausal_flwr.data.schema import Schema
-from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
-from fedcausal_flwr.protocols.fedci import RawRowsRequest
+from fedcausal_flwr.protocols.pooled import RAW_ROWS, RawRowsRequest
 
 
 class FedCIIODClient(GLMTestsClient):

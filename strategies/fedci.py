@@ -61,7 +61,7 @@ def fedci_fci_strategy(options: Mapping[str, Any]) -> GLMTestsStrategy:
     return GLMTestsStrategy(options, algorithm="fci")
 
 
-for _algorithm, _make in (("pc", GLMTestsStrategy), ("fci", fedci_fci_strategy)):
+for _algorithm, _make in (("pc", make_strategy), ("fci", fedci_fci_strategy)):
     _name, _declared = FEDCI_METHOD_OF[_algorithm]
     register_method(
         _name,

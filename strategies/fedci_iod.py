@@ -48,7 +48,6 @@ from fedcausal_flwr.discovery.iod import IODResult, check_datasets, iod_steps
 from fedcausal_flwr.discovery.iod_candidates import PROCEDURES
 from fedcausal_flwr.discovery.iod_evidence import SiteEvidence
 from fedcausal_flwr.discovery.iod_metrics import pag_list_metrics
-from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, ProtocolError
 from fedcausal_flwr.federation.core.protocol import Reply, Request
@@ -60,8 +59,8 @@ from fedcausal_flwr.protocols.fedci import (
     DISCLOSURES,
     FISHER_DISCLOSURES,
     POOLED_DISCLOSURES,
-    RawRowsRequest,
 )
+from fedcausal_flwr.protocols.pooled import RAW_ROWS, RawRowsRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import glm_tests

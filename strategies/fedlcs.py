@@ -71,7 +71,6 @@ from fedcausal_flwr.discovery.lcs import (
     parse_targets,
     structure_payload,
 )
-from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -91,7 +90,7 @@ from fedcausal_flwr.protocols.fedlcs import (
     LCSPruneRequest,
     LCSSepsetsRequest,
 )
-from fedcausal_flwr.protocols.voting import EncodedRowsRequest
+from fedcausal_flwr.protocols.pooled import RAW_ROWS, EncodedRowsRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.discrete import (

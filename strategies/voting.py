@@ -56,7 +56,6 @@ from fedcausal_flwr.discovery.driver import StepRunner, with_cache
 from fedcausal_flwr.discovery.fci import FCIResult, fci, fci_steps
 from fedcausal_flwr.discovery.pc import PCResult, pc, pc_steps
 from fedcausal_flwr.discovery.search_report import search_evidence
-from fedcausal_flwr.federation.core.disclosure import RAW_ROWS
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -66,12 +65,12 @@ from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import Option
 from fedcausal_flwr.protocols.discrete import ComputedTests
+from fedcausal_flwr.protocols.pooled import RAW_ROWS, EncodedRowsRequest
 from fedcausal_flwr.protocols.voting import (
     CIT_VOTE_DISCLOSURES,
     GRAPH_VOTE_DISCLOSURES,
     LOCAL_GRAPH,
     POOLED_DISCLOSURES,
-    EncodedRowsRequest,
     LocalGraphRequest,
 )
 from fedcausal_flwr.result import Result

@@ -23,6 +23,7 @@ CORE += (
     "fedcausal_flwr.data",
     "fedcausal_flwr.federation.core.messages",
     "fedcausal_flwr.federation.core.disclosure",  # a message's disclosure class beside its record
+    "fedcausal_flwr.payload",  # the records' machinery
     "fedcausal_flwr.protocols",
 )
 PACKAGES = (fedcausal_flwr.clients, fedcausal_flwr.protocols, fedcausal_flwr.strategies)

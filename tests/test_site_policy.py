@@ -18,7 +18,7 @@ from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.coordinator import CoordinatorError, CoordinatorFolders
-from fedcausal_flwr.federation.core.disclosure import CLASSES, RAW_ROWS
+from fedcausal_flwr.federation.core.disclosure import CLASSES
 from fedcausal_flwr.federation.core.messages import Request, SitePolicyError
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
 from fedcausal_flwr.federation.core.site_guard import (
@@ -33,6 +33,7 @@ from fedcausal_flwr.federation.core.site_policy import (
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.federation.runtime.workflow import make_server_app
 from fedcausal_flwr.protocols.fedpc import TABLES
+from fedcausal_flwr.protocols.pooled import RAW_ROWS
 from fedcausal_flwr.protocols.queries import encode_queries
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies.base import ProtocolStrategy

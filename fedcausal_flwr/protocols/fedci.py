@@ -7,8 +7,8 @@ Wire protocol (after the built-in ``hello``). ``schema`` is the run's
 ``[x, y, [S...]]`` of variable names. fedCI-PC / fedCI-FCI ask one ``glm`` round per IRLS iteration
 for all unfinished models of a batch of CI tests, or with ``ci="fisher"`` one ``local_lrt`` round
 per batch; the IOD methods ask them only of the sites observing a test's variables, and
-``iod-pooled`` asks one ``raw_rows`` round instead. Payload keys in wire order; every reply's meta
-is empty:
+``iod-pooled`` asks one ``raw_rows`` round instead (:mod:`fedcausal_flwr.protocols.pooled`).
+Payload keys in wire order; every reply's meta is empty:
 
 =============  =============  ===============================  ==========================  =======
 action         methods        payload (record: keys) + arrays  reply (per client)          summed
@@ -23,10 +23,6 @@ action         methods        payload (record: keys) + arrays  reply (per client
                (fisher),      ``schema, tests, ridge,          (NaN where it lacks a
                iod-fisher     missing, tol, max_iter``         variable), int64 rows each
                                                                test used (0 there)
-``raw_rows``   iod-pooled     ``RawRowsRequest``: ``schema``   float64 ``rows x own        no
-                                                               columns`` (schema order):
-                                                               level codes (discrete) or
-                                                               values (continuous)
 =============  =============  ===============================  ==========================  =======
 
 With ``encoding="float"`` the server sums the float64 ``glm`` replies in partition order. With
@@ -64,11 +60,12 @@ import numpy as np
 
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.payload import Payload, optional
+from fedcausal_flwr.protocols import pooled
 from fedcausal_flwr.stats.glm import GLMModel
 
 GLM = "glm"  # packed GLM blocks of every pending model at the broadcast coefficients
 LOCAL_LRT = "local_lrt"  # the client's own LRT p-values (Fisher baseline)
-ACTIONS = (GLM, LOCAL_LRT, disclosure.RAW_ROWS)  # raw_rows: own columns (iod-pooled)
+ACTIONS = (GLM, LOCAL_LRT)
 
 #: what each action of fedCI's tests discloses: GLM blocks are sums (through SecAgg+ in a secure
 #: run); the Fisher baseline (ci=fisher) collects each client's own p-values
@@ -76,7 +73,7 @@ DISCLOSURES = {GLM: disclosure.SUM, LOCAL_LRT: disclosure.LOCAL}
 #: iod-fisher: each site's own LRT p-values only
 FISHER_DISCLOSURES = {LOCAL_LRT: disclosure.LOCAL}
 #: iod-pooled: the sites' rows
-POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
+POOLED_DISCLOSURES = pooled.DISCLOSURES
 
 FIXED_FRACTION_BITS = 30  # default f: values travel as round(v * 2**f)
 FIXED_LIMBS = 3  # default L: balanced base-2**b digits per value
@@ -106,13 +103,6 @@ class LocalLRTRequest(Payload):
     missing: str
     tol: float
     max_iter: int
-
-
-@dataclass(frozen=True)
-class RawRowsRequest(Payload):
-    """``raw_rows`` (iod-pooled): the client's rows over its own columns of the ``schema``."""
-
-    schema: dict
 
 
 def model_row(model: GLMModel) -> list:

@@ -1,5 +1,5 @@
 """FedLCS's actions, their payloads and what FedLCS and its baselines disclose (its pooled
-reference uses :data:`fedcausal_flwr.federation.core.disclosure.RAW_ROWS` and its record).
+reference uses :data:`fedcausal_flwr.protocols.pooled.RAW_ROWS` and its record).
 
 The search that both sides run lives in :mod:`fedcausal_flwr.discovery.lcs` (``LCSOptions``
 travel as :func:`~fedcausal_flwr.discovery.lcs.options_dict`).
@@ -9,7 +9,7 @@ indices into ``variables``). ``fedlcs`` asks one ``lcs_prune`` round per PCsimpl
 pending variables together) and one ``lcs_sepsets`` round per level of the separating-set search
 (all pending pairs together), as the search yields them; ``fedlcs-local`` one ``lcs_local`` round;
 ``lcs-pooled`` one ``raw_rows`` round (``EncodedRowsRequest`` of
-:mod:`fedcausal_flwr.protocols.voting`, ``variables, levels``: its ``missing`` left out; reply:
+:mod:`fedcausal_flwr.protocols.pooled`, ``variables, levels``: its ``missing`` left out; reply:
 the client's rows as int64 codes). Payload keys in wire order; every reply reaches the server per
 client:
 
@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedcausal_flwr.federation.core import disclosure
+from fedcausal_flwr.protocols import pooled
 from fedcausal_flwr.protocols.discrete import DiscreteScope
 
 LCS_PRUNE = "lcs_prune"  # one PCsimple layer of several candidate sets: keep flags
@@ -58,7 +59,7 @@ ACTIONS = (LCS_PRUNE, LCS_SEPSETS, LCS_LOCAL)
 DISCLOSURES = {LCS_PRUNE: disclosure.LOCAL, LCS_SEPSETS: disclosure.LOCAL}
 #: fedlcs-local: each client's own local structure; lcs-pooled: the clients' rows (NOT private)
 LOCAL_DISCLOSURES = {LCS_LOCAL: disclosure.LOCAL}
-POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
+POOLED_DISCLOSURES = pooled.DISCLOSURES
 
 
 @dataclass(frozen=True)

@@ -22,23 +22,19 @@ action           methods        payload (record: keys) + arrays  reply (arrays; 
                                 reliability, depth`` + uint8     ``[x, y, S...]`` (its
                                 ``p x p`` global skeleton        separating sets); meta
                                                                  ``tests``
-``raw_rows``     pooled,        ``EncodedRowsRequest``:          int64 ``n_k x p`` codes    no
-                 lcs-pooled     ``variables, levels, missing``   of its rows over the
-                                                                 level sets
 ===============  =============  ===============================  =========================  ======
 
-``PruneRequest.depth`` is the conditioning-set size. ``knowledge`` (the
-background knowledge's text) is left out while None; ``raw_rows``'s ``missing`` too, which the
-client then reads as ``error`` (``lcs-pooled`` leaves it out, ``pooled`` sends its option). A
-``pvalues`` p-value is NaN where the client's test is unreliable (fewer than ``reliability`` rows
-per table cell), which every vote reads as dependent.
+``PruneRequest.depth`` is the conditioning-set size. ``knowledge`` (the background knowledge's
+text) is left out while None. A ``pvalues`` p-value is NaN where the client's test is unreliable
+(fewer than ``reliability`` rows per table cell), which every vote reads as dependent.
 
 What travels when: ``pc-vote``, ``fci-vote`` and ``local``: one ``local_graph`` round;
 ``pc-cit-vote`` and ``fci-cit-vote``: one ``pvalues`` round per batch of CI tests of the server's
 PC (FCI) search; ``fedpc-vote``: one ``prune`` round per layer (the current global skeleton as the
 first array), then with ``orientation="maxp"`` one ``pvalues`` round with the candidate
 separating sets of every unshielded pair; FedECD's skeleton: one ``prune`` round per layer (its
-separating sets unused); ``pooled`` and ``lcs-pooled``: one ``raw_rows`` round.
+separating sets unused); ``pooled`` and ``lcs-pooled``: one ``raw_rows`` round
+(:mod:`fedcausal_flwr.protocols.pooled`).
 """
 
 from __future__ import annotations
@@ -47,18 +43,19 @@ from dataclasses import dataclass, field
 
 from fedcausal_flwr.federation.core import disclosure
 from fedcausal_flwr.payload import optional
+from fedcausal_flwr.protocols import pooled
 from fedcausal_flwr.protocols.discrete import DiscreteScope, LevelSets
 
 LOCAL_GRAPH = "local_graph"  # the client's own PC/FCI graph (endpoint marks)
 PVALUES = "pvalues"  # the client's p-value of every query of a batch
 PRUNE = "prune"  # one PC-stable depth on the broadcast skeleton: kept edges + separating sets
-ACTIONS = (LOCAL_GRAPH, PVALUES, PRUNE, disclosure.RAW_ROWS)  # raw_rows: the encoded rows (pooled)
+ACTIONS = (LOCAL_GRAPH, PVALUES, PRUNE)
 
 #: what each baseline's clients disclose: their own graphs (pc/fci-vote, local), their own p-values
 #: (pc/fci-cit-vote), or their rows (pooled: the centralised reference, NOT private)
 GRAPH_VOTE_DISCLOSURES = {LOCAL_GRAPH: disclosure.LOCAL}
 CIT_VOTE_DISCLOSURES = {PVALUES: disclosure.LOCAL}
-POOLED_DISCLOSURES = {disclosure.RAW_ROWS: disclosure.RAW}
+POOLED_DISCLOSURES = pooled.DISCLOSURES
 #: fedpc-vote: each client's kept edges and separating sets of a layer, and its own p-values
 FEDPC_VOTE_DISCLOSURES = {PRUNE: disclosure.LOCAL, PVALUES: disclosure.LOCAL}
 
@@ -88,11 +85,3 @@ class PruneRequest(DiscreteScope):
     skeleton (the first array)."""
 
     depth: int = field(kw_only=True)  # PC depth: the conditioning-set size
-
-
-@dataclass(frozen=True)
-class EncodedRowsRequest(LevelSets):
-    """``raw_rows``: the client's rows encoded over the level sets (``missing``: the mode of the
-    pooled reference; absent: ``error``, as ``lcs-pooled`` asks)."""
-
-    missing: str | None = optional()

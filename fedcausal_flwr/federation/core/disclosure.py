@@ -24,9 +24,6 @@ from collections.abc import Iterable, Mapping
 from fedcausal_flwr.federation.core.messages import BOOTSTRAP, HELLO
 
 RAW = "raw"
-#: the action of every pooled reference (``pooled``, ``lcs-pooled``, ``iod-pooled``): the site's
-#: rows themselves, the one action of class ``raw``
-RAW_ROWS = "raw_rows"
 PER_CLIENT = "per_client"
 LOCAL = "local_result"
 SUM = "summed"
