@@ -19,15 +19,12 @@ import numpy as np
 
 from fedcausal_flwr.clients.base import FrameCache, HandlerResult, action
 from fedcausal_flwr.clients.discrete import DiscreteClient
-from fedcausal_flwr.discovery.lcs import (
-    LCSOptions,
-    PruneJob,
-    SepsetJob,
-    answer_prune,
-    answer_sepsets,
-    full_graph,
-    local_structure,
-)
+from fedcausal_flwr.discovery.lcs import local_structure
+from fedcausal_flwr.discovery.lcs_payload import full_graph
+from fedcausal_flwr.discovery.lcs_sepsets import answer_sepsets
+from fedcausal_flwr.discovery.lcs_skeleton import answer_prune
+from fedcausal_flwr.discovery.lcs_state import LCSOptions, PruneJob
+from fedcausal_flwr.discovery.sepset_choice import SepsetJob
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.protocols.discrete import ComputedTests
 from fedcausal_flwr.protocols.fedlcs import (

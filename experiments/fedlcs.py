@@ -55,7 +55,7 @@ import numpy as np
 
 from fedcausal_flwr.data.networks import load_network
 from fedcausal_flwr.data.partition import split_iid
-from fedcausal_flwr.discovery.lcs import full_graph
+from fedcausal_flwr.discovery.lcs_payload import full_graph
 from fedcausal_flwr.federation.runtime.runners import run_method
 from fedcausal_flwr.graphs.graph import NONE, Graph
 from fedcausal_flwr.metrics import local_metrics

@@ -54,23 +54,23 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import StepRunner
-from fedcausal_flwr.discovery.lcs import (
+from fedcausal_flwr.discovery.lcs import lcs_search, local_structure
+from fedcausal_flwr.discovery.lcs_payload import (
+    full_graph,
+    options_dict,
+    parse_targets,
+    structure_payload,
+)
+from fedcausal_flwr.discovery.lcs_state import (
     EDGE_RULES,
-    SEP_RULES,
     SEP_STOPS,
     Knowledge,
     LCSOptions,
     LocalStructure,
     PruneJob,
     PruneRequest,
-    decide_sepsets,
-    full_graph,
-    lcs_search,
-    local_structure,
-    options_dict,
-    parse_targets,
-    structure_payload,
 )
+from fedcausal_flwr.discovery.sepset_choice import SEP_RULES, decide_sepsets
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
@@ -373,10 +373,10 @@ class LCSLocalStrategy(LCSSearchStrategy):
 
     One round (action ``lcs_local`` of :mod:`fedcausal_flwr.protocols.fedlcs`): every client
     returns an int8 ``n_targets x p x p`` stack, each slice the target's local graph embedded into
-    all variables (:func:`~fedcausal_flwr.discovery.lcs.full_graph`). Nothing is combined: the main
-    result is the lowest partition id's, ``extra["client_graphs"]`` holds all, and
-    :func:`lcs_local_summary` scores them (``-avg`` and the oracle ``-best``, like ``local``'s
-    :func:`local_summary`). The server learns every client's local structures.
+    all variables (:func:`~fedcausal_flwr.discovery.lcs_payload.full_graph`). Nothing is
+    combined: the main result is the lowest partition id's, ``extra["client_graphs"]`` holds all,
+    and :func:`lcs_local_summary` scores them (``-avg`` and the oracle ``-best``, like
+    ``local``'s :func:`local_summary`). The server learns every client's local structures.
     """
 
     name = "fedlcs-local"

@@ -56,9 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pair_record import sorted_entries
 from fedcausal_flwr.discovery.pc import undirected_graph, unshielded_pairs
+from fedcausal_flwr.discovery.sepset_choice import max_pvalue_choice
 from fedcausal_flwr.discovery.skeleton import pair_key
 from fedcausal_flwr.evidence import Evidence
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request

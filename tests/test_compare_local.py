@@ -13,7 +13,7 @@ import pytest
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.compare import compare
 from fedcausal_flwr.data.specs import network_for
-from fedcausal_flwr.discovery.lcs import full_graph
+from fedcausal_flwr.discovery.lcs_payload import full_graph
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
 from fedcausal_flwr.metrics import graph_metrics, local_metrics, shd, target_neighbourhood

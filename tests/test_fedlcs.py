@@ -6,7 +6,9 @@ import pytest
 
 from fedcausal_flwr.clients.fedlcs import FedLCSClient
 from fedcausal_flwr.data.networks import load_network
-from fedcausal_flwr.discovery.lcs import LCSOptions, full_graph, local_structure
+from fedcausal_flwr.discovery.lcs import local_structure
+from fedcausal_flwr.discovery.lcs_payload import full_graph
+from fedcausal_flwr.discovery.lcs_state import LCSOptions
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, NONE, TAIL
 from fedcausal_flwr.graphs.truth import dag_to_cpdag
@@ -193,7 +195,7 @@ def test_bad_options_are_clear_errors():
 def test_batched_prune_equals_sequential_pcsimple_layer():
     """answer_prune fetches tests in growing chunks; its decisions equal a one-test-at-a-time
     replay, and it computes fewer tests than the whole layer superset."""
-    from fedcausal_flwr.discovery.lcs import answer_prune
+    from fedcausal_flwr.discovery.lcs_skeleton import answer_prune
     from fedcausal_flwr.discovery.pcsimple import apply_layer, layer_queries
     from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -332,13 +334,14 @@ def test_separating_set_stop_rules():
     """Pair (0, 1), pool (2, 3): level 0 finds a set with p = 0.5, level 1 one with p = 0.9, level 2
     none. after_found and first_empty keep the level-1 set (max over levels); first_found stops
     at level 0 with the level-0 set."""
-    from fedcausal_flwr.discovery.lcs import Knowledge, SepsetRequest, _sepset_search
+    from fedcausal_flwr.discovery.lcs_sepsets import sepset_search
+    from fedcausal_flwr.discovery.lcs_state import Knowledge, SepsetRequest
 
     answers = {0: ((), 0.5, 0), 1: ((2,), 0.9, 1), 2: None}
 
     def drive(stop):
         kb = Knowledge()
-        steps = _sepset_search([((0, 1), (2, 3))], kb, LCSOptions(sep_stop=stop))
+        steps = sepset_search([((0, 1), (2, 3))], kb, LCSOptions(sep_stop=stop))
         levels = []
         try:
             request = next(steps)

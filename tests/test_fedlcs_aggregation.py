@@ -8,14 +8,10 @@ import pytest
 
 from fedcausal_flwr.clients.fedlcs import FedLCSClient
 from fedcausal_flwr.data.networks import load_network
-from fedcausal_flwr.discovery.lcs import (
-    Knowledge,
-    LCSOptions,
-    SepsetRequest,
-    _orient,
-    _sepset_search,
-    local_structure,
-)
+from fedcausal_flwr.discovery.lcs import local_structure
+from fedcausal_flwr.discovery.lcs_orient import orient_local
+from fedcausal_flwr.discovery.lcs_sepsets import sepset_search
+from fedcausal_flwr.discovery.lcs_state import Knowledge, LCSOptions, SepsetRequest
 from fedcausal_flwr.discovery.sepset_choice import (
     choose_sepsets,
     fisher_choice,
@@ -117,7 +113,7 @@ def test_collider_rule_reads_the_chosen_or_every_independent_set(rule, collider)
     kb.sepsets[(0, 1)] = {
         "set": (3,), "p": 0.9, "client": 0, "level": 1, "independent": [(3,), (2,), (2, 3)],
     }  # fmt: skip
-    nodes, marks = _orient(kb, {0, 1, 2, 3}, {(0, 1)})
+    nodes, marks = orient_local(kb, {0, 1, 2, 3}, {(0, 1)})
     into_2 = marks[0, 2] == ARROW and marks[1, 2] == ARROW and marks[2, 0] == TAIL
     assert into_2 == collider
     assert marks[0, 3] == marks[3, 0] == TAIL  # 3 is in the chosen set: never a collider
@@ -129,7 +125,7 @@ def test_votes_rank_before_p_across_levels():
 
     def drive(answers):
         kb = Knowledge()
-        steps = _sepset_search([((0, 1), (2, 3))], kb, LCSOptions())
+        steps = sepset_search([((0, 1), (2, 3))], kb, LCSOptions())
         try:
             request = next(steps)
             while True:
@@ -250,12 +246,12 @@ def test_fisher_clients_reveal_every_pvalue():
 def test_edge_rule_and_or():
     """PC_0 = {1} but PC_1 = {}: the AND rule drops 0 - 1, OR keeps it; with PC_1 not learned
     (1 not known) both keep it provisionally."""
-    from fedcausal_flwr.discovery.lcs import _adjacent
+    from fedcausal_flwr.discovery.lcs_state import adjacent
 
     for rule, expected in (("and", False), ("or", True)):
         kb = Knowledge(pc={0: (1,), 1: ()}, edge_rule=rule)
-        assert _adjacent(kb, {0, 1}, 0, 1) is expected
-        assert _adjacent(kb, {0}, 0, 1) is True
+        assert adjacent(kb, {0, 1}, 0, 1) is expected
+        assert adjacent(kb, {0}, 0, 1) is True
     assert make_strategy({"target": "T", "edge_rule": "or"}).options.edge_rule == "or"
     with pytest.raises(ValueError, match="edge_rule"):
         make_strategy({"target": "T", "edge_rule": "xor"})

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from fedcausal_flwr.data.networks import load_network
-from fedcausal_flwr.discovery.lcs import answer_prune
+from fedcausal_flwr.discovery.lcs_skeleton import answer_prune
 from fedcausal_flwr.stats.batch_oracle import CIOracle, Query, normalise_query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 
@@ -61,8 +61,8 @@ def _reference_answer_prune(
     growth: float = 2.0,
     passes: list | None = None,
 ) -> list[tuple[int, ...]]:
-    """Frozen copy of the replaying ``lcs.answer_prune`` (``passes``, test-only: collects each
-    pass's kept lists)."""
+    """Frozen copy of the replaying ``lcs_skeleton.answer_prune`` (``passes``, test-only:
+    collects each pass's kept lists)."""
     scans: dict[tuple[int, int], list] = {}
     for j, (v, cpc, lv) in enumerate(jobs):
         for x in cpc:
@@ -306,13 +306,14 @@ def test_prune_equals_reference_when_a_removed_candidate_returns(seed, independe
 def test_whole_search_equals_reference(monkeypatch):
     """local_structure with the reference prune: same structures and the same test counts."""
     from fedcausal_flwr.discovery import lcs
+    from fedcausal_flwr.discovery.lcs_state import LCSOptions
 
     targets = [12, 23, 24, 30]
     runs = []
-    for prune in (lcs.answer_prune, _reference_answer_prune):
-        monkeypatch.setattr(lcs, "answer_prune", prune)
+    for prune in (answer_prune, _reference_answer_prune):
+        monkeypatch.setattr(lcs, "answer_prune", prune)  # the name local_structure calls
         oracle = discrete_oracle("alarm", 2000, seed=3)
-        structures, knowledge = lcs.local_structure(oracle, targets, lcs.LCSOptions())
+        structures, knowledge = lcs.local_structure(oracle, targets, LCSOptions())
         runs.append((oracle.n_asked, oracle.n_computed, oracle.n_batches, knowledge.pc))
         runs[-1] += tuple((s.parents, s.children, s.undirected) for s in structures.values())
     assert runs[0] == runs[1]

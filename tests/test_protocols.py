@@ -89,8 +89,9 @@ def test_protocols_import_only_the_core():
 
 def test_protocols_and_the_lcs_engine_load_without_flower():
     """Transitively too: importing them (in a fresh interpreter) loads no Flower module."""
+    engine = ["fedcausal_flwr.discovery.lcs", "fedcausal_flwr.discovery.lcs_payload"]
     modules = [f"fedcausal_flwr.protocols.{m.name}" for m in pkgutil.iter_modules(
-        fedcausal_flwr.protocols.__path__)] + ["fedcausal_flwr.discovery.lcs"]  # fmt: skip
+        fedcausal_flwr.protocols.__path__)] + engine  # fmt: skip
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

@@ -16,8 +16,8 @@ from fedcausal_flwr.clients.voting import VotingClient
 from fedcausal_flwr.data import load_network
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.layerwise import prune_depth
-from fedcausal_flwr.discovery.lcs import max_pvalue_choice
 from fedcausal_flwr.discovery.pc import pc
+from fedcausal_flwr.discovery.sepset_choice import max_pvalue_choice
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL

@@ -2,7 +2,7 @@
 reference uses :data:`fedcausal_flwr.protocols.pooled.RAW_ROWS` and its record).
 
 The search that both sides run lives in :mod:`fedcausal_flwr.discovery.lcs` (``LCSOptions``
-travel as :func:`~fedcausal_flwr.discovery.lcs.options_dict`).
+travel as :func:`~fedcausal_flwr.discovery.lcs_payload.options_dict`).
 
 Wire protocol (after the built-in ``hello``; ``levels`` are the global level sets; variables are
 indices into ``variables``). ``fedlcs`` asks one ``lcs_prune`` round per PCsimple layer (all
