@@ -17,7 +17,9 @@ from flwr.app import Array, ArrayRecord, ConfigRecord
 
 from fedcausal_flwr.clients.base import HandlerResult, ProtocolClient, action, cached_codes
 from fedcausal_flwr.discovery.driver import drive
-from fedcausal_flwr.discovery.tpss import LocalFCI, c_update_steps, local_fci, transform_pvalues
+from fedcausal_flwr.discovery.tpss import transform_pvalues
+from fedcausal_flwr.discovery.tpss_local import LocalFCI, local_fci
+from fedcausal_flwr.discovery.tpss_update import c_update_steps
 from fedcausal_flwr.federation.core.messages import ProtocolError
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.protocols.queries import encode_queries

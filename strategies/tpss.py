@@ -80,20 +80,24 @@ from fedcausal_flwr.discovery.tpss import (
     OUT_OF_BAND,
     STABLE_READINGS,
     TAIL_RULES,
-    PairDecision,
     TPSSOptions,
-    adjacency_share,
     band_edges,
+)
+from fedcausal_flwr.discovery.tpss_select import (
+    PairDecision,
+    adjacency_share,
     majority_adjacency,
-    observed_mask,
-    overlap_matrix,
     restrict_to_definite,
-    status_matrix,
-    stitch_order,
     tpss_adjacency,
     transfer_arrowheads,
-    union_graph,
     weighted_adjacency,
+)
+from fedcausal_flwr.discovery.tpss_union import (
+    observed_mask,
+    overlap_matrix,
+    status_matrix,
+    stitch_order,
+    union_graph,
 )
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request

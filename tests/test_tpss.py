@@ -10,7 +10,7 @@ from fedcausal_flwr.clients.tpss import FedCDnvClient
 from fedcausal_flwr.data.partition import drop_latents, split_sizes, split_variable_subsets
 from fedcausal_flwr.data.synthetic import choose_latents, random_dag, random_discrete_network
 from fedcausal_flwr.discovery.fci import fci
-from fedcausal_flwr.discovery.tpss import observed_mask, overlap_matrix, status_matrix
+from fedcausal_flwr.discovery.tpss_union import observed_mask, overlap_matrix, status_matrix
 from fedcausal_flwr.federation.core.messages import ClientProtocolError
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph

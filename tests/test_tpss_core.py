@@ -10,25 +10,26 @@ import pytest
 
 from fedcausal_flwr.data.synthetic import choose_latents, random_dag
 from fedcausal_flwr.discovery.driver import drive
-from fedcausal_flwr.discovery.tpss import (
-    TPSSOptions,
-    c_update_steps,
-    embed,
+from fedcausal_flwr.discovery.tpss import TPSSOptions, transform_pvalues
+from fedcausal_flwr.discovery.tpss_local import local_fci
+from fedcausal_flwr.discovery.tpss_select import (
     level1_explains,
     level2_values,
-    local_fci,
     majority_adjacency,
-    observed_mask,
-    overlap_matrix,
     restrict_to_definite,
-    status_matrix,
-    stitch_order,
     tpss_adjacency,
     transfer_arrowheads,
-    transform_pvalues,
-    union_graph,
     weighted_adjacency,
 )
+from fedcausal_flwr.discovery.tpss_union import (
+    embed,
+    observed_mask,
+    overlap_matrix,
+    status_matrix,
+    stitch_order,
+    union_graph,
+)
+from fedcausal_flwr.discovery.tpss_update import c_update_steps
 from fedcausal_flwr.graphs.fci_rules import apply_fci_rules
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.graphs.truth import dag_to_mag, dag_to_pag
