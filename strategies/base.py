@@ -10,11 +10,12 @@ after hello); the runtime wraps it in Flower's adapter
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from fedcausal_flwr.federation.core.input_checks import InputNeeds, require_same_columns
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import OptionSet
 
 
@@ -86,6 +87,25 @@ class MethodStrategy(ProtocolStrategy):
         self.options = Options(self.declared.resolve(raw, owner=f"method {self.name!r}"))
 
 
+def register_variants(
+    makers: Mapping[str, Callable[[Mapping[str, Any]], MethodStrategy]],
+    variants: Mapping[str, tuple[str, OptionSet]],
+    descriptions: Mapping[str, str],
+    client: str,
+    **registration: Any,
+) -> None:
+    """Register each method a strategy class serves (``variants``: its :attr:`VARIANTS`),
+    built by ``makers[variant]``, with its own name, options and description and the rest of
+    the ``registration`` (:func:`~fedcausal_flwr.federation.core.registry.register_method`'s
+    keywords) alike."""
+    for variant, make in makers.items():
+        name, declared = variants[variant]
+        register_method(
+            name, make, client, description=descriptions[variant], options=declared,
+            **registration,
+        )  # fmt: skip
+
+
 def option_attributes(*names: str) -> tuple[Any, ...]:
     """Read-only attributes of a strategy, one per option of ``names``: in a class body,
     ``alpha, test = option_attributes("alpha", "test")`` reads ``strategy.alpha`` as
@@ -103,5 +123,6 @@ __all__ = [
     "Options",
     "ProtocolStrategy",
     "option_attributes",
+    "register_variants",
     "require_same_columns",
 ]

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedci import DISCLOSURES
+from fedcausal_flwr.strategies.base import register_variants
 from fedcausal_flwr.strategies.glm_tests import (
     FEDCI_METHOD_OF,
     FEDCI_PC_OPTIONS,
@@ -61,17 +61,16 @@ def fedci_fci_strategy(options: Mapping[str, Any]) -> GLMTestsStrategy:
     return GLMTestsStrategy(options, algorithm="fci")
 
 
-for _algorithm, _make in (("pc", make_strategy), ("fci", fedci_fci_strategy)):
-    _name, _declared = FEDCI_METHOD_OF[_algorithm]
-    register_method(
-        _name,
-        _make,
-        "fedcausal_flwr.clients.fedci:FedCIClient",
-        disclosures=DISCLOSURES,
-        bootstrap=True,
-        secure=secure_support,
-        paper="fedCI (Hahn et al.)",
-        description=f"fedCI: {'PC-stable' if _algorithm == 'pc' else 'FCI'} with a "
-        "federated GLM likelihood-ratio test on mixed data",
-        options=_declared,
-    )
+register_variants(
+    {"pc": make_strategy, "fci": fedci_fci_strategy},
+    FEDCI_METHOD_OF,
+    {
+        search: f"fedCI: {words} with a federated GLM likelihood-ratio test on mixed data"
+        for search, words in (("pc", "PC-stable"), ("fci", "FCI"))
+    },
+    "fedcausal_flwr.clients.fedci:FedCIClient",
+    disclosures=DISCLOSURES,
+    bootstrap=True,
+    secure=secure_support,
+    paper="fedCI (Hahn et al.)",
+)

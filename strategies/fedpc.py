@@ -67,7 +67,6 @@ from fedcausal_flwr.discovery.skeleton import FreshQueries
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.input_notes import note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedpc import (
     DISCLOSURES,
@@ -106,7 +105,7 @@ from fedcausal_flwr.stats.set_tables import SetTables
 from fedcausal_flwr.stats.sketch import expected_counts, sketch_chi2
 from fedcausal_flwr.stats.tables import query_rows
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, register_variants
 from fedcausal_flwr.strategies.search_stop import privacy_report, server_noise, stop_search
 
 CI_MODES = ("exact", "sketch")
@@ -762,16 +761,13 @@ DESCRIPTIONS = {
     "sketch) or Fisher-z on summed moments",
     "fci": "FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
 }
-for _algorithm, _make in (("pc", FedPCStrategy), ("fci", fedfci_strategy)):
-    _name, _declared = METHOD_OF[_algorithm]
-    register_method(
-        _name,
-        _make,
-        "fedcausal_flwr.clients.fedpc:FedPCClient",
-        disclosures=DISCLOSURES,
-        bootstrap=True,
-        secure=secure_support,
-        paper="FedC2SL (Wang et al.)",
-        description=DESCRIPTIONS[_algorithm],
-        options=_declared,
-    )
+register_variants(
+    {"pc": FedPCStrategy, "fci": fedfci_strategy},
+    METHOD_OF,
+    DESCRIPTIONS,
+    "fedcausal_flwr.clients.fedpc:FedPCClient",
+    disclosures=DISCLOSURES,
+    bootstrap=True,
+    secure=secure_support,
+    paper="FedC2SL (Wang et al.)",
+)
