@@ -24,10 +24,11 @@ Distributed Discrete Gaussian Mechanism for Federated Learning with Secure Aggre
 exp(-2 pi^2 s^2 k / (k + 1))`` (:func:`sum_tau`); for ``alpha >= 1`` that is ``rho``-zCDP with
 ``rho = T / (2 n s^2) + tau d`` (:func:`distributed_rho`), which the accountant counts. The
 ``tau d`` term is negligible once a share's variance is a few units (``s^2 = 4``:
-``tau < 10^-15`` per cell for 10 sites); shares below variance 1/4 are refused.
+``tau < 10^-15`` per cell for 10 sites); the server never plans a share below variance 1/4
+(:data:`MIN_SHARE_VARIANCE`), and a site counts whatever share it is sent by this bound (a
+tiny share's ``tau d`` makes it dear).
 
-Flower-free (numpy only). The sampler follows the paper's rejection from a discrete Laplace
-(Algorithm 3) in floating point (numpy's generator), not its exact rational arithmetic.
+Flower-free (standard library only). The noise itself is drawn by :mod:`.sampler`.
 """
 
 from __future__ import annotations
