@@ -101,7 +101,6 @@ from fedcausal_flwr.discovery.tpss_union import (
 )
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
-from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.metrics import edge_fdr, graph_metrics, non_edge_fdr
@@ -118,7 +117,7 @@ from fedcausal_flwr.protocols.tpss import (
 )
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy, Options
+from fedcausal_flwr.strategies.base import MethodStrategy, Options, register_variants
 
 Pair = tuple[int, int]
 SCORE_KEYS = (
@@ -275,18 +274,30 @@ class FedCDnvOptions(Options):
 
 
 class FedCDnvStrategy(MethodStrategy):
-    """FedCDnv (its baselines: :class:`FedCDnvVoteStrategy`, :class:`FciBaseStrategy`)."""
+    """FedCDnv, and its baselines by ``aggregation``: ``vote`` is ``fedcdnv-vote`` (TPSS
+    replaced by a plain majority of the observing clients, a tie no edge; its clients send no
+    p-values and no separating sets), ``weighted`` is ``fci-base`` (FCI on each client, a
+    sample-size-weighted vote and the arrowhead union; one round, no C-Update)."""
 
     name = "fedcdnv"
-    #: how round 2 (round 1 for ``weighted``) decides the adjacencies: TPSS, a majority, a vote
-    #: weighted by the clients' rows
-    aggregation = "tpss"
     OPTIONS = FEDCDNV_OPTIONS
+    #: aggregation -> the method it makes and its options
+    VARIANTS = {
+        "tpss": ("fedcdnv", FEDCDNV_OPTIONS),
+        "vote": ("fedcdnv-vote", UPDATE_OPTIONS),
+        "weighted": ("fci-base", BASE_OPTIONS),
+    }
     #: Non-identical variable sets by design; discrete columns; local FCI on each client's rows.
     needs = InputNeeds(same_columns=False, values="discrete", local_tests=True)
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, /, *, aggregation: str = "tpss",
+        **keywords: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(options, variant=aggregation, **keywords)
+        #: how round 2 (round 1 for ``weighted``) decides the adjacencies: TPSS, a majority, a
+        #: vote weighted by the clients' rows
+        self.aggregation = aggregation
         self.options = FedCDnvOptions(self.options)  # the same values, and their band
         #: the TPSS core's options (:func:`tpss_options`)
         self.tpss = tpss_options(self.options)
@@ -612,28 +623,8 @@ class FedCDnvStrategy(MethodStrategy):
         return split_by_graph(self.union, share, np.nan_to_num(share) > 0, self.fedg != NONE)
 
 
-class FedCDnvVoteStrategy(FedCDnvStrategy):
-    """``fedcdnv-vote``: FedCDnv with TPSS replaced by a plain majority of the observing clients
-    (a tie is no edge); its clients send no p-values and no separating sets."""
-
-    name = "fedcdnv-vote"
-    aggregation = "vote"
-    OPTIONS = UPDATE_OPTIONS
-
-
-class FciBaseStrategy(FedCDnvStrategy):
-    """``fci-base``: FCI on each client, a sample-size-weighted vote and the arrowhead union; one
-    round, no C-Update."""
-
-    name = "fci-base"
-    aggregation = "weighted"
-    OPTIONS = BASE_OPTIONS
-
-
-#: the methods of this module: name -> strategy class
-STRATEGIES: dict[str, type[FedCDnvStrategy]] = {
-    s.name: s for s in (FedCDnvStrategy, FedCDnvVoteStrategy, FciBaseStrategy)
-}
+#: method name -> its aggregation (FedCDnvStrategy's variant)
+AGGREGATION = {name: variant for variant, (name, _) in FedCDnvStrategy.VARIANTS.items()}
 
 
 # ============================================================================ scoring
@@ -665,33 +656,45 @@ def score_result(result: Result, truth: Graph) -> dict[str, float]:
 # ============================================================================ registration
 def make_strategy(options: Mapping[str, Any], method: str) -> FedCDnvStrategy:
     """Method ``method``'s strategy from its options (raw keywords work too)."""
-    if method not in STRATEGIES:
-        raise ValueError(f"unknown method {method!r}; expected one of {sorted(STRATEGIES)}")
-    return STRATEGIES[method](options)
+    if method not in AGGREGATION:
+        raise ValueError(f"unknown method {method!r}; expected one of {sorted(AGGREGATION)}")
+    return FedCDnvStrategy(options, aggregation=AGGREGATION[method])
+
+
+def fedcdnv_vote_strategy(options: Mapping[str, Any]) -> FedCDnvStrategy:
+    """``fedcdnv-vote``: FedCDnv with a plain majority instead of TPSS."""
+    return FedCDnvStrategy(options, aggregation="vote")
+
+
+def fci_base_strategy(options: Mapping[str, Any]) -> FedCDnvStrategy:
+    """``fci-base``: local FCI and a sample-size-weighted vote."""
+    return FedCDnvStrategy(options, aggregation="weighted")
 
 
 DESCRIPTIONS = {
-    "fedcdnv": "FedCDnv (Wang et al.): local FCI on non-identical variable sets, G0, C-Update, "
+    "tpss": "FedCDnv (Wang et al.): local FCI on non-identical variable sets, G0, C-Update, "
     "TPSS aggregation; FedG + FeddG over the union",
-    "fedcdnv-vote": "FedCDnv with TPSS replaced by a plain majority of the observing clients",
-    "fci-base": "local FCI per client, sample-size-weighted adjacency vote, arrowhead union",
+    "vote": "FedCDnv with TPSS replaced by a plain majority of the observing clients",
+    "weighted": "local FCI per client, sample-size-weighted adjacency vote, arrowhead union",
 }
-
-for _method, _strategy in STRATEGIES.items():
-    register_method(
-        _method,
-        _strategy,
+for _makers, _paper in (
+    ({"tpss": FedCDnvStrategy, "vote": fedcdnv_vote_strategy}, "FedCDnv (Wang et al., ICML 2025)"),
+    ({"weighted": fci_base_strategy}, "baseline (FedCDnv)"),
+):
+    register_variants(
+        _makers,
+        FedCDnvStrategy.VARIANTS,
+        DESCRIPTIONS,
         "fedcausal_flwr.clients.tpss:FedCDnvClient",
         disclosures=DISCLOSURES,
-        paper="FedCDnv (Wang et al., ICML 2025)" if _method != "fci-base" else "baseline (FedCDnv)",
-        description=DESCRIPTIONS[_method],
+        paper=_paper,
         min_sites=2,
     )
 
 __all__ = [
-    "FciBaseStrategy",
     "FedCDnvStrategy",
-    "FedCDnvVoteStrategy",
+    "fci_base_strategy",
+    "fedcdnv_vote_strategy",
     "make_strategy",
     "score_result",
     "tpss_options",
