@@ -76,6 +76,7 @@ from fedcausal_flwr.protocols.voting import (
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.base import register_variants
 from fedcausal_flwr.strategies.discrete import (
     DiscreteMethodStrategy,
     common_options,
@@ -187,14 +188,22 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
 
 
 class GraphVoteStrategy(LocalGraphsStrategy):
+    """PC-Voting: entry-wise vote over the clients' graphs (may be inconsistent); with
+    ``algorithm="fci"``, FCI-Voting: the same vote over the clients' PAGs."""
+
     #: a column constant over every site's rows: each site's PC finds it independent of all
     #: (a table of one level: no degree of freedom), so the vote keeps it isolated, as pooled does
     needs = InputNeeds(values="discrete", local_tests=True, isolates_constants=True)
-    """PC-Voting: entry-wise vote over the clients' graphs (may be inconsistent; FCI-Voting:
-    :class:`FCIVoteStrategy`)."""
-
     name = "pc-vote"
     OPTIONS = VOTING_OPTIONS
+    VARIANTS = {"pc": ("pc-vote", VOTING_OPTIONS), "fci": ("fci-vote", VOTING_OPTIONS)}
+
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str = "pc",
+        **keywords: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(options, variant=algorithm, **keywords)
+        self.algorithm = algorithm
 
     def combine(self) -> Graph:
         stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
@@ -217,13 +226,6 @@ class GraphVoteStrategy(LocalGraphsStrategy):
             "client_edges": {str(c): g.n_edges() for c, g in sorted(self.client_graphs.items())},
             "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
         }
-
-
-class FCIVoteStrategy(GraphVoteStrategy):
-    """FCI-Voting: PC-Voting's vote over the clients' FCI graphs (PAGs)."""
-
-    name = "fci-vote"
-    algorithm = "fci"
 
 
 class LocalStrategy(LocalGraphsStrategy):
@@ -285,19 +287,23 @@ def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 
 # ============================================================================ CI-test voting
 class CITVoteStrategy(DiscreteMethodStrategy):
+    """PC-CIT-Voting: server-side search, each CI test decided by client vote; with
+    ``algorithm="fci"``, FCI-CIT-Voting: FCI on the server, the same votes."""
+
     #: a column constant over every site's rows: every site's p-value with it is 1, so it stays
     #: an isolated node, as in pooled PC
     needs = InputNeeds(values="discrete", local_tests=True, isolates_constants=True)
-    """PC-CIT-Voting: server-side search, each CI test decided by client vote (FCI-CIT-Voting:
-    :class:`FCICITVoteStrategy`)."""
-
     name = "pc-cit-vote"
-    #: the server's search
-    algorithm = "pc"
     OPTIONS = VOTING_OPTIONS
+    VARIANTS = {"pc": ("pc-cit-vote", VOTING_OPTIONS), "fci": ("fci-cit-vote", VOTING_OPTIONS)}
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str = "pc",
+        **keywords: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(options, variant=algorithm, **keywords)
+        #: the server's search
+        self.algorithm = algorithm
         #: the background knowledge the server's search takes
         self.knowledge = shared.parse_knowledge(self.options.knowledge)
         self.cache: dict[Query, float] = {}
@@ -340,13 +346,6 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             "depths_searched": len(result.skeleton.depths),
             **search_evidence(result),  # the voted p-values'
         }
-
-
-class FCICITVoteStrategy(CITVoteStrategy):
-    """FCI-CIT-Voting: FCI on the server, each CI test decided by client vote."""
-
-    name = "fci-cit-vote"
-    algorithm = "fci"
 
 
 def _pvalue_vector(reply: Reply, n_queries: int) -> np.ndarray:
@@ -418,8 +417,14 @@ class PooledStrategy(DiscreteMethodStrategy):
 
 
 # ============================================================================ registration
-#: the votes, on the clients' graphs and on their CI tests: PC's, then FCI's
-VOTES = (GraphVoteStrategy, CITVoteStrategy, FCIVoteStrategy, FCICITVoteStrategy)
+def fci_vote_strategy(options: Mapping[str, Any]) -> GraphVoteStrategy:
+    """FCI-Voting: PC-Voting's strategy over the clients' FCI graphs."""
+    return GraphVoteStrategy(options, algorithm="fci")
+
+
+def fci_cit_vote_strategy(options: Mapping[str, Any]) -> CITVoteStrategy:
+    """FCI-CIT-Voting: PC-CIT-Voting's strategy with FCI on the server."""
+    return CITVoteStrategy(options, algorithm="fci")
 
 
 def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
@@ -428,25 +433,29 @@ def local_rows(result: Result, truth: Graph) -> dict[str, dict]:
     return {"local-avg": summary["local-avg"], "local-best-oracle": summary["local-best"]}
 
 
-def _vote_fields(strategy: type[GraphVoteStrategy] | type[CITVoteStrategy]) -> dict[str, Any]:
-    """The registry fields of PC/FCI-Voting and PC/FCI-CIT-Voting (FedC2SL's baselines)."""
-    alg = strategy.algorithm.upper()
-    if issubclass(strategy, GraphVoteStrategy):
-        disclosures = GRAPH_VOTE_DISCLOSURES
-        description = f"{alg}-Voting: local {alg} per client, entry-wise mark vote"
-    else:
-        disclosures = CIT_VOTE_DISCLOSURES
-        description = (
-            f"{alg}-CIT-Voting: server-side {alg}, each CI test by client majority (max p if "
-            "independent, else min p)"
+def _register_votes() -> None:
+    """PC/FCI-Voting and PC/FCI-CIT-Voting (FedC2SL's baselines), each class's two searches."""
+    for strategy, makers, disclosures, words in (
+        (GraphVoteStrategy, {"pc": GraphVoteStrategy, "fci": fci_vote_strategy},
+         GRAPH_VOTE_DISCLOSURES, "{alg}-Voting: local {alg} per client, entry-wise mark vote"),
+        (CITVoteStrategy, {"pc": CITVoteStrategy, "fci": fci_cit_vote_strategy},
+         CIT_VOTE_DISCLOSURES, "{alg}-CIT-Voting: server-side {alg}, each CI test by client "
+         "majority (max p if independent, else min p)"),
+    ):  # fmt: skip
+        register_variants(
+            makers,
+            strategy.VARIANTS,
+            {search: words.format(alg=search.upper()) for search in makers},
+            "fedcausal_flwr.clients.voting:VotingClient",
+            bootstrap=True,
+            disclosures=disclosures,
+            paper="baseline (FedC2SL)",
+            min_sites=2,
         )
-    paper = "baseline (FedC2SL)"
-    return {"disclosures": disclosures, "paper": paper, "description": description, "min_sites": 2}
 
 
 #: every method of this module: its strategy class and its own registry fields
 METHODS: tuple[tuple[type[DiscreteMethodStrategy], dict[str, Any]], ...] = (
-    *((s, _vote_fields(s)) for s in VOTES),
     (
         LocalStrategy,
         {
@@ -467,6 +476,7 @@ METHODS: tuple[tuple[type[DiscreteMethodStrategy], dict[str, Any]], ...] = (
         },
     ),
 )
+_register_votes()
 for _strategy, _own in METHODS:
     register_method(
         _strategy.name,
@@ -478,8 +488,6 @@ for _strategy, _own in METHODS:
 
 __all__ = [
     "CITVoteStrategy",
-    "FCICITVoteStrategy",
-    "FCIVoteStrategy",
     "GraphVoteStrategy",
     "LocalStrategy",
     "PooledStrategy",
