@@ -34,7 +34,7 @@ Wire protocol (actions, payload records, replies): :mod:`fedcausal_flwr.protocol
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -142,18 +142,27 @@ FEDCI_DEFAULTS = glm_tests.FEDCI_FCI_OPTIONS.defaults()
 
 
 class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
-    """fedci-iod: IOD on fedCI's federated GLM tests (its evidence, fedCI's ``ci``, fixed per
-    method: :class:`IODFisherStrategy`, :class:`IODPooledStrategy`)."""
+    """fedci-iod: IOD on fedCI's federated GLM tests; by its evidence (``ci``), iod-fisher
+    (``fisher``: each site's own likelihood-ratio p-values, combined by Fisher's method; the
+    fedCI paper's baseline) and iod-pooled (``pooled``: tests of the sites' rows pooled at the
+    server, the site a covariate; the upper bound, NOT private)."""
 
     name = "fedci-iod"
     algorithm = "fci"
     OPTIONS = FEDCI_IOD_OPTIONS
-    #: the tests' evidence (fedCI's ``ci`` option, fixed per method): ``fedci``, ``fisher``, or
-    #: ``pooled`` (the server runs them on the sites' rows)
-    ci = "fedci"
+    VARIANTS = {
+        "fedci": ("fedci-iod", FEDCI_IOD_OPTIONS),
+        "fisher": ("iod-fisher", IOD_FISHER_OPTIONS),
+        "pooled": ("iod-pooled", IOD_POOLED_OPTIONS),
+    }
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, /, *, ci: str = "fedci", **keywords: Any
+    ) -> None:
+        super().__init__(options, variant=ci, **keywords)
+        #: the tests' evidence (fedCI's ``ci`` option, fixed per method): ``fedci``, ``fisher``,
+        #: or ``pooled`` (the server runs them on the sites' rows)
+        self.ci = ci
         # fedCI's core reads every fedCI option: ci is the method's evidence, and those IOD does
         # not offer (missing values, the search engine's) keep fedCI's defaults
         self.options = Options({**FEDCI_DEFAULTS, **self.options, "ci": self.ci})
@@ -307,34 +316,20 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
         }
 
 
-class IODFisherStrategy(FedCIIODStrategy):
-    """iod-fisher: IOD on each site's own likelihood-ratio p-values, combined by Fisher's method
-    (``local_lrt``; the fedCI paper's baseline)."""
-
-    name = "iod-fisher"
-    ci = "fisher"
-    OPTIONS = IOD_FISHER_OPTIONS
-
-
-class IODPooledStrategy(FedCIIODStrategy):
-    """iod-pooled: IOD on tests of the sites' rows pooled at the server, the site a covariate
-    (``raw_rows``; the upper bound, NOT private)."""
-
-    name = "iod-pooled"
-    ci = "pooled"
-    OPTIONS = IOD_POOLED_OPTIONS
-
-
-#: evidence (``ci``) -> its method's strategy
-STRATEGIES: dict[str, type[FedCIIODStrategy]] = {
-    s.ci: s for s in (FedCIIODStrategy, IODFisherStrategy, IODPooledStrategy)
-}
-
-
 @documented_by(FEDCI_IOD_OPTIONS)
 def make_strategy(options: Mapping[str, Any], ci: str = "fedci") -> FedCIIODStrategy:
     """fedci-iod (``ci="fedci"``), iod-fisher or iod-pooled from its options."""
-    return STRATEGIES[ci](options)
+    return FedCIIODStrategy(options, ci=ci)
+
+
+def iod_fisher_strategy(options: Mapping[str, Any]) -> FedCIIODStrategy:
+    """iod-fisher: IOD on Fisher-combined local tests."""
+    return FedCIIODStrategy(options, ci="fisher")
+
+
+def iod_pooled_strategy(options: Mapping[str, Any]) -> FedCIIODStrategy:
+    """iod-pooled: IOD on the sites' rows pooled at the server."""
+    return FedCIIODStrategy(options, ci="pooled")
 
 
 def result_pags(result: Result) -> list[Graph]:
@@ -362,9 +357,10 @@ def _not_summable(what: str) -> SecureSupport:
     return lambda options: f"{what}, which cannot be summed"
 
 
-#: each IOD method's strategy and what its registration says of it alone
-METHODS: tuple[tuple[type[FedCIIODStrategy], dict[str, Any]], ...] = (
+#: each IOD method: its variant, its maker and what its registration says of it alone
+METHODS: tuple[tuple[str, Callable[..., FedCIIODStrategy], dict[str, Any]], ...] = (
     (
+        "fedci",
         FedCIIODStrategy,
         {
             "disclosures": DISCLOSURES,
@@ -375,7 +371,8 @@ METHODS: tuple[tuple[type[FedCIIODStrategy], dict[str, Any]], ...] = (
         },
     ),
     (
-        IODFisherStrategy,
+        "fisher",
+        iod_fisher_strategy,
         {
             "disclosures": FISHER_DISCLOSURES,
             "secure": _not_summable("Fisher's combination collects each client's p-values"),
@@ -385,7 +382,8 @@ METHODS: tuple[tuple[type[FedCIIODStrategy], dict[str, Any]], ...] = (
         },
     ),
     (
-        IODPooledStrategy,
+        "pooled",
+        iod_pooled_strategy,
         {
             "disclosures": POOLED_DISCLOSURES,
             "secure": _not_summable("the pooled upper bound collects every site's rows"),
@@ -395,11 +393,13 @@ METHODS: tuple[tuple[type[FedCIIODStrategy], dict[str, Any]], ...] = (
         },
     ),
 )
-for _strategy, _own in METHODS:
+for _variant, _make, _own in METHODS:
+    _name, _declared = FedCIIODStrategy.VARIANTS[_variant]
     register_method(
-        _strategy.name,
-        _strategy,
+        _name,
+        _make,
         "fedcausal_flwr.clients.fedci_iod:FedCIIODClient",
+        options=_declared,
         score=score_pag_list,
         score_view=SCORE_VIEW,
         **_own,
@@ -407,8 +407,8 @@ for _strategy, _own in METHODS:
 
 __all__ = [
     "FedCIIODStrategy",
-    "IODFisherStrategy",
-    "IODPooledStrategy",
+    "iod_fisher_strategy",
+    "iod_pooled_strategy",
     "make_strategy",
     "result_pags",
     "score_pag_list",

@@ -332,7 +332,8 @@ class GLMTestsStrategy(MethodStrategy):
         self, options: Mapping[str, Any] | None = None, /, *, algorithm: str | None = None,
         **keywords: Any,
     ) -> None:  # fmt: skip
-        super().__init__(options, variant=algorithm, **keywords)
+        # fedCI-PC/-FCI are this class's variants by search; a subclass names its own variant
+        super().__init__(options, **{"variant": algorithm, **keywords})
         self.algorithm = self.algorithm if algorithm is None else algorithm
         #: the server's side of a private run (None: dp off): lattice releases, for which
         #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
