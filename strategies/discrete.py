@@ -2,24 +2,27 @@
 
 The voting baselines, layer-wise voting FedPC, FedECD, FedCSL, FedLCS and its baselines run
 discrete CI tests (G2 or Pearson chi2) over the clients' global level sets: their options
-``alpha``, ``test``, ``max_depth`` and ``reliability`` (:func:`common_options`), their strategies'
-set-up (:class:`DiscreteMethodStrategy`: the declared options resolved once, levels fixed after
-hello, every request built on their shared record
-:class:`~fedcausal_flwr.protocols.discrete.DiscreteScope`, the mark matrices clients send
-checked), the pooled reference's oracle over raw rows (:func:`pooled_oracle`).
+``alpha``, ``test``, ``max_depth`` and ``reliability`` (:func:`common_options`), the part each of
+their strategies holds (:class:`DiscreteLevels`: the level sets fixed after hello, their
+cardinalities, the constant columns kept as isolated nodes), their input needs with the run's
+test (:func:`discrete_needs`), every request built on their shared record
+:class:`~fedcausal_flwr.protocols.discrete.DiscreteScope` (:func:`scoped`,
+:func:`pvalues_request`), the mark matrices clients send checked (:func:`client_marks`), the
+pooled reference's oracle over raw rows (:func:`pooled_oracle`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.input_notes import note_constant_columns
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
+from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
 from fedcausal_flwr.options import OptionSet
 from fedcausal_flwr.protocols.discrete import DiscreteScope
@@ -28,7 +31,7 @@ from fedcausal_flwr.protocols.voting import PVALUES, PValuesRequest
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.stats.oracles import DiscreteOracle
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
+from fedcausal_flwr.strategies.base import MethodStrategy, Options
 
 Scoped = TypeVar("Scoped", bound=DiscreteScope)
 #: the options every discrete method declares (:func:`common_options`)
@@ -58,78 +61,85 @@ def common_options(
     )
 
 
-class DiscreteMethodStrategy(MethodStrategy):
-    """Common set-up: the declared options (each subclass's :attr:`OPTIONS`, with at least
-    :func:`common_options`' four), global level sets and cardinalities; discrete data (checked
-    after hello by the input check, as :attr:`needs` declares)."""
+class DiscreteLevels:
+    """A discrete method's level sets: each variable's global level set over all clients (fixed
+    once, after hello; every client encodes its rows over them), their cardinalities and the
+    columns constant over all clients that the method keeps as isolated nodes."""
 
-    #: Discrete columns; each client tests on its own rows (the pooled reference overrides this).
-    needs = InputNeeds(values="discrete", local_tests=True)
-    #: the common options, read as attributes too
-    alpha, test, max_depth, reliability = option_attributes(*COMMON)
-
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(self) -> None:
         self.levels: dict[str, list] = {}
         self.cards = np.zeros(0, dtype=np.int64)
         self.constant: list[str] = []
 
-    def input_needs(self) -> InputNeeds:
-        return replace(self.needs, test=self.options.test)
-
-    @property
-    def started(self) -> bool:
-        return bool(self.levels)
-
-    def start(self) -> None:
-        """Fix the global level sets (after hello; once), over which every client encodes."""
-        if self.started:
+    def fix(self, strategy: ProtocolStrategy) -> None:
+        """Fix the level sets of ``strategy``'s variables from its clients' hello reports (once:
+        a later call does nothing). A single-level column is an isolated node if the strategy's
+        :attr:`~ProtocolStrategy.needs` say so (``isolates_constants``), an error otherwise."""
+        if self.levels:
             return
-        levels = self.global_levels()
+        levels = strategy.global_levels()
+        variables, isolates = strategy.variables, strategy.needs.isolates_constants
         # never None: the input check required every column to be discrete
-        self.levels = {v: levels[v] or [] for v in self.variables}
-        self.cards = np.array([len(self.levels[v]) for v in self.variables], dtype=np.int64)
-        if self.needs.isolates_constants:
-            self.constant = note_constant_columns(self.name, self.levels, allowed=True)
-        for v, card in zip(self.variables, self.cards, strict=True):
-            if card < 2 and not self.needs.isolates_constants:
+        self.levels = {v: levels[v] or [] for v in variables}
+        self.cards = np.array([len(self.levels[v]) for v in variables], dtype=np.int64)
+        if isolates:
+            self.constant = note_constant_columns(strategy.name, self.levels, allowed=True)
+        for v, card in zip(variables, self.cards, strict=True):
+            if card < 2 and not isolates:
                 raise ValueError(
                     f"variable {v!r} has a single level {self.levels[v]} over all clients; a "
                     "CI test needs at least two"
                 )
 
-    def scoped(self, record: type[Scoped], **fields: Any) -> Scoped:
-        """An action's request ``record`` (a :class:`DiscreteScope`): this run's variables, level
-        sets, test, alpha and reliability, then the action's own ``fields``."""
-        options = self.options
-        return record(
-            self.variables, self.levels, options.test, options.alpha, options.reliability, **fields
-        )
 
-    def pvalues_request(self, queries: Sequence[Query]) -> Request:
-        """Action ``pvalues``: every client's own p-value of each of ``queries``."""
-        asked = PValuesRequest(
-            self.variables, self.levels, self.options.test, self.options.reliability
-        )
-        return Request(PVALUES, asked, arrays=[encode_queries(queries)], nan_ok=True)
+class HoldsLevels(Protocol):
+    """What the request builders read of a discrete method's strategy: its variables, resolved
+    options and :class:`DiscreteLevels` (attribute ``discrete``)."""
 
-    def client_marks(self, reply: Reply) -> np.ndarray:
-        """A client's mark matrix, checked (shape, codes, both ends marked)."""
-        p = len(self.variables)
-        marks = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
-        if marks.shape != (p, p):
-            raise ClientProtocolError(
-                f"client {reply.client} sent a graph of shape {marks.shape}, expected {p}x{p}"
-            )
-        try:
-            Graph(tuple(self.variables), marks)
-        except ValueError as err:
-            raise ClientProtocolError(
-                f"client {reply.client} sent an invalid graph: {err}"
-            ) from None
-        if not np.isin(marks, (NONE, TAIL, ARROW, CIRCLE)).all():
-            raise ClientProtocolError(f"client {reply.client} sent unknown mark codes")
-        return marks.astype(np.int8)
+    options: Options
+    discrete: DiscreteLevels
+
+    @property
+    def variables(self) -> list[str]: ...
+
+
+def discrete_needs(strategy: MethodStrategy) -> InputNeeds:
+    """A discrete method's ``input_needs``: its :attr:`~ProtocolStrategy.needs` with the run's
+    test (option ``test``)."""
+    return replace(strategy.needs, test=strategy.options.test)
+
+
+def scoped(strategy: HoldsLevels, record: type[Scoped], **fields: Any) -> Scoped:
+    """An action's request ``record`` (a :class:`DiscreteScope`): the run's variables, level
+    sets, test, alpha and reliability, then the action's own ``fields``."""
+    options, levels = strategy.options, strategy.discrete.levels
+    return record(
+        strategy.variables, levels, options.test, options.alpha, options.reliability, **fields
+    )
+
+
+def pvalues_request(strategy: HoldsLevels, queries: Sequence[Query]) -> Request:
+    """Action ``pvalues``: every client's own p-value of each of ``queries``."""
+    options, levels = strategy.options, strategy.discrete.levels
+    asked = PValuesRequest(strategy.variables, levels, options.test, options.reliability)
+    return Request(PVALUES, asked, arrays=[encode_queries(queries)], nan_ok=True)
+
+
+def client_marks(reply: Reply, variables: Sequence[str]) -> np.ndarray:
+    """A client's mark matrix over ``variables``, checked (shape, codes, both ends marked)."""
+    p = len(variables)
+    marks = np.asarray(reply.arrays[0]) if reply.arrays else np.zeros(0)
+    if marks.shape != (p, p):
+        raise ClientProtocolError(
+            f"client {reply.client} sent a graph of shape {marks.shape}, expected {p}x{p}"
+        )
+    try:
+        Graph(tuple(variables), marks)
+    except ValueError as err:
+        raise ClientProtocolError(f"client {reply.client} sent an invalid graph: {err}") from None
+    if not np.isin(marks, (NONE, TAIL, ARROW, CIRCLE)).all():
+        raise ClientProtocolError(f"client {reply.client} sent unknown mark codes")
+    return marks.astype(np.int8)
 
 
 def pooled_oracle(

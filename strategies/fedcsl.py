@@ -62,6 +62,7 @@ from fedcausal_flwr.discovery.fedcsl import (
     federated_skeleton,
     weighted_direction_votes,
 )
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
@@ -75,7 +76,14 @@ from fedcausal_flwr.protocols.fedcsl import (
     NeighboursRequest,
 )
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy, common_options
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
+from fedcausal_flwr.strategies.discrete import (
+    COMMON,
+    DiscreteLevels,
+    common_options,
+    discrete_needs,
+    scoped,
+)
 
 FEDCSL_OPTIONS = common_options(
     alpha=0.01,
@@ -110,12 +118,16 @@ FEDCSL_OPTIONS = common_options(
 )
 
 
-class FedCSLStrategy(DiscreteMethodStrategy):
+class FedCSLStrategy(MethodStrategy):
     """FedCSL's server; see the module docstring for the rules (the wire protocol:
     :mod:`fedcausal_flwr.protocols.fedcsl`)."""
 
     name = "fedcsl"
     OPTIONS = FEDCSL_OPTIONS
+    #: discrete columns; each client tests and searches on its own rows
+    needs = InputNeeds(values="discrete", local_tests=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
@@ -123,6 +135,7 @@ class FedCSLStrategy(DiscreteMethodStrategy):
         self.tie_rule: str = self.options.tie_rule
         #: the clients' BDeu hill climbing, as it travels
         self.search = shared.hill_climb_keywords(self.options)
+        self.discrete = DiscreteLevels()
         self.weights: dict[int, float] = {}
         self.client_tests: dict[int, int] = {}
         self.neighbour_sets: dict[int, np.ndarray] = {}
@@ -135,12 +148,12 @@ class FedCSLStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        self.start()
+        self.discrete.fix(self)
         if self.skeleton is None:
-            asked = self.scoped(NeighboursRequest, max_depth=self.options.max_depth)
+            asked = scoped(self, NeighboursRequest, max_depth=self.options.max_depth)
             return Request(NEIGHBOURS, asked)
         arrays = [self.skeleton.skeleton.astype(np.uint8)]
-        return Request(LOCAL_DAG, self.scoped(LocalDagRequest, **self.search), arrays=arrays)
+        return Request(LOCAL_DAG, scoped(self, LocalDagRequest, **self.search), arrays=arrays)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == NEIGHBOURS:

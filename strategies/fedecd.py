@@ -82,7 +82,7 @@ from fedcausal_flwr.protocols.fedecd import (
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import option_attributes
-from fedcausal_flwr.strategies.discrete import common_options
+from fedcausal_flwr.strategies.discrete import common_options, scoped
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy
 
 STOP_RULES = ("levels", "no_removal")
@@ -182,7 +182,8 @@ class FedECDStrategy(LayerwiseVoteStrategy):
         assert self.adjacency is not None  # start_skeleton has run
         if self.phase == "evidence":
             assert self.layer_start is not None  # the layer that lost edges set it
-            weights = self.scoped(
+            weights = scoped(
+                self,
                 BootstrapWeightsRequest,
                 **self.resamples(),
                 depth=self.depth,
@@ -194,8 +195,8 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             if self.layer_due():
                 return self.prune_request()
             self.phase = "orient"
-        orient = self.scoped(
-            OrientRequest, **self.resamples(), **self.search, tie_rule=self.options.tie_rule
+        orient = scoped(
+            self, OrientRequest, **self.resamples(), **self.search, tie_rule=self.options.tie_rule
         )
         return Request(ORIENT, orient, arrays=[self.adjacency.astype(np.uint8)])
 

@@ -93,10 +93,14 @@ from fedcausal_flwr.protocols.fedlcs import (
 from fedcausal_flwr.protocols.pooled import RAW_ROWS, EncodedRowsRequest
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.strategies import shared_options as shared
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
 from fedcausal_flwr.strategies.discrete import (
-    DiscreteMethodStrategy,
+    COMMON,
+    DiscreteLevels,
     common_options,
+    discrete_needs,
     pooled_oracle,
+    scoped,
 )
 from fedcausal_flwr.strategies.layer_vote import vote_threshold
 
@@ -226,18 +230,24 @@ def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
     return LCSOptions(max_level=values["max_depth"], **given)
 
 
-class LCSSearchStrategy(DiscreteMethodStrategy):
+class LCSSearchStrategy(MethodStrategy):
     """Shared set-up of FedLCS and its baselines: the search's options and the targets."""
+
+    #: discrete columns; each client tests on its own rows (``lcs-pooled``: the server does)
+    needs = InputNeeds(values="discrete", local_tests=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
         #: the search's options (:class:`LCSOptions`) of the resolved ones
         self.lcs = lcs_options(self.options)
         self.targets: list[int] = []
+        self.discrete = DiscreteLevels()
 
     def start_targets(self) -> None:
         """After hello: the level sets, and the targets (option ``target``) as indices."""
-        self.start()
+        self.discrete.fix(self)
         self.targets = parse_targets(self.options.target, self.variables)
 
 
@@ -266,14 +276,18 @@ class FedLCSStrategy(LCSSearchStrategy):
             return None
         if isinstance(request, PruneRequest):
             jobs = [[v, list(cpc), lv] for v, cpc, lv in request.jobs]
-            prune = self.scoped(
-                LCSPruneRequest, run_token=self.run_token, jobs=jobs, stable=self.options.stable
+            prune = scoped(
+                self,
+                LCSPruneRequest,
+                run_token=self.run_token,
+                jobs=jobs,
+                stable=self.options.stable,
             )
             return Request(LCS_PRUNE, prune)
         jobs = [[a, b, list(pool), lv] for a, b, pool, lv in request.jobs]
         reveal = self.options.sep_rule == "fisher"
-        sepsets = self.scoped(
-            LCSSepsetsRequest, run_token=self.run_token, jobs=jobs, reveal_all=reveal
+        sepsets = scoped(
+            self, LCSSepsetsRequest, run_token=self.run_token, jobs=jobs, reveal_all=reveal
         )
         return Request(LCS_SEPSETS, sepsets, nan_ok=True)
 
@@ -391,7 +405,7 @@ class LCSLocalStrategy(LCSSearchStrategy):
         if self.client_graphs:
             return None
         self.start_targets()
-        asked = self.scoped(LCSLocalRequest, targets=self.targets, lcs=options_dict(self.lcs))
+        asked = scoped(self, LCSLocalRequest, targets=self.targets, lcs=options_dict(self.lcs))
         return Request(LCS_LOCAL, asked)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -501,12 +515,12 @@ class LCSPooledStrategy(LCSSearchStrategy):
         if self.found is not None:
             return None
         self.start_targets()
-        return Request(RAW_ROWS, EncodedRowsRequest(self.variables, self.levels))
+        return Request(RAW_ROWS, EncodedRowsRequest(self.variables, self.discrete.levels))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        options = self.options
+        options, cards = self.options, self.discrete.cards
         oracle = pooled_oracle(
-            replies, self.variables, self.cards, options.test, self.rows, options.reliability
+            replies, self.variables, cards, options.test, self.rows, options.reliability
         )
         self.found = local_structure(oracle, self.targets, self.lcs)
         self.n_tests = oracle.n_computed

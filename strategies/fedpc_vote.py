@@ -72,7 +72,7 @@ from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.protocols.voting import FEDPC_VOTE_DISCLOSURES, PRUNE
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import common_options
+from fedcausal_flwr.strategies.discrete import common_options, pvalues_request
 from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy, vote_threshold
 
 ORIENTATIONS = ("maxp", "sepsets")
@@ -156,7 +156,7 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         if self.options.orientation == "sepsets" or not self.candidates:
             self._orient()
             return None
-        return self.pvalues_request(self.candidates)
+        return pvalues_request(self, self.candidates)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:

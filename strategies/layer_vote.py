@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.protocols.voting import PRUNE, PruneRequest
-from fedcausal_flwr.strategies.discrete import DiscreteMethodStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
+from fedcausal_flwr.strategies.discrete import COMMON, DiscreteLevels, discrete_needs, scoped
 
 
 def vote_threshold(ratio: float | str | Fraction, n_clients: int) -> int:
@@ -66,15 +68,21 @@ class LayerVote:
         return np.argwhere(np.triu(self.before & ~self.after, k=1)).astype(np.int64)
 
 
-class LayerwiseVoteStrategy(DiscreteMethodStrategy):
+class LayerwiseVoteStrategy(MethodStrategy):
     """The layer loop shared by ``fedpc-vote`` and FedECD: levels ``l = 0, 1, ...``; at each,
     every client prunes the broadcast skeleton once with conditioning sets of size ``l``
     (action ``prune``) and the server keeps an edge with enough votes. A layer is due while
     ``l <= max_depth`` and some node has more than ``l`` neighbours."""
 
+    #: discrete columns; each client prunes on its own rows
+    needs = InputNeeds(values="discrete", local_tests=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
+
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
         self.adjacency: np.ndarray | None = None
+        self.discrete = DiscreteLevels()
         self.depth = 0
         self.phase = "skeleton"
         self.layers: list[dict] = []
@@ -85,7 +93,7 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
     def start_skeleton(self) -> None:
         """After hello: the complete graph over the common variables."""
         if self.adjacency is None:
-            self.start()
+            self.discrete.fix(self)
             self.adjacency = ~np.eye(len(self.variables), dtype=bool)
 
     def layer_due(self) -> bool:
@@ -97,7 +105,7 @@ class LayerwiseVoteStrategy(DiscreteMethodStrategy):
 
     def prune_request(self) -> Request:
         assert self.adjacency is not None  # start_skeleton has run
-        asked = self.scoped(PruneRequest, depth=self.depth)
+        asked = scoped(self, PruneRequest, depth=self.depth)
         return Request(PRUNE, asked, arrays=[self.adjacency.astype(np.uint8)])
 
     def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:

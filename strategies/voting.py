@@ -76,11 +76,16 @@ from fedcausal_flwr.protocols.voting import (
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import register_variants
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes, register_variants
 from fedcausal_flwr.strategies.discrete import (
-    DiscreteMethodStrategy,
+    COMMON,
+    DiscreteLevels,
+    client_marks,
     common_options,
+    discrete_needs,
     pooled_oracle,
+    pvalues_request,
+    scoped,
 )
 
 ALGORITHMS = ("pc", "fci")
@@ -145,16 +150,21 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
 
 
 # ============================================================================ local graphs
-class LocalGraphsStrategy(DiscreteMethodStrategy):
+class LocalGraphsStrategy(MethodStrategy):
     """One round: every client runs PC/FCI alone and sends its graph. Subclasses combine them."""
 
     #: the search each client runs (``local``: its option ``algorithm``)
     algorithm = "pc"
+    #: discrete columns; each client runs its search on its own rows
+    needs = InputNeeds(values="discrete", local_tests=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
         #: the background knowledge each client's search takes
         self.knowledge = shared.parse_knowledge(self.options.knowledge)
+        self.discrete = DiscreteLevels()
         self.client_graphs: dict[int, Graph] = {}
         self.client_tests: dict[int, int] = {}
         self.graph: Graph | None = None
@@ -162,12 +172,13 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        self.start()
+        self.discrete.fix(self)
         knowledge = None
         if self.knowledge is not None:
             self.knowledge.matrix(self.variables)  # an unknown name stops the run here
             knowledge = self.knowledge.to_text()
-        asked = self.scoped(
+        asked = scoped(
+            self,
             LocalGraphRequest,
             max_depth=self.options.max_depth,
             algorithm=self.algorithm,
@@ -178,7 +189,7 @@ class LocalGraphsStrategy(DiscreteMethodStrategy):
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         kind = GRAPH_KIND[self.algorithm]
         names = tuple(self.variables)
-        self.client_graphs = {r.client: Graph(names, self.client_marks(r), kind) for r in replies}
+        self.client_graphs = {r.client: Graph(names, client_marks(r, names), kind) for r in replies}
         self.client_tests = {r.client: int(r.meta_as(ComputedTests).tests) for r in replies}
         self.graph = self.combine()
         self.annotate(clients=len(replies))
@@ -286,7 +297,7 @@ def local_summary(result: Result, truth: Graph) -> dict[str, dict]:
 
 
 # ============================================================================ CI-test voting
-class CITVoteStrategy(DiscreteMethodStrategy):
+class CITVoteStrategy(MethodStrategy):
     """PC-CIT-Voting: server-side search, each CI test decided by client vote; with
     ``algorithm="fci"``, FCI-CIT-Voting: FCI on the server, the same votes."""
 
@@ -296,12 +307,15 @@ class CITVoteStrategy(DiscreteMethodStrategy):
     name = "pc-cit-vote"
     OPTIONS = VOTING_OPTIONS
     VARIANTS = {"pc": ("pc-cit-vote", VOTING_OPTIONS), "fci": ("fci-cit-vote", VOTING_OPTIONS)}
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(
         self, options: Mapping[str, Any] | None = None, /, *, algorithm: str = "pc",
         **keywords: Any,
     ) -> None:  # fmt: skip
         super().__init__(options, variant=algorithm, **keywords)
+        self.discrete = DiscreteLevels()
         #: the server's search
         self.algorithm = algorithm
         #: the background knowledge the server's search takes
@@ -312,7 +326,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
 
     def next_request(self) -> Request | None:
         if self.runner is None:
-            self.start()
+            self.discrete.fix(self)
             engine = pc_steps if self.algorithm == "pc" else fci_steps
             options = self.options
             steps = engine(
@@ -321,7 +335,7 @@ class CITVoteStrategy(DiscreteMethodStrategy):
             self.runner = StepRunner(with_cache(steps, self.cache))
         if self.runner.pending is None:  # the search has finished
             return None
-        return self.pvalues_request(self.runner.pending)
+        return pvalues_request(self, self.runner.pending)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
@@ -358,16 +372,18 @@ def _pvalue_vector(reply: Reply, n_queries: int) -> np.ndarray:
 
 
 # ============================================================================ pooled reference
-class PooledStrategy(DiscreteMethodStrategy):
+class PooledStrategy(MethodStrategy):
     """Centralised reference: raw data to the server, PC/FCI on the union. NOT private."""
 
     name = "pooled"
     OPTIONS = POOLED_OPTIONS
     #: the server tests the pooled rows: any client size; a single-level column is isolated
     needs = InputNeeds(values="discrete", isolates_constants=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        self.discrete = DiscreteLevels()
         #: the server's search (option ``algorithm``) and its engine's keywords
         self.algorithm = self.options.algorithm
         self.engine_options = shared.search_engine_options(self.algorithm, self.options)
@@ -377,8 +393,8 @@ class PooledStrategy(DiscreteMethodStrategy):
     def next_request(self) -> Request | None:
         if self.result is not None:
             return None
-        self.start()
-        asked = EncodedRowsRequest(self.variables, self.levels, self.options.missing)
+        self.discrete.fix(self)
+        asked = EncodedRowsRequest(self.variables, self.discrete.levels, self.options.missing)
         return Request(RAW_ROWS, asked)
 
     def input_needs(self) -> InputNeeds:
@@ -389,7 +405,7 @@ class PooledStrategy(DiscreteMethodStrategy):
         oracle = pooled_oracle(
             replies,
             self.variables,
-            self.cards,
+            self.discrete.cards,
             options.test,
             self.rows,
             options.reliability,
@@ -410,7 +426,7 @@ class PooledStrategy(DiscreteMethodStrategy):
             "reference": "centralised: clients sent raw data (not private)",
             "rows": {str(c): n for c, n in sorted(self.rows.items())},
             "tests": self.result.n_tests,
-            "constant_columns": list(self.constant),
+            "constant_columns": list(self.discrete.constant),
             **self.missing_report(self.options.missing),
             **search_evidence(self.result),
         }
@@ -455,7 +471,7 @@ def _register_votes() -> None:
 
 
 #: every method of this module: its strategy class and its own registry fields
-METHODS: tuple[tuple[type[DiscreteMethodStrategy], dict[str, Any]], ...] = (
+METHODS: tuple[tuple[type[MethodStrategy], dict[str, Any]], ...] = (
     (
         LocalStrategy,
         {

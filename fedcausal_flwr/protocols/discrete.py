@@ -3,8 +3,8 @@
 The voting baselines, layer-wise voting FedPC, FedECD, FedCSL, FedLCS and its baselines send the
 variables and their global level sets (each client encodes its rows over them) and, where the
 client tests, the test, its level and the reliability rule: :class:`DiscreteScope`, which each
-action's record (in the method's protocols module) extends with its own keys. The server side is
-:class:`fedcausal_flwr.strategies.discrete.DiscreteMethodStrategy`, the client side
+action's record (in the method's protocols module) extends with its own keys. The server side
+builds them with :func:`fedcausal_flwr.strategies.discrete.scoped`, the client side is
 :class:`fedcausal_flwr.clients.discrete.DiscreteClient`.
 """
 
