@@ -147,16 +147,14 @@ class SiteGuard:
     audit: AuditLog | None = field(default=None, init=False)
     #: the privacy charge of the message being answered (logged with its reply)
     charge: dict[str, Any] | None = field(default=None, init=False)
+    budget: SiteBudget = field(init=False)
 
     def __post_init__(self) -> None:
         if self.policy is not None and self.policy.audit_log is not None:
             self.audit = AuditLog(self.policy.audit_log)
-
-    @property
-    def budget(self) -> SiteBudget:
-        """The site's privacy budget in this run (:mod:`fedcausal_flwr.privacy.site_budget`),
-        read from its policy and audit log as they are now."""
-        return SiteBudget(
+        #: the site's privacy budget in this run (:mod:`fedcausal_flwr.privacy.site_budget`):
+        #: its policy, and the audit log its earlier releases are read from at each check
+        self.budget = SiteBudget(
             self.site, self.policy, self.run, None if self.audit is None else self.audit.path
         )
 
