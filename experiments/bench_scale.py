@@ -16,7 +16,12 @@ such, with the rounds or phases it finished. Printed per row: wall seconds, roun
 peak resident memory of the row's process tree during the federated run (Ray's workers included),
 and CI tests; and what secure mode would send up instead (every table dense, as SecAgg+ needs).
 
+``--edge-tests until-removed`` runs FedPC (and the pooled check) with that option: each depth
+asked edge by edge until the edge is removed (the same CPDAG from fewer tests, in more rounds);
+``--no-causallearn`` leaves out causal-learn's run (munin's takes many hours).
+
     python experiments/bench_scale.py [--rows andes-100 pigs] [--limit 3600]
+    python experiments/bench_scale.py --rows munin --edge-tests until-removed --no-causallearn
 """
 
 from __future__ import annotations
@@ -82,7 +87,12 @@ def emit_profile(profile: cProfile.Profile) -> None:
     emit("profile", stages=stage_totals(pstats.Stats(profile)))
 
 
-def run_row(name: str, profile_after: float | None = None) -> None:
+def run_row(
+    name: str,
+    profile_after: float | None = None,
+    edge_tests: str = "all",
+    causallearn: bool = True,
+) -> None:
     """One row, in this process, phase by phase (memory is measured by the parent)."""
     import numpy as np
 
@@ -124,7 +134,7 @@ def run_row(name: str, profile_after: float | None = None) -> None:
         profile.enable()
     started = time.perf_counter()
     result = run_method(
-        "fedpc", parts, {"test": "chi2"}, backend=backend,
+        "fedpc", parts, {"test": "chi2", "edge_tests": edge_tests}, backend=backend,
         progress=lambda line: emit("round", line=line),
     )  # fmt: skip
     if profile is not None:
@@ -141,12 +151,13 @@ def run_row(name: str, profile_after: float | None = None) -> None:
     del parts, pooled
     codes = net.sample_codes(rows, seed=0).astype(np.int64)
     started = time.perf_counter()
-    ours = pc(DiscreteOracle(codes, net.cards, net.variables, test="chi2"), alpha=0.05)
+    pooled_oracle = DiscreteOracle(codes, net.cards, net.variables, test="chi2")
+    ours = pc(pooled_oracle, alpha=0.05, edge_tests=edge_tests)
     emit(
         "pooled", pooled_s=time.perf_counter() - started,
         pooled_same=bool(ours.graph == result.graph),
     )  # fmt: skip
-    if name not in CAUSALLEARN_REFERENCE:
+    if name not in CAUSALLEARN_REFERENCE or not causallearn:
         return
     from causallearn.search.ConstraintBased.PC import pc as cl_pc
 
@@ -164,7 +175,7 @@ def run_row(name: str, profile_after: float | None = None) -> None:
     )  # fmt: skip
 
 
-def measure(name: str, limit: float) -> dict:
+def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool = True) -> dict:
     """Run ``name`` in a child process, sampling its process tree's memory; its figures.
 
     ``limit`` holds per phase (federated run, pooled PC, causal-learn): a phase past it ends the
@@ -174,7 +185,8 @@ def measure(name: str, limit: float) -> dict:
 
     child = subprocess.Popen(
         [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name,
-         "--profile-after", str(max(1, limit - 15))],
+         "--profile-after", str(max(1, limit - 15)), "--edge-tests", edge_tests,
+         *(() if causallearn else ("--no-causallearn",))],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
@@ -270,8 +282,10 @@ def show(figures: dict) -> None:
             f"causal-learn not finished within {figures['limit']:.0f} s "
             f"(federated / causal-learn < {figures['wall_s'] / figures['limit']:.2f})"
         )
+    elif "failed" in figures:
+        reference = f"causal-learn failed (exit code {figures['failed']})"
     else:
-        reference = f"causal-learn failed (exit code {figures.get('failed')})"
+        reference = "causal-learn not run (--no-causallearn)"
     print(f"{'':14} {pooled}; {reference}; peak of the row {figures['peak'] / 1e9:.2f} GB",
           flush=True)  # fmt: skip
     show_where_the_time_goes(figures)
@@ -306,17 +320,19 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=3600.0, help="seconds per row")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a row's child process
     parser.add_argument("--profile-after", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--edge-tests", default="all", choices=("all", "until-removed"))
+    parser.add_argument("--no-causallearn", action="store_true")
     args = parser.parse_args()
     if args.one is not None:
-        run_row(args.one, args.profile_after)
+        run_row(args.one, args.profile_after, args.edge_tests, not args.no_causallearn)
         return
     header = (f"{'row':<14} {'nodes':>5} {'K':>5} {'wall_s':>8} {'rounds':>6} {'GB up':>9} "
               f"{'GB down':>9} {'peak GB':>8} {'tests':>9}")  # fmt: skip
-    print("exact FedPC (chi2, alpha 0.05), IID clients; peak = resident memory of the row's "
-          "process tree")  # fmt: skip
+    print(f"exact FedPC (chi2, alpha 0.05, edge_tests {args.edge_tests}), IID clients; peak = "
+          "resident memory of the row's process tree")  # fmt: skip
     print(header + "\n" + "-" * len(header))
     for name in args.rows:
-        show(measure(name, args.limit))
+        show(measure(name, args.limit, args.edge_tests, not args.no_causallearn))
 
 
 if __name__ == "__main__":

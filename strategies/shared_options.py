@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from fedcausal_flwr.discovery.bootstrap import TIE_RULES
+from fedcausal_flwr.discovery.edge_rounds import EDGE_TESTS
 from fedcausal_flwr.discovery.pc import COLLIDER_RULES, knowledge_supported
 from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.options import Option, content_only, say, seed_option, spell
@@ -236,6 +237,17 @@ def pc_engine() -> tuple[Option, ...]:
             "PC-stable skeleton; false: causal-learn's order-dependent skeleton (nodes in column "
             "order on the live graph: the result depends on the column order; same rounds)",
         ),
+        Option(
+            "edge_tests",
+            "str",
+            "all",
+            "how a skeleton depth asks its tests: all of them in one round (causal-learn's "
+            "record: every separating set), or until-removed: each edge's sets in rounds of 1, "
+            "2, 4, ... until one separates it, then the rest of the removal depth for the pairs "
+            "of unshielded triples: the same CPDAG from far fewer tests on big networks, in more "
+            "rounds; other removed pairs record the separating sets they asked",
+            choices=EDGE_TESTS,
+        ),
     )
 
 
@@ -250,6 +262,12 @@ def search_engine_problem(values: Mapping[str, Any], entry_point: str) -> str | 
         )
     if "uc_rule" not in values:
         return None
+    if values["edge_tests"] != "all" and not values["stable"]:
+        return (
+            f"{say('edge_tests', values['edge_tests'], entry_point)} asks PC-stable's depths; "
+            f"{say('stable', False, entry_point)} reads every test of a depth in column order: "
+            f"use {say('stable', True, entry_point)}"
+        )
     rule, priority = values["uc_rule"], values["uc_priority"]
     if rule != 0 and values["collider_rule"] != "causallearn":
         return (
@@ -281,7 +299,7 @@ def search_engine(algorithm: str) -> tuple[Option, ...]:
 def search_engine_options(algorithm: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The search engine keywords of resolved options (see :func:`search_engine`)."""
     if algorithm == "pc":
-        keys = ("collider_rule", "uc_rule", "uc_priority", "stable")
+        keys = ("collider_rule", "uc_rule", "uc_priority", "stable", "edge_tests")
         knowledge = parse_knowledge(values.get("knowledge"))
         return {**{key: values[key] for key in keys}, "knowledge": knowledge}
     return fci_engine_options(values)
@@ -534,6 +552,7 @@ def dp_covers_the_skeleton_only(values: Mapping[str, Any], entry_point: str) -> 
             ("collider_rule", ("causallearn", "standard")),
             ("uc_rule", (0,)),
             ("uc_priority", (0, 1, 2)),
+            ("edge_tests", ("all",)),
             ("possible_dsep", ("off",)),
             ("fci_rules", ("zhang",)),
         )

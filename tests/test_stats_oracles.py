@@ -221,3 +221,25 @@ def test_reliability_decided_before_counting_equals_the_table_rule():
         expected = discrete_tests(tables, layout, "g2", **options).pvalue
         np.testing.assert_array_equal(got, expected)
         assert 0 < np.isnan(got).sum() < len(queries)
+
+
+def test_a_batch_over_the_cell_budget_is_counted_in_parts_with_the_same_pvalues(monkeypatch):
+    from fedcausal_flwr.stats import oracles
+
+    rng = np.random.default_rng(5)
+    codes, cards = discrete_data(rng, 3000)
+    codes, cards = codes[:, :-1], cards[:-1]  # 3 levels each: every table fits 81 cells
+    queries = random_queries(rng, codes.shape[1], 60, 2)
+    names = [f"v{i}" for i in range(codes.shape[1])]
+    whole = DiscreteOracle(codes, cards, names, test="chi2").compute_batch(queries)
+    parts: list[int] = []
+    counted = oracles.count_tables
+
+    def count(codes_t, layout):
+        parts.append(len(layout.offsets) - 1)
+        return counted(codes_t, layout)
+
+    monkeypatch.setattr(oracles, "count_tables", count)
+    split = DiscreteOracle(codes, cards, names, test="chi2", max_cells=81)
+    assert split.compute_batch(queries).tolist() == whole.tolist()
+    assert len(parts) > 1 and sum(parts) == len(queries)

@@ -21,11 +21,16 @@ Steps = Generator[list[Query], np.ndarray, R]
 
 
 def drive(steps: Steps[R], oracle: CIOracle) -> R:
-    """Answer every batch ``steps`` yields with ``oracle`` and return the engine's result."""
+    """Answer every batch ``steps`` yields with ``oracle`` and return the engine's result. A
+    :class:`~.skeleton.FreshQueries` batch (distinct, never asked) is computed without going
+    into the oracle's cache: a big network's depths would hold every answer."""
     try:
         batch = next(steps)
         while True:
-            batch = steps.send(oracle.test_batch(batch))
+            if isinstance(batch, FreshQueries):
+                batch = steps.send(oracle.fresh_batch(list(batch)))
+            else:
+                batch = steps.send(oracle.test_batch(batch))
     except StopIteration as stop:
         return stop.value
 

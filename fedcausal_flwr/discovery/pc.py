@@ -35,10 +35,11 @@ from typing import Literal
 import numpy as np
 
 from fedcausal_flwr.discovery.driver import Steps, drive
+from fedcausal_flwr.discovery.edge_rounds import complete_pairs
 from fedcausal_flwr.discovery.pair_record import (
     copy_sepsets,
 )
-from fedcausal_flwr.discovery.skeleton import Skeleton, skeleton_steps
+from fedcausal_flwr.discovery.skeleton import DEPTH_BATCH, Skeleton, skeleton_steps
 from fedcausal_flwr.graphs.causallearn_graph import CausalLearnAncestry
 from fedcausal_flwr.graphs.colliders import (
     ColliderOrientation,
@@ -89,7 +90,7 @@ def undirected_graph(variables, adjacency: np.ndarray, kind: str = "CPDAG") -> G
 
 def unshielded_pairs(adjacency: np.ndarray) -> list[tuple[int, int]]:
     """Non-adjacent pairs (x < z) with a common neighbour."""
-    a = adjacency.astype(np.int64)
+    a = adjacency.astype(np.float32)  # common-neighbour counts stay exact below 2**24
     common = (a @ a) > 0
     x, z = np.nonzero(np.triu(common & ~adjacency, k=1))
     return list(zip(x.tolist(), z.tolist(), strict=True))
@@ -119,10 +120,15 @@ def pc_steps(
     stable: bool = True,
     knowledge: Knowledge | KnowledgeMatrix | None = None,
     depth_batch: int | None = None,
+    edge_tests: str = "all",
 ):
     """Generator: the skeleton's depth batches, then one batch for the collider rules that read
     more tests (conservative/majority, ``uc_priority`` 3/4, ``uc_rule`` 1/2). A depth of more
     than ``depth_batch`` tests is asked in batches (:func:`~.skeleton.skeleton_steps`).
+
+    ``edge_tests="until-removed"`` asks each depth edge by edge until the edge is removed
+    (:mod:`.edge_rounds`), then the rest of the removal depth of every unshielded triple's pair,
+    so the colliders read what the full depths record: the same CPDAG in fewer tests.
 
     ``knowledge`` (:mod:`~fedcausal_flwr.graphs.knowledge`): pairs forbidden both ways are never
     tested, required edges never tested nor removed, the edges it orients are oriented before the
@@ -132,12 +138,15 @@ def pc_steps(
         variables, collider_rule, uc_rule, uc_priority, initial, knowledge
     )
     skeleton = yield from skeleton_steps(
-        len(variables), alpha, max_depth, initial, stable, keep, depth_batch
+        len(variables), alpha, max_depth, initial, stable, keep, depth_batch, edge_tests
     )
-    sepsets = copy_sepsets(skeleton.sepsets)
     extra = 0
+    if skeleton.pools:  # until-removed depths: the colliders' pairs ask the rest of theirs
+        pairs = unshielded_pairs(skeleton.adjacency)
+        extra = yield from complete_pairs(skeleton, pairs, alpha, depth_batch or DEPTH_BATCH)
+    sepsets = copy_sepsets(skeleton.sepsets)
     if collider_rule in ("conservative", "majority"):
-        extra = yield from _triple_check_phase(skeleton.adjacency, sepsets, alpha, max_depth)
+        extra += yield from _triple_check_phase(skeleton.adjacency, sepsets, alpha, max_depth)
     graph = undirected_graph(variables, skeleton.adjacency)
     applied: dict[str, list] = {}
     if knowledge is not None:

@@ -29,45 +29,23 @@ removed at the first independence with that set recorded. The outcome depends on
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from functools import lru_cache
 from itertools import combinations, islice
 from math import comb
 
 import numpy as np
 
+from fedcausal_flwr.discovery.edge_rounds import EDGE_TESTS, until_removed_depth
 from fedcausal_flwr.discovery.pair_record import PairRecord
+from fedcausal_flwr.discovery.skeleton_record import (
+    FreshQueries,
+    Pair,
+    Skeleton,
+    keep_largest,
+    pair_key,
+)
 from fedcausal_flwr.stats.batch_oracle import Query
-from fedcausal_flwr.stats.tables import query_rows, rows_to_queries
-
-Pair = tuple[int, int]
-
-
-@dataclass
-class Skeleton:
-    """Outcome of an adjacency search."""
-
-    adjacency: np.ndarray  # bool (p, p), symmetric
-    # dicts, or PairRecords when a streamed depth 0 recorded its pairs as arrays
-    sepsets: MutableMapping[Pair, list[tuple[int, ...]]] = field(default_factory=dict)
-    removed_at: MutableMapping[Pair, int] = field(default_factory=dict)
-    max_pvalue: MutableMapping[Pair, float] = field(default_factory=dict)
-    depths: list[dict] = field(default_factory=list)  # {"depth", "tests", "removed"} per batch
-
-    @property
-    def n_tests(self) -> int:
-        return sum(lv["tests"] for lv in self.depths)
-
-
-def pair_key(x: int, y: int) -> Pair:
-    return (x, y) if x < y else (y, x)
-
-
-def keep_largest(largest: MutableMapping[Pair, float], key: Pair, p: float) -> None:
-    """Record ``p`` for the pair ``key`` if it is the largest seen (a pair's deciding p-value)."""
-    if p > largest.get(key, -1.0):
-        largest[key] = float(p)
 
 
 def depth_queries(adjacency: np.ndarray, depth: int) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -91,30 +69,6 @@ def depth_queries(adjacency: np.ndarray, depth: int) -> list[tuple[int, int, tup
 DEPTH_BATCH = 2**21
 
 
-class FreshQueries(Sequence[Query]):
-    """A batch of distinct, normalised tests never asked before (a cache keeps no answer), held
-    as one int64 matrix ``rows`` of ``[x, y, S...]`` (one conditioning-set size); it reads as a
-    sequence of ``(x, y, S)``."""
-
-    def __init__(self, rows: np.ndarray | Sequence[Query]):
-        if not isinstance(rows, np.ndarray):
-            rows = query_rows(rows, normalised=True)
-            if rows.size and rows.min() < 0:
-                raise ValueError("fresh queries hold one conditioning-set size")
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return int(self.rows.shape[0])
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return rows_to_queries(self.rows[i])
-        return rows_to_queries(self.rows[[i]])[0]
-
-    def __iter__(self) -> Iterator[Query]:
-        return iter(rows_to_queries(self.rows))
-
-
 def depth_size(adjacency: np.ndarray, depth: int, keep: np.ndarray | None = None) -> int:
     """How many ``(x, y, S)`` :func:`depth_queries` would list (pairs of ``keep`` left out),
     counted without listing them."""
@@ -131,6 +85,7 @@ def skeleton_steps(
     stable: bool = True,
     keep: np.ndarray | None = None,
     depth_batch: int | None = None,
+    edge_tests: str = "all",
 ):
     """Generator: yields one batch of queries per depth, returns a :class:`Skeleton`.
 
@@ -138,8 +93,14 @@ def skeleton_steps(
     the conditioning-set size (``None``: until no node has enough neighbours, as causal-learn's
     PC); the pairs of ``keep`` (bool p x p, symmetric: required edges) are never tested. A
     PC-stable depth of more than ``depth_batch`` tests (default :data:`LEVEL_BATCH`) is asked
-    in batches of at most that many (:func:`streamed_depth`).
+    in batches of at most that many (:func:`streamed_depth`). ``edge_tests="until-removed"`` asks
+    each depth above 0 in rounds, each edge until it is removed (:mod:`.edge_rounds`): the same
+    adjacency, fewer tests, more rounds, and a removed pair records the separating sets it asked.
     """
+    if edge_tests not in EDGE_TESTS:
+        raise ValueError(f"edge_tests must be one of {EDGE_TESTS}, got {edge_tests!r}")
+    if edge_tests != "all" and not stable:
+        raise ValueError("edge_tests='until-removed' asks PC-stable's depths; it needs stable=True")
     batch = DEPTH_BATCH if depth_batch is None else int(depth_batch)
     if batch < 1:
         raise ValueError(f"depth_batch must be at least 1, got {depth_batch}")
@@ -160,6 +121,11 @@ def skeleton_steps(
             break
         tests = depth_size(adjacency, depth, keep)
         if not tests:
+            continue
+        if edge_tests != "all" and depth:
+            removed = yield from until_removed_depth(result, adjacency, depth, alpha, keep, batch)
+            adjacency[removed[:, 0], removed[:, 1]] = False
+            adjacency[removed[:, 1], removed[:, 0]] = False
             continue
         if stable and tests > batch:
             removed = yield from streamed_depth(result, adjacency, depth, alpha, keep, batch)

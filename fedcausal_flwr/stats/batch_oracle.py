@@ -89,6 +89,14 @@ class CIOracle(ABC):
             self.n_batches += 1
         return np.array([self.cache[k] for k in keys], dtype=float)
 
+    def fresh_batch(self, queries: list[Query]) -> np.ndarray:
+        """p-values of distinct, normalised queries never asked before, computed and not kept
+        in the cache (an engine that asks a test again later asks it again)."""
+        self.n_asked += len(queries)
+        self.n_computed += len(queries)
+        self.n_batches += 1
+        return np.asarray(self.compute_batch(queries), dtype=float)
+
     def test(self, x: int, y: int, s: Sequence[int] = ()) -> float:
         return float(self.test_batch([(x, y, tuple(s))])[0])
 

@@ -54,6 +54,20 @@ def _chunks_by_cells(cells: Sequence[int], copies: int, limit: int) -> list[list
     return chunks
 
 
+def _cell_budget_parts(
+    positions: np.ndarray, cells: np.ndarray, budget: int
+) -> list[np.ndarray]:
+    """``positions`` in consecutive parts whose dense tables hold at most about ``budget`` cells
+    together (a part holds one table at least): a big batch is counted part by part, so its
+    memory is a part's, not the batch's."""
+    if not positions.size:
+        return []
+    ends = np.cumsum(cells[positions], dtype=np.float64)
+    part_of = (ends - 1) // max(int(budget), 1)
+    bounds = np.flatnonzero(np.diff(part_of)) + 1
+    return np.split(positions, bounds)
+
+
 class DiscreteOracle(CIOracle):
     """G2 / Pearson chi2 on one data set of integer codes over global level sets.
 
@@ -133,13 +147,13 @@ class DiscreteOracle(CIOracle):
             # every row is in every table: the rule above decided it as the tables would
             options = DiscreteTestOptions(**{**options, "reliability": None})
         rows = query_rows(queries, normalised=True)  # once, for the sizes and the layout
-        small = table_cells(rows, self.cards) <= self.max_cells
-        dense = np.flatnonzero(small).tolist()
+        cells = table_cells(rows, self.cards)
+        small = cells <= self.max_cells
         sparse = np.flatnonzero(~small).tolist()
-        if dense:
-            layout = make_layout(rows if not sparse else rows[dense], self.cards, self.max_cells)
+        for part in _cell_budget_parts(np.flatnonzero(small), cells, self.max_cells):
+            layout = make_layout(rows[part], self.cards, self.max_cells)
             tables = count_tables(self.codes_t, layout)
-            pvals[dense] = discrete_tests(tables, layout, self.test_name, **options).pvalue
+            pvals[part] = discrete_tests(tables, layout, self.test_name, **options).pvalue
         for i in sparse:
             pvals[i] = self._sparse_pvalue(queries[i])
         return pvals
