@@ -54,9 +54,7 @@ def _chunks_by_cells(cells: Sequence[int], copies: int, limit: int) -> list[list
     return chunks
 
 
-def _cell_budget_parts(
-    positions: np.ndarray, cells: np.ndarray, budget: int
-) -> list[np.ndarray]:
+def _cell_budget_parts(positions: np.ndarray, cells: np.ndarray, budget: int) -> list[np.ndarray]:
     """``positions`` in consecutive parts whose dense tables hold at most about ``budget`` cells
     together (a part holds one table at least): a big batch is counted part by part, so its
     memory is a part's, not the batch's."""
