@@ -230,10 +230,21 @@ def lcs_options(values: Mapping[str, Any]) -> LCSOptions:
     return LCSOptions(max_level=values["max_depth"], **given)
 
 
-class LCSSearchStrategy(MethodStrategy):
-    """Shared set-up of FedLCS and its baselines: the search's options and the targets."""
+def start_targets(strategy: MethodStrategy, discrete: DiscreteLevels) -> list[int]:
+    """After hello, at the first request of FedLCS or a baseline: fix the level sets
+    (``discrete``) of ``strategy``'s variables and return its targets (option ``target``) as
+    indices, which every request and the payload name."""
+    discrete.fix(strategy)
+    return parse_targets(strategy.options.target, strategy.variables)
 
-    #: discrete columns; each client tests on its own rows (``lcs-pooled``: the server does)
+
+class FedLCSStrategy(MethodStrategy):
+    """FedLCS server: see the module docstring for rules and ties (the wire protocol:
+    :mod:`fedcausal_flwr.protocols.fedlcs`)."""
+
+    name = "fedlcs"
+    OPTIONS = FEDLCS_OPTIONS
+    #: discrete columns; each client tests on its own rows
     needs = InputNeeds(values="discrete", local_tests=True)
     alpha, test, max_depth, reliability = option_attributes(*COMMON)
     input_needs = discrete_needs
@@ -242,24 +253,8 @@ class LCSSearchStrategy(MethodStrategy):
         super().__init__(options, **keywords)
         #: the search's options (:class:`LCSOptions`) of the resolved ones
         self.lcs = lcs_options(self.options)
-        self.targets: list[int] = []
+        self.targets: list[int] = []  # set by start_targets at the first request
         self.discrete = DiscreteLevels()
-
-    def start_targets(self) -> None:
-        """After hello: the level sets, and the targets (option ``target``) as indices."""
-        self.discrete.fix(self)
-        self.targets = parse_targets(self.options.target, self.variables)
-
-
-class FedLCSStrategy(LCSSearchStrategy):
-    """FedLCS server: see the module docstring for rules and ties (the wire protocol:
-    :mod:`fedcausal_flwr.protocols.fedlcs`)."""
-
-    name = "fedlcs"
-    OPTIONS = FEDLCS_OPTIONS
-
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
         self.runner: StepRunner | None = None  # drives lcs_search, one request per round
         self.client_tests: dict[int, int] = {}
         self.stage_rounds = {"prune": 0, "sepsets": 0}
@@ -269,7 +264,7 @@ class FedLCSStrategy(LCSSearchStrategy):
 
     def next_request(self) -> Request | None:
         if self.runner is None:
-            self.start_targets()
+            self.targets = start_targets(self, self.discrete)
             self.runner = StepRunner(lcs_search(len(self.variables), self.targets, self.lcs))
         request = self.runner.pending
         if request is None:
@@ -382,7 +377,7 @@ make_strategy = FedLCSStrategy
 # options less ``ratio`` and ``sep_rule`` (:data:`BASELINE_OPTIONS`); their actions are in the
 # wire-protocol tables of :mod:`fedcausal_flwr.protocols.fedlcs` (``lcs_local``) and
 # :mod:`fedcausal_flwr.protocols.voting` (``raw_rows``).
-class LCSLocalStrategy(LCSSearchStrategy):
+class LCSLocalStrategy(MethodStrategy):
     """``fedlcs-local``: each client runs the whole search (PCsimple + orientation) on its own rows.
 
     One round (action ``lcs_local`` of :mod:`fedcausal_flwr.protocols.fedlcs`): every client
@@ -395,16 +390,24 @@ class LCSLocalStrategy(LCSSearchStrategy):
 
     name = "fedlcs-local"
     OPTIONS = BASELINE_OPTIONS
+    #: discrete columns; each client tests on its own rows
+    needs = InputNeeds(values="discrete", local_tests=True)
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        #: the search's options (:class:`LCSOptions`) of the resolved ones
+        self.lcs = lcs_options(self.options)
+        self.targets: list[int] = []  # set by start_targets at the first request
+        self.discrete = DiscreteLevels()
         self.client_graphs: dict[int, dict[str, Graph]] = {}
         self.client_tests: dict[int, int] = {}
 
     def next_request(self) -> Request | None:
         if self.client_graphs:
             return None
-        self.start_targets()
+        self.targets = start_targets(self, self.discrete)
         asked = scoped(self, LCSLocalRequest, targets=self.targets, lcs=options_dict(self.lcs))
         return Request(LCS_LOCAL, asked)
 
@@ -495,7 +498,7 @@ def lcs_local_summary(result: Result, truth: Graph) -> dict[str, dict]:
     return {"fedlcs-local-avg": average, "fedlcs-local-best": best}
 
 
-class LCSPooledStrategy(LCSSearchStrategy):
+class LCSPooledStrategy(MethodStrategy):
     """``lcs-pooled`` (LCS-All): the centralised reference, NOT private. Every client sends its
     raw (encoded) rows (action ``raw_rows``, as ``pooled``) and the server runs the same search on
     the union with one oracle (:func:`~fedcausal_flwr.discovery.lcs.local_structure`): the
@@ -504,9 +507,15 @@ class LCSPooledStrategy(LCSSearchStrategy):
     name = "lcs-pooled"
     OPTIONS = BASELINE_OPTIONS
     needs = InputNeeds(values="discrete")  # the server tests the pooled rows: any client size
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        #: the search's options (:class:`LCSOptions`) of the resolved ones
+        self.lcs = lcs_options(self.options)
+        self.targets: list[int] = []  # set by start_targets at the first request
+        self.discrete = DiscreteLevels()
         self.rows: dict[int, int] = {}
         self.found: tuple[dict[int, LocalStructure], Knowledge] | None = None
         self.n_tests = 0
@@ -514,7 +523,7 @@ class LCSPooledStrategy(LCSSearchStrategy):
     def next_request(self) -> Request | None:
         if self.found is not None:
             return None
-        self.start_targets()
+        self.targets = start_targets(self, self.discrete)
         return Request(RAW_ROWS, EncodedRowsRequest(self.variables, self.discrete.levels))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
@@ -560,7 +569,7 @@ def lcs_local_rows(result: Result, truth: Graph) -> dict[str, dict]:
 
 
 #: every method of this module: its strategy class, its client class and its own registry fields
-METHODS: tuple[tuple[type[LCSSearchStrategy], str, dict[str, Any]], ...] = (
+METHODS: tuple[tuple[type[MethodStrategy], str, dict[str, Any]], ...] = (
     (
         FedLCSStrategy,
         "fedcausal_flwr.clients.fedlcs:FedLCSClient",
