@@ -81,9 +81,15 @@ from fedcausal_flwr.protocols.fedecd import (
 )
 from fedcausal_flwr.protocols.voting import PRUNE
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import option_attributes
-from fedcausal_flwr.strategies.discrete import common_options, scoped
-from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
+from fedcausal_flwr.strategies.discrete import (
+    COMMON,
+    DiscreteLevels,
+    common_options,
+    discrete_needs,
+    scoped,
+)
+from fedcausal_flwr.strategies.layer_vote import LAYER_NEEDS, LayerLoop
 
 STOP_RULES = ("levels", "no_removal")
 #: the options a result reports, in its order
@@ -154,17 +160,23 @@ FEDECD_OPTIONS = common_options(
 )
 
 
-class FedECDStrategy(LayerwiseVoteStrategy):
+class FedECDStrategy(MethodStrategy):
     """FedECD's server; see the module docstring for the rules (the wire protocol:
-    :mod:`fedcausal_flwr.protocols.fedecd`)."""
+    :mod:`fedcausal_flwr.protocols.fedecd`). Phase 1's layers are its :class:`LayerLoop`."""
 
     name = "fedecd"
     OPTIONS = FEDECD_OPTIONS
+    needs = LAYER_NEEDS
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
     #: options read as attributes too
     tau, bootstraps = option_attributes("tau", "bootstraps")
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        self.discrete = DiscreteLevels()
+        #: the voting skeleton's layers: adjacency, depth, phase, layer records, vote shares
+        self.loop = LayerLoop()
         #: the clients' BDeu hill climbing, as it travels
         self.search = shared.hill_climb_keywords(self.options)
         self.layer_start: np.ndarray | None = None
@@ -178,38 +190,40 @@ class FedECDStrategy(LayerwiseVoteStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        self.start_skeleton()
-        assert self.adjacency is not None  # start_skeleton has run
-        if self.phase == "evidence":
+        loop = self.loop
+        loop.start(self, self.discrete)
+        assert loop.adjacency is not None  # start has run
+        if loop.phase == "evidence":
             assert self.layer_start is not None  # the layer that lost edges set it
             weights = scoped(
                 self,
                 BootstrapWeightsRequest,
                 **self.resamples(),
-                depth=self.depth,
+                depth=loop.depth,
                 evidence=self.options.evidence,
             )
             arrays = [self.layer_start.astype(np.uint8), self.removed]
             return Request(BOOTSTRAP_WEIGHTS, weights, arrays=arrays)
-        if self.phase == "skeleton":
+        if loop.phase == "skeleton":
             if self.layer_due():
-                return self.prune_request()
-            self.phase = "orient"
+                return loop.prune_request(self)
+            loop.phase = "orient"
         orient = scoped(
             self, OrientRequest, **self.resamples(), **self.search, tie_rule=self.options.tie_rule
         )
-        return Request(ORIENT, orient, arrays=[self.adjacency.astype(np.uint8)])
+        return Request(ORIENT, orient, arrays=[loop.adjacency.astype(np.uint8)])
 
     def resamples(self) -> dict[str, Any]:
         """The bootstrap resamples both phases' requests name (``bootstraps, seed, resample``)."""
         return {key: self.options[key] for key in ("bootstraps", "seed", "resample")}
 
     def layer_due(self) -> bool:
-        """The shared rule, and with ``stop="no_removal"`` no layer after one that removed
-        nothing."""
-        if self.options.stop == "no_removal" and self.layers and self.layers[-1]["removed"] == 0:
+        """The loop's rule (:meth:`LayerLoop.due`), and with ``stop="no_removal"`` no layer after
+        one that removed nothing."""
+        layers = self.loop.layers
+        if self.options.stop == "no_removal" and layers and layers[-1]["removed"] == 0:
             return False
-        return super().layer_due()
+        return self.loop.due(self.options.max_depth)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         if request.action == PRUNE:
@@ -221,13 +235,14 @@ class FedECDStrategy(LayerwiseVoteStrategy):
 
     # ------------------------------------------------------------------ phase 1
     def _vote_layer(self, replies: list[Reply]) -> None:
-        vote = self.vote_layer(replies, "0.5")  # a tie keeps the edge (Eq. 4)
+        loop = self.loop
+        vote = loop.vote(replies, "0.5")  # a tie keeps the edge (Eq. 4)
         before, threshold = vote.before, vote.threshold
         self.removed = vote.lost
-        self.layer_start, self.adjacency = before, vote.after
-        self.layers.append(
+        self.layer_start, loop.adjacency = before, vote.after
+        loop.layers.append(
             {
-                "depth": self.depth,
+                "depth": loop.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": int(np.triu(before, k=1).sum()),
@@ -239,11 +254,11 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(depth=self.depth, threshold=threshold, lost_vote=len(self.removed))
+        self.annotate(depth=loop.depth, threshold=threshold, lost_vote=len(self.removed))
         if len(self.removed):
-            self.phase = "evidence"
+            loop.phase = "evidence"
         else:
-            self.depth += 1
+            loop.depth += 1
 
     def _restore(self, replies: list[Reply]) -> None:
         n = len(self.removed)
@@ -258,10 +273,11 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             weights.append(w)
         mean = np.mean(weights, axis=0)
         restore = mean <= self.options.tau
-        assert self.adjacency is not None  # start_skeleton has run
+        loop = self.loop
+        assert loop.adjacency is not None  # the loop has started
         for a, b in self.removed[restore].tolist():
-            self.adjacency[a, b] = self.adjacency[b, a] = True
-        layer = self.layers[-1]
+            loop.adjacency[a, b] = loop.adjacency[b, a] = True
+        layer = loop.layers[-1]
         names = self.variables
         layer["restored"] = int(restore.sum())
         layer["removed"] = n - int(restore.sum())
@@ -274,13 +290,14 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             f"{names[a]}|{names[b]}": round(float(w), 6)
             for (a, b), w in zip(self.removed.tolist(), mean.tolist(), strict=True)
         }
-        self.annotate(depth=self.depth, restored=layer["restored"], removed=layer["removed"])
-        self.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
-        self.depth += 1
+        self.annotate(depth=loop.depth, restored=layer["restored"], removed=layer["removed"])
+        loop.phase, self.removed = "skeleton", np.zeros((0, 2), dtype=np.int64)
+        loop.depth += 1
 
     # ------------------------------------------------------------------ phase 2
     def _vote_graphs(self, replies: list[Reply]) -> None:
-        assert self.adjacency is not None  # start_skeleton has run
+        skeleton = self.loop.adjacency
+        assert skeleton is not None  # the loop has started
         p = len(self.variables)
         votes = np.zeros((p, p), dtype=np.int64)
         for r in replies:
@@ -292,7 +309,7 @@ class FedECDStrategy(LayerwiseVoteStrategy):
                 )
             graph = graph.astype(bool)
             undirected = graph | graph.T
-            if np.any(undirected & ~self.adjacency) or np.any(np.diag(graph)):
+            if np.any(undirected & ~skeleton) or np.any(np.diag(graph)):
                 raise ClientProtocolError(
                     f"client {r.client} sent edges outside the skeleton it was given"
                 )
@@ -308,7 +325,8 @@ class FedECDStrategy(LayerwiseVoteStrategy):
 
     # ------------------------------------------------------------------ result
     def result_payload(self) -> dict:
-        assert self.adjacency is not None  # start_skeleton has run
+        skeleton = self.loop.adjacency
+        assert skeleton is not None  # the loop has started
         names = self.variables
         cycles_left = 0
         if self.options.allow_cycles and self.graph is not None:
@@ -319,10 +337,11 @@ class FedECDStrategy(LayerwiseVoteStrategy):
             "graph": self.graph,
             "variables": list(names),
             "skeleton": [
-                [names[a], names[b]] for a, b in np.argwhere(np.triu(self.adjacency, k=1)).tolist()
+                [names[a], names[b]] for a, b in np.argwhere(np.triu(skeleton, k=1)).tolist()
             ],
-            "layers": self.layers,
-            "edge_votes": self.edge_votes(),  # the voting skeleton's (restored edges included)
+            "layers": self.loop.layers,
+            # the voting skeleton's (restored edges included)
+            "edge_votes": self.loop.edge_votes(names),
             "options": {key: self.options[key] for key in RESULT_OPTIONS},
             "dropped_for_cycles": [[names[a], names[b]] for a, b in self.dropped],
             "cyclic_components": cycles_left,

@@ -72,8 +72,15 @@ from fedcausal_flwr.protocols.queries import decode_queries
 from fedcausal_flwr.protocols.voting import FEDPC_VOTE_DISCLOSURES, PRUNE
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.discrete import common_options, pvalues_request
-from fedcausal_flwr.strategies.layer_vote import LayerwiseVoteStrategy, vote_threshold
+from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
+from fedcausal_flwr.strategies.discrete import (
+    COMMON,
+    DiscreteLevels,
+    common_options,
+    discrete_needs,
+    pvalues_request,
+)
+from fedcausal_flwr.strategies.layer_vote import LAYER_NEEDS, LayerLoop, vote_threshold
 
 ORIENTATIONS = ("maxp", "sepsets")
 Pair = tuple[int, int]
@@ -124,15 +131,21 @@ FEDPC_VOTE_OPTIONS = common_options(
 )
 
 
-class FedPCVoteStrategy(LayerwiseVoteStrategy):
+class FedPCVoteStrategy(MethodStrategy):
     """Layer-wise voting FedPC; see the module docstring for rules and ties (the wire protocol:
-    :mod:`fedcausal_flwr.protocols.voting`)."""
+    :mod:`fedcausal_flwr.protocols.voting`). The skeleton layers are its :class:`LayerLoop`."""
 
     name = "fedpc-vote"
     OPTIONS = FEDPC_VOTE_OPTIONS
+    needs = LAYER_NEEDS
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        self.discrete = DiscreteLevels()
+        #: the skeleton layers: adjacency, depth, phase, layer records, vote shares
+        self.loop = LayerLoop()
         self.sepsets: dict[Pair, list[tuple[int, ...]]] = {}
         self.candidates: list[Query] = []
         self.spans: list[tuple] = []
@@ -144,15 +157,16 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
     def next_request(self) -> Request | None:
         if self.graph is not None:
             return None
-        self.start_skeleton()
-        if self.phase == "skeleton":
-            if self.layer_due():
-                return self.prune_request()
-            self.phase = "orient"
+        loop = self.loop
+        loop.start(self, self.discrete)
+        if loop.phase == "skeleton":
+            if loop.due(self.options.max_depth):
+                return loop.prune_request(self)
+            loop.phase = "orient"
             if self.options.orientation == "maxp":
-                assert self.adjacency is not None  # start_skeleton has run
+                assert loop.adjacency is not None  # start has run
                 sep_depth = self.options.sep_depth
-                self.candidates, self.spans = candidate_queries(self.adjacency, sep_depth)
+                self.candidates, self.spans = candidate_queries(loop.adjacency, sep_depth)
         if self.options.orientation == "sepsets" or not self.candidates:
             self._orient()
             return None
@@ -167,7 +181,8 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
 
     # ------------------------------------------------------------------ skeleton
     def _vote_layer(self, replies: list[Reply]) -> None:
-        vote = self.vote_layer(replies, self.options.ratio)
+        loop = self.loop
+        vote = loop.vote(replies, self.options.ratio)
         before, votes, threshold, after = vote.before, vote.votes, vote.threshold, vote.after
         client_sets = [
             self._client_sepsets(r, before, k) for r, k in zip(replies, vote.kept, strict=True)
@@ -179,9 +194,9 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             self.sepsets[key] = list(dict.fromkeys(sets))
         names = self.variables
         rows, cols = np.nonzero(np.triu(before, k=1))
-        self.layers.append(
+        loop.layers.append(
             {
-                "depth": self.depth,
+                "depth": loop.depth,
                 "clients": [r.client for r in replies],
                 "threshold": threshold,
                 "edges_before": len(rows),
@@ -195,15 +210,16 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                 },
             }
         )
-        self.annotate(depth=self.depth, threshold=threshold, removed=len(removed))
-        self.adjacency = after
-        self.depth += 1
+        self.annotate(depth=loop.depth, threshold=threshold, removed=len(removed))
+        loop.adjacency = after
+        loop.depth += 1
 
     def _client_sepsets(
         self, reply: Reply, before: np.ndarray, kept: np.ndarray
     ) -> dict[Pair, list[tuple[int, ...]]]:
         rows = decode_queries(reply.arrays[1]) if len(reply.arrays) > 1 else []
         out: dict[Pair, list[tuple[int, ...]]] = {}
+        depth = self.loop.depth
         for x, y, s in rows:
             key = pair_key(x, y)
             if not (0 <= key[0] < key[1] < len(kept)) or not before[key] or kept[key]:
@@ -211,10 +227,9 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
                     f"client {reply.client} sent a separating set for the pair {key}, which it "
                     "did not remove at this layer"
                 )
-            if len(s) != self.depth or any(v in key or not 0 <= v < len(kept) for v in s):
+            if len(s) != depth or any(v in key or not 0 <= v < len(kept) for v in s):
                 raise ClientProtocolError(
-                    f"client {reply.client} sent the separating set {s} for {key} at layer "
-                    f"{self.depth}"
+                    f"client {reply.client} sent the separating set {s} for {key} at layer {depth}"
                 )
             out.setdefault(key, []).append(tuple(sorted(s)))
         dropped = np.triu(before & ~kept, k=1)
@@ -253,8 +268,8 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
         self.annotate(tests=n, pairs=len(self.spans), undecided_pairs=undecided)
 
     def _orient(self) -> None:
-        assert self.adjacency is not None  # start_skeleton has run
-        graph = undirected_graph(self.variables, self.adjacency)
+        assert self.loop.adjacency is not None  # the loop has started
+        graph = undirected_graph(self.variables, self.loop.adjacency)
         if self.options.orientation == "sepsets":
             self.colliders = orient_cpdag(
                 graph, self.sepsets, rule="causallearn", conflict="existing", meek="causallearn"
@@ -295,8 +310,8 @@ class FedPCVoteStrategy(LayerwiseVoteStrategy):
             "variables": list(names),
             "ratio": str(self.options.ratio),
             "orientation": self.options.orientation,
-            "layers": self.layers,
-            "edge_votes": self.edge_votes(),
+            "layers": self.loop.layers,
+            "edge_votes": self.loop.edge_votes(names),
             "evidence": Evidence.build(names, sepsets=sorted_entries(self.sepsets)),
             "consistent_sepsets": chosen,
             "orientation_tests": len(self.candidates),

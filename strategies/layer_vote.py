@@ -4,24 +4,23 @@ with it (Flower-free).
 At each depth ``l = 0, 1, ...`` every client prunes the broadcast skeleton once with conditioning
 sets of size ``l`` on its own rows (action ``prune``, :mod:`~fedcausal_flwr.protocols.voting`)
 and the server keeps a pair that at least ``ratio`` of the clients kept
-(:func:`vote_threshold`, exact; FedLCS's vote uses the same threshold).
+(:func:`vote_threshold`, exact; FedLCS's vote uses the same threshold). Each strategy holds
+the loop as a part (:class:`LayerLoop`) and declares :data:`LAYER_NEEDS`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, Request
 from fedcausal_flwr.protocols.voting import PRUNE, PruneRequest
-from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes
-from fedcausal_flwr.strategies.discrete import COMMON, DiscreteLevels, discrete_needs, scoped
+from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.discrete import DiscreteLevels, HoldsLevels, scoped
 
 
 def vote_threshold(ratio: float | str | Fraction, n_clients: int) -> int:
@@ -68,50 +67,54 @@ class LayerVote:
         return np.argwhere(np.triu(self.before & ~self.after, k=1)).astype(np.int64)
 
 
-class LayerwiseVoteStrategy(MethodStrategy):
-    """The layer loop shared by ``fedpc-vote`` and FedECD: levels ``l = 0, 1, ...``; at each,
-    every client prunes the broadcast skeleton once with conditioning sets of size ``l``
-    (action ``prune``) and the server keeps an edge with enough votes. A layer is due while
-    ``l <= max_depth`` and some node has more than ``l`` neighbours."""
+#: what fedpc-vote and FedECD need of the data: discrete columns; each client prunes on its own
+#: rows (each strategy's ``needs``)
+LAYER_NEEDS = InputNeeds(values="discrete", local_tests=True)
 
-    #: discrete columns; each client prunes on its own rows
-    needs = InputNeeds(values="discrete", local_tests=True)
-    alpha, test, max_depth, reliability = option_attributes(*COMMON)
-    input_needs = discrete_needs
 
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+class LayerLoop:
+    """The layer loop that ``fedpc-vote`` and FedECD each hold (attribute ``loop``), so neither
+    inherits it: levels ``l = 0, 1, ...``; at each, every client prunes the broadcast skeleton
+    once with conditioning sets of size ``l`` (action ``prune``) and the server keeps an edge
+    with enough votes. A layer is due while ``l <= max_depth`` and some node has more than
+    ``l`` neighbours."""
+
+    def __init__(self) -> None:
         self.adjacency: np.ndarray | None = None
-        self.discrete = DiscreteLevels()
         self.depth = 0
+        #: the owning strategy's phase: "skeleton" while layers run, then the strategy's own
         self.phase = "skeleton"
         self.layers: list[dict] = []
         #: per pair, the share of clients keeping it at its last vote and that vote's depth
         self.vote_share: np.ndarray | None = None
         self.vote_depth: np.ndarray | None = None
 
-    def start_skeleton(self) -> None:
-        """After hello: the complete graph over the common variables."""
+    def start(self, strategy: MethodStrategy, levels: DiscreteLevels) -> None:
+        """After hello (once): fix ``strategy``'s level sets, then the complete graph over the
+        common variables."""
         if self.adjacency is None:
-            self.discrete.fix(self)
-            self.adjacency = ~np.eye(len(self.variables), dtype=bool)
+            levels.fix(strategy)
+            self.adjacency = ~np.eye(len(strategy.variables), dtype=bool)
 
-    def layer_due(self) -> bool:
-        max_depth = self.options.max_depth
+    def due(self, max_depth: int | None) -> bool:
+        """Whether another layer runs: ``depth <= max_depth`` and some node has more than
+        ``depth`` neighbours."""
         if max_depth is not None and self.depth > max_depth:
             return False
-        assert self.adjacency is not None  # start_skeleton has run
+        assert self.adjacency is not None  # start has run
         return int(self.adjacency.sum(axis=1).max(initial=0)) > self.depth
 
-    def prune_request(self) -> Request:
-        assert self.adjacency is not None  # start_skeleton has run
-        asked = scoped(self, PruneRequest, depth=self.depth)
+    def prune_request(self, strategy: HoldsLevels) -> Request:
+        """Action ``prune`` at the current depth, with the current skeleton."""
+        assert self.adjacency is not None  # start has run
+        asked = scoped(strategy, PruneRequest, depth=self.depth)
         return Request(PRUNE, asked, arrays=[self.adjacency.astype(np.uint8)])
 
-    def vote_layer(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
-        """The clients' kept skeletons (checked) and the skeleton that keeps ``ratio`` of votes."""
+    def vote(self, replies: list[Reply], ratio: float | str | Fraction) -> LayerVote:
+        """The clients' kept skeletons (checked) and the skeleton that keeps ``ratio`` of votes;
+        records each voted pair's share and depth (the adjacency is the caller's to update)."""
         before = self.adjacency
-        assert before is not None  # start_skeleton has run
+        assert before is not None  # start has run
         kept = [kept_skeleton(r, before) for r in replies]
         # asarray: numpy's stubs allow a scalar for a sum over axis 0
         votes = np.asarray(np.sum(kept, axis=0, dtype=np.int64))
@@ -123,13 +126,13 @@ class LayerwiseVoteStrategy(MethodStrategy):
         self.vote_depth[before] = self.depth
         return LayerVote(before, kept, votes, threshold, before & (votes >= threshold))
 
-    def edge_votes(self) -> dict[str, list[list]]:
+    def edge_votes(self, names: list[str]) -> dict[str, list[list]]:
         """Each voted pair's confidence, by name: the share of clients that kept it at the layer
         that decided it: ``kept`` edges ``[x, y, share]`` at their last layer, ``removed`` pairs
         ``[x, y, share, depth]`` at the layer that removed them (the share fell below ratio)."""
         if self.vote_share is None or self.vote_depth is None or self.adjacency is None:
             return {"kept": [], "removed": []}
-        names, share, depth = self.variables, self.vote_share, self.vote_depth
+        share, depth = self.vote_share, self.vote_depth
         rows, cols = np.nonzero(np.triu(depth >= 0, k=1))
         kept: list[list] = []
         removed: list[list] = []

@@ -127,16 +127,17 @@ def test_break_cycles_drops_weakest_and_ignores_variable_order():
 def test_restore_rule_uses_the_client_mean():
     strategy = FedECDStrategy(tau=0.1)
     strategy.client_info = {0: ClientInfo(0, 10, ["a", "b", "c", "d"], {}, {}, {})}
-    strategy.adjacency = np.zeros((4, 4), dtype=bool)
+    strategy.loop.adjacency = np.zeros((4, 4), dtype=bool)
     strategy.removed = np.array([[0, 1], [0, 2], [2, 3]])
-    strategy.layers = [{"client_tests": {}}]
+    strategy.loop.layers = [{"client_tests": {}}]
     replies = [
         Reply(0, [np.array([0.0, 0.3, 0.1])], {}),
         Reply(1, [np.array([0.2, 0.0, 0.1])], {}),
     ]
     strategy._restore(replies)  # means 0.1 (<= tau: restored), 0.15, 0.1 (restored)
-    assert strategy.adjacency[0, 1] and strategy.adjacency[3, 2] and not strategy.adjacency[0, 2]
-    assert strategy.layers[-1]["restored"] == 2 and strategy.layers[-1]["removed"] == 1
+    skeleton, layer = strategy.loop.adjacency, strategy.loop.layers[-1]
+    assert skeleton[0, 1] and skeleton[3, 2] and not skeleton[0, 2]
+    assert layer["restored"] == 2 and layer["removed"] == 1
     strategy.removed = np.array([[0, 1]])
     with pytest.raises(ClientProtocolError, match="client 4"):
         strategy._restore([Reply(4, [np.array([1.5])], {})])
