@@ -46,7 +46,7 @@ effect and sample sizes); ``raw_rows``: everything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -61,6 +61,7 @@ from fedcausal_flwr.federation.core.messages import ClientProtocolError, Reply, 
 from fedcausal_flwr.federation.core.registry import register_method
 from fedcausal_flwr.graphs.frequency import split_by_graph
 from fedcausal_flwr.graphs.graph import ARROW, CIRCLE, NONE, TAIL, Graph
+from fedcausal_flwr.graphs.knowledge import Knowledge
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.metrics import graph_metrics
 from fedcausal_flwr.options import Option
@@ -80,6 +81,7 @@ from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes, re
 from fedcausal_flwr.strategies.discrete import (
     COMMON,
     DiscreteLevels,
+    HoldsLevels,
     client_marks,
     common_options,
     discrete_needs,
@@ -150,117 +152,150 @@ POOLED_OPTIONS = LOCAL_OPTIONS.extend(
 
 
 # ============================================================================ local graphs
-class LocalGraphsStrategy(MethodStrategy):
-    """One round: every client runs PC/FCI alone and sends its graph. Subclasses combine them."""
+class LocalGraphs:
+    """The round PC/FCI-Voting and ``local`` share: every client runs PC/FCI alone on its own
+    rows and sends its graph. A part each of their strategies holds, so that they differ only in
+    how they combine the graphs (and the strategies stay three classes deep)."""
 
-    #: the search each client runs (``local``: its option ``algorithm``)
-    algorithm = "pc"
-    #: discrete columns; each client runs its search on its own rows
-    needs = InputNeeds(values="discrete", local_tests=True)
-    alpha, test, max_depth, reliability = option_attributes(*COMMON)
-    input_needs = discrete_needs
-
-    def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
-        super().__init__(options, **keywords)
+    def __init__(self, knowledge: Knowledge | None) -> None:
         #: the background knowledge each client's search takes
-        self.knowledge = shared.parse_knowledge(self.options.knowledge)
-        self.discrete = DiscreteLevels()
-        self.client_graphs: dict[int, Graph] = {}
-        self.client_tests: dict[int, int] = {}
-        self.graph: Graph | None = None
+        self.knowledge = knowledge
+        #: each client's graph, by client id (read from the replies)
+        self.graphs: dict[int, Graph] = {}
+        #: each client's count of CI tests, by client id
+        self.tests: dict[int, int] = {}
 
-    def next_request(self) -> Request | None:
-        if self.graph is not None:
-            return None
-        self.discrete.fix(self)
+    def request(self, strategy: HoldsLevels, algorithm: str) -> Request:
+        """Action ``local_graph`` over ``strategy``'s variables and level sets (fixed before):
+        each client runs ``algorithm``. An unknown name in the knowledge stops the run here."""
         knowledge = None
         if self.knowledge is not None:
-            self.knowledge.matrix(self.variables)  # an unknown name stops the run here
+            self.knowledge.matrix(strategy.variables)
             knowledge = self.knowledge.to_text()
         asked = scoped(
-            self,
+            strategy,
             LocalGraphRequest,
-            max_depth=self.options.max_depth,
-            algorithm=self.algorithm,
+            max_depth=strategy.options.max_depth,
+            algorithm=algorithm,
             knowledge=knowledge,
         )
         return Request(LOCAL_GRAPH, asked)
 
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        kind = GRAPH_KIND[self.algorithm]
-        names = tuple(self.variables)
-        self.client_graphs = {r.client: Graph(names, client_marks(r, names), kind) for r in replies}
-        self.client_tests = {r.client: int(r.meta_as(ComputedTests).tests) for r in replies}
-        self.graph = self.combine()
-        self.annotate(clients=len(replies))
-
-    def combine(self) -> Graph:
-        raise NotImplementedError
+    def read(self, replies: list[Reply], variables: Sequence[str], algorithm: str) -> None:
+        """Keep each reply's graph (checked: a malformed one is the client's protocol error)
+        and its test count."""
+        kind = GRAPH_KIND[algorithm]
+        names = tuple(variables)
+        self.graphs = {r.client: Graph(names, client_marks(r, names), kind) for r in replies}
+        self.tests = {r.client: int(r.meta_as(ComputedTests).tests) for r in replies}
 
 
-class GraphVoteStrategy(LocalGraphsStrategy):
-    """PC-Voting: entry-wise vote over the clients' graphs (may be inconsistent); with
-    ``algorithm="fci"``, FCI-Voting: the same vote over the clients' PAGs."""
+class GraphVoteStrategy(MethodStrategy):
+    """PC-Voting: one round of local graphs (:class:`LocalGraphs`), voted entry-wise (may be
+    inconsistent); with ``algorithm="fci"``, FCI-Voting: the same vote over the clients' PAGs."""
 
-    #: a column constant over every site's rows: each site's PC finds it independent of all
-    #: (a table of one level: no degree of freedom), so the vote keeps it isolated, as pooled does
+    #: discrete columns; each client runs its search on its own rows. A column constant over
+    #: every site's rows: each site's PC finds it independent of all (a table of one level: no
+    #: degree of freedom), so the vote keeps it isolated, as pooled does
     needs = InputNeeds(values="discrete", local_tests=True, isolates_constants=True)
     name = "pc-vote"
     OPTIONS = VOTING_OPTIONS
     VARIANTS = {"pc": ("pc-vote", VOTING_OPTIONS), "fci": ("fci-vote", VOTING_OPTIONS)}
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(
         self, options: Mapping[str, Any] | None = None, /, *, algorithm: str = "pc",
         **keywords: Any,
     ) -> None:  # fmt: skip
         super().__init__(options, variant=algorithm, **keywords)
+        self.discrete = DiscreteLevels()
+        self.local = LocalGraphs(shared.parse_knowledge(self.options.knowledge))
+        #: the search each client runs
         self.algorithm = algorithm
+        self.graph: Graph | None = None
+
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        self.discrete.fix(self)
+        return self.local.request(self, self.algorithm)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        self.local.read(replies, self.variables, self.algorithm)
+        self.graph = self.combine()
+        self.annotate(clients=len(replies))
 
     def combine(self) -> Graph:
-        stack = np.stack([self.client_graphs[c].marks for c in sorted(self.client_graphs)])
+        """The entry-wise vote over the clients' graphs, in client order."""
+        graphs = self.local.graphs
+        stack = np.stack([graphs[c].marks for c in sorted(graphs)])
         return Graph(tuple(self.variables), majority_marks(stack), GRAPH_KIND[self.algorithm])
 
     def edge_votes(self) -> dict[str, list[list]]:
         """Each pair some client has, by name, with the share of clients that have it: ``kept``
         edges ``[x, y, share]`` (a majority) and ``removed`` pairs ``[x, y, share]``."""
         assert self.graph is not None  # combined
-        present = np.stack([g.marks != NONE for g in self.client_graphs.values()])
+        present = np.stack([g.marks != NONE for g in self.local.graphs.values()])
         share = present.mean(axis=0)
         return split_by_graph(self.variables, share, share > 0, self.graph.adjacency())
 
     def result_payload(self) -> dict:
+        graphs, tests = self.local.graphs, self.local.tests
         return {
             "graph": self.graph,
             "variables": list(self.variables),
             "vote": "edge iff > K/2 clients have it; marks by plurality, ties to tail<arrow<circle",
             "edge_votes": self.edge_votes(),
-            "client_edges": {str(c): g.n_edges() for c, g in sorted(self.client_graphs.items())},
-            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+            "client_edges": {str(c): g.n_edges() for c, g in sorted(graphs.items())},
+            "client_tests": {str(c): n for c, n in sorted(tests.items())},
         }
 
 
-class LocalStrategy(LocalGraphsStrategy):
-    """Each client alone: no combination. Main graph = lowest partition id's graph."""
+class LocalStrategy(MethodStrategy):
+    """Each client alone: one round of local graphs (:class:`LocalGraphs`), no combination.
+    Main graph = lowest partition id's graph."""
 
+    #: discrete columns; each client runs its search on its own rows
+    needs = InputNeeds(values="discrete", local_tests=True)
     name = "local"
     OPTIONS = LOCAL_OPTIONS
+    alpha, test, max_depth, reliability = option_attributes(*COMMON)
+    input_needs = discrete_needs
 
     def __init__(self, options: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        self.discrete = DiscreteLevels()
+        self.local = LocalGraphs(shared.parse_knowledge(self.options.knowledge))
+        #: the search each client runs (option ``algorithm``)
         self.algorithm = self.options.algorithm
+        self.graph: Graph | None = None
+
+    def next_request(self) -> Request | None:
+        if self.graph is not None:
+            return None
+        self.discrete.fix(self)
+        return self.local.request(self, self.algorithm)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        self.local.read(replies, self.variables, self.algorithm)
+        self.graph = self.combine()
+        self.annotate(clients=len(replies))
 
     def combine(self) -> Graph:
-        return self.client_graphs[min(self.client_graphs)]
+        """No combination: the lowest partition id's graph."""
+        return self.local.graphs[min(self.local.graphs)]
 
     def result_payload(self) -> dict:
+        graphs, tests = self.local.graphs, self.local.tests
         return {
             "graph": self.graph,
             "variables": list(self.variables),
-            "main_graph": f"client {min(self.client_graphs)} (use local_summary for avg/best)",
+            "main_graph": f"client {min(graphs)} (use local_summary for avg/best)",
             "client_graphs": [
-                {"client": c, "graph": g.to_json()} for c, g in sorted(self.client_graphs.items())
+                {"client": c, "graph": g.to_json()} for c, g in sorted(graphs.items())
             ],
-            "client_tests": {str(c): n for c, n in sorted(self.client_tests.items())},
+            "client_tests": {str(c): n for c, n in sorted(tests.items())},
         }
 
 

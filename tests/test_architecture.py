@@ -1,6 +1,7 @@
 """The layering holds: imports go downwards with no circle, the protocol core is Flower-free,
-Flower internals are used in one adapter module only, no source file is over 800 lines, and a
-method runs under Flower's own workflow too (not only the project's)."""
+Flower internals are used in one adapter module only, no source file is over 800 lines, no
+strategy class is more than three deep, and a method runs under Flower's own workflow too (not
+only the project's)."""
 
 from __future__ import annotations
 
@@ -344,6 +345,71 @@ def test_no_source_file_is_over_800_lines():
         if (n := len(path.read_text().splitlines())) > 800
     }
     assert not long, long
+
+
+#: the most classes a strategy's MRO may hold from its own class down to ``ProtocolStrategy``:
+#: ``ProtocolStrategy -> MethodStrategy -> X``; shared behaviour is a part, not a base class
+MAX_STRATEGY_DEPTH = 3
+#: strategies still four deep while their families are being flattened on other branches; drop
+#: a name as soon as its class is flat (the test fails on a name that is no longer deep)
+KNOWN_DEEP = frozenset({
+    "FedECDStrategy", "FedPCVoteStrategy",  # on LayerwiseVoteStrategy
+    "FedLCSStrategy", "LCSLocalStrategy", "LCSPooledStrategy",  # on LCSSearchStrategy
+    "FedCIIODStrategy",  # on GLMTestsStrategy
+})  # fmt: skip
+
+
+def too_deep(classes: Iterable[type], limit: int = MAX_STRATEGY_DEPTH) -> dict[str, list[str]]:
+    """Each of ``classes`` whose MRO holds more than ``limit`` classes from itself down to
+    ``ProtocolStrategy`` (both counted): its name -> that chain."""
+    from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+
+    chains = {cls: cls.__mro__[: cls.__mro__.index(ProtocolStrategy) + 1] for cls in classes}
+    return {
+        cls.__name__: [c.__name__ for c in chain]
+        for cls, chain in chains.items()
+        if len(chain) > limit
+    }
+
+
+def strategy_classes() -> set[type]:
+    """Every built-in method's strategy class (a factory function's by its return annotation)
+    and every other strategy class the package defines (the bases they share, too)."""
+    import inspect
+    import typing
+
+    from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
+    from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
+
+    registered = set()
+    for name in builtin_methods():
+        make = get_method(name).make_strategy
+        made = make if inspect.isclass(make) else typing.get_type_hints(make)["return"]
+        assert inspect.isclass(made) and issubclass(made, ProtocolStrategy), (name, made)
+        registered.add(made)
+    defined, stack = set(), [ProtocolStrategy]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub.__module__.startswith("fedcausal_flwr.") and sub not in defined:
+                defined.add(sub)
+                stack.append(sub)
+    assert registered <= defined, registered - defined
+    return defined
+
+
+def test_no_strategy_class_is_more_than_three_deep():
+    """ProtocolStrategy -> MethodStrategy -> the method's class, at most; the check can fail."""
+    from fedcausal_flwr.strategies.voting import GraphVoteStrategy
+
+    deep = too_deep(strategy_classes())
+    assert not set(deep) - KNOWN_DEEP, {n: c for n, c in deep.items() if n not in KNOWN_DEEP}
+    assert not KNOWN_DEEP - set(deep), f"flat now, drop from KNOWN_DEEP: {KNOWN_DEEP - set(deep)}"
+
+    class OnAMethod(GraphVoteStrategy):
+        pass
+
+    chain = ["OnAMethod", "GraphVoteStrategy", "MethodStrategy", "ProtocolStrategy"]
+    assert too_deep([OnAMethod, GraphVoteStrategy]) == {"OnAMethod": chain}
 
 
 @pytest.mark.parametrize("secure", [False])
