@@ -55,6 +55,7 @@ from fedcausal_flwr.federation.core.registry import SecureSupport, register_meth
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.privacy.server_noise import ServerNoise
 from fedcausal_flwr.protocols.fedci import (
     DISCLOSURES,
     FISHER_DISCLOSURES,
@@ -65,7 +66,8 @@ from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import SITE_EFFECTS
 from fedcausal_flwr.strategies import glm_tests
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import Options
+from fedcausal_flwr.strategies.base import MethodStrategy, Options
+from fedcausal_flwr.strategies.search_stop import stop_search
 
 LOG = logging.getLogger(__name__)
 POSSIBLE_DSEP = ("stable", "sequential", "off")
@@ -141,14 +143,14 @@ IOD_POOLED_OPTIONS = _options("pooled")
 FEDCI_DEFAULTS = glm_tests.FEDCI_FCI_OPTIONS.defaults()
 
 
-class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
-    """fedci-iod: IOD on fedCI's federated GLM tests; by its evidence (``ci``), iod-fisher
-    (``fisher``: each site's own likelihood-ratio p-values, combined by Fisher's method; the
-    fedCI paper's baseline) and iod-pooled (``pooled``: tests of the sites' rows pooled at the
-    server, the site a covariate; the upper bound, NOT private)."""
+class FedCIIODStrategy(MethodStrategy):
+    """fedci-iod: IOD on fedCI's federated GLM tests (a
+    :class:`~fedcausal_flwr.strategies.glm_tests.GLMTests` it holds as ``glm``); by its evidence
+    (``ci``), iod-fisher (``fisher``: each site's own likelihood-ratio p-values, combined by
+    Fisher's method; the fedCI paper's baseline) and iod-pooled (``pooled``: tests of the sites'
+    rows pooled at the server, the site a covariate; the upper bound, NOT private)."""
 
     name = "fedci-iod"
-    algorithm = "fci"
     OPTIONS = FEDCI_IOD_OPTIONS
     VARIANTS = {
         "fedci": ("fedci-iod", FEDCI_IOD_OPTIONS),
@@ -163,46 +165,79 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
         #: the tests' evidence (fedCI's ``ci`` option, fixed per method): ``fedci``, ``fisher``,
         #: or ``pooled`` (the server runs them on the sites' rows)
         self.ci = ci
-        # fedCI's core reads every fedCI option: ci is the method's evidence, and those IOD does
+        # fedCI's tests read every fedCI option: ci is the method's evidence, and those IOD does
         # not offer (missing values, the search engine's) keep fedCI's defaults
         self.options = Options({**FEDCI_DEFAULTS, **self.options, "ci": self.ci})
+        #: the federated CI tests: schema, tests asked, batches, the server's privacy part
+        self.glm = glm_tests.GLMTests(self.options)
+        #: why the search ended before its last depth (None: it did not)
+        self.stopped: str | None = None
+        self.runner: StepRunner | None = None
         self.evidence: SiteEvidence | None = None
         self.progress_lines: list[str] = []
         self.datasets: list[tuple[int, ...]] = []
         self.dropped: set[int] = set()
 
+    @property
+    def privacy(self) -> ServerNoise | None:
+        """The server's side of a private run (None: dp off), the tests' own."""
+        return self.glm.privacy
+
+    @property
+    def batches(self) -> list[dict]:
+        """Each batch of tests answered: its round, tests and IRLS rounds."""
+        return self.glm.batches
+
     def input_needs(self) -> InputNeeds:
         """fedCI's needs, except that the sites may hold different columns."""
-        return replace(super().input_needs(), same_columns=False)
+        return replace(self.glm.input_needs(), same_columns=False)
 
-    # ------------------------------------------------------------------ iod-pooled
+    # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
-        if self.ci != "pooled":
-            return super().next_request()
         runner = self.runner if self.runner is not None else self.start_search()
-        if runner.pending is None:
+        if runner.pending is None:  # the search has finished
             return None
-        assert self.schema is not None  # validate_clients has set it
-        return Request(RAW_ROWS, RawRowsRequest(self.schema.to_json()))
+        if self.ci != "pooled":
+            return self.glm.request(self, runner.pending)
+        assert self.glm.schema is not None  # validate_clients has set it
+        return Request(RAW_ROWS, RawRowsRequest(self.glm.schema.to_json()))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         if request.action != RAW_ROWS:
-            super().handle_replies(request, replies)
+            pvalues = self.glm.answer(self, request, replies, self.runner.pending)
+            if pvalues is not None:
+                self.runner.answer(pvalues)
             return
-        assert self.schema is not None and self.runner is not None  # set by next_request
+        self._answer_pooled(replies, self.runner)
+
+    def forget_pending_batch(self) -> None:
+        self.glm.forget()
+
+    def privacy_plan(self) -> dict[str, Any] | None:
+        return self.glm.privacy_plan(self)
+
+    def stop_search(self, refusal: str) -> bool:
+        return stop_search(self, refusal)
+
+    # ------------------------------------------------------------------ iod-pooled
+    def _answer_pooled(self, replies: list[Reply], runner: StepRunner) -> None:
+        """iod-pooled's one round: every batch of the search, tested on the sites' rows."""
+        schema = self.glm.schema
+        assert schema is not None  # validate_clients has set it
         pids = [reply.client for reply in replies]
-        frames = [self._rows_frame(reply, self.schema) for reply in replies]
+        frames = [self._rows_frame(reply, schema) for reply in replies]
         self.evidence = SiteEvidence(
-            frames, self.schema, "pooled", ridge=self.options.ridge, **self.fit_options
+            frames, schema, "pooled", ridge=self.options.ridge, **self.glm.fit_options
         )
         self.annotate(rows=sum(len(f) for f in frames))
-        while (queries := self.runner.pending) is not None:
+        while (queries := runner.pending) is not None:
             pvalues = self.evidence.compute_batch(queries)
             for query in queries:
                 res = self.evidence.results[query]
-                self.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
+                self.glm.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
             self.batches.append({"round": self.current_round, "tests": len(queries), "rounds": 0})
-            self.runner.answer(pvalues)
+            runner.answer(pvalues)
 
     def _rows_frame(self, reply: Reply, schema: Schema) -> pd.DataFrame:
         """A site's ``raw_rows`` reply as a frame over its own columns, levels restored."""
@@ -232,7 +267,7 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
-        super().validate_clients(info)
+        self.glm.validate(info, self.entry_point)
         for pid in sorted(info):
             if len(info[pid].columns) < 2:
                 raise InputError(
@@ -251,13 +286,15 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
         self.report(line)
 
     def start_search(self, max_depth: int | None = None) -> StepRunner:
-        self._begin()
-        where = {v: i for i, v in enumerate(self._names)}
+        """IOD's search, capped at ``max_depth``; its batches answered before come from the
+        cache."""
+        names = self.glm.begin(self.secure_mode)
+        where = {v: i for i, v in enumerate(names)}
         sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
-        self.datasets = check_datasets(self._names, sets)
+        self.datasets = check_datasets(names, sets)
         options = self.options
         steps = iod_steps(
-            self._names,
+            names,
             self.datasets,
             options.alpha,
             procedure=options.procedure,
@@ -268,11 +305,11 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
             partial=options.partial,
             progress=self._progress,
         )
-        self.runner = StepRunner(with_cache(steps, self.cache))
+        self.runner = StepRunner(with_cache(steps, self.glm.cache))
         return self.runner
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
-        super().on_clients_dropped(dropped)
+        self.glm.on_clients_dropped(self, dropped)
         self.dropped.update(dropped)
 
     def result_payload(self) -> dict:
@@ -281,7 +318,7 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
         # a dataset's sites: those still in the run at its end (a dropped site is listed under
         # the result's dropped clients, with the round it left)
         sites: dict[tuple[int, ...], list[int]] = {}
-        where = {v: i for i, v in enumerate(self._names)}
+        where = {v: i for i, v in enumerate(self.glm.names)}
         for pid in sorted(set(self.client_info) - self.dropped):
             key = tuple(sorted(where[c] for c in self.client_info[pid].columns))
             sites.setdefault(key, []).append(pid)
@@ -312,7 +349,7 @@ class FedCIIODStrategy(glm_tests.GLMTestsStrategy):
                 for d in result.local
             ],  # fmt: skip
             "progress": self.progress_lines,
-            **self.test_report(),
+            **self.glm.test_report(),
         }
 
 

@@ -2,9 +2,10 @@
 fitted by federated IRLS (the clients' summed blocks), or Fisher's combination of the clients'
 own p-values, inside the batched PC/FCI engine (Flower-free).
 
-``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`) are :class:`GLMTestsStrategy`
-with PC's or FCI's search and options; fedCI-IOD
-(:mod:`fedcausal_flwr.strategies.fedci_iod`) extends it to sites with different variable sets.
+The tests are a part, :class:`GLMTests`: ``fedci-pc`` / ``fedci-fci``
+(:mod:`fedcausal_flwr.strategies.fedci`) are :class:`GLMTestsStrategy`, which holds one inside
+PC's or FCI's search, and fedCI-IOD (:mod:`fedcausal_flwr.strategies.fedci_iod`) holds one inside
+IOD's search over sites with different variable sets.
 Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
 declared here once; their wire protocol (payloads, replies, the fixed-point encoding) and
 disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
@@ -35,6 +36,7 @@ from fedcausal_flwr.federation.core.messages import (
 from fedcausal_flwr.options import Option, OptionError, OptionSet, content_only, say
 from fedcausal_flwr.privacy.accounting import release_sensitivity2
 from fedcausal_flwr.privacy.charges import PrivacyCharge
+from fedcausal_flwr.privacy.server_noise import ServerNoise
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -58,7 +60,7 @@ from fedcausal_flwr.stats.glm import (
     test_models,
 )
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy
+from fedcausal_flwr.strategies.base import MethodStrategy, Options
 from fedcausal_flwr.strategies.search_stop import privacy_report, server_noise, stop_search
 
 ENCODINGS = ("auto", "float", "fixed")
@@ -308,64 +310,50 @@ FEDCI_FCI_OPTIONS = _options("fci")
 FEDCI_METHOD_OF = {"pc": ("fedci-pc", FEDCI_PC_OPTIONS), "fci": ("fedci-fci", FEDCI_FCI_OPTIONS)}
 
 
-class GLMTestsStrategy(MethodStrategy):
-    """fedCI's federated GLM tests inside PC's or FCI's batched search, on mixed data: the core of
-    fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci` registers both, by
-    :attr:`algorithm`) and of the IOD methods. It reads every fedCI option from :attr:`options`.
+class GLMTests:
+    """fedCI's federated GLM CI tests as a part: fedCI-PC / fedCI-FCI's
+    :class:`GLMTestsStrategy` and fedCI-IOD's strategy each hold one (attribute ``glm``), so
+    neither inherits the other. It turns a batch of the search's tests into requests and their
+    replies into the batch's p-values, and holds the schema, every test asked (``cache``,
+    ``tests``, ``batches``) and the server's side of differential privacy. It reads every fedCI
+    option from ``options``; the strategy passed to a call supplies the run (clients, round,
+    recorder).
 
-    With ``dp`` (fedCI-PC / fedCI-FCI): each round is a release of the pending models' blocks,
-    clipped row by row at the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch
-    runs at most ``dp_rounds`` IRLS rounds and the search stops at depth ``dp_batches - 1``, so
-    the budget is split over ``dp_batches x dp_rounds`` releases. The server reads the noisy
-    sums as post-processing: it symmetrises the information, adds a ridge of ``3 sigma sqrt(P)``
-    (about the spectral norm of a P x P noise matrix), and tests each LR statistic against chi2
-    plus the noise of its two log-likelihoods
-    (:func:`~fedcausal_flwr.stats.glm.noisy_chi2_sf`)."""
+    With ``dp``: each round is a release of the pending models' blocks, clipped row by row at
+    the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch runs at most
+    ``dp_rounds`` IRLS rounds. The server reads the noisy sums as post-processing: it
+    symmetrises the information, adds a ridge of ``3 sigma sqrt(P)`` (about the spectral norm of
+    a P x P noise matrix), and tests each LR statistic against chi2 plus the noise of its two
+    log-likelihoods (:func:`~fedcausal_flwr.stats.glm.noisy_chi2_sf`)."""
 
-    name = "fedci-pc"
-    #: the search: ``pc`` or ``fci`` (``algorithm="fci"`` makes fedCI-FCI; a subclass may set it)
-    algorithm = "pc"
-    OPTIONS = FEDCI_PC_OPTIONS
-    VARIANTS = FEDCI_METHOD_OF
-
-    def __init__(
-        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str | None = None,
-        **keywords: Any,
-    ) -> None:  # fmt: skip
-        # fedCI-PC/-FCI are this class's variants by search; a subclass names its own variant
-        super().__init__(options, **{"variant": algorithm, **keywords})
-        self.algorithm = self.algorithm if algorithm is None else algorithm
+    def __init__(self, options: Options) -> None:
+        self.options = options
         #: the server's side of a private run (None: dp off): lattice releases, for which
         #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
         #: ``dp_batches`` depths
         self.privacy = server_noise(
-            self.options,
-            int(self.options.dp_batches) * int(self.options.dp_rounds)
-            if "dp_rounds" in self.options
-            else None,
+            options,
+            int(options.dp_batches) * int(options.dp_rounds) if "dp_rounds" in options else None,
             "clipped GLM blocks",
             tight=False,
         )
-        #: why the search ended before its last depth (None: it did not)
-        self.stopped: str | None = None
-        schema = self.options.schema  # checked Schema JSON, or None: kinds from the dtypes
+        schema = options.schema  # checked Schema JSON, or None: kinds from the dtypes
         self.schema: Schema | None = None if schema is None else Schema.from_json(schema)
         #: the IRLS keywords of every fit (:func:`~fedcausal_flwr.stats.glm.new_state`)
-        self.fit_options: dict[str, Any] = {
-            "tol": self.options.tol,
-            "max_iter": self.options.max_iter,
-        }
+        self.fit_options: dict[str, Any] = {"tol": options.tol, "max_iter": options.max_iter}
         #: how the GLM blocks travel (``fixed`` or ``float``), settled when the search starts
         self.encoding: str | None = None
+        #: every test's p-value: the search's cache
         self.cache: dict[Query, float] = {}
         self.tests: dict[Query, CITestResult] = {}
-        self.runner: StepRunner | None = None
         self.batches: list[dict] = []
-        self._fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
-        self._rounds_in_batch = 0
-        self._names: list[str] = []
+        #: the open batch: each test's query, its models' fits and the clients it asks
+        self.fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
+        self.rounds_in_batch = 0
+        #: the variables in the schema's order (a query's indices)
+        self.names: list[str] = []
         #: the pending private release: (models, cells, noise variance, shares, sensitivity^2)
-        self._release: tuple[int, int, float, int | None, float] | None = None
+        self.release: tuple[int, int, float, int | None, float] | None = None
 
     @property
     def resolution(self) -> float:
@@ -383,10 +371,10 @@ class GLMTestsStrategy(MethodStrategy):
             values="mixed", local_tests=local, kind_fix=SCHEMA_FIX, missing=self.options.missing
         )
 
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+    def validate(self, info: dict[int, ClientInfo], entry_point: str) -> None:
         """The schema: inferred from the reports, or the given one, which must name every column."""
         if self.schema is None:
-            self.schema = schema_from_hello(info, self.entry_point)
+            self.schema = schema_from_hello(info, entry_point)
         names = self.schema.names
         for pid in sorted(info):
             unknown = [c for c in info[pid].columns if c not in names]
@@ -395,7 +383,7 @@ class GLMTestsStrategy(MethodStrategy):
                     f"has columns {unknown} that the schema does not declare",
                     client=pid,
                     fix="declare them in the schema or drop them",
-                    entry_point=self.entry_point,
+                    entry_point=entry_point,
                 )
         cap = self.options.max_categories
         for spec in self.schema:
@@ -408,43 +396,30 @@ class GLMTestsStrategy(MethodStrategy):
                     f"max_categories={spec.card})"
                 )
 
-    def start_search(self, max_depth: int | None = None) -> StepRunner:
-        """The search, capped at ``max_depth`` (default: the options' cap, and a private run's
-        ``dp_batches - 1``); its batches answered before come from the cache."""
-        self._begin()
-        engine = shared.search_engine_options(self.algorithm, self.options)
-        search = pc_steps if self.algorithm == "pc" else fci_steps
-        depth = self.options.max_depth if max_depth is None else max_depth
-        if self.privacy is not None:  # one budget share per skeleton depth
-            cap = int(self.options.dp_batches) - 1
-            depth = cap if depth is None else min(depth, cap)
-        steps = search(self._names, self.options.alpha, depth, **engine)
-        self.runner = StepRunner(with_cache(steps, self.cache))
-        return self.runner
-
-    def _begin(self) -> None:
-        """The variables in the schema's order, and the run's encoding (``auto``: fixed-point
-        digits in a secure run, float64 otherwise)."""
-        assert self.schema is not None  # validate_clients has set it
-        self._names = list(self.schema.names)
+    def begin(self, secure_mode: bool) -> list[str]:
+        """When a search starts: the variables in the schema's order (returned), and the run's
+        encoding (``auto``: fixed-point digits in a secure run, float64 otherwise)."""
+        assert self.schema is not None  # validate has set it
+        self.names = list(self.schema.names)
         encoding = self.options.encoding
         if encoding == "auto":
-            encoding = "fixed" if self.secure_mode else "float"
-        if encoding == "float" and self.secure_mode:
+            encoding = "fixed" if secure_mode else "float"
+        if encoding == "float" and secure_mode:
             raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
         self.encoding = encoding
+        return self.names
 
-    def _open_batch(self, queries: list[Query], schema: Schema) -> None:
-        self._fits = []
-        self._rounds_in_batch = 0
+    def _open_batch(self, strategy: MethodStrategy, queries: list[Query], schema: Schema) -> None:
+        self.fits = []
+        self.rounds_in_batch = 0
         for query in queries:
-            x, y, s = (self._names[query[0]], self._names[query[1]],
-                       [self._names[v] for v in query[2]])  # fmt: skip
+            x, y, s = (self.names[query[0]], self.names[query[1]],
+                       [self.names[v] for v in query[2]])  # fmt: skip
             needed = [x, y, *s]
             clients = tuple(
                 pid
-                for pid in self.alive_clients
-                if set(needed) <= set(self.client_info[pid].columns)
+                for pid in strategy.alive_clients
+                if set(needed) <= set(strategy.client_info[pid].columns)
             )
             if not clients:
                 raise ValueError(
@@ -455,69 +430,67 @@ class GLMTestsStrategy(MethodStrategy):
             models = test_models(x, y, s, self.options.site_effect, clients, testwise)
             states = [new_state(m, schema, self.options.ridge, **self.fit_options) for m in models]
             if self.encoding == "fixed":  # quantisation must not look like a worse fit
-                noise = 16.0 * len(self.alive_clients) * 2.0**-self.options.fixed_fraction_bits
+                noise = 16.0 * len(strategy.alive_clients) * 2.0**-self.options.fixed_fraction_bits
                 for state in states:
                     state.objective_noise = noise
-            self._fits.append((query, states, clients))
+            self.fits.append((query, states, clients))
 
     # ------------------------------------------------------------------ protocol
-    def next_request(self) -> Request | None:
-        runner = self.runner if self.runner is not None else self.start_search()
-        queries = runner.pending
-        if queries is None:  # the search has finished
-            return None
-        assert self.schema is not None  # validate_clients has set it
+    def request(self, strategy: MethodStrategy, queries: list[Query]) -> Request:
+        """The request for the search's pending batch ``queries``: the next IRLS round of its
+        unfinished models (``glm``), or each client's own tests (``local_lrt``, Fisher's)."""
+        assert self.schema is not None  # validate has set it
         if self.options.ci == "fisher":
             return self._fisher_request(queries, self.schema)
-        if not self._fits:
-            self._open_batch(queries, self.schema)
-        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+        if not self.fits:
+            self._open_batch(strategy, queries, self.schema)
+        pending = [s for _, states, _ in self.fits for s in states if not s.done]
         schema, models = self.schema.to_json(), [model_row(s.model) for s in pending]
         betas = np.concatenate([s.beta_eval for s in pending] + [np.zeros(0)])
-        fixed = list(self._fixed_format()) if self.encoding == "fixed" else None
-        privacy = None if self.privacy is None else self._charge_round(pending).encode()
+        fixed = list(self._fixed_format(strategy)) if self.encoding == "fixed" else None
+        privacy = None if self.privacy is None else self._charge_round(strategy, pending).encode()
         payload = GLMRequest(schema, self.options.missing, models, fixed, privacy)
         return Request(GLM, payload, arrays=[betas], secure=self.encoding == "fixed")
 
-    def _charge_round(self, pending: list[NewtonState]) -> PrivacyCharge:
+    def _charge_round(self, strategy: MethodStrategy, pending: list[NewtonState]) -> PrivacyCharge:
         """A private round: its noise (the run's budget over its releases) for the pending
         models' clipped blocks, and the charge the sites log."""
         cells = sum(packed_size(s.n_params) for s in pending)
         clip, resolution = float(self.options.dp_clip), self.resolution
-        if clip * max(self.n_total, 1) / resolution >= 2.0**62:  # the lattice holds any sum
+        if clip * max(strategy.n_total, 1) / resolution >= 2.0**62:  # the lattice holds any sum
             raise OptionError(
-                f"{self.name}: dp_clip={clip:g} over {self.n_total:,} rows can sum to more "
+                f"{strategy.name}: dp_clip={clip:g} over {strategy.n_total:,} rows can sum to more "
                 f"than the lattice of 2**-{self.options.fixed_fraction_bits} holds in 63 bits: "
                 "lower dp_clip or fixed_fraction_bits"
             )
         squared = release_sensitivity2(len(pending), cells, clip, resolution)
         assert self.privacy is not None  # a private round
         variance, shares = self.privacy.batch_noise(
-            self.name, squared, cells, len(self.alive_clients)
+            strategy.name, squared, cells, len(strategy.alive_clients)
         )
-        self._release = (len(pending), cells, variance, shares, squared)
+        self.release = (len(pending), cells, variance, shares, squared)
         return self.privacy.charge(len(pending), cells, variance, shares, clip, resolution)
 
-    def _fixed_format(self) -> tuple[int, int, int]:
-        bits = digit_bits(self.secure_bound)
+    def _fixed_format(self, strategy: MethodStrategy) -> tuple[int, int, int]:
+        bits = digit_bits(strategy.secure_bound)
         return self.options.fixed_fraction_bits, bits, self.options.fixed_limbs
 
     def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
-        rows = [[self._names[q[0]], self._names[q[1]], [self._names[v] for v in q[2]]]
+        rows = [[self.names[q[0]], self.names[q[1]], [self.names[v] for v in q[2]]]
                 for q in queries]  # fmt: skip
         payload = LocalLRTRequest(schema.to_json(), rows, self.options.ridge,
                                   self.options.missing, **self.fit_options)  # fmt: skip
         return Request(LOCAL_LRT, payload, nan_ok=True)
 
-    def _handle_fisher(self, request: Request, replies: list[Reply]) -> None:
+    def _answer_fisher(
+        self, strategy: MethodStrategy, request: Request, replies: list[Reply], queries: list[Query]
+    ) -> np.ndarray:
         local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
         sizes = np.vstack([np.asarray(r.arrays[1], dtype=np.int64) for r in replies])
         pids = [r.client for r in replies]
         pvalues = []
-        assert self.runner is not None and self.runner.pending is not None  # the asked batch
         asked = LocalLRTRequest.decode(request.payload)
-        for i, (query, (x, y, s)) in enumerate(zip(self.runner.pending, asked.tests,
-                                                   strict=True)):  # fmt: skip
+        for i, (query, (x, y, s)) in enumerate(zip(queries, asked.tests, strict=True)):
             took_part = np.isfinite(local[:, i])
             if not took_part.any():
                 raise ValueError(f"CI test {x} _||_ {y} | {s}: no client observes all of them")
@@ -527,15 +500,18 @@ class GLMTestsStrategy(MethodStrategy):
             self.tests[query] = CITestResult(x, y, tuple(s), p, float("nan"), float("nan"), stat,
                                              stat, df, df, clients, n, 1)  # fmt: skip
             pvalues.append(p)
-        self.batches.append({"round": self.current_round, "tests": len(pvalues), "rounds": 1})
-        self.annotate(batch=len(self.batches) - 1, tests=len(pvalues))
-        self.runner.answer(np.asarray(pvalues, dtype=float))
+        self.batches.append({"round": strategy.current_round, "tests": len(pvalues), "rounds": 1})
+        strategy.annotate(batch=len(self.batches) - 1, tests=len(pvalues))
+        return np.asarray(pvalues, dtype=float)
 
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+    def answer(
+        self, strategy: MethodStrategy, request: Request, replies: list[Reply], queries: list[Query]
+    ) -> np.ndarray | None:
+        """The replies to :meth:`request` for the batch ``queries``: its p-values once every
+        model has finished, else None (another IRLS round is due)."""
         if request.action == LOCAL_LRT:
-            self._handle_fisher(request, replies)
-            return
-        pending = [s for _, states, _ in self._fits for s in states if not s.done]
+            return self._answer_fisher(strategy, request, replies, queries)
+        pending = [s for _, states, _ in self.fits for s in states if not s.done]
         total: np.ndarray | None = None
         if request.secure:
             (summed,) = replies
@@ -547,54 +523,57 @@ class GLMTestsStrategy(MethodStrategy):
             total = vec if total is None else total + vec
         assert total is not None  # a round has at least one reply
         if self.privacy is not None:
-            total = self._noisy_blocks(total, replies, pending)
+            total = self._noisy_blocks(strategy, total, replies, pending)
         offset = 0
         for s in pending:
             size = packed_size(s.n_params)
             s.update(total[offset : offset + size])
             offset += size
-        self._rounds_in_batch += 1
-        if self.privacy is not None and self._rounds_in_batch >= self.options.dp_rounds:
-            for _, states, _ in self._fits:  # the batch's releases are spent: last fits stand
+        self.rounds_in_batch += 1
+        if self.privacy is not None and self.rounds_in_batch >= self.options.dp_rounds:
+            for _, states, _ in self.fits:  # the batch's releases are spent: last fits stand
                 for state in states:
                     if not state.done:
                         state.status = "dp_rounds"
-        self.annotate(batch=len(self.batches), models=len(pending))
-        if any(not s.done for _, states, _ in self._fits for s in states):
-            return
+        strategy.annotate(batch=len(self.batches), models=len(pending))
+        if any(not s.done for _, states, _ in self.fits for s in states):
+            return None
         pvalues = []
-        assert self.schema is not None and self.runner is not None  # set by next_request
-        for query, states, clients in self._fits:
-            x, y = self._names[query[0]], self._names[query[1]]
-            cond = [self._names[v] for v in query[2]]
-            res = result_from_states(
-                x, y, cond, states, self.schema, clients, self._rounds_in_batch
-            )
+        assert self.schema is not None  # set before the batch was asked
+        for query, states, clients in self.fits:
+            x, y = self.names[query[0]], self.names[query[1]]
+            cond = [self.names[v] for v in query[2]]
+            res = result_from_states(x, y, cond, states, self.schema, clients, self.rounds_in_batch)
             self.tests[query] = res
             pvalues.append(res.p_value)
+        rounds = self.rounds_in_batch
         self.batches.append(
-            {"round": self.current_round, "tests": len(self._fits), "rounds": self._rounds_in_batch}
+            {"round": strategy.current_round, "tests": len(self.fits), "rounds": rounds}
         )
-        self.annotate(tests=len(self._fits))  # the round that decides the batch's tests
-        self._fits = []
-        self.runner.answer(np.asarray(pvalues, dtype=float))
+        strategy.annotate(tests=len(self.fits))  # the round that decides the batch's tests
+        self.fits = []
+        return np.asarray(pvalues, dtype=float)
 
     def _noisy_blocks(
-        self, total: np.ndarray, replies: list[Reply], pending: list[NewtonState]
+        self,
+        strategy: MethodStrategy,
+        total: np.ndarray,
+        replies: list[Reply],
+        pending: list[NewtonState],
     ) -> np.ndarray:
         """A private round's sums on the lattice ``2**-f`` with the noise (the server's, or the
         sites' shares already in them), recorded by the accountant; each pending model learns
         the noise's variance (its ridge, its step slack and its LR test count it)."""
-        assert self.privacy is not None and self._release is not None
-        models, _, variance, shares, squared = self._release
+        assert self.privacy is not None and self.release is not None
+        models, _, variance, shares, squared = self.release
         if not np.all(np.isfinite(total)):
-            raise ClientProtocolError(f"{self.name}: the summed GLM blocks are not all finite")
+            raise ClientProtocolError(f"{strategy.name}: the summed GLM blocks are not all finite")
         summed = len(replies[0].contributors) if len(replies) == 1 else len(replies)
         counts, actual, noted = self.privacy.release(
-            total / self.resolution, summed, self.current_round, models, variance, shares,
+            total / self.resolution, summed, strategy.current_round, models, variance, shares,
             squared, self.resolution,
         )  # fmt: skip
-        self.recorder.note_noise(self.current_round, GLM, noted)
+        strategy.recorder.note_noise(strategy.current_round, GLM, noted)
         self.privacy.accountant.close_batch()
         noise = actual * self.resolution**2  # per summed entry, in the blocks' units
         for state in pending:
@@ -603,45 +582,32 @@ class GLMTestsStrategy(MethodStrategy):
             state.ridge = max(self.options.ridge, 3.0 * float(np.sqrt(noise * state.n_params)))
         return counts * self.resolution
 
-    def forget_pending_batch(self) -> None:
-        self._fits = []
+    def forget(self) -> None:
+        """Drop the open batch (its search will not finish it)."""
+        self.fits = []
 
-    def privacy_plan(self) -> dict[str, Any] | None:
-        if self.privacy is None:
-            return None
-        sites = self.protocol_run.members.num_clients
-        return self.privacy.plan(self.name, self.entry_point, self.secure_mode, sites)
-
-    def stop_search(self, refusal: str) -> bool:
-        return stop_search(self, refusal)
-
-    def on_clients_dropped(self, dropped: list[int]) -> None:
-        # A batch restarts with the survivors so no model mixes client sets.
-        if self.privacy is not None and self._fits:
+    def on_clients_dropped(self, strategy: MethodStrategy, dropped: list[int]) -> None:
+        """An open batch restarts with the survivors so no model mixes client sets; a private
+        one stops the run."""
+        if self.privacy is not None and self.fits:
             raise ValueError(
-                f"{self.name}: clients {dropped} dropped out of a private batch; its released "
+                f"{strategy.name}: clients {dropped} dropped out of a private batch; its released "
                 "rounds would be paid for again with the survivors, so the run stops here"
             )
-        if self._fits:
-            self._fits = []
-            self.retract_request()
+        if self.fits:
+            self.fits = []
+            strategy.retract_request()
+
+    def privacy_plan(self, strategy: MethodStrategy) -> dict[str, Any] | None:
+        """What a private run plans to spend at each site (None: dp off)."""
+        if self.privacy is None:
+            return None
+        sites = strategy.protocol_run.members.num_clients
+        return self.privacy.plan(strategy.name, strategy.entry_point, strategy.secure_mode, sites)
 
     # ------------------------------------------------------------------ result
-    def result_payload(self) -> dict:
-        assert self.runner is not None  # the search has run
-        result = self.runner.result
-        names = result.graph.names
-        return {
-            "graph": result.graph,
-            "variables": list(names),
-            **search_evidence(result),
-            **self.missing_report(self.options.missing),
-            **self.test_report(),
-            **privacy_report(self.privacy, self.stopped),
-        }
-
     def test_report(self) -> dict:
-        """The result fields on the CI tests this run asked (shared by fedCI's subclasses)."""
+        """The result fields on the CI tests this run asked."""
         return {
             "tests": len(self.cache),
             "batches": self.batches,
@@ -657,6 +623,105 @@ class GLMTestsStrategy(MethodStrategy):
                 }  # fmt: skip
                 for r in self.tests.values()
             ],
+        }
+
+
+class GLMTestsStrategy(MethodStrategy):
+    """fedCI's federated GLM tests (:class:`GLMTests`, held as ``glm``) inside PC's or FCI's
+    batched search, on mixed data: fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`
+    registers both, by :attr:`algorithm`). It reads every fedCI option from :attr:`options`.
+
+    With ``dp``: the search stops at depth ``dp_batches - 1``, so the budget is split over
+    ``dp_batches x dp_rounds`` releases (see :class:`GLMTests`)."""
+
+    name = "fedci-pc"
+    #: the search: ``pc`` or ``fci`` (``algorithm="fci"`` makes fedCI-FCI)
+    algorithm = "pc"
+    OPTIONS = FEDCI_PC_OPTIONS
+    VARIANTS = FEDCI_METHOD_OF
+
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str | None = None,
+        **keywords: Any,
+    ) -> None:  # fmt: skip
+        # fedCI-PC/-FCI are this class's variants by search
+        super().__init__(options, variant=algorithm, **keywords)
+        self.algorithm = self.algorithm if algorithm is None else algorithm
+        #: the federated CI tests: schema, tests asked, batches, the server's privacy part
+        self.glm = GLMTests(self.options)
+        #: why the search ended before its last depth (None: it did not)
+        self.stopped: str | None = None
+        self.runner: StepRunner | None = None
+
+    @property
+    def privacy(self) -> ServerNoise | None:
+        """The server's side of a private run (None: dp off), the tests' own."""
+        return self.glm.privacy
+
+    @property
+    def batches(self) -> list[dict]:
+        """Each batch of tests answered: its round, tests and IRLS rounds."""
+        return self.glm.batches
+
+    # ------------------------------------------------------------------ set-up
+    def input_needs(self) -> InputNeeds:
+        return self.glm.input_needs()
+
+    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
+        self.glm.validate(info, self.entry_point)
+
+    def start_search(self, max_depth: int | None = None) -> StepRunner:
+        """The search, capped at ``max_depth`` (default: the options' cap, and a private run's
+        ``dp_batches - 1``); its batches answered before come from the cache."""
+        names = self.glm.begin(self.secure_mode)
+        engine = shared.search_engine_options(self.algorithm, self.options)
+        search = pc_steps if self.algorithm == "pc" else fci_steps
+        depth = self.options.max_depth if max_depth is None else max_depth
+        if self.privacy is not None:  # one budget share per skeleton depth
+            cap = int(self.options.dp_batches) - 1
+            depth = cap if depth is None else min(depth, cap)
+        steps = search(names, self.options.alpha, depth, **engine)
+        self.runner = StepRunner(with_cache(steps, self.glm.cache))
+        return self.runner
+
+    # ------------------------------------------------------------------ protocol
+    def next_request(self) -> Request | None:
+        runner = self.runner if self.runner is not None else self.start_search()
+        queries = runner.pending
+        if queries is None:  # the search has finished
+            return None
+        return self.glm.request(self, queries)
+
+    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
+        assert self.runner is not None and self.runner.pending is not None  # the asked batch
+        pvalues = self.glm.answer(self, request, replies, self.runner.pending)
+        if pvalues is not None:
+            self.runner.answer(pvalues)
+
+    def forget_pending_batch(self) -> None:
+        self.glm.forget()
+
+    def privacy_plan(self) -> dict[str, Any] | None:
+        return self.glm.privacy_plan(self)
+
+    def stop_search(self, refusal: str) -> bool:
+        return stop_search(self, refusal)
+
+    def on_clients_dropped(self, dropped: list[int]) -> None:
+        self.glm.on_clients_dropped(self, dropped)
+
+    # ------------------------------------------------------------------ result
+    def result_payload(self) -> dict:
+        assert self.runner is not None  # the search has run
+        result = self.runner.result
+        names = result.graph.names
+        return {
+            "graph": result.graph,
+            "variables": list(names),
+            **search_evidence(result),
+            **self.missing_report(self.options.missing),
+            **self.glm.test_report(),
+            **privacy_report(self.privacy, self.stopped),
         }
 
 

@@ -35,9 +35,17 @@ class StoppableSearch(Protocol):
 
     name: str
     runner: StepRunner | None
-    batches: list[dict]
-    privacy: ServerNoise | None
     stopped: str | None
+
+    @property
+    def batches(self) -> list[dict]:
+        """The batches answered so far (an attribute, or a part's: read only here)."""
+        ...
+
+    @property
+    def privacy(self) -> ServerNoise | None:
+        """The server's side of differential privacy (None: dp off)."""
+        ...
 
     def start_search(self, max_depth: int | None = None) -> StepRunner:
         """The search, capped at ``max_depth``; batches answered before come from the cache."""

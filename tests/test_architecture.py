@@ -350,9 +350,6 @@ def test_no_source_file_is_over_800_lines():
 #: the most classes a strategy's MRO may hold from its own class down to ``ProtocolStrategy``:
 #: ``ProtocolStrategy -> MethodStrategy -> X``; shared behaviour is a part, not a base class
 MAX_STRATEGY_DEPTH = 3
-#: strategies still four deep while their families are being flattened on other branches; drop
-#: a name as soon as its class is flat (the test fails on a name that is no longer deep)
-KNOWN_DEEP = frozenset({"FedCIIODStrategy"})  # on GLMTestsStrategy
 
 
 def too_deep(classes: Iterable[type], limit: int = MAX_STRATEGY_DEPTH) -> dict[str, list[str]]:
@@ -398,8 +395,7 @@ def test_no_strategy_class_is_more_than_three_deep():
     from fedcausal_flwr.strategies.voting import GraphVoteStrategy
 
     deep = too_deep(strategy_classes())
-    assert not set(deep) - KNOWN_DEEP, {n: c for n, c in deep.items() if n not in KNOWN_DEEP}
-    assert not KNOWN_DEEP - set(deep), f"flat now, drop from KNOWN_DEEP: {KNOWN_DEEP - set(deep)}"
+    assert not deep, deep
 
     class OnAMethod(GraphVoteStrategy):
         pass
