@@ -192,7 +192,7 @@ def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool 
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in child.stdout], daemon=True)
     reader.start()
-    figures: dict = {"row": name, "rounds_done": 0}
+    figures: dict = {"row": name, "rounds_done": 0, "edge_tests": edge_tests}
     phase_started, peak = time.monotonic(), 0
     while True:
         while not lines.empty():
@@ -303,7 +303,7 @@ def show_where_the_time_goes(figures: dict) -> None:
               f"np.bincount over their cells {binned / 1e6:,.0f} M/s (ratio "
               f"{kernel / binned:.2f}); level 1 at that limit: {at_limit / 3600:.2f} h",
               flush=True)  # fmt: skip
-        if figures.get("tests_done"):
+        if figures.get("tests_done") and figures.get("edge_tests", "all") == "all":
             rate = figures["tests_done"] / figures["tests_s"]
             print(f"{'':14} the run's level 1 at its rate / at the counting limit: "
                   f"{figures['level1_tests'] / rate / at_limit:.1f}", flush=True)  # fmt: skip
