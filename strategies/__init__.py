@@ -8,7 +8,7 @@ register.
 
 No method module imports another's (a test reads the imports): what methods share has a module
 of its own that registers nothing: :mod:`.discrete` (the discrete-test methods' options and
-strategy base, the pooled oracle), :mod:`.layer_vote` (the layer-wise vote of fedpc-vote and
+level sets as a part, the pooled oracle), :mod:`.layer_vote` (the layer loop of fedpc-vote and
 FedECD), :mod:`.glm_tests` (fedCI's federated GLM tests, for fedci-pc/-fci and fedCI-IOD),
 :mod:`.shared_options` (options several methods declare alike) and :mod:`.base`. The client side
 mirrors it (``clients/discrete.py``, ``clients/glm_tests.py``, ``clients/base.py``).
