@@ -118,11 +118,12 @@ def until_removed_depth(
     batch: int,
 ):
     """Generator: one PC-stable depth (``depth >= 1``) asked in rounds, each standing pair its
-    next 1, 2, 4, ... sets until one separates it; returns the pairs to remove as a (k, 2) array.
+    next 1, 2, 4, ... sets until one separates it; returns the pairs to remove as a (k, 2) array
+    and the tests and rounds asked (``{"tests", "rounds"}``, for the depth's record).
 
     Records per removed pair its separating sets among those asked, its removal depth and how far
     it was asked (``result.asked``, for :func:`complete_pairs`); per pair its largest p-value
-    among the tests asked. The depth's record counts the tests and rounds asked."""
+    among the tests asked."""
     pools = DepthPools(adjacency, depth)
     lo, hi = np.nonzero(np.triu(adjacency, k=1))
     if keep is not None:
@@ -136,9 +137,7 @@ def until_removed_depth(
     step = 1.0
     while standing.size:
         take = np.minimum(int(step), total[standing] - asked[standing])
-        owner = np.repeat(np.arange(standing.size), take)
-        start = np.cumsum(take) - take
-        positions = asked[standing][owner] + np.arange(owner.size) - start[owner]
+        owner, positions = _next_positions(asked[standing], take)
         rows = pools.tests(lo[standing][owner], hi[standing][owner], positions)
         new = rows[:, 0] >= 0
         pvalues = np.full(owner.size, np.nan)
@@ -165,8 +164,14 @@ def until_removed_depth(
         keep_largest(result.max_pvalue, (int(lo[pair]), int(hi[pair])), float(largest[pair]))
     result.pools[depth] = pools
     gone = np.array(removed, dtype=np.int64)
-    result.depths.append({"depth": depth, "tests": tests, "removed": gone.size, "rounds": rounds})
-    return np.stack((lo[gone], hi[gone]), axis=1)
+    return np.stack((lo[gone], hi[gone]), axis=1), {"tests": tests, "rounds": rounds}
+
+
+def _next_positions(asked: np.ndarray, take: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair ``i``, its next ``take[i]`` positions after the ``asked[i]`` it has asked: which
+    pair each position is of, and the positions, pair by pair."""
+    owner = np.repeat(np.arange(take.size), take)
+    return owner, asked[owner] + np.arange(owner.size) - (np.cumsum(take) - take)[owner]
 
 
 def _ask(rows: np.ndarray, batch: int):
@@ -213,9 +218,7 @@ def _remaining(skeleton: Skeleton, pairs: Sequence[Pair]) -> Iterator[np.ndarray
         lo, hi = (np.array(side, dtype=np.int64) for side in zip(*keys, strict=True))
         done = np.array([skeleton.asked[key] for key in keys], dtype=np.int64)
         _, total = pools.totals(lo, hi)
-        take = total - done
-        owner = np.repeat(np.arange(len(keys)), take)
-        positions = done[owner] + np.arange(owner.size) - (np.cumsum(take) - take)[owner]
+        owner, positions = _next_positions(done, total - done)
         rows = pools.tests(lo[owner], hi[owner], positions)
         rows = rows[rows[:, 0] >= 0]
         if rows.shape[0]:

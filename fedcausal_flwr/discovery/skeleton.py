@@ -122,12 +122,12 @@ def skeleton_steps(
         tests = depth_size(adjacency, depth, keep)
         if not tests:
             continue
+        rounds: dict[str, int] = {}  # an until-removed depth: the tests it asked, in rounds
         if edge_tests != "all" and depth:
-            removed = yield from until_removed_depth(result, adjacency, depth, alpha, keep, batch)
-            adjacency[removed[:, 0], removed[:, 1]] = False
-            adjacency[removed[:, 1], removed[:, 0]] = False
-            continue
-        if stable and tests > batch:
+            removed, rounds = yield from until_removed_depth(
+                result, adjacency, depth, alpha, keep, batch
+            )
+        elif stable and tests > batch:
             removed = yield from streamed_depth(result, adjacency, depth, alpha, keep, batch)
         else:
             queries = depth_queries(adjacency, depth)
@@ -146,7 +146,7 @@ def skeleton_steps(
         else:
             for x, y in removed:
                 adjacency[x, y] = adjacency[y, x] = False
-        result.depths.append({"depth": depth, "tests": tests, "removed": len(removed)})
+        result.depths.append({"depth": depth, "tests": tests, "removed": len(removed), **rounds})
     result.adjacency = adjacency
     return result
 
