@@ -203,6 +203,7 @@ def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool 
             phase = record.pop("phase")
             if phase == "round":
                 figures["rounds_done"] += 1
+                tally_depth(figures, record.get("line", ""))
                 found = re.search(r", ([\d,]+) CI tests", record.get("line", ""))
                 if found and "level1_tests" in figures:
                     figures["tests_done"] = figures.get("tests_done", 0) + int(
@@ -238,6 +239,30 @@ def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool 
     return figures
 
 
+def tally_depth(figures: dict, line: str) -> None:
+    """Rounds, CI tests and the rounds' own seconds per PC depth, from a round's progress line."""
+    depth = re.search(r", depth (\d+)", line)
+    seconds = re.search(r"\) ([\d.]+) s$", line)
+    if depth is None or seconds is None:
+        return
+    tests = re.search(r", ([\d,]+) CI tests", line)
+    tally = figures.setdefault("depths", {}).setdefault(int(depth.group(1)), [0, 0, 0.0])
+    tally[0] += 1
+    tally[1] += int(tests.group(1).replace(",", "")) if tests else 0
+    tally[2] += float(seconds.group(1))
+
+
+def show_depths(figures: dict) -> None:
+    """Each depth's rounds, tests and seconds; level 1's distinct PC-stable tests per second."""
+    for depth, (rounds, tests, seconds) in sorted(figures.get("depths", {}).items()):
+        extra = ""
+        if depth == 1 and figures.get("level1_tests") and seconds:
+            extra = (f"; level 1's {figures['level1_tests']:,} distinct PC-stable tests decided "
+                     f"at {figures['level1_tests'] / seconds:,.0f} a second")  # fmt: skip
+        print(f"{'':14} depth {depth}: {rounds:,} rounds, {tests:,} tests, {seconds:,.1f} s "
+              f"({tests / max(seconds, 1e-9):,.0f} tests/s){extra}", flush=True)  # fmt: skip
+
+
 def show(figures: dict) -> None:
     name = figures["row"]
     if "wall_s" not in figures:
@@ -255,6 +280,7 @@ def show(figures: dict) -> None:
                 f"tests: about {figures['level1_tests'] / rate / 3600:.1f} h at this rate",
                 flush=True,
             )
+        show_depths(figures)
         show_where_the_time_goes(figures)
         return
     print(f"{name:<14} {figures['nodes']:>5} {figures['clients']:>5} {figures['wall_s']:8.1f} "
@@ -270,6 +296,7 @@ def show(figures: dict) -> None:
               if "pooled_s" in figures else "pooled PC did not finish")  # fmt: skip
     if name not in CAUSALLEARN_REFERENCE:
         print(f"{'':14} {pooled}; peak of the row {figures['peak'] / 1e9:.2f} GB", flush=True)
+        show_depths(figures)
         return
     if "causallearn_s" in figures:
         ratio = figures["wall_s"] / figures["causallearn_s"]
@@ -288,6 +315,7 @@ def show(figures: dict) -> None:
         reference = "causal-learn not run (--no-causallearn)"
     print(f"{'':14} {pooled}; {reference}; peak of the row {figures['peak'] / 1e9:.2f} GB",
           flush=True)  # fmt: skip
+    show_depths(figures)
     show_where_the_time_goes(figures)
 
 

@@ -505,7 +505,9 @@ class FedPCStrategy(MethodStrategy):
         if request.action == MARGINS:
             self._margins = vector
             self._layout = make_layout(queries, self.cards)
-            self.annotate(batch=len(self.batches), tests=len(queries), step="margins")
+            self.annotate(
+                batch=len(self.batches), depth=_depth(queries), tests=len(queries), step="margins"
+            )
             return
         assert self._margins is not None and self._layout is not None  # from the margins reply
         result = sketch_chi2(
@@ -518,7 +520,7 @@ class FedPCStrategy(MethodStrategy):
         pvalues = result.pvalue
         self._margins, self._layout = None, None
         self.batches.append({"round": self.current_round, "tests": len(queries)})
-        self.annotate(batch=len(self.batches) - 1, tests=len(queries))
+        self.annotate(batch=len(self.batches) - 1, depth=_depth(queries), tests=len(queries))
         self.runner.answer(pvalues)
 
     def _handle_tables(self, request: Request, replies: list[Reply]) -> None:
@@ -583,8 +585,8 @@ class FedPCStrategy(MethodStrategy):
         """A part of the batch is in; after the last, the batch's p-values go to the search."""
         assert self.runner is not None  # the batch came from it
         self.annotate(
-            batch=len(self.batches), tests=len(plan.answered[-1][0]), sparse=plan.sparse,
-            part=len(plan.answered),
+            batch=len(self.batches), depth=_depth(queries), tests=len(plan.answered[-1][0]),
+            sparse=plan.sparse, part=len(plan.answered),
         )  # fmt: skip
         if len(plan.answered) < len(plan.parts):
             return
@@ -771,3 +773,11 @@ register_variants(
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
 )
+
+
+def _depth(queries: Sequence[Query]) -> int:
+    """A batch's largest conditioning-set size, for the round log (a PC batch holds one depth;
+    the completion of unshielded pairs after the skeleton may mix them)."""
+    if isinstance(queries, FreshQueries):
+        return int(queries.rows.shape[1]) - 2
+    return max((len(query[2]) for query in queries), default=0)

@@ -188,7 +188,7 @@ def test_a_slow_run_reports_each_round(capsys, monkeypatch):
     assert code == 0
     lines = round_lines(err)
     assert lines[0].startswith("round 1: hello (3 of 3 clients)")
-    assert lines[1].startswith("round 2: tables, batch 0 (3 of 3 clients, ")
+    assert lines[1].startswith("round 2: tables, depth 0, batch 0 (3 of 3 clients, ")
     assert all(line.split(" (")[1].split(")")[0].endswith(" CI tests") for line in lines[1:])
 
 
