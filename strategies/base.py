@@ -72,13 +72,17 @@ class MethodStrategy(ProtocolStrategy):
         /,
         *,
         variant: str | None = None,
+        method: tuple[str, OptionSet] | None = None,
         **keywords: Any,
     ) -> None:
         super().__init__()
-        #: the options this strategy's method declares: the class's :attr:`OPTIONS`, or its
-        #: variant's
+        #: the options this strategy's method declares: the class's :attr:`OPTIONS`, its
+        #: variant's, or those of the ``method`` (name, options) it was made for (one class
+        #: serving methods declared elsewhere: the search over a federated CI test)
         self.declared = self.OPTIONS
-        if variant is not None:
+        if method is not None:
+            self.name, self.declared = method
+        elif variant is not None:
             if variant not in self.VARIANTS:
                 known = ", ".join(self.VARIANTS) or "none"
                 raise ValueError(f"{type(self).__name__} has no variant {variant!r} ({known})")

@@ -42,28 +42,24 @@ from typing import Any
 from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedci import DISCLOSURES
 from fedcausal_flwr.strategies.base import register_variants
-from fedcausal_flwr.strategies.glm_tests import (
-    FEDCI_METHOD_OF,
-    FEDCI_PC_OPTIONS,
-    GLMTestsStrategy,
-    secure_support,
-)
+from fedcausal_flwr.strategies.glm_tests import FEDCI_METHODS, FEDCI_PC_OPTIONS, secure_support
+from fedcausal_flwr.strategies.search import SearchStrategy
 
 
 @documented_by(FEDCI_PC_OPTIONS)
-def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> GLMTestsStrategy:
+def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> SearchStrategy:
     """fedCI-PC / fedCI-FCI from its options (raw keywords work too)."""
-    return GLMTestsStrategy(options, algorithm=algorithm)
+    return SearchStrategy(options, method=FEDCI_METHODS[algorithm])
 
 
-def fedci_fci_strategy(options: Mapping[str, Any]) -> GLMTestsStrategy:
+def fedci_fci_strategy(options: Mapping[str, Any]) -> SearchStrategy:
     """fedCI-FCI: fedCI's GLM tests in FCI's search."""
-    return GLMTestsStrategy(options, algorithm="fci")
+    return SearchStrategy(options, method=FEDCI_METHODS["fci"])
 
 
 register_variants(
     {"pc": make_strategy, "fci": fedci_fci_strategy},
-    FEDCI_METHOD_OF,
+    {search: (method.name, method.options) for search, method in FEDCI_METHODS.items()},
     {
         search: f"fedCI: {words} with a federated GLM likelihood-ratio test on mixed data"
         for search, words in (("pc", "PC-stable"), ("fci", "FCI"))

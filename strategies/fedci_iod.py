@@ -288,7 +288,7 @@ class FedCIIODStrategy(MethodStrategy):
     def start_search(self, max_depth: int | None = None) -> StepRunner:
         """IOD's search, capped at ``max_depth``; its batches answered before come from the
         cache."""
-        names = self.glm.begin(self.secure_mode)
+        names = self.glm.begin(self)
         where = {v: i for i, v in enumerate(names)}
         sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
         self.datasets = check_datasets(names, sets)
@@ -349,7 +349,7 @@ class FedCIIODStrategy(MethodStrategy):
                 for d in result.local
             ],  # fmt: skip
             "progress": self.progress_lines,
-            **self.glm.test_report(),
+            **self.glm.report(),
         }
 
 

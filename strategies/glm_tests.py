@@ -2,10 +2,12 @@
 fitted by federated IRLS (the clients' summed blocks), or Fisher's combination of the clients'
 own p-values, inside the batched PC/FCI engine (Flower-free).
 
-The tests are a part, :class:`GLMTests`: ``fedci-pc`` / ``fedci-fci``
-(:mod:`fedcausal_flwr.strategies.fedci`) are :class:`GLMTestsStrategy`, which holds one inside
-PC's or FCI's search, and fedCI-IOD (:mod:`fedcausal_flwr.strategies.fedci_iod`) holds one inside
-IOD's search over sites with different variable sets.
+The tests are a federated CI test (:mod:`~fedcausal_flwr.strategies.ci_tests`),
+:class:`GLMTests`: ``fedci-pc`` / ``fedci-fci`` (:mod:`fedcausal_flwr.strategies.fedci`) are
+PC's or FCI's search over one (:data:`FEDCI_METHODS`, a
+:class:`~fedcausal_flwr.strategies.search.SearchStrategy` each), and fedCI-IOD
+(:mod:`fedcausal_flwr.strategies.fedci_iod`) holds one inside IOD's search over sites with
+different variable sets.
 Their options (:data:`FEDCI_PC_OPTIONS`, :data:`FEDCI_FCI_OPTIONS`) and SecAgg+ support are
 declared here once; their wire protocol (payloads, replies, the fixed-point encoding) and
 disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
@@ -14,18 +16,14 @@ disclosures beside the actions, in :mod:`fedcausal_flwr.protocols.fedci`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedcausal_flwr.data.inputs import Fix, InputError
 from fedcausal_flwr.data.schema import Schema, VariableSpec
-from fedcausal_flwr.discovery.driver import StepRunner, with_cache
-from fedcausal_flwr.discovery.fci import fci_steps
-from fedcausal_flwr.discovery.pc import pc_steps
-from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import (
     ClientInfo,
@@ -36,7 +34,6 @@ from fedcausal_flwr.federation.core.messages import (
 from fedcausal_flwr.options import Option, OptionError, OptionSet, content_only, say
 from fedcausal_flwr.privacy.accounting import release_sensitivity2
 from fedcausal_flwr.privacy.charges import PrivacyCharge
-from fedcausal_flwr.privacy.server_noise import ServerNoise
 from fedcausal_flwr.protocols.fedci import (
     FIXED_FRACTION_BITS,
     FIXED_LIMBS,
@@ -60,8 +57,14 @@ from fedcausal_flwr.stats.glm import (
     test_models,
 )
 from fedcausal_flwr.strategies import shared_options as shared
-from fedcausal_flwr.strategies.base import MethodStrategy, Options
-from fedcausal_flwr.strategies.search_stop import privacy_report, server_noise, stop_search
+from fedcausal_flwr.strategies.base import Options, ProtocolStrategy
+from fedcausal_flwr.strategies.ci_tests import FederatedCITest
+from fedcausal_flwr.strategies.search import SearchMethod
+from fedcausal_flwr.strategies.search_stop import server_noise
+
+if TYPE_CHECKING:
+    from fedcausal_flwr.discovery.fci import FCIResult
+    from fedcausal_flwr.discovery.pc import PCResult
 
 ENCODINGS = ("auto", "float", "fixed")
 CI_TESTS = ("fedci", "fisher")
@@ -306,18 +309,16 @@ def _options(algorithm: str) -> OptionSet:
 
 FEDCI_PC_OPTIONS = _options("pc")
 FEDCI_FCI_OPTIONS = _options("fci")
-#: the search -> the fedCI method it makes and its options
-FEDCI_METHOD_OF = {"pc": ("fedci-pc", FEDCI_PC_OPTIONS), "fci": ("fedci-fci", FEDCI_FCI_OPTIONS)}
 
 
-class GLMTests:
-    """fedCI's federated GLM CI tests as a part: fedCI-PC / fedCI-FCI's
-    :class:`GLMTestsStrategy` and fedCI-IOD's strategy each hold one (attribute ``glm``), so
-    neither inherits the other. It turns a batch of the search's tests into requests and their
-    replies into the batch's p-values, and holds the schema, every test asked (``cache``,
-    ``tests``, ``batches``) and the server's side of differential privacy. It reads every fedCI
-    option from ``options``; the strategy passed to a call supplies the run (clients, round,
-    recorder).
+class GLMTests(FederatedCITest):
+    """fedCI's federated GLM CI tests (a federated CI test, :mod:`~.ci_tests`):
+    fedCI-PC / fedCI-FCI's search (:class:`~fedcausal_flwr.strategies.search.SearchStrategy`)
+    and fedCI-IOD's strategy each hold one. It turns a batch of the search's tests into requests
+    and their replies into the batch's p-values, and holds the schema, every test asked
+    (``cache``, ``tests``, ``batches``) and the server's side of differential privacy. It reads
+    every fedCI option from ``options``; the strategy passed to a call supplies the run
+    (clients, round, recorder).
 
     With ``dp``: each round is a release of the pending models' blocks, clipped row by row at
     the sites (``dp_clip``) and rounded to multiples of ``2**-f``; a batch runs at most
@@ -326,7 +327,10 @@ class GLMTests:
     a P x P noise matrix), and tests each LR statistic against chi2 plus the noise of its two
     log-likelihoods (:func:`~fedcausal_flwr.stats.glm.noisy_chi2_sf`)."""
 
+    ACTIONS = (GLM, LOCAL_LRT)
+
     def __init__(self, options: Options) -> None:
+        super().__init__()
         self.options = options
         #: the server's side of a private run (None: dp off): lattice releases, for which
         #: dp_accounting has no PLD, stated in zCDP; ``dp_rounds`` IRLS rounds for each of
@@ -343,10 +347,8 @@ class GLMTests:
         self.fit_options: dict[str, Any] = {"tol": options.tol, "max_iter": options.max_iter}
         #: how the GLM blocks travel (``fixed`` or ``float``), settled when the search starts
         self.encoding: str | None = None
-        #: every test's p-value: the search's cache
-        self.cache: dict[Query, float] = {}
+        #: every test's fitted models and statistics, in the order asked
         self.tests: dict[Query, CITestResult] = {}
-        self.batches: list[dict] = []
         #: the open batch: each test's query, its models' fits and the clients it asks
         self.fits: list[tuple[Query, list[NewtonState], tuple[int, ...]]] = []
         self.rounds_in_batch = 0
@@ -396,20 +398,22 @@ class GLMTests:
                     f"max_categories={spec.card})"
                 )
 
-    def begin(self, secure_mode: bool) -> list[str]:
+    def begin(self, strategy: ProtocolStrategy) -> list[str]:
         """When a search starts: the variables in the schema's order (returned), and the run's
         encoding (``auto``: fixed-point digits in a secure run, float64 otherwise)."""
         assert self.schema is not None  # validate has set it
         self.names = list(self.schema.names)
         encoding = self.options.encoding
         if encoding == "auto":
-            encoding = "fixed" if secure_mode else "float"
-        if encoding == "float" and secure_mode:
+            encoding = "fixed" if strategy.secure_mode else "float"
+        if encoding == "float" and strategy.secure_mode:
             raise ValueError("a secure run needs encoding='fixed' (or 'auto') for fedCI's blocks")
         self.encoding = encoding
         return self.names
 
-    def _open_batch(self, strategy: MethodStrategy, queries: list[Query], schema: Schema) -> None:
+    def _open_batch(
+        self, strategy: ProtocolStrategy, queries: Sequence[Query], schema: Schema
+    ) -> None:
         self.fits = []
         self.rounds_in_batch = 0
         for query in queries:
@@ -436,7 +440,7 @@ class GLMTests:
             self.fits.append((query, states, clients))
 
     # ------------------------------------------------------------------ protocol
-    def request(self, strategy: MethodStrategy, queries: list[Query]) -> Request:
+    def request(self, strategy: ProtocolStrategy, queries: Sequence[Query]) -> Request:
         """The request for the search's pending batch ``queries``: the next IRLS round of its
         unfinished models (``glm``), or each client's own tests (``local_lrt``, Fisher's)."""
         assert self.schema is not None  # validate has set it
@@ -452,7 +456,9 @@ class GLMTests:
         payload = GLMRequest(schema, self.options.missing, models, fixed, privacy)
         return Request(GLM, payload, arrays=[betas], secure=self.encoding == "fixed")
 
-    def _charge_round(self, strategy: MethodStrategy, pending: list[NewtonState]) -> PrivacyCharge:
+    def _charge_round(
+        self, strategy: ProtocolStrategy, pending: list[NewtonState]
+    ) -> PrivacyCharge:
         """A private round: its noise (the run's budget over its releases) for the pending
         models' clipped blocks, and the charge the sites log."""
         cells = sum(packed_size(s.n_params) for s in pending)
@@ -471,11 +477,11 @@ class GLMTests:
         self.release = (len(pending), cells, variance, shares, squared)
         return self.privacy.charge(len(pending), cells, variance, shares, clip, resolution)
 
-    def _fixed_format(self, strategy: MethodStrategy) -> tuple[int, int, int]:
+    def _fixed_format(self, strategy: ProtocolStrategy) -> tuple[int, int, int]:
         bits = digit_bits(strategy.secure_bound)
         return self.options.fixed_fraction_bits, bits, self.options.fixed_limbs
 
-    def _fisher_request(self, queries: list[Query], schema: Schema) -> Request:
+    def _fisher_request(self, queries: Sequence[Query], schema: Schema) -> Request:
         rows = [[self.names[q[0]], self.names[q[1]], [self.names[v] for v in q[2]]]
                 for q in queries]  # fmt: skip
         payload = LocalLRTRequest(schema.to_json(), rows, self.options.ridge,
@@ -483,7 +489,11 @@ class GLMTests:
         return Request(LOCAL_LRT, payload, nan_ok=True)
 
     def _answer_fisher(
-        self, strategy: MethodStrategy, request: Request, replies: list[Reply], queries: list[Query]
+        self,
+        strategy: ProtocolStrategy,
+        request: Request,
+        replies: list[Reply],
+        queries: Sequence[Query],
     ) -> np.ndarray:
         local = np.vstack([np.asarray(r.arrays[0], dtype=np.float64) for r in replies])
         sizes = np.vstack([np.asarray(r.arrays[1], dtype=np.int64) for r in replies])
@@ -505,10 +515,15 @@ class GLMTests:
         return np.asarray(pvalues, dtype=float)
 
     def answer(
-        self, strategy: MethodStrategy, request: Request, replies: list[Reply], queries: list[Query]
+        self,
+        strategy: ProtocolStrategy,
+        request: Request,
+        replies: list[Reply],
+        queries: Sequence[Query] | None,
     ) -> np.ndarray | None:
         """The replies to :meth:`request` for the batch ``queries``: its p-values once every
         model has finished, else None (another IRLS round is due)."""
+        assert queries is not None  # the asked batch
         if request.action == LOCAL_LRT:
             return self._answer_fisher(strategy, request, replies, queries)
         pending = [s for _, states, _ in self.fits for s in states if not s.done]
@@ -556,7 +571,7 @@ class GLMTests:
 
     def _noisy_blocks(
         self,
-        strategy: MethodStrategy,
+        strategy: ProtocolStrategy,
         total: np.ndarray,
         replies: list[Reply],
         pending: list[NewtonState],
@@ -586,7 +601,7 @@ class GLMTests:
         """Drop the open batch (its search will not finish it)."""
         self.fits = []
 
-    def on_clients_dropped(self, strategy: MethodStrategy, dropped: list[int]) -> None:
+    def on_clients_dropped(self, strategy: ProtocolStrategy, dropped: list[int]) -> None:
         """An open batch restarts with the survivors so no model mixes client sets; a private
         one stops the run."""
         if self.privacy is not None and self.fits:
@@ -598,15 +613,8 @@ class GLMTests:
             self.fits = []
             strategy.retract_request()
 
-    def privacy_plan(self, strategy: MethodStrategy) -> dict[str, Any] | None:
-        """What a private run plans to spend at each site (None: dp off)."""
-        if self.privacy is None:
-            return None
-        sites = strategy.protocol_run.members.num_clients
-        return self.privacy.plan(strategy.name, strategy.entry_point, strategy.secure_mode, sites)
-
     # ------------------------------------------------------------------ result
-    def test_report(self) -> dict:
+    def report(self, result: PCResult | FCIResult | None = None) -> dict[str, Any]:
         """The result fields on the CI tests this run asked."""
         return {
             "tests": len(self.cache),
@@ -626,103 +634,14 @@ class GLMTests:
         }
 
 
-class GLMTestsStrategy(MethodStrategy):
-    """fedCI's federated GLM tests (:class:`GLMTests`, held as ``glm``) inside PC's or FCI's
-    batched search, on mixed data: fedCI-PC / fedCI-FCI (:mod:`~fedcausal_flwr.strategies.fedci`
-    registers both, by :attr:`algorithm`). It reads every fedCI option from :attr:`options`.
-
-    With ``dp``: the search stops at depth ``dp_batches - 1``, so the budget is split over
-    ``dp_batches x dp_rounds`` releases (see :class:`GLMTests`)."""
-
-    name = "fedci-pc"
-    #: the search: ``pc`` or ``fci`` (``algorithm="fci"`` makes fedCI-FCI)
-    algorithm = "pc"
-    OPTIONS = FEDCI_PC_OPTIONS
-    VARIANTS = FEDCI_METHOD_OF
-
-    def __init__(
-        self, options: Mapping[str, Any] | None = None, /, *, algorithm: str | None = None,
-        **keywords: Any,
-    ) -> None:  # fmt: skip
-        # fedCI-PC/-FCI are this class's variants by search
-        super().__init__(options, variant=algorithm, **keywords)
-        self.algorithm = self.algorithm if algorithm is None else algorithm
-        #: the federated CI tests: schema, tests asked, batches, the server's privacy part
-        self.glm = GLMTests(self.options)
-        #: why the search ended before its last depth (None: it did not)
-        self.stopped: str | None = None
-        self.runner: StepRunner | None = None
-
-    @property
-    def privacy(self) -> ServerNoise | None:
-        """The server's side of a private run (None: dp off), the tests' own."""
-        return self.glm.privacy
-
-    @property
-    def batches(self) -> list[dict]:
-        """Each batch of tests answered: its round, tests and IRLS rounds."""
-        return self.glm.batches
-
-    # ------------------------------------------------------------------ set-up
-    def input_needs(self) -> InputNeeds:
-        return self.glm.input_needs()
-
-    def validate_clients(self, info: dict[int, ClientInfo]) -> None:
-        self.glm.validate(info, self.entry_point)
-
-    def start_search(self, max_depth: int | None = None) -> StepRunner:
-        """The search, capped at ``max_depth`` (default: the options' cap, and a private run's
-        ``dp_batches - 1``); its batches answered before come from the cache."""
-        names = self.glm.begin(self.secure_mode)
-        engine = shared.search_engine_options(self.algorithm, self.options)
-        search = pc_steps if self.algorithm == "pc" else fci_steps
-        depth = self.options.max_depth if max_depth is None else max_depth
-        if self.privacy is not None:  # one budget share per skeleton depth
-            cap = int(self.options.dp_batches) - 1
-            depth = cap if depth is None else min(depth, cap)
-        steps = search(names, self.options.alpha, depth, **engine)
-        self.runner = StepRunner(with_cache(steps, self.glm.cache))
-        return self.runner
-
-    # ------------------------------------------------------------------ protocol
-    def next_request(self) -> Request | None:
-        runner = self.runner if self.runner is not None else self.start_search()
-        queries = runner.pending
-        if queries is None:  # the search has finished
-            return None
-        return self.glm.request(self, queries)
-
-    def handle_replies(self, request: Request, replies: list[Reply]) -> None:
-        assert self.runner is not None and self.runner.pending is not None  # the asked batch
-        pvalues = self.glm.answer(self, request, replies, self.runner.pending)
-        if pvalues is not None:
-            self.runner.answer(pvalues)
-
-    def forget_pending_batch(self) -> None:
-        self.glm.forget()
-
-    def privacy_plan(self) -> dict[str, Any] | None:
-        return self.glm.privacy_plan(self)
-
-    def stop_search(self, refusal: str) -> bool:
-        return stop_search(self, refusal)
-
-    def on_clients_dropped(self, dropped: list[int]) -> None:
-        self.glm.on_clients_dropped(self, dropped)
-
-    # ------------------------------------------------------------------ result
-    def result_payload(self) -> dict:
-        assert self.runner is not None  # the search has run
-        result = self.runner.result
-        names = result.graph.names
-        return {
-            "graph": result.graph,
-            "variables": list(names),
-            **search_evidence(result),
-            **self.missing_report(self.options.missing),
-            **self.glm.test_report(),
-            **privacy_report(self.privacy, self.stopped),
-        }
+#: the search -> the fedCI method it makes: PC's or FCI's search over :class:`GLMTests`
+FEDCI_METHODS = {
+    search: SearchMethod(name, options, search, GLMTests)
+    for search, name, options in (
+        ("pc", "fedci-pc", FEDCI_PC_OPTIONS),
+        ("fci", "fedci-fci", FEDCI_FCI_OPTIONS),
+    )
+}
 
 
 def secure_support(options: Mapping[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ from fedcausal_flwr.privacy.accounting import (
 from fedcausal_flwr.privacy.charges import PrivacyCharge
 from fedcausal_flwr.privacy.site_budget import counted_release
 from fedcausal_flwr.protocols.fedpc import DISCLOSURES, TABLES, TableRequest
-from fedcausal_flwr.strategies.fedpc import FedPCStrategy
+from fedcausal_flwr.strategies.table_tests import TableTests
 
 
 def test_the_server_decodes_only_noisy_sums(asia_sites, monkeypatch):
@@ -42,14 +42,14 @@ def test_the_server_decodes_only_noisy_sums(asia_sites, monkeypatch):
         decoded.append((action, total.copy()))
         return total
 
-    handle = FedPCStrategy._handle_tables
+    answer = TableTests.answer
 
-    def remember(self, request, replies):
+    def remember(self, strategy, request, replies, queries):
         asked.append((request, self._plan.noise_variance))
-        handle(self, request, replies)
+        return answer(self, strategy, request, replies, queries)
 
     monkeypatch.setattr(protocol, "decode_secure_mean", spy)
-    monkeypatch.setattr(FedPCStrategy, "_handle_tables", remember)
+    monkeypatch.setattr(TableTests, "answer", remember)
     result = fedcausal_flwr.run(
         "fedpc", data=asia_sites, dp="distributed", dp_epsilon=2, dp_batches=2, secure=True
     )

@@ -123,16 +123,16 @@ def test_the_server_decodes_only_noisy_glm_sums(federation, monkeypatch):
             seen[key[0]].append((decode_fixed(total, *fixed), charge.variance))
         return total
 
-    from fedcausal_flwr.strategies.glm_tests import GLMTestsStrategy
+    from fedcausal_flwr.strategies.search import SearchStrategy
 
-    start = GLMTestsStrategy.start_search
+    start = SearchStrategy.start_search
 
     def remember_run(self, max_depth=None):
         spy.run = self.protocol_run
         return start(self, max_depth)
 
     monkeypatch.setattr(protocol, "decode_secure_mean", spy)
-    monkeypatch.setattr(GLMTestsStrategy, "start_search", remember_run)
+    monkeypatch.setattr(SearchStrategy, "start_search", remember_run)
     fedci(sites, schema, secure=True, dp="distributed", dp_epsilon="inf", dp_rounds=2)
     key[0] = "noisy"
     fedci(sites, schema, secure=True, dp="distributed", dp_epsilon=4, dp_rounds=2)
@@ -234,7 +234,7 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
     from fedcausal_flwr.data.synthetic import random_dag
     from fedcausal_flwr.federation.core.site_policy import default_audit_log
     from fedcausal_flwr.result import Result
-    from fedcausal_flwr.strategies.glm_tests import GLMTestsStrategy
+    from fedcausal_flwr.strategies.search import SearchStrategy
     from fedcausal_flwr.strategies.search_stop import PrivacyBudgetNote
 
     types = {"X1": "continuous", "X2": "binary", "X3": "continuous", "X4": "continuous"}
@@ -253,11 +253,11 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
     periodic = {"dp-epsilon": 16, "dp-period-epsilon": 20, "dp-period-days": 1}
     (tmp_path / "b").mkdir()
     nodes = write_sites(tmp_path / "b", frames, **periodic, **central)
-    handle = GLMTestsStrategy.handle_replies
+    handle = SearchStrategy.handle_replies
 
     def another_run_spends(self, request, replies):
         handle(self, request, replies)
-        if len(self.batches) == 1 and not self.glm.fits and not getattr(self, "_spent", False):
+        if len(self.batches) == 1 and not self.tests.fits and not getattr(self, "_spent", False):
             self._spent = True  # depth 0 done: a concurrent run logs most of the period
             for node in nodes:
                 line = next(ln for ln in audit(node) if "privacy" in ln)
@@ -265,7 +265,7 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
                 with open(default_audit_log(node["data-path"]), "a") as log:
                     log.write(json.dumps(spent) + "\n")
 
-    monkeypatch.setattr(GLMTestsStrategy, "handle_replies", another_run_spends)
+    monkeypatch.setattr(SearchStrategy, "handle_replies", another_run_spends)
     with pytest.warns(PrivacyBudgetNote, match="after depth 0"):
         run_app(nodes, {"method": "fedci-pc", "options": options, "result-path": "b"})
     stopped = Result.load(tmp_path / "results" / "b")

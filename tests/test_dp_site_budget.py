@@ -130,15 +130,15 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
     import fedcausal_flwr
     from fedcausal_flwr.privacy.accounting import recompute
     from fedcausal_flwr.result import Result
-    from fedcausal_flwr.strategies.fedpc import FedPCStrategy
     from fedcausal_flwr.strategies.search_stop import PrivacyBudgetNote
+    from fedcausal_flwr.strategies.table_tests import TableTests
 
     budget = {"dp-epsilon": 4, "dp-period-epsilon": 5, "dp-period-days": 30}
     nodes = write_sites(tmp_path, asia_sites, **budget, **CENTRAL)
-    handle = FedPCStrategy._handle_tables
+    answer = TableTests.answer
 
-    def another_run_spends(self, request, replies):
-        handle(self, request, replies)
+    def another_run_spends(self, strategy, request, replies, queries):
+        answers = answer(self, strategy, request, replies, queries)
         if len(self.batches) == 1 and not self._plan:  # depth 0 done: a concurrent run logs
             for node in nodes:
                 line = next(ln for ln in audit(node) if "privacy" in ln)
@@ -147,8 +147,9 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
                 spent = {**line, "run": "another", "privacy": charge}
                 with open(default_audit_log(node["data-path"]), "a") as log:
                     log.write(json.dumps(spent) + "\n")
+        return answers
 
-    monkeypatch.setattr(FedPCStrategy, "_handle_tables", another_run_spends)
+    monkeypatch.setattr(TableTests, "answer", another_run_spends)
     options = "dp=central dp-epsilon=4 dp-batches=3 dp-noise-seed=1"
     with pytest.warns(PrivacyBudgetNote, match="after depth 0"):
         run_app(nodes, {"method": "fedpc", "options": options, "result-path": "r.json"})
@@ -159,7 +160,7 @@ def test_a_site_budget_reached_mid_run_ends_the_search_with_its_graph_so_far(
 
     assert "The search stopped before depth 1: site 0 refuses" in privacy_sentence(privacy)
     assert result.extra["depths_searched"] == 1
-    monkeypatch.setattr(FedPCStrategy, "_handle_tables", handle)
+    monkeypatch.setattr(TableTests, "answer", answer)
     capped = fedcausal_flwr.run(
         "fedpc",
         data=asia_sites,

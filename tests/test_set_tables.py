@@ -67,9 +67,9 @@ def test_a_private_batch_charges_one_table_per_variable_set():
     sites = split_iid(load_network("asia").sample(3000, seed=4), 3, seed=1).clients
     seen = {}
 
-    from fedcausal_flwr.strategies.fedpc import FedPCStrategy
+    from fedcausal_flwr.strategies.search import SearchStrategy
 
-    next_request = FedPCStrategy.next_request
+    next_request = SearchStrategy.next_request
 
     def spy(self):  # the tests pending and the tables each private request is charged for
         request = next_request(self)
@@ -79,7 +79,7 @@ def test_a_private_batch_charges_one_table_per_variable_set():
         return request
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FedPCStrategy, "next_request", spy)
+        patch.setattr(SearchStrategy, "next_request", spy)
         result = fedcausal_flwr.run(
             "fedpc", data=sites, dp="central", dp_epsilon=8, dp_noise_seed=2, dp_batches=2
         )

@@ -2,8 +2,8 @@
 
 A method module registers itself at import time::
 
-    register_method("fedpc", FedPCStrategy, "fedcausal_flwr.clients.fedpc:FedPCClient",
-                    disclosures=DISCLOSURES, bootstrap=True, secure=secure_support)
+    register_method("rfcd", RFCDStrategy, "fedcausal_flwr.clients.rfcd:RFCDClient",
+                    disclosures=DISCLOSURES, bootstrap=True)
 
 with the strategy class (a ``strategies.base.MethodStrategy``: built as ``Class(options)``, its
 ``OPTIONS`` are the method's declared options) or any ``make_strategy(options: dict) ->
