@@ -134,8 +134,6 @@ class ProtocolClient(NumPyClient):
     _actions: ClassVar[dict[str, str]] = {}
     #: each action's typed payload (None: the handler reads the JSON dict)
     _payloads: ClassVar[dict[str, type[Payload] | None]] = {}
-    #: set by ``MethodSpec.client``: the gate of this client's replies (None: built by hand)
-    guard: SiteGuard | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -150,14 +148,23 @@ class ProtocolClient(NumPyClient):
         cls._actions = actions
         cls._payloads = payloads
 
-    def __init__(self, partition_id: int, data: pd.DataFrame, context: Context | None = None):
+    def __init__(
+        self,
+        partition_id: int,
+        data: pd.DataFrame,
+        context: Context | None = None,
+        guard: SiteGuard | None = None,
+    ):
         if not isinstance(data, pd.DataFrame):
             raise TypeError(
                 f"client {partition_id}: data must be a pandas DataFrame, got {type(data).__name__}"
             )
         self.partition_id = int(partition_id)
         self.data = as_read(data)  # values as the checks read them (blanks, unused categories)
+        #: the message's Flower context (its ``state`` persists per node across messages)
         self.context = context
+        #: the gate of this client's replies (``MethodSpec.client`` gives it; None: built by hand)
+        self.guard = guard
 
     # ------------------------------------------------------------------ Flower API
     def get_parameters(self, config: dict) -> list[np.ndarray]:

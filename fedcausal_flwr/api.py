@@ -23,8 +23,9 @@ from fedcausal_flwr.data.inputs import InputError, setting_text
 from fedcausal_flwr.data.partition import Partition
 from fedcausal_flwr.data.specs import make_partition, sample_partition
 from fedcausal_flwr.federation.core.input_checks import check_client_inputs, client_info_of
+from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
 from fedcausal_flwr.federation.core.registry import MethodSpec, check_secure, get_method
-from fedcausal_flwr.federation.runtime.runners import run_method
+from fedcausal_flwr.federation.runtime.runners import run_prepared
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.outputs import reading_inputs, reason
@@ -184,7 +185,8 @@ def execute(
     frames, provenance, dag = _client_frames(
         settings, options, data, files, sep, keep_index, source, entry_point
     )
-    check_frames(spec, options, frames, files, entry_point)
+    strategy = spec.new_strategy(options)  # made once: it checks the data, then runs
+    check_frames(spec, strategy, frames, files, entry_point)
     if expect_fingerprint is not None and not matches_recorded(frames, expect_fingerprint):
         raise OptionError(
             f"the data differs from the recorded run's (fingerprint {data_fingerprint(frames)} "
@@ -193,8 +195,9 @@ def execute(
     if announce is not None:
         announce(_run_line(method, settings, provenance, len(frames)))
     dag, truth_label = _scoring_truth(truth, dag, frames, entry_point)
-    result = run_method(
-        method,
+    result = run_prepared(
+        spec,
+        strategy,
         frames,
         options,
         backend=settings["backend"],
@@ -324,7 +327,7 @@ def _record_run(
 
 def check_frames(
     spec: MethodSpec,
-    options: Mapping[str, Any],
+    strategy: ProtocolStrategy,
     frames: Sequence[pd.DataFrame],
     files: Sequence[str | Path] | None,
     entry_point: str,
@@ -334,7 +337,6 @@ def check_frames(
     for k, frame in enumerate(frames):
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"client {k}: expected a pandas DataFrame, got {type(frame).__name__}")
-    strategy = spec.new_strategy(options, entry_point)
     names = None if files is None else {k: Path(f).name for k, f in enumerate(files)}
     info = {}
     for k, frame in enumerate(frames):

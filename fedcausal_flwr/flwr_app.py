@@ -339,7 +339,7 @@ def _serve(grid: Grid, context: Context) -> None:
         folders.result_target(settings["result_path"])
     truth = settings["truth"]
     truth_file = folders.truth_file(truth) if truth and truth != "network" else None
-    strategy = spec.new_strategy(options, "config")
+    strategy = spec.new_strategy(options)
     wanted = settings["num_clients"]
     print(
         f"fedcausal-flwr: {spec.name} with "
@@ -355,6 +355,8 @@ def _serve(grid: Grid, context: Context) -> None:
         round_timeout=settings["round_timeout"] or None,
         max_rounds=settings["max_rounds"],
         progress=lambda line: print(f"fedcausal-flwr: {line}", flush=True),
+        entry_point="config",
+        min_sites=spec.min_sites,
     )
     run_strategy(grid, context, strategy, run_settings)
     recorded = {
@@ -484,10 +486,7 @@ def _client_fn(context: Context):
         partition_id, policy, secure_run=settings["secure"], run=run, store=store,
         options=options, withheld=withheld,
     )  # fmt: skip
-    client = spec.client(partition_id, data, options, guard)
-    if client.context is None:
-        client.context = context
-    return client.to_client()
+    return spec.client(partition_id, data, options, guard, context).to_client()
 
 
 client_app = ClientApp(client_fn=_client_fn, mods=list(CLIENT_MODS))

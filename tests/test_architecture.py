@@ -420,7 +420,10 @@ def test_a_method_runs_under_flowers_own_default_workflow(secure):
     parts = toy_partitions(3)
 
     def factory():
-        return PartitionedClients(lambda pid, data: make_toy_client(pid, data, {}), parts)
+        def make(pid, data, context):
+            return make_toy_client(pid, data, {}, context=context)
+
+        return PartitionedClients(make, parts)
 
     ours = run_protocol(ToyStrategy(), factory(), 3)
     strategy = ToyStrategy()

@@ -135,8 +135,9 @@ class SmallMemoryClient(FedPCClient):
 def test_a_client_that_cannot_count_a_batch_stops_the_run_with_its_cause():
     parts = split_sizes(load_network("asia").sample(2_000, seed=0), alpha=1.0, k=3, seed=0).clients
 
-    def make_client(pid, data, options=None):
-        return SmallMemoryClient(pid, data) if pid == 1 else FedPCClient(pid, data)
+    def make_client(pid, data, context=None):
+        client = SmallMemoryClient if pid == 1 else FedPCClient
+        return client(pid, data, context)
 
     with pytest.raises(ClientProtocolError, match=r"client 1.*cannot count the tables.*limit 4"):
         run_protocol(

@@ -106,8 +106,8 @@ class FailAt:
         self.occurrence = occurrence
         self.calls: list[Call] = []
 
-    def __call__(self, partition_id: int, data: pd.DataFrame):
-        inner = self.make_client(partition_id, data)
+    def __call__(self, partition_id: int, data: pd.DataFrame, context=None):
+        inner = self.make_client(partition_id, data, context)
         answer = inner.answer
 
         def failing_answer(name, payload, arrays):

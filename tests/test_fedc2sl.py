@@ -132,8 +132,8 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     parts = split_iid(net.sample(4_000, seed=4), 4, seed=0).clients
     FlakyClient.calls = {}
 
-    def make_client(pid, data, options=None):
-        return FlakyClient(pid, data) if pid == 2 else FedPCClient(pid, data)
+    def make_client(pid, data, context=None):
+        return FlakyClient(pid, data, context) if pid == 2 else FedPCClient(pid, data, context)
 
     strategy = make_strategy({"alpha": 0.05}, "pc")
     result = run_protocol(

@@ -4,8 +4,6 @@ objects on the synchronous LocalGrid (no Ray)."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,7 +51,10 @@ def comparable(result: Result) -> dict:
 
 
 def toy_factory(parts, **options):
-    return PartitionedClients(functools.partial(make_toy_client, options=options), parts)
+    def make(pid, data, context):
+        return make_toy_client(pid, data, options, context=context)
+
+    return PartitionedClients(make, parts)
 
 
 @pytest.fixture(scope="module")

@@ -39,8 +39,10 @@ def toy_data(options: dict, partition_id: int, num_partitions: int) -> pd.DataFr
 class ToyClient(ProtocolClient):
     """Answers the toy actions; ``fail_action`` makes it raise (a dropout) at that action."""
 
-    def __init__(self, partition_id, data, context=None, fail_action: str = "", scale: int = 1):
-        super().__init__(partition_id, data, context)
+    def __init__(
+        self, partition_id, data, context=None, guard=None, fail_action: str = "", scale: int = 1
+    ):
+        super().__init__(partition_id, data, context, guard)
         self.fail_action = fail_action
         self.scale = scale
 
@@ -134,9 +136,12 @@ class ToyStrategy(ProtocolStrategy):
         }
 
 
-def make_toy_client(partition_id: int, data: pd.DataFrame, options: dict) -> ToyClient:
+def make_toy_client(
+    partition_id: int, data: pd.DataFrame, options: dict, *, context=None, guard=None
+) -> ToyClient:
     fail = options.get("fail_action", "") if partition_id == options.get("fail_client") else ""
-    return ToyClient(partition_id, data, fail_action=fail, scale=int(options.get("scale", 1)))
+    scale = int(options.get("scale", 1))
+    return ToyClient(partition_id, data, context, guard, fail_action=fail, scale=scale)
 
 
 TOY_OPTIONS = OptionSet(

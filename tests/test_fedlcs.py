@@ -49,7 +49,7 @@ def binary_frames(names, k, rows=20, seed=0):
 
 
 def run_with(client_cls, frames, options):
-    factory = PartitionedClients(lambda pid, data: client_cls(pid, data), frames)
+    factory = PartitionedClients(client_cls, frames)
     return run_protocol(make_strategy(options), factory, len(frames))
 
 

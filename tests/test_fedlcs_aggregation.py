@@ -184,7 +184,7 @@ def test_one_client_does_not_outvote_the_others(rule, collider):
     ratio 0.4 needs of 3, the empty set 3 votes: A -> T <- B. fisher: {T} combines to 0."""
     rng = np.random.default_rng(0)
     frames = [pd.DataFrame(rng.integers(0, 2, (20, 3)), columns=["A", "B", "T"]) for _ in range(3)]
-    factory = PartitionedClients(lambda pid, data: SplitClient(pid, data), frames)
+    factory = PartitionedClients(SplitClient, frames)
     result = run_protocol(make_strategy({"target": "T", "sep_rule": rule}), factory, 3)
     chosen = result.extra["consistent_sepsets"]["A|B"]
     assert chosen["set"] == ([] if collider else ["T"])
@@ -208,7 +208,7 @@ def test_votes_need_ratio_times_clients(ratio, collider):
     set is found and the triple stays undecided (FLSke removed A - B in both: 1 keep vote)."""
     rng = np.random.default_rng(1)
     frames = [pd.DataFrame(rng.integers(0, 2, (20, 3)), columns=["A", "B", "T"]) for _ in range(3)]
-    factory = PartitionedClients(lambda pid, data: TwoOfThreeClient(pid, data), frames)
+    factory = PartitionedClients(TwoOfThreeClient, frames)
     options = {"target": "T", "sep_rule": "votes", "ratio": ratio}
     result = run_protocol(make_strategy(options), factory, 3)
     assert result.extra["pc_sets"]["A"] == ["T"]
@@ -235,7 +235,7 @@ def test_fisher_clients_reveal_every_pvalue():
     dependent and leave the triple undecided."""
     rng = np.random.default_rng(2)
     frames = [pd.DataFrame(rng.integers(0, 2, (20, 3)), columns=["A", "B", "T"]) for _ in range(3)]
-    factory = PartitionedClients(lambda pid, data: LowFirstClient(pid, data), frames)
+    factory = PartitionedClients(LowFirstClient, frames)
     result = run_protocol(make_strategy({"target": "T", "sep_rule": "fisher"}), factory, 3)
     chosen = result.extra["consistent_sepsets"]["A|B"]
     y = -(math.log(0.04) + 2 * math.log(0.9))

@@ -398,7 +398,7 @@ def test_the_check_runs_before_any_backend_starts(monkeypatch, sites):
     def no_backend(*args, **kwargs):
         raise AssertionError("a backend was started")
 
-    monkeypatch.setattr(api, "run_method", no_backend)
+    monkeypatch.setattr(api, "run_prepared", no_backend)
     bad = [*frames[:2], frames[2].assign(A=frames[2]["A"].map({0: "no", 1: "yes"}))]
     with pytest.raises(InputError, match="client 2 column 'A' holds text"):
         api.run("fedpc", data=bad, backend="ray")

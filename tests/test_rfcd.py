@@ -281,8 +281,8 @@ class DropsAtScores:
         self.asked: dict[int, list] = {}
         self.failed: list = []
 
-    def __call__(self, partition_id: int, data: pd.DataFrame) -> RFCDClient:
-        client = RFCDClient(partition_id, data)
+    def __call__(self, partition_id: int, data: pd.DataFrame, context=None) -> RFCDClient:
+        client = RFCDClient(partition_id, data, context)
         answer = client.answer
 
         def counted(name, payload, arrays):

@@ -51,7 +51,7 @@ class OtherVersionClient(ToyClient):
 @pytest.mark.parametrize(("reported", "shown"), [("0.0.0+other", "0.0.0+other"), (None, "?")])
 def test_a_client_on_another_version_stops_the_run_naming_both_versions(parts3, reported, shown):
     cls = type("Bound", (OtherVersionClient,), {"version": reported, "seen": []})
-    factory = PartitionedClients(lambda pid, data: cls(pid, data), parts3)
+    factory = PartitionedClients(cls, parts3)
     mine = fedcausal_flwr.__version__
     assert mine and mine != reported
     expected = (
@@ -66,7 +66,7 @@ def test_a_client_on_another_version_stops_the_run_naming_both_versions(parts3, 
 
 def test_clients_on_the_same_version_pass_the_check(parts3):
     cls = type("Bound", (OtherVersionClient,), {"version": fedcausal_flwr.__version__, "seen": []})
-    factory = PartitionedClients(lambda pid, data: cls(pid, data), parts3)
+    factory = PartitionedClients(cls, parts3)
     result = run_protocol(ToyStrategy(), factory, 3)
     assert result.rounds == 4
     assert {name for _, name in cls.seen} == {"hello", "colsum", "counts", "ssd"}
@@ -105,7 +105,7 @@ class WireClient(ToyClient):
 
 def wire_run(parts, secure):
     cls = type("Bound", (WireClient,), {"wire": []})
-    factory = PartitionedClients(lambda pid, data: cls(pid, data), parts)
+    factory = PartitionedClients(cls, parts)
     return run_protocol(ToyStrategy(), factory, len(parts), secure=secure), cls.wire
 
 
@@ -178,7 +178,7 @@ def test_a_ray_run_refuses_a_long_tmpdir_before_starting_ray(parts3, tmp_path, m
         raise AssertionError("Ray was about to start")
 
     monkeypatch.setattr(runners, "run_simulation_quietly", no_ray)
-    factory = PartitionedClients(lambda pid, data: ToyClient(pid, data), parts3)
+    factory = PartitionedClients(ToyClient, parts3)
     long_dir = tmp_path / ("t" * 60)
     with pytest.raises(ValueError, match="too long"):
         run_protocol(ToyStrategy(), factory, 3, backend="ray", ray_tmpdir=long_dir)

@@ -36,7 +36,7 @@ def oracle_run(dag, client_columns, options=None, method="fedcdnv"):
     rng = np.random.default_rng(0)
     frames = [pd.DataFrame(rng.integers(0, 2, (30, len(c))), columns=c) for c in client_columns]
     cls = type("BoundOracleClient", (OracleClient,), {"dag": dag})
-    factory = PartitionedClients(lambda pid, data: cls(pid, data), frames)
+    factory = PartitionedClients(cls, frames)
     return run_protocol(make_strategy(options or {}, method), factory, len(frames))
 
 
@@ -281,7 +281,7 @@ def test_protocol_violations_and_bad_input_are_clear_errors():
         pd.DataFrame(rng.integers(0, 2, (50, len(c))), columns=c)
         for c in (["a", "b", "c"], ["b", "c"])
     ]
-    factory = PartitionedClients(lambda pid, data: ExtraEdgeClient(pid, data), frames)
+    factory = PartitionedClients(ExtraEdgeClient, frames)
     with pytest.raises(ClientProtocolError, match="changed adjacencies"):
         run_protocol(make_strategy({}, "fedcdnv"), factory, 2)
     floats = [frames[0], frames[1].astype(float)]

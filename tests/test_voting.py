@@ -416,7 +416,7 @@ def test_no_separating_set_leaves_the_triple_undecided():
     parts = make_partition(net.sample(4_000, seed=1), 2, "iid", 0).clients
     plain = run_method("fedpc-vote", parts, {}, backend="inprocess")
     assert plain.extra["colliders"]  # asia has colliders to find
-    factory = PartitionedClients(lambda pid, data: NeverIndependentClient(pid, data), parts)
+    factory = PartitionedClients(NeverIndependentClient, parts)
     result = run_protocol(make_fedpc_vote({}), factory, 2, backend="inprocess")
     assert np.array_equal(result.graph.adjacency(), plain.graph.adjacency())
     assert all(v is None for v in result.extra["consistent_sepsets"].values())

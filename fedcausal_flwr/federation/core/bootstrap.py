@@ -144,7 +144,6 @@ class BootstrapStrategy(ProtocolStrategy):
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         for replicate in self.replicates:
-            replicate.min_sites, replicate.entry_point = self.min_sites, self.entry_point
             replicate.protocol_run.follow(self.protocol_run)
             replicate.validate_clients(info)
 

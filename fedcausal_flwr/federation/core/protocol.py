@@ -72,14 +72,15 @@ class ProtocolStrategy:
     #: options overrides :meth:`input_needs`. The base protocol tests nothing, so it does not
     #: refuse a constant column; a method's own declaration does (``InputNeeds()``'s default).
     needs: ClassVar[InputNeeds] = InputNeeds(varying=False)
-    #: Set by the registry when it builds the strategy (``MethodSpec.new_strategy``): the
-    #: method's declared minimum number of clients, and the entry point whose spelling the input
-    #: errors use for options.
-    min_sites: int = 1
-    entry_point: str = "python"
 
     def __init__(self) -> None:
         self.protocol_run = ProtocolRun(self)
+
+    @property
+    def entry_point(self) -> str:
+        """The entry point whose spelling this run's errors use for options (``python``,
+        ``cli``, ``config``): a fact of the run, bound by the runtime before the first round."""
+        return self.protocol_run.entry_point
 
     # ================================================================== hooks for subclasses
     def next_request(self) -> Request | None:
@@ -242,12 +243,20 @@ class ProtocolRun:
         #: set by the transport: hears :meth:`ProtocolStrategy.report` lines
         self.progress: Callable[[str], None] | None = None
         self._secure_bound = 0
+        #: how the run was started (its errors spell options for it) and the fewest sites the
+        #: method declares: bound with the run
+        self.entry_point = "python"
+        self.min_sites = 1
 
     # ================================================================== set-up
-    def bind(self, *, num_clients: int, min_clients: int | None, secure: bool) -> None:
+    def bind(
+        self, *, num_clients: int, min_clients: int | None, secure: bool,
+        entry_point: str = "python", min_sites: int = 1,
+    ) -> None:  # fmt: skip
         """Set by the runtime before the first round."""
         self.members.bind(num_clients, min_clients)
         self.secure_mode = bool(secure)
+        self.entry_point, self.min_sites = entry_point, int(min_sites)
         if self.state is RunState.UNBOUND:
             self.state = RunState.HELLO
 
@@ -256,6 +265,7 @@ class ProtocolRun:
         clients, hello reports, secure mode and bound, and past hello."""
         self.members = leader.members
         self.secure_mode = leader.secure_mode
+        self.entry_point, self.min_sites = leader.entry_point, leader.min_sites
         self._secure_bound = leader._secure_bound
         self.state = RunState.RUNNING
 
@@ -628,9 +638,9 @@ class ProtocolRun:
             self.members.info,
             protocol.input_needs(),
             method=protocol.name or type(protocol).__name__,
-            min_sites=protocol.min_sites,
-            entry_point=protocol.entry_point,
+            min_sites=self.min_sites,
+            entry_point=self.entry_point,
         )
         # a method that combines the clients' own results never continues on fewer than it needs
-        self.members.min_clients = max(self.members.min_clients, protocol.min_sites)
+        self.members.min_clients = max(self.members.min_clients, self.min_sites)
         protocol.validate_clients(self.members.info)

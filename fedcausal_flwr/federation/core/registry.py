@@ -8,11 +8,12 @@ A method module registers itself at import time::
 with the strategy class (a ``strategies.base.MethodStrategy``: built as ``Class(options)``, its
 ``OPTIONS`` are the method's declared options) or any ``make_strategy(options: dict) ->
 ProtocolStrategy`` with ``options=`` given, and the client class as ``"package.module:Class"``
-(built as ``Class(partition_id, data)``, its module imported when the first client is built), or a
-factory ``make_client(partition_id: int, data: pandas.DataFrame, options: dict) ->
-ProtocolClient``. The options are an :class:`~fedcausal_flwr.options.OptionSet` (name, type,
-default, range, help, the paper's value); every entry point resolves what the user typed with
-:func:`resolve_options` before the first round, and the strategy gets the complete, typed values.
+(built as ``Class(partition_id, data, context=, guard=)``, its module imported when the first
+client is built), or a factory ``make_client(partition_id: int, data: pandas.DataFrame, options:
+dict, *, context=None, guard=None) -> ProtocolClient``. The options are an
+:class:`~fedcausal_flwr.options.OptionSet` (name, type, default, range, help, the paper's
+value); every entry point resolves what the user typed with :func:`resolve_options` before the
+first round, and the strategy gets the complete, typed values.
 ``disclosures`` declares, next to the options, what each action of its clients discloses
 (:mod:`~fedcausal_flwr.federation.core.disclosure`): a client built by :meth:`MethodSpec.client`
 answers only those actions (:class:`~fedcausal_flwr.federation.core.site_policy.SiteGuard`).
@@ -120,10 +121,9 @@ class MethodSpec:
             out["seed"] = seed
         return out
 
-    def new_strategy(self, options: Mapping[str, Any], entry_point: str = "python") -> Any:
-        """The method's strategy for resolved ``options``, told its declared ``min_sites`` and
-        the ``entry_point`` whose spelling its input errors use (every entry point builds
-        strategies here)."""
+    def new_strategy(self, options: Mapping[str, Any]) -> Any:
+        """The method's strategy for resolved ``options`` (every entry point builds strategies
+        here; the run it joins is told the method's ``min_sites`` and the entry point)."""
         own = self.own_options(options)
         replicates = int(options.get("bootstrap") or 0) if self.bootstrap_keys else 0
         if replicates:
@@ -135,8 +135,6 @@ class MethodSpec:
             )
         else:
             strategy = self.make_strategy(own)
-        strategy.min_sites = self.min_sites
-        strategy.entry_point = entry_point
         return strategy
 
     def secure_problem(self, options: Mapping[str, Any]) -> str | None:
@@ -184,12 +182,15 @@ class MethodSpec:
         data: pd.DataFrame,
         options: Mapping[str, Any],
         guard: SiteGuard | None = None,
+        context: Any = None,
     ) -> Any:
-        """A client of this method for resolved ``options``, answering only what the method
-        declares (and ``guard``'s policy allows): how every entry point builds clients."""
-        client = self.make_client(int(partition_id), data, self.own_options(options))
-        client.guard = guard or self.guard(partition_id)
-        return client
+        """A client of this method for resolved ``options`` and the message's Flower
+        ``context``, answering only what the method declares (and ``guard``'s policy allows):
+        how every entry point builds clients."""
+        guard = guard or self.guard(partition_id)
+        return self.make_client(
+            int(partition_id), data, self.own_options(options), context=context, guard=guard
+        )
 
     def own_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` without those the registry added (the method's factories get these);
@@ -288,14 +289,19 @@ def register_method(
 
 def client_class(path: str) -> MakeClient:
     """The client factory of a method whose client is the class at ``path``
-    (``"package.module:Class"``, built as ``Class(partition_id, data)``). The module is imported
+    (``"package.module:Class"``, built as ``Class(partition_id, data, context=, guard=)``). The
+    module is imported
     when the first client is built: a server never imports its method's client side."""
     module, colon, name = path.partition(":")
     if not colon or not module or not name.isidentifier():
         raise ValueError(f"a client class is named 'package.module:Class', got {path!r}")
 
-    def make_client(partition_id: int, data: pd.DataFrame, options: dict) -> Any:
-        return getattr(importlib.import_module(module), name)(partition_id, data)
+    def make_client(
+        partition_id: int, data: pd.DataFrame, options: dict, *, context: Any = None,
+        guard: Any = None,
+    ) -> Any:  # fmt: skip
+        built = getattr(importlib.import_module(module), name)
+        return built(partition_id, data, context=context, guard=guard)
 
     make_client.__module__, make_client.__qualname__ = module, name  # its origin: the class
     return make_client

@@ -43,8 +43,8 @@ from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
 
 class BuiltClient(Protocol):
     """What the runtime needs of the client a factory builds (a ``clients.base.ProtocolClient``):
-    the node's context, set once, the guard of a site's policy, and Flower's ``Client`` around
-    it."""
+    built with the message's context and the guard of a site's policy, and Flower's ``Client``
+    around it."""
 
     context: Context | None
     guard: SiteGuard | None
@@ -166,8 +166,11 @@ def make_client_app(client_factory: ClientFactory) -> ClientApp:
                 f"client factory returned {type(client).__name__} with partition_id "
                 f"{getattr(client, 'partition_id', None)} for partition {partition_id}"
             )
-        if client.context is None:
-            client.context = context
+        if client.context is not context:  # its node state would be lost between messages
+            raise ValueError(
+                f"client factory returned {type(client).__name__} without this message's "
+                "context: build it with the context the factory is given"
+            )
         return client.to_client()
 
     return ClientApp(client_fn=client_fn, mods=list(CLIENT_MODS))

@@ -33,7 +33,7 @@ from fedcausal_flwr.data.frame_cache import one_run
 from fedcausal_flwr.environment import NO_PHONING_OUT
 from fedcausal_flwr.federation.core.disclosure import summed_actions
 from fedcausal_flwr.federation.core.protocol import ProtocolStrategy
-from fedcausal_flwr.federation.core.registry import check_secure, get_method
+from fedcausal_flwr.federation.core.registry import MethodSpec, check_secure, get_method
 from fedcausal_flwr.federation.core.site_guard import SiteGuard
 from fedcausal_flwr.federation.runtime.clientside import BuiltClient
 from fedcausal_flwr.federation.runtime.flower_internals import (
@@ -61,14 +61,15 @@ _PARTITION_CACHE: dict[str, pd.DataFrame] = {}
 class PartitionedClients:
     """Client factory over one DataFrame per client: ``factory(partition_id, context)``.
 
-    ``make_client(partition_id, data)`` builds the client. In memory for the in-process backend;
-    :meth:`spill` writes the partitions to files so a Ray message carries only their paths (each
-    actor process loads a partition once and caches it).
+    ``make_client(partition_id, data, context)`` builds the client for the message's Flower
+    ``context`` (a :class:`~fedcausal_flwr.clients.base.ProtocolClient` class will do). In memory
+    for the in-process backend; :meth:`spill` writes the partitions to files so a Ray message
+    carries only their paths (each actor process loads a partition once and caches it).
     """
 
     def __init__(
         self,
-        make_client: Callable[[int, pd.DataFrame], BuiltClient],
+        make_client: Callable[[int, pd.DataFrame, Context | None], BuiltClient],
         partitions: Sequence[pd.DataFrame] | None = None,
         *,
         files: Sequence[str] | None = None,
@@ -97,10 +98,7 @@ class PartitionedClients:
         return _PARTITION_CACHE[path]
 
     def __call__(self, partition_id: int, context: Context | None = None) -> BuiltClient:
-        client = self.make_client(partition_id, self.data(partition_id))
-        if context is not None and getattr(client, "context", None) is None:
-            client.context = context
-        return client
+        return self.make_client(partition_id, self.data(partition_id), context)
 
     def spill(self, directory: str | Path) -> PartitionedClients:
         """A copy whose partitions live in pickles under a fresh sub-directory of ``directory``."""
@@ -173,6 +171,8 @@ def run_protocol(
     round_timeout: float | None = None,
     max_rounds: int = 10_000,
     secure_config: SecureAggConfig | None = None,
+    entry_point: str = "python",
+    min_sites: int = 1,
     config: Mapping[str, Any] | None = None,
     ray_tmpdir: str | os.PathLike | None = None,
     ray_num_cpus: float | None = None,
@@ -181,10 +181,11 @@ def run_protocol(
 ) -> Result:
     """Run ``strategy`` against ``num_clients`` clients from ``client_factory``; the Result.
 
-    ``min_clients`` (default: all) is how many clients must survive dropouts. ``config`` is stored
-    in ``Result.config`` for provenance. ``progress`` hears one line per round. ``ray_address``
-    (backend ``ray``): a running Ray cluster to connect to instead of starting one. A strategy
-    object can be run only once.
+    ``min_clients`` (default: all) is how many clients must survive dropouts; ``min_sites`` how
+    many the method declares it needs; ``entry_point`` whose spelling its errors use. ``config``
+    is stored in ``Result.config`` for provenance. ``progress`` hears one line per round.
+    ``ray_address`` (backend ``ray``): a running Ray cluster to connect to instead of starting
+    one. A strategy object can be run only once.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
@@ -201,6 +202,8 @@ def run_protocol(
         round_timeout=round_timeout,
         max_rounds=max_rounds,
         progress=progress,
+        entry_point=entry_point,
+        min_sites=min_sites,
     )
     server_app = make_server_app(strategy, settings)
     if ray_address is not None and backend != "ray":
@@ -264,8 +267,8 @@ def _run_ray(
 
 class BoundClientMaker:
     """``make_client(partition_id, data, options)`` with ``options`` bound (picklable for Ray);
-    with ``guard`` (a method's :meth:`~.registry.MethodSpec.guard`), each client gets it, for
-    its own site: it answers only what its method declares."""
+    with ``guard`` (a method's :meth:`~.registry.MethodSpec.guard`), each client is built with
+    it, for its own site: it answers only what its method declares."""
 
     def __init__(
         self,
@@ -277,11 +280,11 @@ class BoundClientMaker:
         self.options = dict(options)
         self.guard = guard
 
-    def __call__(self, partition_id: int, data: pd.DataFrame) -> BuiltClient:
-        client = self.make_client(partition_id, data, self.options)
-        if self.guard is not None:
-            client.guard = dataclasses.replace(self.guard, site=int(partition_id))
-        return client
+    def __call__(
+        self, partition_id: int, data: pd.DataFrame, context: Context | None = None
+    ) -> BuiltClient:
+        guard = None if self.guard is None else dataclasses.replace(self.guard, site=partition_id)
+        return self.make_client(partition_id, data, self.options, context=context, guard=guard)
 
 
 @one_run
@@ -306,17 +309,40 @@ def run_method(
     spec = get_method(name)
     opts = spec.resolve(options, entry_point)
     check_secure(spec, opts, secure, entry_point)
+    return run_prepared(
+        spec, spec.new_strategy(opts), partitions, opts, backend=backend,
+        secure=secure, min_clients=min_clients, entry_point=entry_point, data=data, **run_kwargs,
+    )  # fmt: skip
+
+
+def run_prepared(
+    spec: MethodSpec,
+    strategy: ProtocolStrategy,
+    partitions: Sequence[pd.DataFrame],
+    opts: Mapping[str, Any],
+    *,
+    backend: str = "inprocess",
+    secure: bool = False,
+    min_clients: int | None = None,
+    entry_point: str = "python",
+    data: Mapping[str, Any] | None = None,
+    **run_kwargs: Any,
+) -> Result:
+    """Run ``strategy``, made by ``spec`` from its resolved options ``opts`` (checked for a
+    secure run), on in-memory partitions: the runner of :func:`run_method` and of every entry
+    point, which makes the strategy once (it checks the data with it first)."""
     if min_clients is not None and not 1 <= min_clients <= len(partitions):
         raise OptionError(
             f"{spell('min_clients', entry_point)} {min_clients}: must be between 1 and the number "
             f"of clients ({len(partitions)})"
         )
-    strategy = spec.new_strategy(opts, entry_point)
     maker = BoundClientMaker(spec.make_client, spec.own_options(opts), spec.guard(0))
     factory = PartitionedClients(maker, partitions)
     settings = {"backend": backend, "secure": bool(secure), "min_clients": min_clients}
     data = dict(data or {"source": "frames"})
-    config = run_config(name, opts, settings, data, summed_actions=summed_actions(spec.disclosures))
+    config = run_config(
+        spec.name, opts, settings, data, summed_actions=summed_actions(spec.disclosures)
+    )
     return run_protocol(
         strategy,
         factory,
@@ -324,6 +350,8 @@ def run_method(
         backend=backend,
         secure=secure,
         min_clients=min_clients,
+        entry_point=entry_point,
+        min_sites=spec.min_sites,
         config=config,
         **run_kwargs,
     )

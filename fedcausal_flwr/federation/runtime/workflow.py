@@ -101,7 +101,8 @@ class RunSettings:
     through SecAgg+ (``secure_config`` its topology); ``connect_timeout``: seconds to wait for the
     nodes; ``round_timeout``: seconds a round waits for replies (``None``: no limit);
     ``max_rounds``: stop a protocol still running after this many rounds; ``progress``: hears
-    what the server is waiting for.
+    what the server is waiting for; ``entry_point``: how the run was started (its errors spell
+    options for it); ``min_sites``: the fewest sites the method declares it needs.
     """
 
     num_clients: int | None = None
@@ -112,6 +113,8 @@ class RunSettings:
     round_timeout: float | None = None
     max_rounds: int = 10_000
     progress: Callable[[str], None] | None = None
+    entry_point: str = "python"
+    min_sites: int = 1
 
 
 def wait_for_nodes(
@@ -202,6 +205,8 @@ class ProtocolWorkflow:
                 num_clients=settings.num_clients or len(nodes),
                 min_clients=settings.min_clients,
                 secure=settings.secure,
+                entry_point=settings.entry_point,
+                min_sites=settings.min_sites,
             )
             context.client_manager.all()  # register the connected nodes now
             context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
