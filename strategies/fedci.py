@@ -36,29 +36,12 @@ levels); ordinal variables therefore need an explicit schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from fedcausal_flwr.options import documented_by
 from fedcausal_flwr.protocols.fedci import DISCLOSURES
 from fedcausal_flwr.strategies.base import register_variants
-from fedcausal_flwr.strategies.glm_tests import FEDCI_METHODS, FEDCI_PC_OPTIONS, secure_support
-from fedcausal_flwr.strategies.search import SearchStrategy
-
-
-@documented_by(FEDCI_PC_OPTIONS)
-def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> SearchStrategy:
-    """fedCI-PC / fedCI-FCI from its options (raw keywords work too)."""
-    return SearchStrategy(options, method=FEDCI_METHODS[algorithm])
-
-
-def fedci_fci_strategy(options: Mapping[str, Any]) -> SearchStrategy:
-    """fedCI-FCI: fedCI's GLM tests in FCI's search."""
-    return SearchStrategy(options, method=FEDCI_METHODS["fci"])
-
+from fedcausal_flwr.strategies.glm_tests import FEDCI_METHODS, secure_support
 
 register_variants(
-    {"pc": make_strategy, "fci": fedci_fci_strategy},
+    {search: method.strategy for search, method in FEDCI_METHODS.items()},
     {search: (method.name, method.options) for search, method in FEDCI_METHODS.items()},
     {
         search: f"fedCI: {words} with a federated GLM likelihood-ratio test on mixed data"
@@ -69,4 +52,5 @@ register_variants(
     bootstrap=True,
     secure=secure_support,
     paper="fedCI (Hahn et al.)",
+    registered_by=__name__,
 )

@@ -53,14 +53,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedcausal_flwr.options import Option, OptionSet, documented_by
+from fedcausal_flwr.options import Option, OptionSet
 from fedcausal_flwr.protocols.fedpc import DISCLOSURES
 from fedcausal_flwr.stats.contingency import DEFAULT_MAX_CELLS
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import Options, register_variants
 from fedcausal_flwr.strategies.ci_tests import FederatedCITest
 from fedcausal_flwr.strategies.moment_tests import MomentTests
-from fedcausal_flwr.strategies.search import SearchMethod, SearchStrategy
+from fedcausal_flwr.strategies.search import SearchMethod
 from fedcausal_flwr.strategies.table_tests import DEFAULT_MAX_SERVER_CELLS, SketchTests, TableTests
 
 CI_MODES = ("exact", "sketch")
@@ -150,17 +150,6 @@ METHODS = {
 }
 
 
-@documented_by(FEDPC_OPTIONS)
-def make_strategy(options: Mapping[str, Any], algorithm: str = "pc") -> SearchStrategy:
-    """FedPC (``algorithm="pc"``) or FedFCI (``"fci"``) from its options (raw keywords work too)."""
-    return SearchStrategy(options, method=METHODS[algorithm])
-
-
-def fedfci_strategy(options: Mapping[str, Any]) -> SearchStrategy:
-    """FedFCI: FedC2SL's tests in FCI's search."""
-    return SearchStrategy(options, method=METHODS["fci"])
-
-
 def secure_support(options: Mapping[str, Any]) -> str | None:
     """Tables, margins and sketches are integer sums; the Gaussian moments are floats."""
     if options.get("test") == "fisherz":
@@ -177,7 +166,7 @@ DESCRIPTIONS = {
     "fci": "FedC2SL's FedFCI: FCI with the same federated tests (PAG output)",
 }
 register_variants(
-    {"pc": make_strategy, "fci": fedfci_strategy},
+    {search: method.strategy for search, method in METHODS.items()},
     {search: (method.name, method.options) for search, method in METHODS.items()},
     DESCRIPTIONS,
     "fedcausal_flwr.clients.fedpc:FedPCClient",
@@ -185,4 +174,5 @@ register_variants(
     bootstrap=True,
     secure=secure_support,
     paper="FedC2SL (Wang et al.)",
+    registered_by=__name__,
 )

@@ -46,6 +46,11 @@ class SearchMethod:
     algorithm: str
     tests: Callable[[Options], FederatedCITest]
 
+    def strategy(self, options: Mapping[str, Any]) -> SearchStrategy:
+        """The method's strategy for ``options`` (resolved, or raw keywords): the factory its
+        registration names (with ``registered_by``, the declaring module)."""
+        return SearchStrategy(options, method=self)
+
 
 class SearchStrategy(MethodStrategy):
     """PC's or FCI's batched search with every CI test answered by :attr:`tests`, the method's

@@ -30,7 +30,7 @@ from fedcausal_flwr.federation.core.messages import ClientProtocolError
 from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_method, run_protocol
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.stats.contingency import make_layout
-from fedcausal_flwr.strategies.fedpc import make_strategy
+from fedcausal_flwr.strategies.fedpc import METHODS
 
 
 @contextlib.contextmanager
@@ -141,5 +141,5 @@ def test_a_client_that_cannot_count_a_batch_stops_the_run_with_its_cause():
 
     with pytest.raises(ClientProtocolError, match=r"client 1.*cannot count the tables.*limit 4"):
         run_protocol(
-            make_strategy({}, "pc"), PartitionedClients(make_client, parts), 3, min_clients=1
+            METHODS["pc"].strategy({}), PartitionedClients(make_client, parts), 3, min_clients=1
         )

@@ -20,7 +20,7 @@ from fedcausal_flwr.federation.runtime.runners import PartitionedClients, run_me
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.oracles import DiscreteOracle, GaussianOracle
-from fedcausal_flwr.strategies.fedpc import make_strategy
+from fedcausal_flwr.strategies.fedpc import METHODS
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     def make_client(pid, data, context=None):
         return FlakyClient(pid, data, context) if pid == 2 else FedPCClient(pid, data, context)
 
-    strategy = make_strategy({"alpha": 0.05}, "pc")
+    strategy = METHODS["pc"].strategy({"alpha": 0.05})
     result = run_protocol(
         strategy, PartitionedClients(make_client, parts), 4, backend="inprocess", min_clients=3
     )
@@ -146,7 +146,7 @@ def test_dropout_is_recorded_and_the_run_finishes_on_the_rest():
     with pytest.raises(TooFewClientsError, match="went away"):
         FlakyClient.calls = {}
         run_protocol(
-            make_strategy({}, "pc"),
+            METHODS["pc"].strategy({}),
             PartitionedClients(make_client, parts),
             4,
             backend="inprocess",
@@ -169,7 +169,7 @@ def test_bad_input_names_client_and_column():
     with pytest.raises(ValueError, match="min_clients"):
         run_method("fedpc", parts, {}, backend="inprocess", min_clients=4)
     with pytest.raises(ValueError, match="ci='exact'"):
-        make_strategy({"test": "fisherz", "ci": "sketch"})
+        METHODS["pc"].strategy({"test": "fisherz", "ci": "sketch"})
 
 
 def test_result_json_has_the_shared_fields(tmp_path):

@@ -104,6 +104,8 @@ class MethodSpec:
     score_view: str = ""
     #: the method's own options, before the registry's additions (its factories resolve these)
     method_options: OptionSet = OptionSet()
+    #: the module that registered the method (a built-in's is named in the package's metadata)
+    registered_by: str = ""
 
     @property
     def owner(self) -> str:
@@ -223,6 +225,7 @@ def register_method(
     bootstrap: bool = False,
     disclosures: Mapping[str, str] | None = None,
     replace: bool = False,
+    registered_by: str | None = None,
 ) -> MethodSpec:
     """Register (or, with ``replace=True``, re-register) a method under ``name``.
 
@@ -237,8 +240,10 @@ def register_method(
     clients' own results: one client's "vote" is no vote); fewer is an input error naming it.
     ``bootstrap``: the method takes the option ``bootstrap`` (the federated bootstrap of
     :mod:`~fedcausal_flwr.federation.core.bootstrap`; its clients must keep no state between
-    messages). ``disclosures``: action -> disclosure class (``raw``, ``per_client``, ``summed``,
-    ``metadata``) of every action its clients answer; an action left out is refused.
+    messages). ``registered_by``: the registering module, where the strategy factory is defined
+    elsewhere (a search method's is :mod:`~fedcausal_flwr.strategies.search`'s); default: the
+    factory's module. ``disclosures``: action -> disclosure class (``raw``, ``per_client``,
+    ``summed``, ``metadata``) of every action its clients answer; an action left out is refused.
     """
     if not isinstance(name, str) or not name or name.strip() != name:
         raise ValueError(f"method name must be a non-empty string without spaces, got {name!r}")
@@ -271,20 +276,9 @@ def register_method(
         declare(f"method {name!r}", disclosures),
         score_view,
         declared,
+        registered_by or getattr(make_strategy, "__module__", "?"),
     )
-    builtin = _builtin_module(name)
-    if builtin is not None and not _origin(make_strategy).startswith(builtin + "."):
-        # another module takes a built-in name: the built-in registers first, so the clash (or,
-        # with replace=True, the replacement) does not depend on what was imported before
-        importlib.import_module(builtin)
-    old = _METHODS.get(name)
-    if old is not None and not replace and _signature(old) != _signature(spec):
-        raise ValueError(
-            f"method {name!r} is already registered (by {_origin(old.make_strategy)}); "
-            "pass replace=True to override it"
-        )
-    _METHODS[name] = spec
-    return spec
+    return _store(spec, replace)
 
 
 def client_class(path: str) -> MakeClient:
@@ -307,10 +301,29 @@ def client_class(path: str) -> MakeClient:
     return make_client
 
 
+def _store(spec: MethodSpec, replace: bool) -> MethodSpec:
+    """Keep ``spec`` under its name: a built-in registers its name first, and another
+    registration of a taken name needs ``replace``."""
+    name = spec.name
+    builtin = _builtin_module(name)
+    if builtin is not None and spec.registered_by != builtin:
+        # another module takes a built-in name: the built-in registers first, so the clash (or,
+        # with replace=True, the replacement) does not depend on what was imported before
+        importlib.import_module(builtin)
+    old = _METHODS.get(name)
+    if old is not None and not replace and _signature(old) != _signature(spec):
+        raise ValueError(
+            f"method {name!r} is already registered (by {old.registered_by}); "
+            "pass replace=True to override it"
+        )
+    _METHODS[name] = spec
+    return spec
+
+
 def _signature(spec: MethodSpec) -> tuple:
     """Identity of a registration by where its callables live (re-imports register again)."""
     make_data = None if spec.make_data is None else _origin(spec.make_data)
-    return _origin(spec.make_strategy), _origin(spec.make_client), make_data
+    return spec.registered_by, _origin(spec.make_strategy), _origin(spec.make_client), make_data
 
 
 def _origin(fn: Callable) -> str:
@@ -358,7 +371,7 @@ def builtin_methods() -> list[str]:
     return sorted(  # a built-in name a plugin took over (replace=True) is the plugin's
         name
         for name, spec in _METHODS.items()
-        if name in packages and _origin(spec.make_strategy).startswith(packages[name] + ".")
+        if name in packages and spec.registered_by.startswith(packages[name] + ".")
     )
 
 
