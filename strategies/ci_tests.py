@@ -98,12 +98,9 @@ class FederatedCITest(ABC):
 
     @abstractmethod
     def answer(
-        self,
-        strategy: ProtocolStrategy,
-        request: Request,
-        replies: list[Reply],
+        self, strategy: ProtocolStrategy, request: Request, replies: list[Reply],
         queries: Sequence[Query] | None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # fmt: skip
         """The replies to ``request``: the batch's p-values once they are decided, else None
         (another round is due). ``queries`` is None for a request before the search."""
 

@@ -515,12 +515,9 @@ class GLMTests(FederatedCITest):
         return np.asarray(pvalues, dtype=float)
 
     def answer(
-        self,
-        strategy: ProtocolStrategy,
-        request: Request,
-        replies: list[Reply],
+        self, strategy: ProtocolStrategy, request: Request, replies: list[Reply],
         queries: Sequence[Query] | None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # fmt: skip
         """The replies to :meth:`request` for the batch ``queries``: its p-values once every
         model has finished, else None (another IRLS round is due)."""
         assert queries is not None  # the asked batch

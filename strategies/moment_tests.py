@@ -90,12 +90,9 @@ class MomentTests(SummedTests):
         return Request(QUERY_MOMENTS, self._request(strategy), arrays=[encode_queries(queries)])
 
     def answer(
-        self,
-        strategy: ProtocolStrategy,
-        request: Request,
-        replies: list[Reply],
+        self, strategy: ProtocolStrategy, request: Request, replies: list[Reply],
         queries: Sequence[Query] | None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # fmt: skip
         if request.action == MOMENTS:
             p = len(strategy.variables)
             total: GaussianMoments | None = None

@@ -315,12 +315,9 @@ class TableTests(DiscreteSummedTests):
         )
 
     def answer(
-        self,
-        strategy: ProtocolStrategy,
-        request: Request,
-        replies: list[Reply],
+        self, strategy: ProtocolStrategy, request: Request, replies: list[Reply],
         queries: Sequence[Query] | None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # fmt: skip
         """One part of an exact batch: dense summed tables or the clients' sparse cells; the
         batch's p-values after its last part."""
         assert queries is not None and self._plan is not None  # planned by request
@@ -445,12 +442,9 @@ class SketchTests(DiscreteSummedTests):
         return Request(SKETCH, payload, arrays=[batch, expected], secure=True)
 
     def answer(
-        self,
-        strategy: ProtocolStrategy,
-        request: Request,
-        replies: list[Reply],
+        self, strategy: ProtocolStrategy, request: Request, replies: list[Reply],
         queries: Sequence[Query] | None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # fmt: skip
         """The summed margins (None: the sketch round is due), then the batch's p-values."""
         assert queries is not None  # the asked batch
         queries = self.rows(queries)

@@ -287,34 +287,32 @@ class BoundClientMaker:
         return self.make_client(partition_id, data, self.options, context=context, guard=guard)
 
 
-@one_run
 def run_method(
     name: str,
     partitions: Sequence[pd.DataFrame],
     options: Mapping[str, Any] | None = None,
     *,
-    backend: str = "inprocess",
     secure: bool = False,
-    min_clients: int | None = None,
     entry_point: str = "python",
-    data: Mapping[str, Any] | None = None,
     **run_kwargs: Any,
 ) -> Result:
     """Run the registered method ``name`` on in-memory partitions (one DataFrame per client).
 
     ``options`` are the method's options as typed on ``entry_point`` (validated before the first
-    round; see :mod:`fedcausal_flwr.options`); ``data`` describes where the partitions came from,
-    for the result's provenance. Other keywords go to :func:`run_protocol`.
+    round; see :mod:`fedcausal_flwr.options`). Other keywords go to :func:`run_prepared`
+    (``backend``, ``min_clients``, ``data``: where the partitions came from) and
+    :func:`run_protocol`.
     """
     spec = get_method(name)
     opts = spec.resolve(options, entry_point)
     check_secure(spec, opts, secure, entry_point)
     return run_prepared(
-        spec, spec.new_strategy(opts), partitions, opts, backend=backend,
-        secure=secure, min_clients=min_clients, entry_point=entry_point, data=data, **run_kwargs,
+        spec, spec.new_strategy(opts), partitions, opts, secure=secure, entry_point=entry_point,
+        **run_kwargs,
     )  # fmt: skip
 
 
+@one_run
 def run_prepared(
     spec: MethodSpec,
     strategy: ProtocolStrategy,
