@@ -75,11 +75,16 @@ POSSIBLE_DSEP = ("stable", "sequential", "off")
 
 def _options(ci: str) -> OptionSet:
     """fedCI's options (without its search-engine ones, background knowledge and missing values,
-    which IOD's candidate enumeration does not take) plus IOD's."""
+    which IOD's candidate enumeration does not take, and differential privacy: IOD's searches,
+    a local one per dataset and the merge, have no split of a budget) plus IOD's."""
     drop = {"ci", "site_effect", "possible_dsep", "pds_max_size", "fci_rules", "knowledge"}
     drop |= {"missing"}
     # fedCI's encoding option depends on its ci option, which IOD fixes per method
-    base = [replace(o, requires=None) for o in glm_tests.FEDCI_FCI_OPTIONS if o.name not in drop]
+    base = [
+        replace(o, requires=None)
+        for o in glm_tests.FEDCI_FCI_OPTIONS
+        if o.name not in drop and not o.name.startswith("dp")
+    ]
     if ci != "fedci":  # no GLM blocks travel
         base = [o for o in base if o.name not in ("encoding", "fixed_fraction_bits", "fixed_limbs")]
     iod_options = [

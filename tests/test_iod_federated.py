@@ -196,3 +196,14 @@ def test_list_metrics_reach_the_result_json(sites):
     assert doc["metrics"] == pag_list_metrics(pags, truth)
     assert doc["metrics"]["n_pags"] == len(pags) == doc["extra"]["n_pags"]
     assert (doc["graph"] is None) == (len(pags) != 1)
+
+
+@pytest.mark.parametrize("method", ["fedci-iod", "iod-fisher", "iod-pooled"])
+def test_the_iod_methods_refuse_differential_privacy(method):
+    """IOD's searches (a local one per dataset, then the merge) have no split of a privacy
+    budget: a dp option is an unknown option, never a run that adds no noise and says nothing."""
+    from fedcausal_flwr.options import OptionError
+
+    for option in ({"dp": "central"}, {"dp_epsilon": 1}, {"dp_clip": 5}):
+        with pytest.raises(OptionError, match=f"{next(iter(option))}"):
+            run_method(method, [pd.DataFrame({"A": [0, 1]})] * 2, option)
