@@ -58,7 +58,8 @@ from fedcausal_flwr.options import (
 METHOD_GROUP = "fedcausal_flwr.methods"
 
 MakeStrategy = Callable[[dict], Any]
-MakeClient = Callable[[int, pd.DataFrame, dict], Any]
+#: ``make_client(partition_id, data, options, *, context=None, guard=None)``
+MakeClient = Callable[..., Any]
 MakeData = Callable[[dict, int, int], pd.DataFrame]
 #: ``secure(options) -> None`` if the method can sum its statistics through SecAgg+ with these
 #: options, else the reason it cannot (a sentence).
@@ -276,7 +277,7 @@ def register_method(
         declare(f"method {name!r}", disclosures),
         score_view,
         declared,
-        registered_by or getattr(make_strategy, "__module__", "?"),
+        registered_by or str(getattr(make_strategy, "__module__", "?")),
     )
     return _store(spec, replace)
 
