@@ -6,9 +6,9 @@ batch of CI tests it yields is answered by the strategy's federated CI test (a
 moments, fedCI's GLMs), in as many rounds as that test needs. A method of this kind is a
 :class:`SearchMethod` (its name, options, search and test) registered once; no class per method.
 
-With ``dp``, the search stops at depth ``dp_batches - 1``: the budget is split evenly over the
-skeleton's depths, each paid for once as a whole (the test's releases within a depth are its
-own).
+With ``dp``, each skeleton depth is paid for once, as a whole (the test's releases within a depth
+are its own); with ``dp_batches`` set, the search stops at depth ``dp_batches - 1`` and the budget
+is split evenly over the depths.
 """
 
 from __future__ import annotations
