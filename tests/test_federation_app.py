@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+import types
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,18 @@ def test_default_simulation_data_splits_one_network_sample():
     assert list(parts[0].columns)[:3] == ["asia", "tub", "smoke"]
     other = flwr_app.sample_network_partition({**options, "seed": 4}, 0, 3)
     assert not other.equals(parts[0])
+
+
+def test_flowers_own_workflow_binds_the_methods_minimum_and_entry_point():
+    """Under Flower's DefaultWorkflow the adapter binds the run: with the method's registered
+    minimum of sites and the entry point it is given, as the project's workflow does."""
+    from fedcausal_flwr.federation.runtime.adapter import FlowerStrategy
+    from tests.test_federation_toy import ToyStrategy
+
+    class OneNode:
+        def all(self):
+            return {"1": types.SimpleNamespace(node_id=1)}
+
+    adapter = FlowerStrategy(ToyStrategy(), min_sites=2, entry_point="cli")
+    adapter.configure_fit(1, None, OneNode())
+    assert (adapter.run.min_sites, adapter.protocol.entry_point) == (2, "cli")

@@ -42,13 +42,20 @@ from fedcausal_flwr.federation.core.protocol import ProtocolRun, ProtocolStrateg
 
 
 class FlowerStrategy(Strategy):
-    """Flower's legacy ``Strategy`` driving one :class:`ProtocolStrategy` (see module docs)."""
+    """Flower's legacy ``Strategy`` driving one :class:`ProtocolStrategy` (see module docs).
 
-    def __init__(self, protocol: ProtocolStrategy):
+    Under Flower's own ``DefaultWorkflow`` the run is bound here, with every connected node:
+    ``min_sites`` (the method's registered minimum, ``MethodSpec.min_sites``) and
+    ``entry_point`` are given with the adapter; the project's workflow binds the run itself."""
+
+    def __init__(
+        self, protocol: ProtocolStrategy, *, min_sites: int = 1, entry_point: str = "python"
+    ):
         super().__init__()
         if not isinstance(protocol, ProtocolStrategy):
             raise TypeError(f"expected a ProtocolStrategy, got {type(protocol).__name__}")
         self.protocol = protocol
+        self.min_sites, self.entry_point = min_sites, entry_point
 
     @property
     def run(self) -> ProtocolRun:
@@ -65,7 +72,10 @@ class FlowerStrategy(Strategy):
         protocol_run = self.run
         proxies = {p.node_id: p for p in client_manager.all().values()}
         if protocol_run.state is RunState.UNBOUND:  # Flower's own workflow: every node connected
-            protocol_run.bind(num_clients=len(proxies), min_clients=None, secure=False)
+            protocol_run.bind(
+                num_clients=len(proxies), min_clients=None, secure=False,
+                entry_point=self.entry_point, min_sites=self.min_sites,
+            )  # fmt: skip
         if protocol_run.begun_round != server_round:  # Flower's own workflow drives the rounds
             protocol_run.begin_round(server_round)
         request = protocol_run.pending
