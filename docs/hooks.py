@@ -16,7 +16,7 @@ MARK = re.compile(r"<!-- method: ([a-z0-9-]+) -->")
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     if not MARK.search(markdown):
         return markdown
-    from fedcausal_flwr.cli import method_markdown
+    from fedcausal_flwr.method_reference import method_markdown
 
     links = "../" * page.file.src_uri.count("/")
     return MARK.sub(lambda m: method_markdown(m.group(1), level=3, links=links), markdown)

@@ -16,10 +16,11 @@ import pytest
 
 import fedcausal_flwr
 from fedcausal_flwr import flwr_app
-from fedcausal_flwr.cli import main, methods_markdown
+from fedcausal_flwr.cli import main
 from fedcausal_flwr.compare import compare
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method, known_methods
 from fedcausal_flwr.federation.runtime.localgrid import run_local
+from fedcausal_flwr.method_reference import methods_markdown
 from fedcausal_flwr.options import REQUIRED, OptionError
 from fedcausal_flwr.result import Result
 
@@ -163,7 +164,7 @@ def test_the_docs_list_the_defaults_that_differ_from_the_papers():
     readme = (REPO_ROOT / "docs" / "options.md").read_text()
     start = readme.index("<!-- defaults-vs-papers: start -->")
     section = readme[start : readme.index("<!-- defaults-vs-papers: end -->")]
-    from fedcausal_flwr.cli import defaults_vs_papers
+    from fedcausal_flwr.method_reference import defaults_vs_papers
 
     assert section.split("\n", 1)[1].strip() == defaults_vs_papers().strip()
 
