@@ -53,6 +53,7 @@ LAYERS = (
     ("fedcausal_flwr.federation.deployment", "fedcausal_flwr.compare", "fedcausal_flwr.plots",
      "fedcausal_flwr.drawing_layout", "fedcausal_flwr.report", "fedcausal_flwr.study_files",
      "fedcausal_flwr.experiments_registry", "fedcausal_flwr.cli", "fedcausal_flwr.method_reference",
+     "fedcausal_flwr.study_runs",
      "fedcausal_flwr.interrupts", "fedcausal_flwr.audit", "fedcausal_flwr.citest_command"),
     ("fedcausal_flwr", "fedcausal_flwr.experiments"),  # the facade (run, rerun, citest), scripts
 )  # fmt: skip

@@ -19,15 +19,7 @@ from helpers import assert_experiment_folder, padded_names
 import fedcausal_flwr.compare as compare_module
 from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.cli import main
-from fedcausal_flwr.compare import (
-    RunSpec,
-    compare,
-    load_results,
-    parse_int_list,
-    partition_hash,
-    plan_runs,
-    run_data,
-)
+from fedcausal_flwr.compare import compare, load_results
 from fedcausal_flwr.data import load_network, sachs_discrete, sachs_discrete_truth
 from fedcausal_flwr.discovery.fci import fci
 from fedcausal_flwr.discovery.pc import pc
@@ -37,6 +29,7 @@ from fedcausal_flwr.graphs.graph import ARROW, NONE
 from fedcausal_flwr.options import OptionError
 from fedcausal_flwr.plots import classify_pairs
 from fedcausal_flwr.stats.oracles import DiscreteOracle
+from fedcausal_flwr.study_runs import RunSpec, parse_int_list, partition_hash, plan_runs, run_data
 
 
 def _png(path: Path) -> bool:

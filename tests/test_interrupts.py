@@ -198,7 +198,7 @@ def test_run_saves_the_result_before_scoring_it(tmp_path, monkeypatch, capsys):
 
 def test_compare_records_a_scoring_failure_with_the_run(monkeypatch):
     from fedcausal_flwr import api
-    from fedcausal_flwr.compare import RunSpec, execute_run
+    from fedcausal_flwr.study_runs import RunSpec, execute_run
 
     def broken(result, dag):
         raise ValueError("the truth cannot be scored")

@@ -245,7 +245,7 @@ def test_inline_statements_in_a_run_config_equal_the_command_line_with_the_file(
 
 
 def test_the_user_s_own_entry_points_read_a_file_and_pass_its_content_on(tmp_path):
-    from fedcausal_flwr.compare import plan_runs
+    from fedcausal_flwr.study_runs import plan_runs
 
     path = tmp_path / "k.txt"
     path.write_text(ASIA_FILE)
