@@ -2,9 +2,6 @@
 independent reference gives: PC-stable over each test's site p-values combined by scipy's
 Fisher method."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +15,13 @@ from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.stats.batch_oracle import CIOracle
 from fedcausal_flwr.stats.oracles import DiscreteOracle
+from tests.test_example_method import run_guide_example
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_guide_command_runs_the_example(tmp_path):
-    env = {**os.environ, "PYTHONPATH": "examples", "RAY_TMPDIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "fisher_pvalues.ci_test"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert " --- " in done.stdout and "adj_f1" in done.stdout
+    run_guide_example("fisher_pvalues.ci_test", tmp_path)
 
 
 class FisherReference(CIOracle):
