@@ -253,10 +253,11 @@ def tally_depth(figures: dict, line: str) -> None:
 
 
 def show_depths(figures: dict) -> None:
-    """Each depth's rounds, tests and seconds; level 1's distinct PC-stable tests per second."""
+    """Each depth's rounds, tests and seconds; in a finished run, level 1's distinct PC-stable
+    tests decided per second."""
     for depth, (rounds, tests, seconds) in sorted(figures.get("depths", {}).items()):
         extra = ""
-        if depth == 1 and figures.get("level1_tests") and seconds:
+        if depth == 1 and figures.get("level1_tests") and seconds and "wall_s" in figures:
             extra = (f"; level 1's {figures['level1_tests']:,} distinct PC-stable tests decided "
                      f"at {figures['level1_tests'] / seconds:,.0f} a second")  # fmt: skip
         print(f"{'':14} depth {depth}: {rounds:,} rounds, {tests:,} tests, {seconds:,.1f} s "
