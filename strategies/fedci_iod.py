@@ -55,7 +55,6 @@ from fedcausal_flwr.federation.core.registry import SecureSupport, register_meth
 from fedcausal_flwr.graphs.graph import Graph
 from fedcausal_flwr.graphs.truth import dag_to_pag
 from fedcausal_flwr.options import Option, OptionSet, documented_by
-from fedcausal_flwr.privacy.server_noise import ServerNoise
 from fedcausal_flwr.protocols.fedci import (
     DISCLOSURES,
     FISHER_DISCLOSURES,
@@ -150,7 +149,7 @@ FEDCI_DEFAULTS = glm_tests.FEDCI_FCI_OPTIONS.defaults()
 
 class FedCIIODStrategy(MethodStrategy):
     """fedci-iod: IOD on fedCI's federated GLM tests (a
-    :class:`~fedcausal_flwr.strategies.glm_tests.GLMTests` it holds as ``glm``); by its evidence
+    :class:`~fedcausal_flwr.strategies.glm_tests.GLMTests` it holds as ``tests``); by its evidence
     (``ci``), iod-fisher (``fisher``: each site's own likelihood-ratio p-values, combined by
     Fisher's method; the fedCI paper's baseline) and iod-pooled (``pooled``: tests of the sites'
     rows pooled at the server, the site a covariate; the upper bound, NOT private)."""
@@ -174,7 +173,7 @@ class FedCIIODStrategy(MethodStrategy):
         # not offer (missing values, the search engine's) keep fedCI's defaults
         self.options = Options({**FEDCI_DEFAULTS, **self.options, "ci": self.ci})
         #: the federated CI tests: schema, tests asked, batches, the server's privacy part
-        self.glm = glm_tests.GLMTests(self.options)
+        self.tests = glm_tests.GLMTests(self.options)
         #: why the search ended before its last depth (None: it did not)
         self.stopped: str | None = None
         self.runner: StepRunner | None = None
@@ -183,19 +182,9 @@ class FedCIIODStrategy(MethodStrategy):
         self.datasets: list[tuple[int, ...]] = []
         self.dropped: set[int] = set()
 
-    @property
-    def privacy(self) -> ServerNoise | None:
-        """The server's side of a private run (None: dp off), the tests' own."""
-        return self.glm.privacy
-
-    @property
-    def batches(self) -> list[dict]:
-        """Each batch of tests answered: its round, tests and IRLS rounds."""
-        return self.glm.batches
-
     def input_needs(self) -> InputNeeds:
         """fedCI's needs, except that the sites may hold different columns."""
-        return replace(self.glm.input_needs(), same_columns=False)
+        return replace(self.tests.input_needs(), same_columns=False)
 
     # ------------------------------------------------------------------ protocol
     def next_request(self) -> Request | None:
@@ -203,24 +192,24 @@ class FedCIIODStrategy(MethodStrategy):
         if runner.pending is None:  # the search has finished
             return None
         if self.ci != "pooled":
-            return self.glm.request(self, runner.pending)
-        assert self.glm.schema is not None  # validate_clients has set it
-        return Request(RAW_ROWS, RawRowsRequest(self.glm.schema.to_json()))
+            return self.tests.request(self, runner.pending)
+        assert self.tests.schema is not None  # validate_clients has set it
+        return Request(RAW_ROWS, RawRowsRequest(self.tests.schema.to_json()))
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         assert self.runner is not None and self.runner.pending is not None  # the asked batch
         if request.action != RAW_ROWS:
-            pvalues = self.glm.answer(self, request, replies, self.runner.pending)
+            pvalues = self.tests.answer(self, request, replies, self.runner.pending)
             if pvalues is not None:
                 self.runner.answer(pvalues)
             return
         self._answer_pooled(replies, self.runner)
 
     def forget_pending_batch(self) -> None:
-        self.glm.forget()
+        self.tests.forget()
 
     def privacy_plan(self) -> dict[str, Any] | None:
-        return self.glm.privacy_plan(self)
+        return self.tests.privacy_plan(self)
 
     def stop_search(self, refusal: str) -> bool:
         return stop_search(self, refusal)
@@ -228,20 +217,22 @@ class FedCIIODStrategy(MethodStrategy):
     # ------------------------------------------------------------------ iod-pooled
     def _answer_pooled(self, replies: list[Reply], runner: StepRunner) -> None:
         """iod-pooled's one round: every batch of the search, tested on the sites' rows."""
-        schema = self.glm.schema
+        schema = self.tests.schema
         assert schema is not None  # validate_clients has set it
         pids = [reply.client for reply in replies]
         frames = [self._rows_frame(reply, schema) for reply in replies]
         self.evidence = SiteEvidence(
-            frames, schema, "pooled", ridge=self.options.ridge, **self.glm.fit_options
+            frames, schema, "pooled", ridge=self.options.ridge, **self.tests.fit_options
         )
         self.annotate(rows=sum(len(f) for f in frames))
         while (queries := runner.pending) is not None:
             pvalues = self.evidence.compute_batch(queries)
             for query in queries:
                 res = self.evidence.results[query]
-                self.glm.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
-            self.batches.append({"round": self.current_round, "tests": len(queries), "rounds": 0})
+                self.tests.tests[query] = replace(res, clients=tuple(pids[k] for k in res.clients))
+            self.tests.batches.append(
+                {"round": self.current_round, "tests": len(queries), "rounds": 0}
+            )
             runner.answer(pvalues)
 
     def _rows_frame(self, reply: Reply, schema: Schema) -> pd.DataFrame:
@@ -272,7 +263,7 @@ class FedCIIODStrategy(MethodStrategy):
 
     def validate_clients(self, info: dict[int, ClientInfo]) -> None:
         """fedCI's schema checks, and at least two variables per site (IOD tests pairs)."""
-        self.glm.validate(info, self.entry_point)
+        self.tests.validate(info, self.entry_point)
         for pid in sorted(info):
             if len(info[pid].columns) < 2:
                 raise InputError(
@@ -293,7 +284,7 @@ class FedCIIODStrategy(MethodStrategy):
     def start_search(self, max_depth: int | None = None) -> StepRunner:
         """IOD's search, capped at ``max_depth``; its batches answered before come from the
         cache."""
-        names = self.glm.begin(self)
+        names = self.tests.begin(self)
         where = {v: i for i, v in enumerate(names)}
         sets = [[where[c] for c in self.client_info[pid].columns] for pid in self.alive_clients]
         self.datasets = check_datasets(names, sets)
@@ -310,11 +301,11 @@ class FedCIIODStrategy(MethodStrategy):
             partial=options.partial,
             progress=self._progress,
         )
-        self.runner = StepRunner(with_cache(steps, self.glm.cache))
+        self.runner = StepRunner(with_cache(steps, self.tests.cache))
         return self.runner
 
     def on_clients_dropped(self, dropped: list[int]) -> None:
-        self.glm.on_clients_dropped(self, dropped)
+        self.tests.on_clients_dropped(self, dropped)
         self.dropped.update(dropped)
 
     def result_payload(self) -> dict:
@@ -323,7 +314,7 @@ class FedCIIODStrategy(MethodStrategy):
         # a dataset's sites: those still in the run at its end (a dropped site is listed under
         # the result's dropped clients, with the round it left)
         sites: dict[tuple[int, ...], list[int]] = {}
-        where = {v: i for i, v in enumerate(self.glm.names)}
+        where = {v: i for i, v in enumerate(self.tests.names)}
         for pid in sorted(set(self.client_info) - self.dropped):
             key = tuple(sorted(where[c] for c in self.client_info[pid].columns))
             sites.setdefault(key, []).append(pid)
@@ -354,7 +345,7 @@ class FedCIIODStrategy(MethodStrategy):
                 for d in result.local
             ],  # fmt: skip
             "progress": self.progress_lines,
-            **self.glm.report(),
+            **self.tests.report(),
         }
 
 

@@ -26,7 +26,6 @@ from fedcausal_flwr.discovery.search_report import search_evidence
 from fedcausal_flwr.federation.core.input_checks import InputNeeds
 from fedcausal_flwr.federation.core.messages import ClientInfo, Reply, Request
 from fedcausal_flwr.options import OptionSet
-from fedcausal_flwr.privacy.server_noise import ServerNoise
 from fedcausal_flwr.stats.batch_oracle import Query
 from fedcausal_flwr.strategies import shared_options as shared
 from fedcausal_flwr.strategies.base import MethodStrategy, Options
@@ -74,16 +73,6 @@ class SearchStrategy(MethodStrategy):
         # stay alive through the search's next step)
         self._answers_due: np.ndarray | None = None
 
-    @property
-    def privacy(self) -> ServerNoise | None:
-        """The server's side of a private run (None: dp off): the test's own."""
-        return self.tests.privacy
-
-    @property
-    def batches(self) -> list[dict]:
-        """Each batch of tests answered: its round and tests."""
-        return self.tests.batches
-
     # ------------------------------------------------------------------ set-up
     def input_needs(self) -> InputNeeds:
         return self.tests.input_needs()
@@ -97,7 +86,7 @@ class SearchStrategy(MethodStrategy):
         names = self.tests.begin(self)
         depth = self.options.max_depth if max_depth is None else max_depth
         batches = self.options.get("dp_batches")
-        if self.privacy is not None and batches is not None:  # one budget share per depth
+        if self.tests.privacy is not None and batches is not None:  # one budget share per depth
             depth = int(batches) - 1 if depth is None else min(depth, int(batches) - 1)
         engine = pc_steps if self.algorithm == "pc" else fci_steps
         steps = engine(
@@ -164,5 +153,5 @@ class SearchStrategy(MethodStrategy):
             **search_evidence(result),
             **(self.missing_report(self.options.missing) if "missing" in self.options else {}),
             **self.tests.report(result),
-            **privacy_report(self.privacy, self.stopped),
+            **privacy_report(self.tests.privacy, self.stopped),
         }

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from fedcausal_flwr.discovery.driver import StepRunner
 from fedcausal_flwr.notes import InputNote
 from fedcausal_flwr.privacy.server_noise import ServerNoise
+from fedcausal_flwr.strategies.ci_tests import FederatedCITest
 
 
 class SearchStoppedNote(InputNote):
@@ -38,13 +39,8 @@ class StoppableSearch(Protocol):
     stopped: str | None
 
     @property
-    def batches(self) -> list[dict]:
-        """The batches answered so far (an attribute, or a part's: read only here)."""
-        ...
-
-    @property
-    def privacy(self) -> ServerNoise | None:
-        """The server's side of differential privacy (None: dp off)."""
+    def tests(self) -> FederatedCITest:
+        """The search's federated CI test: its batches answered so far and its privacy part."""
         ...
 
     def start_search(self, max_depth: int | None = None) -> StepRunner:
@@ -72,11 +68,11 @@ def stop_search(search: StoppableSearch, refusal: str) -> bool:
     """End ``search`` with the depths it has, for a refusal that ends a search (see the module
     docstring); False if it has none whose tests were all answered (the refusal stops the
     run)."""
-    runner = search.runner
-    if runner is None or not search.batches:
+    runner, batches, privacy = search.runner, search.tests.batches, search.tests.privacy
+    if runner is None or not batches:
         return False  # nothing learned yet: the refusal stops the run
-    if search.privacy is not None:
-        depth = len(search.batches) - 1  # under dp a depth is one batch
+    if privacy is not None:
+        depth = len(batches) - 1  # under dp a depth is one batch
         if not search.start_search(max_depth=depth).done:  # (only tests before the refused depth)
             search.runner = runner
             return False
@@ -88,11 +84,11 @@ def stop_search(search: StoppableSearch, refusal: str) -> bool:
             search.runner = runner
             return False
     search.forget_pending_batch()
-    if search.privacy is not None:
-        search.privacy.accountant.stopped = f"stopped before depth {depth + 1}: {refusal}"
+    if privacy is not None:
+        privacy.accountant.stopped = f"stopped before depth {depth + 1}: {refusal}"
     search.stopped = f"the search stopped before depth {depth + 1}: {refusal}"
     search.annotate(stopped=search.stopped)
-    note = PrivacyBudgetNote if search.privacy is not None else SearchStoppedNote
+    note = PrivacyBudgetNote if privacy is not None else SearchStoppedNote
     warnings.warn(
         note(
             f"note: {search.name} ended its search after depth {depth} (the graph so far): "

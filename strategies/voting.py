@@ -81,7 +81,6 @@ from fedcausal_flwr.strategies.base import MethodStrategy, option_attributes, re
 from fedcausal_flwr.strategies.discrete import (
     COMMON,
     DiscreteLevels,
-    HoldsLevels,
     client_marks,
     common_options,
     discrete_needs,
@@ -165,9 +164,10 @@ class LocalGraphs:
         #: each client's count of CI tests, by client id
         self.tests: dict[int, int] = {}
 
-    def request(self, strategy: HoldsLevels, algorithm: str) -> Request:
-        """Action ``local_graph`` over ``strategy``'s variables and level sets (fixed before):
+    def request(self, strategy: GraphVoteStrategy | LocalStrategy, algorithm: str) -> Request:
+        """Action ``local_graph`` over ``strategy``'s variables and level sets (fixed here, once):
         each client runs ``algorithm``. An unknown name in the knowledge stops the run here."""
+        strategy.discrete.fix(strategy)
         knowledge = None
         if self.knowledge is not None:
             self.knowledge.matrix(strategy.variables)
@@ -216,10 +216,7 @@ class GraphVoteStrategy(MethodStrategy):
         self.graph: Graph | None = None
 
     def next_request(self) -> Request | None:
-        if self.graph is not None:
-            return None
-        self.discrete.fix(self)
-        return self.local.request(self, self.algorithm)
+        return None if self.graph is not None else self.local.request(self, self.algorithm)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         self.local.read(replies, self.variables, self.algorithm)
@@ -272,10 +269,7 @@ class LocalStrategy(MethodStrategy):
         self.graph: Graph | None = None
 
     def next_request(self) -> Request | None:
-        if self.graph is not None:
-            return None
-        self.discrete.fix(self)
-        return self.local.request(self, self.algorithm)
+        return None if self.graph is not None else self.local.request(self, self.algorithm)
 
     def handle_replies(self, request: Request, replies: list[Reply]) -> None:
         self.local.read(replies, self.variables, self.algorithm)

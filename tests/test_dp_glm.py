@@ -257,7 +257,8 @@ def test_each_site_logs_each_glm_release_and_a_budget_ends_the_search(tmp_path, 
 
     def another_run_spends(self, request, replies):
         handle(self, request, replies)
-        if len(self.batches) == 1 and not self.tests.fits and not getattr(self, "_spent", False):
+        done = len(self.tests.batches) == 1 and not self.tests.fits  # depth 0 answered
+        if done and not getattr(self, "_spent", False):
             self._spent = True  # depth 0 done: a concurrent run logs most of the period
             for node in nodes:
                 line = next(ln for ln in audit(node) if "privacy" in ln)
