@@ -451,18 +451,21 @@ def _count_chunk(
         cell *= radix[ss[:, j]][:, None]
         cell += codes_t[ss[:, j]]
     runs = _pair_runs(xs, ys, cards.size) if k else None
-    if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once
+    if runs is not None:  # (x, y) repeats over S: its code x * c_y + y made once per run
         xy = codes_t[xs[runs]].astype(dtype, copy=False) * radix[ys[runs]][:, None]
         xy += codes_t[ys[runs]]
         cell *= (radix[xs] * radix[ys])[:, None]
-        cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
+        cell += local_offsets.astype(dtype)[:, None]
+        ends = [*runs[1:].tolist(), xs.size]
+        for run, (first, end) in enumerate(zip(runs.tolist(), ends, strict=True)):
+            cell[first:end] += xy[run]  # broadcast over the run's tables, never repeated
     else:
         if k:
             cell *= radix[xs][:, None]
             cell += codes_t[xs]
         cell *= radix[ys][:, None]
         cell += codes_t[ys]
-    cell += local_offsets.astype(dtype)[:, None]
+        cell += local_offsets.astype(dtype)[:, None]
     if has_missing:  # test-wise deletion: the row goes to a spare cell, then away
         cell[_incomplete(codes_t, xs, ys, ss)] = n_cells
         counts = np.bincount(cell.ravel(), minlength=n_cells + 1)[:n_cells]
