@@ -109,7 +109,10 @@ def compact_integers(array: np.ndarray) -> np.ndarray:
     """``array`` in the smallest integer type holding its values (lossless; others unchanged)."""
     if array.dtype.kind not in "iu" or array.size == 0:
         return array
-    low, high = int(array.min()), int(array.max())
+    high = int(array.max())
+    if array.dtype.kind == "u":  # (counts: no minimum to read)
+        return array.astype(np.min_scalar_type(high), copy=False)
+    low = int(array.min())
     return array.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
 
 

@@ -174,3 +174,42 @@ def test_flowers_own_workflow_binds_the_methods_minimum_and_entry_point():
     adapter = FlowerStrategy(ToyStrategy(), min_sites=2, entry_point="cli")
     adapter.configure_fit(1, None, OneNode())
     assert (adapter.run.min_sites, adapter.protocol.entry_point) == (2, "cli")
+
+
+def test_the_server_reads_a_replys_arrays_in_place_and_refuses_anything_but_npy():
+    """Replies are read without a copy (hundreds of megabytes a round at scale), as Flower
+    would read them; a tensor that is not one .npy array of numbers is the client's error."""
+    import io
+
+    from flwr.common import Code, FitRes, Parameters, Status, ndarrays_to_parameters
+    from flwr.common import parameters_to_ndarrays as flower_read
+
+    from fedcausal_flwr.federation.core.messages import KEY_META, KEY_PARTITION
+    from fedcausal_flwr.federation.runtime.adapter import answer_of
+
+    sent = [
+        np.arange(7, dtype=np.uint16),
+        np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+        np.zeros((0, 3), dtype=np.int64),
+        np.array(2.5),
+        np.array([True, False]),
+    ]
+
+    def reply(tensors: list[bytes]) -> FitRes:
+        params = Parameters(tensors=tensors, tensor_type="numpy.ndarray")
+        metrics = {KEY_PARTITION: 4, KEY_META: "{}"}
+        return FitRes(Status(Code.OK, ""), params, 1, metrics)
+
+    read = answer_of(9, reply(ndarrays_to_parameters(sent).tensors)).arrays
+    for ours, flowers in zip(read, flower_read(ndarrays_to_parameters(sent)), strict=True):
+        assert ours.dtype == flowers.dtype and ours.shape == flowers.shape
+        assert np.array_equal(ours, flowers)
+    assert not read[0].flags.writeable  # a view of the message, not a copy
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    archive = io.BytesIO()
+    np.savez(archive, a=np.arange(3))
+    whole = ndarrays_to_parameters([np.arange(10)]).tensors[0]
+    for bad in (b"not numpy", pickled.getvalue(), archive.getvalue(), whole[:-8]):
+        with pytest.raises(ClientProtocolError, match=r"client 4 sent array 0, which is not"):
+            answer_of(9, reply([whole, bad][1:]))
