@@ -20,8 +20,14 @@ and CI tests; and what secure mode would send up instead (every table dense, as 
 asked edge by edge until the edge is removed (the same CPDAG from fewer tests, in more rounds);
 ``--no-causallearn`` leaves out causal-learn's run (munin's takes many hours).
 
+``--reference DIR`` first runs each row with the code checked out in ``DIR`` (an earlier commit:
+``git worktree add ../before 52c26d3``), then with this code, neither profiled, and prints level
+1's tests per second of each, measured alike (level 1's tests over the seconds from level 0's last
+round to level 1's last round within the limit), and their ratio.
+
     python experiments/bench_scale.py [--rows andes-100 pigs] [--limit 3600]
     python experiments/bench_scale.py --rows munin --edge-tests until-removed --no-causallearn
+    python experiments/bench_scale.py --rows munin --limit 480 --reference ../before
 """
 
 from __future__ import annotations
@@ -29,14 +35,17 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import queue
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 ROWS: dict[str, tuple[str, int, int, str]] = {
     # name: (network, rows, clients, backend)
@@ -175,20 +184,28 @@ def run_row(
     )  # fmt: skip
 
 
-def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool = True) -> dict:
+def measure(
+    name: str, limit: float, edge_tests: str = "all", causallearn: bool = True,
+    reference: Path | None = None, profile: bool = True,
+) -> dict:  # fmt: skip
     """Run ``name`` in a child process, sampling its process tree's memory; its figures.
 
     ``limit`` holds per phase (federated run, pooled PC, causal-learn): a phase past it ends the
     row, which keeps what the earlier phases measured and says which phase did not finish.
+    ``reference``: the row runs the code importable from that directory (its own child, which
+    takes ``--one`` alone, unprofiled); ``profile=False`` times this code unprofiled too.
     """
     from fedcausal_flwr.experiments.process_memory import tree_rss
 
-    child = subprocess.Popen(
-        [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name,
-         "--profile-after", str(max(1, limit - 15)), "--edge-tests", edge_tests,
-         *(() if causallearn else ("--no-causallearn",))],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    command = [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name]
+    env = dict(os.environ)
+    if reference is not None:
+        env["PYTHONPATH"] = str(reference)
+    else:
+        if profile:
+            command += ["--profile-after", str(max(1, limit - 15))]
+        command += ["--edge-tests", edge_tests, *(() if causallearn else ("--no-causallearn",))]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in child.stdout], daemon=True)
     reader.start()
@@ -204,6 +221,7 @@ def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool 
             if phase == "round":
                 figures["rounds_done"] += 1
                 tally_depth(figures, record.get("line", ""))
+                tally_level1(figures, record.get("line", ""), time.monotonic())
                 found = re.search(r", ([\d,]+) CI tests", record.get("line", ""))
                 if found and "level1_tests" in figures:
                     figures["tests_done"] = figures.get("tests_done", 0) + int(
@@ -237,6 +255,55 @@ def measure(name: str, limit: float, edge_tests: str = "all", causallearn: bool 
     if child.returncode not in (0, None) and "limit" not in figures:
         figures["failed"] = child.returncode
     return figures
+
+
+def tally_level1(figures: dict, line: str, now: float) -> None:
+    """Level 1's tests and seconds as the parent sees its rounds end: from level 0's last round
+    to level 1's last (an earlier commit's lines name no depth: its batch 0 is level 0)."""
+    tests = re.search(r", ([\d,]+) CI tests", line)
+    if tests is None:
+        return
+    depth = re.search(r", depth (\d+)", line)
+    level = int(depth.group(1)) if depth else (0 if re.search(r"\bbatch 0\b", line) else 1)
+    if level == 0:
+        figures["level1_from"] = now
+    elif level == 1 and "level1_from" in figures:
+        figures["level1_done"] = figures.get("level1_done", 0) + int(
+            tests.group(1).replace(",", "")
+        )
+        figures["level1_s"] = now - figures["level1_from"]
+
+
+def reference_import_path(checkout: Path, into: Path) -> Path:
+    """A directory from which a checkout's package imports as installed (its ``strategies``,
+    ``clients`` and ``experiments`` folders sit beside the package in the repository)."""
+    if not (checkout / "fedcausal_flwr" / "__init__.py").is_file():
+        raise SystemExit(f"--reference {checkout}: not a checkout of fedcausal-flwr")
+    package = into / "fedcausal_flwr"
+    package.mkdir()
+    for entry in (checkout / "fedcausal_flwr").iterdir():
+        (package / entry.name).symlink_to(entry.resolve())
+    for folder in ("strategies", "clients", "experiments"):
+        if not (package / folder).exists():
+            (package / folder).symlink_to((checkout / folder).resolve())
+    return into
+
+
+def show_beside_reference(ours: dict, theirs: dict, checkout: Path) -> None:
+    """Level 1's tests per second of this code and the reference's, and their ratio."""
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip() or "not a git checkout"  # fmt: skip
+    rates = []
+    for label, figures in (("reference", theirs), ("this code", ours)):
+        done, seconds = figures.get("level1_done", 0), figures.get("level1_s", 0.0)
+        rate = done / seconds if seconds else float("nan")
+        rates.append(rate)
+        print(f"{'':14} level 1, {label}: {done:,} tests in {seconds:.1f} s "
+              f"({rate:,.0f} tests/s)", flush=True)  # fmt: skip
+    print(f"{'':14} level 1's tests/s, this code / the reference ({checkout}, {commit}): "
+          f"{rates[1] / rates[0]:.2f}", flush=True)  # fmt: skip
 
 
 def tally_depth(figures: dict, line: str) -> None:
@@ -351,17 +418,31 @@ def main() -> None:
     parser.add_argument("--profile-after", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--edge-tests", default="all", choices=("all", "until-removed"))
     parser.add_argument("--no-causallearn", action="store_true")
+    parser.add_argument("--reference", type=Path, default=None, metavar="DIR")
     args = parser.parse_args()
     if args.one is not None:
         run_row(args.one, args.profile_after, args.edge_tests, not args.no_causallearn)
         return
+    if args.reference is not None and args.edge_tests != "all":
+        parser.error("--reference compares the default engine: leave out --edge-tests")
     header = (f"{'row':<14} {'nodes':>5} {'K':>5} {'wall_s':>8} {'rounds':>6} {'GB up':>9} "
               f"{'GB down':>9} {'peak GB':>8} {'tests':>9}")  # fmt: skip
     print(f"exact FedPC (chi2, alpha 0.05, edge_tests {args.edge_tests}), IID clients; peak = "
           "resident memory of the row's process tree")  # fmt: skip
     print(header + "\n" + "-" * len(header))
     for name in args.rows:
-        show(measure(name, args.limit, args.edge_tests, not args.no_causallearn))
+        if args.reference is None:
+            show(measure(name, args.limit, args.edge_tests, not args.no_causallearn))
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            path = reference_import_path(args.reference, Path(folder))
+            print(f"{name}: the reference ({args.reference}) first", flush=True)
+            theirs = measure(name, args.limit, reference=path)
+            show(theirs)
+        print(f"{name}: this code", flush=True)
+        ours = measure(name, args.limit, args.edge_tests, not args.no_causallearn, profile=False)
+        show(ours)
+        show_beside_reference(ours, theirs, args.reference)
 
 
 if __name__ == "__main__":

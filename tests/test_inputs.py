@@ -28,6 +28,7 @@ from fedcausal_flwr.federation.core.input_checks import (
 from fedcausal_flwr.federation.core.input_notes import (
     ConstantColumnNote,
     DependenceWarning,
+    note_constant_columns,
     warn_dependence,
 )
 from fedcausal_flwr.federation.core.registry import builtin_methods, get_method
@@ -733,3 +734,17 @@ def test_many_dependence_warnings_end_in_a_count():
     found = checked_warnings(frames, "discrete")
     assert len(found) == 10
     assert found[-1].startswith(f"{78 - 9} more pairs or sets of columns a test cannot separate")
+
+
+def test_many_constant_columns_are_noted_in_ten_lines_naming_the_first():
+    """munin has over two hundred single-level columns: a note each filled the screen."""
+    levels = {f"c{k}": ["NO"] for k in range(25)} | {"x": [0, 1]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        constant = note_constant_columns("fedpc", levels, True)
+    assert constant == [f"c{k}" for k in range(25)]  # every one kept (isolated) and returned
+    said = [str(w.message) for w in caught if issubclass(w.category, ConstantColumnNote)]
+    assert len(said) == 10
+    assert all(f"column 'c{k}' has a single level" in said[k] for k in range(9))
+    assert said[9].startswith("note: 16 more columns have a single level over all clients")
+    assert "constant_columns" in said[9]

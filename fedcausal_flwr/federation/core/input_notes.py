@@ -359,26 +359,37 @@ class ConstantColumnNote(InputNote):
 
 
 def note_constant_columns(method: str, levels: Mapping[str, list], allowed: bool) -> list[str]:
-    """The columns with one level over all clients, each noted: a discrete test with such a
-    column has 0 degrees of freedom, so p = 1 and the column ends isolated, as in causal-learn
-    (its water benchmark has six). Where the tests cannot carry it (``allowed`` False: the
-    sketch), the method says so by name."""
+    """The columns with one level over all clients, noted (past ten, the first nine by name
+    and the rest counted): a discrete test with such a column has 0 degrees of freedom, so
+    p = 1 and the column ends isolated, as in causal-learn (its water benchmark has six). Where
+    the tests cannot carry it (``allowed`` False: the sketch), the method says so by name."""
     constant = [v for v, values in levels.items() if len(values) < 2]
-    for v in constant:
-        if not allowed:
-            raise ValueError(
-                f"variable {v!r} has a single level {levels[v]} over all clients; {method}'s "
-                "sketch cannot test it: drop the column, or use ci='exact' (exact tables keep "
-                "it as an isolated node)"
-            )
-        warnings.warn(
-            f"note: column {v!r} has a single level {levels[v]} over all clients: every test "
-            f"with it is independent (0 degrees of freedom), so {method} keeps it as an "
-            "isolated node",
-            ConstantColumnNote,
-            stacklevel=2,
+    if constant and not allowed:
+        v = constant[0]
+        raise ValueError(
+            f"variable {v!r} has a single level {levels[v]} over all clients; {method}'s "
+            "sketch cannot test it: drop the column, or use ci='exact' (exact tables keep "
+            "it as an isolated node)"
         )
+    named = constant if len(constant) <= MAX_DEPENDENCE_WARNINGS else constant[:MAX_NAMED_ALONE]
+    lines = [
+        f"note: column {v!r} has a single level {levels[v]} over all clients: every test "
+        f"with it is independent (0 degrees of freedom), so {method} keeps it as an "
+        "isolated node"
+        for v in named
+    ]
+    if len(named) < len(constant):  # munin has over two hundred: a note each fills the screen
+        lines.append(
+            f"note: {len(constant) - len(named)} more columns have a single level over all "
+            f"clients: {method} keeps them as isolated nodes too (the result's constant_columns "
+            "lists them all)"
+        )
+    _said(lines, ConstantColumnNote)
     return constant
+
+
+#: Constant columns noted one by one before the rest are counted in one note.
+MAX_NAMED_ALONE = MAX_DEPENDENCE_WARNINGS - 1
 
 
 def _said(lines: list[str], category: type[Warning]) -> list[str]:
