@@ -198,14 +198,14 @@ def measure(
     from fedcausal_flwr.experiments.process_memory import tree_rss
 
     command = [sys.executable, "-m", "fedcausal_flwr.experiments.bench_scale", "--one", name]
-    env = dict(os.environ)
-    if reference is not None:
-        env["PYTHONPATH"] = str(reference)
+    env, folder = dict(os.environ), None
+    if reference is not None:  # first on the path, and the working folder (``-m`` puts it first)
+        env["PYTHONPATH"], folder = str(reference), str(reference)
     else:
         if profile:
             command += ["--profile-after", str(max(1, limit - 15))]
         command += ["--edge-tests", edge_tests, *(() if causallearn else ("--no-causallearn",))]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=folder)
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in child.stdout], daemon=True)
     reader.start()
@@ -286,6 +286,13 @@ def reference_import_path(checkout: Path, into: Path) -> Path:
     for folder in ("strategies", "clients", "experiments"):
         if not (package / folder).exists():
             (package / folder).symlink_to((checkout / folder).resolve())
+    found = subprocess.run(
+        [sys.executable, "-c", "import fedcausal_flwr; print(fedcausal_flwr.__file__)"],
+        capture_output=True, text=True, check=False, cwd=into,
+        env={**os.environ, "PYTHONPATH": str(into)},
+    ).stdout.strip()  # fmt: skip
+    if Path(found).parent != package:  # (an installed copy must not stand in for it)
+        raise SystemExit(f"--reference {checkout}: the package imports from {found or 'nowhere'}")
     return into
 
 
