@@ -426,6 +426,10 @@ def _count_rows(
         list(pool.map(count_span, [starts[w::workers] for w in range(workers)]))
 
 
+#: Queries per (x, y) run from which a chunk adds each run's pair code by broadcast.
+_LONG_RUN = 16
+
+
 def _count_chunk(
     codes_t: np.ndarray,
     rows: np.ndarray,
@@ -456,9 +460,12 @@ def _count_chunk(
         xy += codes_t[ys[runs]]
         cell *= (radix[xs] * radix[ys])[:, None]
         cell += local_offsets.astype(dtype)[:, None]
-        ends = [*runs[1:].tolist(), xs.size]
-        for run, (first, end) in enumerate(zip(runs.tolist(), ends, strict=True)):
-            cell[first:end] += xy[run]  # broadcast over the run's tables, never repeated
+        if runs.size * _LONG_RUN > xs.size:  # short runs: one repeat beats a loop over them
+            cell += np.repeat(xy, np.diff(np.r_[runs, xs.size]), axis=0)
+        else:  # long runs (a PC level by variable set): broadcast over each, never repeated
+            ends = [*runs[1:].tolist(), xs.size]
+            for run, (first, end) in enumerate(zip(runs.tolist(), ends, strict=True)):
+                cell[first:end] += xy[run]
     else:
         if k:
             cell *= radix[xs][:, None]
