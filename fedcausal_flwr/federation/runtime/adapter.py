@@ -147,6 +147,13 @@ def answer_of(node: int, res: FitRes) -> Answer:
     )
 
 
+#: The .npy header readers by format version (version 3 only adds utf-8 field names).
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
 def read_arrays(tensors: Sequence[bytes]) -> list[np.ndarray]:
     """A reply's arrays read in place from their ``.npy`` bytes (as Flower's
     ``parameters_to_ndarrays``, without its copy: a round's replies are hundreds of megabytes).
@@ -157,10 +164,7 @@ def read_arrays(tensors: Sequence[bytes]) -> list[np.ndarray]:
         stream = io.BytesIO(tensor)
         try:
             version = np.lib.format.read_magic(stream)
-            read_header = {
-                (1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0,
-            }.get(version)
+            read_header = _NPY_HEADERS.get(version)
             if read_header is None:
                 raise ValueError(f"format version {version}")
             shape, fortran, dtype = read_header(stream)
