@@ -19,8 +19,9 @@ import pytest
 from fedcausal_flwr.processes import descendants, processes_with_env
 
 MARK = "FEDCAUSAL_INTERRUPT_TEST"
-#: alarm with many rows and clients: fedci-pc's second round (GLM fits) takes tens of seconds
-LONG_RUN = ["--method", "fedci-pc", "--network", "alarm", "--samples", "10000", "--clients", "8"]
+#: a run of a minute or more whose rounds (GLM fits over alarm) each take a second or two, so the
+#: first round shown (past the 2 s mark) comes early and the signal lands inside a round
+LONG_RUN = ["--method", "fedci-pc", "--network", "alarm", "--samples", "2000", "--clients", "4"]
 
 
 class Command:

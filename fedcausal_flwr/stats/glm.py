@@ -48,7 +48,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 from scipy import stats
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit
 
 from fedcausal_flwr.data.schema import DataError, Schema, VariableSpec
 
@@ -257,10 +257,8 @@ def _blocks(
     eta = X @ B  # n x m
     codes = y.astype(np.int64)
     if kind == "categorical":
-        full = np.hstack([np.zeros((n, 1)), eta])
-        lse = logsumexp(full, axis=1)
-        ll = float(np.sum(wt(full[np.arange(n), codes] - lse)))
-        prob = np.exp(eta - lse[:, None])  # non-reference probabilities, n x m
+        lse, prob = _softmax(eta)  # prob: the non-reference probabilities, n x m
+        ll = float(np.sum(wt(_chosen(eta, codes) - lse)))
         onehot = codes[:, None] == np.arange(1, m + 1)[None, :]
         grad = (X.T @ wt(onehot - prob)).T.ravel()
         info = np.empty((m * p, m * p))
@@ -282,6 +280,22 @@ def _blocks(
         info[j * p : (j + 1) * p, j * p : (j + 1) * p] = X.T @ (X * w[:, None])
     ll = float(np.sum(wt(np.log(ordinal_cell_probs(mu)[np.arange(n), codes]))))
     return LocalBlocks(objective, ll, 0.0, count, info, grad)
+
+
+def _softmax(eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's log-partition ``log(1 + sum_j exp(eta_j))`` (the reference level's logit is 0)
+    and its non-reference probabilities, from one exponential of ``eta`` shifted by the row's
+    largest logit (scipy's ``logsumexp`` took most of a categorical fit's time)."""
+    shift = np.maximum(eta.max(axis=1), 0.0)
+    scaled = np.exp(eta - shift[:, None])
+    total = np.exp(-shift) + scaled.sum(axis=1)
+    return shift + np.log(total), scaled / total[:, None]
+
+
+def _chosen(eta: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Each row's logit of its own level (0 for the reference level, code 0)."""
+    rows = np.arange(len(codes))
+    return np.where(codes > 0, eta[rows, np.maximum(codes - 1, 0)], 0.0)
 
 
 def ordinal_cell_probs(cum: np.ndarray) -> np.ndarray:
@@ -374,10 +388,8 @@ def row_norms(theta: np.ndarray, X: np.ndarray, y: np.ndarray, spec: VariableSpe
         eta = X @ theta.reshape(m, p).T  # n x m
         codes = y.astype(np.int64)
         if kind == "categorical":
-            full = np.hstack([np.zeros((n, 1)), eta])
-            lse = logsumexp(full, axis=1)
-            ll = full[np.arange(n), codes] - lse
-            prob = np.exp(eta - lse[:, None])
+            lse, prob = _softmax(eta)
+            ll = _chosen(eta, codes) - lse
             onehot = codes[:, None] == np.arange(1, m + 1)[None, :]
             weight = prob[:, :, None] * (np.eye(m)[None] - prob[:, None, :])  # n x m x m
             v = np.einsum("iab,ib->ia", weight, eta) + onehot - prob
