@@ -187,7 +187,8 @@ def _run_command(argv: list[str]) -> int:
         print(f"fedcausal-flwr: error: {message} (the run finished: its result, unscored, is in "
               f"{state.saved})", file=sys.stderr)  # fmt: skip
         return 1
-    if args.out:  # saved before the summary: a reader that stops early (| head) loses nothing
+    if args.out and not state.saved_as_is(result):  # saved before the summary: a reader that
+        # stops early (| head) loses nothing
         unscored = f"; {args.out} holds it unscored" if state.saved else ""
         with failed.attempt(f"--out {args.out}", "the result", note=unscored):
             interrupts.save_result(result, args.out)

@@ -11,6 +11,7 @@ process's children, if unwinding has not finished within ``grace`` seconds.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -295,6 +296,7 @@ class RunState:
         self.current = 0  # a round still running, from its heartbeat
         self.saved: Path | None = None
         self.unsaved: OSError | None = None  # why save_first could not write (told later)
+        self._saved_scoring: str | None = None  # what scoring sets, as it was when saved
 
     def __call__(self, line: str) -> None:
         found = re.match(r"round (\d+)(:| still running)", line)
@@ -317,8 +319,15 @@ class RunState:
         if self.out:
             try:
                 self.saved = save_result(result, self.out)
+                self._saved_scoring = _scoring_state(result)
             except OSError as err:  # the run goes on to its summary; the CLI says why after it
                 self.unsaved = err
+
+    def saved_as_is(self, result: Any) -> bool:
+        """Whether the file ``save_first`` wrote already holds ``result``: nothing scored it
+        since (scoring sets its metrics and view, and nothing else changes a finished result),
+        so writing it again (seconds for a wide graph) would write the same file."""
+        return self.saved is not None and self._saved_scoring == _scoring_state(result)
 
     def interrupted(self) -> str:
         if self.saved is not None:
@@ -329,6 +338,11 @@ class RunState:
         if self.ray and not self.done and not self.current:
             where = "while starting Ray (round 1)"
         return f"fedcausal-flwr: interrupted {where}; nothing saved"
+
+
+def _scoring_state(result: Any) -> str:
+    """What scoring writes into a result (``scoring.score_result``): its metrics and its view."""
+    return json.dumps([result.metrics, result.config.get("view")], sort_keys=True, default=str)
 
 
 def sweep_interrupted(out: str | os.PathLike) -> str:

@@ -197,6 +197,37 @@ def test_run_saves_the_result_before_scoring_it(tmp_path, monkeypatch, capsys):
     assert saved.method == "fedpc" and saved.graph is not None and not saved.metrics
 
 
+def test_run_writes_its_result_once_unless_scoring_changed_it(tmp_path, monkeypatch):
+    """A run from files (nothing to score) writes its file once, before the summary; a sampled
+    run is scored after the first write, so its file is written again, with the metrics."""
+    from fedcausal_flwr import interrupts
+    from fedcausal_flwr.cli import main
+    from fedcausal_flwr.data import load_network
+    from fedcausal_flwr.result import Result
+
+    writes: list[Path] = []
+    save = interrupts.save_result
+
+    def counted(result, out):
+        writes.append(Path(out))
+        return save(result, out)
+
+    monkeypatch.setattr(interrupts, "save_result", counted)
+    frame = load_network("asia").sample(600, seed=1)
+    files = []
+    for k, part in enumerate((frame.iloc[:300], frame.iloc[300:])):
+        files.append(tmp_path / f"site{k}.csv")
+        part.to_csv(files[-1], index=False)
+    out = tmp_path / "files.json"
+    assert main(["run", "--method", "fedpc", "--data", *map(str, files), "--out", str(out)]) == 0
+    assert writes == [out] and Result.load(out).metrics == {}
+    writes.clear()
+    scored = tmp_path / "sampled.json"
+    args = ["run", "--method", "fedpc", "--network", "asia", "--samples", "500", "--clients", "2"]
+    assert main([*args, "--out", str(scored)]) == 0
+    assert writes == [scored, scored] and "shd" in Result.load(scored).metrics
+
+
 def test_compare_records_a_scoring_failure_with_the_run(monkeypatch):
     from fedcausal_flwr import api
     from fedcausal_flwr.study_runs import RunSpec, execute_run

@@ -209,6 +209,30 @@ def sorted_entries(mapping: Mapping[Pair, Any]) -> tuple[np.ndarray, list[Any], 
     return pairs, values, shared
 
 
+def sorted_numbers(
+    mapping: Mapping[Pair, Any], dtype: type = np.float64
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sorted_entries` of a mapping to numbers, the values as one array of ``dtype``: a
+    record's bulk values stay an array (a wide search holds millions), never a list between."""
+    if not isinstance(mapping, PairRecord):
+        pairs, values, _ = sorted_entries(mapping)
+        return pairs, np.asarray(values, dtype=dtype)
+    bulk, held, others = mapping.arrays()
+    if held is None:
+        bulk_values = np.full(len(bulk), mapping.shared_value(), dtype=dtype)
+    else:
+        bulk_values = np.asarray(held, dtype=dtype)
+    if not len(others):  # a bulk alone is sorted already (set_bulk checks it)
+        return bulk, bulk_values
+    flat = np.fromiter(
+        (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
+    )
+    pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
+    values = np.concatenate((bulk_values, np.fromiter(others.values(), dtype=dtype)))
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order], values[order]
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while millions of small lists are built (a

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fedcausal_flwr.discovery.fci import FCIResult
-from fedcausal_flwr.discovery.pair_record import collector_paused, sorted_entries
+from fedcausal_flwr.discovery.pair_record import collector_paused, sorted_entries, sorted_numbers
 from fedcausal_flwr.discovery.pc import PCResult
 from fedcausal_flwr.evidence import POSSIBLE_DSEP, Evidence
 
@@ -51,18 +51,17 @@ def _deciding_pvalues(
         largest = dict(largest.items())
         for pair, p in pds.items():
             largest[pair] = max(largest.get(pair, -1.0), p)
-    pairs, pvalues, _ = sorted_entries(largest)
-    pvalues_array = np.asarray(pvalues, dtype=np.float64)
+    pairs, pvalues_array = sorted_numbers(largest)
     a, b = pairs[:, 0], pairs[:, 1]
     adjacent = result.graph.adjacency()[a, b]
-    depths_at, depths, _ = sorted_entries(skeleton.removed_at)
+    depths_at, depths = sorted_numbers(skeleton.removed_at, np.int64)
     n = len(result.graph.names)
     depth = np.full(len(a), POSSIBLE_DSEP, dtype=np.int64)
     if len(depths):
         codes = depths_at[:, 0] * n + depths_at[:, 1]
         where = np.minimum(np.searchsorted(codes, a * n + b), len(codes) - 1)
         found = codes[where] == a * n + b
-        depth[found] = np.asarray(depths, dtype=np.int64)[where[found]]
+        depth[found] = depths[where[found]]
     return pairs, pvalues_array, adjacent, depth
 
 
