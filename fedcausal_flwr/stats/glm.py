@@ -284,12 +284,23 @@ def _blocks(
 
 def _softmax(eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row's log-partition ``log(1 + sum_j exp(eta_j))`` (the reference level's logit is 0)
-    and its non-reference probabilities, from one exponential of ``eta`` shifted by the row's
-    largest logit (scipy's ``logsumexp`` took most of a categorical fit's time)."""
-    shift = np.maximum(eta.max(axis=1), 0.0)
-    scaled = np.exp(eta - shift[:, None])
-    total = np.exp(-shift) + scaled.sum(axis=1)
-    return shift + np.log(total), scaled / total[:, None]
+    and its non-reference probabilities ``exp(eta - lse)``.
+
+    The arithmetic of scipy's ``logsumexp`` (1.17) for finite rows, step for step, so the fits
+    are bit for bit the same: the row's largest terms are split off (``log1p`` of the others'
+    scaled sum plus the log of their count); what scipy adds around it (array-namespace
+    dispatch, a second exponential for infinite sums) took most of a categorical fit's time."""
+    full = np.empty((eta.shape[0], eta.shape[1] + 1))
+    full[:, 0], full[:, 1:] = 0.0, eta
+    largest = full.max(axis=1, keepdims=True)
+    at_max = full == largest
+    ties = at_max.sum(axis=1, keepdims=True, dtype=np.float64)
+    full[at_max] = -np.inf  # (in place from here: the terms are not needed again)
+    full -= largest
+    total = np.exp(full, out=full).sum(axis=1, keepdims=True)
+    np.divide(total, ties, out=total, where=total != 0)
+    lse = (np.log1p(total) + np.log(ties) + largest)[:, 0]
+    return lse, np.exp(eta - lse[:, None])
 
 
 def _chosen(eta: np.ndarray, codes: np.ndarray) -> np.ndarray:
