@@ -16,6 +16,9 @@ from fedcausal_flwr.environment import NO_PHONING_OUT
 from fedcausal_flwr.federation.core.registry import builtin_methods
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: the module's tests share one pytest worker (pyproject's `--dist loadgroup`), so the site is
+#: built once (apart, each worker built it: about 8 s each)
+pytestmark = pytest.mark.xdist_group("docs-site")
 
 
 @pytest.fixture(scope="module")
