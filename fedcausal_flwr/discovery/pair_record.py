@@ -215,9 +215,10 @@ def sorted_numbers(
     """:func:`sorted_entries` of a mapping to numbers, the values as one array of ``dtype``: a
     record's bulk values stay an array (a wide search holds millions), never a list between."""
     if not isinstance(mapping, PairRecord):
-        pairs, values, _ = sorted_entries(mapping)
-        return pairs, np.asarray(values, dtype=dtype)
+        pairs, listed, _ = sorted_entries(mapping)
+        return pairs, np.asarray(listed, dtype=dtype)
     bulk, held, others = mapping.arrays()
+    bulk_values: np.ndarray
     if held is None:
         bulk_values = np.full(len(bulk), mapping.shared_value(), dtype=dtype)
     else:
