@@ -11,7 +11,6 @@ process's children, if unwinding has not finished within ``grace`` seconds.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
 import shutil
@@ -319,7 +318,7 @@ class RunState:
         if self.out:
             try:
                 self.saved = save_result(result, self.out)
-                self._saved_scoring = _scoring_state(result)
+                self._saved_scoring = _scored_state(result)
             except OSError as err:  # the run goes on to its summary; the CLI says why after it
                 self.unsaved = err
 
@@ -327,7 +326,7 @@ class RunState:
         """Whether the file ``save_first`` wrote already holds ``result``: nothing scored it
         since (scoring sets its metrics and view, and nothing else changes a finished result),
         so writing it again (seconds for a wide graph) would write the same file."""
-        return self.saved is not None and self._saved_scoring == _scoring_state(result)
+        return self.saved is not None and self._saved_scoring == _scored_state(result)
 
     def interrupted(self) -> str:
         if self.saved is not None:
@@ -340,9 +339,12 @@ class RunState:
         return f"fedcausal-flwr: interrupted {where}; nothing saved"
 
 
-def _scoring_state(result: Any) -> str:
-    """What scoring writes into a result (``scoring.score_result``): its metrics and its view."""
-    return json.dumps([result.metrics, result.config.get("view")], sort_keys=True, default=str)
+def _scored_state(result: Any) -> str:
+    """:func:`~fedcausal_flwr.scoring.scored_state` (imported when a run is saved: scoring's
+    imports are not needed to stop one)."""
+    from fedcausal_flwr.scoring import scored_state
+
+    return scored_state(result)
 
 
 def sweep_interrupted(out: str | os.PathLike) -> str:

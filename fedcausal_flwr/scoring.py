@@ -21,6 +21,7 @@ says.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -176,6 +177,12 @@ def score_result(result: Result, dag: Graph) -> None:
     columns are in (``config["view"]``, which its summary and every table print)."""
     result.metrics.update(score_graph(result, dag))
     result.config["view"] = scoring_view(result)
+
+
+def scored_state(result: Result) -> str:
+    """What :func:`score_result` writes into a result (its metrics and view), as text: a result
+    whose state is the same as before was not scored in between (``run --out`` writes once)."""
+    return json.dumps([result.metrics, result.config.get("view")], sort_keys=True, default=str)
 
 
 def scoring_view(result: Result) -> str:

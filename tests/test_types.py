@@ -24,6 +24,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "fedcausal_flwr"
 NOT_CHECKED = ("fedcausal_flwr.experiments",)  # scripts, not library code
 MYPY_TIMEOUT_S = 600
+#: the module's tests share one pytest worker (pyproject's `--dist loadgroup`), so its mypy cache:
+#: apart, each worker would check the whole package from scratch
+pytestmark = pytest.mark.xdist_group("mypy")
 
 
 def installed_layout(root: Path) -> dict[str, str]:
@@ -91,12 +94,6 @@ def layout(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     return base / "tree", base / "mypy-cache", sources
 
 
-#: the module's tests share one pytest worker (pyproject's `--dist loadgroup`), so its mypy cache:
-#: apart, each worker would check the whole package from scratch
-MYPY_GROUP = pytest.mark.xdist_group("mypy")
-
-
-@MYPY_GROUP
 def test_mypy_is_clean_on_the_package(layout):
     root, cache_dir, sources = layout
     code, report = run_mypy(root, cache_dir)
@@ -106,7 +103,6 @@ def test_mypy_is_clean_on_the_package(layout):
     assert checked is not None and int(checked.group(1)) >= module_files(root), report
 
 
-@MYPY_GROUP
 def test_mapped_subpackages_are_checked_with_their_types(layout):
     """A module importing from ``fedcausal_flwr.strategies`` gets the real types, not ``Any``."""
     root, cache_dir, sources = layout

@@ -194,16 +194,10 @@ def sorted_entries(mapping: Mapping[Pair, Any]) -> tuple[np.ndarray, list[Any], 
     else:
         bulk, bulk_values, others = np.zeros((0, 2), dtype=np.int64), [], mapping
         shared = np.zeros(0, dtype=bool)
-    flat = np.fromiter(
-        (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
-    )
-    pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
+    pairs, order = _merged_pairs(bulk, others)
     values = bulk_values + list(others.values())
     shared = np.concatenate((shared, np.zeros(len(others), dtype=bool)))
-    if not len(others):  # a bulk alone is sorted already (set_bulk checks it)
-        return pairs, values, shared
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    if np.any(order[1:] < order[:-1]):
+    if order is not None:
         pairs, shared = pairs[order], shared[order]
         values = [values[i] for i in order.tolist()]
     return pairs, values, shared
@@ -223,15 +217,24 @@ def sorted_numbers(
         bulk_values = np.full(len(bulk), mapping.shared_value(), dtype=dtype)
     else:
         bulk_values = np.asarray(held, dtype=dtype)
-    if not len(others):  # a bulk alone is sorted already (set_bulk checks it)
-        return bulk, bulk_values
+    pairs, order = _merged_pairs(bulk, others)
+    values = np.concatenate((bulk_values, np.fromiter(others.values(), dtype=dtype)))
+    return (pairs, values) if order is None else (pairs[order], values[order])
+
+
+def _merged_pairs(
+    bulk: np.ndarray, others: Mapping[Pair, Any]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A record's bulk pairs followed by the keys of its other entries, and the order that sorts
+    them (None: sorted already; a bulk alone always is, ``set_bulk`` checks it)."""
     flat = np.fromiter(
         (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
     )
     pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
-    values = np.concatenate((bulk_values, np.fromiter(others.values(), dtype=dtype)))
+    if not len(others):
+        return pairs, None
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    return pairs[order], values[order]
+    return pairs, order if np.any(order[1:] < order[:-1]) else None
 
 
 @contextmanager
