@@ -137,3 +137,25 @@ def test_the_fingerprint_names_each_column_and_dtype_as_pandas_shows_them():
     for part in column_digests(frame):
         digest.update(part)
     assert frame_fingerprint(frame) == digest.hexdigest()[:DIGEST_CHARS]
+
+
+@pytest.mark.parametrize("levels", [2, 3, dependence.FOLDED_WIDTH + 4])
+@pytest.mark.parametrize("level_block", [dependence.LEVEL_BLOCK, 2 * dependence.FOLDED_WIDTH + 4])
+def test_columns_of_one_level_count_are_screened_as_the_definition_says(
+    levels, level_block, monkeypatch
+):
+    """Every column with the same number of levels (binary data, say): the segments are reduced
+    as strided slices (a few levels) or a reshaped axis (more), every level at once or in
+    blocks."""
+    monkeypatch.setattr(dependence, "LEVEL_BLOCK", level_block)
+    rng = np.random.default_rng(levels)
+    base = rng.integers(0, levels, (400, 6))
+    frame = pd.DataFrame(base, columns=[f"c{j}" for j in range(6)])
+    frame["shifted"] = (frame["c0"] + 1) % levels  # c0 recoded: each determines the other
+    frame["copy_mostly"] = np.where(rng.random(400) < 0.9, frame["c1"], frame["c2"])
+    columns = _read_all(frame)
+    assert len({len(c.uniques) for c in columns}) == 1
+    found = dependence._functions(columns)
+    assert found == determined_pairs(frame)
+    names = frame.columns
+    assert {(names[a], names[b]) for a, b in found} >= {("c0", "shifted"), ("shifted", "c0")}

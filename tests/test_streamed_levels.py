@@ -131,3 +131,27 @@ def test_level_rows_list_each_test_once_with_the_tests_of_a_set_together(batch):
                 runs = [v for i, v in enumerate(sets) if i == 0 or sets[i - 1] != v]
                 assert len(runs) == len(set(sets))
                 assert all(len(rows) == batch for rows in batches[:-1])
+
+
+@pytest.mark.parametrize("order", ["increasing", "sorted-with-repeats", "shuffled"])
+def test_largest_per_pair_is_keep_largest_over_the_tests(order):
+    """Each pair's largest p-value (NaN ignored, a pair with only NaN left out), as keep_largest
+    records it one test at a time, whatever order the tests come in."""
+    from fedcausal_flwr.discovery.skeleton import _largest_per_pair
+    from fedcausal_flwr.discovery.skeleton_record import keep_largest
+
+    rng = np.random.default_rng(3)
+    codes = np.arange(0, 400, 2, dtype=np.int64)
+    if order != "increasing":
+        codes = np.sort(rng.choice(codes, 600))
+    if order == "shuffled":
+        codes = rng.permutation(codes)
+    pvalues = rng.random(codes.size)
+    pvalues[rng.random(codes.size) < 0.2] = np.nan
+    expected: dict = {}
+    for code, p in zip(codes.tolist(), pvalues.tolist(), strict=True):
+        if not np.isnan(p):
+            keep_largest(expected, (code, 0), p)
+    got_codes, got = _largest_per_pair(codes, pvalues)
+    assert got_codes.tolist() == sorted(k for k, _ in expected)
+    assert got.tolist() == [expected[(k, 0)] for k in got_codes.tolist()]

@@ -58,15 +58,35 @@ class PairRecord(MutableMapping[Pair, Any]):
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray | None, dict[Pair, Any]]:
         """``(pairs, values, others)``: the bulk pairs (k, 2) never assigned since and their
-        values (None when they share one value), and every other entry as a dict."""
+        values (None when they share one value), and every other entry as a dict. The arrays
+        are read-only."""
+        codes, values = self.bulk_codes()
+        pairs = np.empty((codes.size, 2), dtype=np.int64)
+        np.floor_divide(codes, self._n, out=pairs[:, 0])
+        np.remainder(codes, self._n, out=pairs[:, 1])
+        pairs.setflags(write=False)
+        return pairs, values, self.others()
+
+    def others(self) -> dict[Pair, Any]:
+        """The entries :meth:`bulk_codes` leaves out (assigned since, or never in the bulk)."""
+        return {**self._override, **self._extra}
+
+    def bulk_codes(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The bulk pairs of :meth:`arrays` as sorted codes ``x * n_vars + y``, and their
+        values; read-only (the bulk itself when every pair of it is live)."""
         live = ~self._gone
         if self._override:
             moved = [self._position(key) for key in self._override]
             live[[pos for pos in moved if pos is not None]] = False
-        codes = self._codes[live]
-        pairs = np.stack((codes // self._n, codes % self._n), axis=1)
-        values = None if self._values is None else self._values[live]
-        return pairs, values, {**self._override, **self._extra}
+        whole = bool(live.all())
+        codes = self._codes if whole else self._codes[live]
+        values = self._values if whole or self._values is None else self._values[live]
+        return _read_only(codes), None if values is None else _read_only(values)
+
+    @property
+    def n_vars(self) -> int:
+        """The number of variables the pair codes are made with."""
+        return self._n
 
     def shared_value(self) -> Any:
         """The value every bulk pair shares (None when they hold their own values)."""
@@ -168,6 +188,12 @@ class PairRecord(MutableMapping[Pair, Any]):
         return out
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
 def _pair(key: Pair) -> Pair:
     return (int(key[0]), int(key[1]))
 
@@ -230,9 +256,9 @@ def _merged_pairs(
     flat = np.fromiter(
         (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
     )
-    pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
     if not len(others):
-        return pairs, None
+        return bulk, None
+    pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     return pairs, order if np.any(order[1:] < order[:-1]) else None
 

@@ -245,9 +245,15 @@ def _largest_per_pair(codes: np.ndarray, pvalues: np.ndarray) -> tuple[np.ndarra
     :func:`keep_largest` does; a pair with none is left out)."""
     if not codes.size:
         return codes, pvalues
-    order = np.argsort(codes, kind="stable")
-    codes, pvalues = codes[order], pvalues[order]
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    steps = codes[1:] - codes[:-1]
+    if bool(np.all(steps > 0)):  # each pair once, in order (depth 0 lists them so)
+        known = ~np.isnan(pvalues)
+        return codes[known], pvalues[known]
+    if not bool(np.all(steps >= 0)):
+        order = np.argsort(codes, kind="stable")
+        codes, pvalues = codes[order], pvalues[order]
+        steps = codes[1:] - codes[:-1]
+    starts = np.flatnonzero(np.r_[True, steps != 0])
     largest = np.fmax.reduceat(pvalues, starts)
     known = ~np.isnan(largest)
     return codes[starts][known], largest[known]

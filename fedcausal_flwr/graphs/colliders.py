@@ -59,7 +59,8 @@ class ColliderOrientation:
     ):
         given = (colliders, noncolliders, ambiguous, conflicts)
         self._lists = {f: list(v or []) for f, v in zip(self.FIELDS, given, strict=True)}
-        self._blocks: dict[str, list[np.ndarray]] = {name: [] for name in self.FIELDS}
+        # (n, 3) arrays, or (middle, ends x, ends z) stacked when read
+        self._blocks: dict[str, list] = {name: [] for name in self.FIELDS}
         # (middle, ends x, ends z, status codes): triples classified together, split when read
         self._classified: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -67,7 +68,12 @@ class ColliderOrientation:
         """Append the triples ``xs[i] - y - zs[i]`` to the colliders, noncolliders and ambiguous
         lists by their status codes (:data:`~.sepsets.COLLIDER` ...), split when read."""
         if xs.size:  # int32: a wide skeleton has tens of millions of triples
-            self._classified.append((y, xs.astype(np.int32), zs.astype(np.int32), status))
+            self._classified.append((y, _int32(xs), _int32(zs), status))
+
+    def add_at_middle(self, name: str, y: int, xs: np.ndarray, zs: np.ndarray) -> None:
+        """Append the triples ``xs[i] - y - zs[i]`` to the list ``name``, stacked when read."""
+        if xs.size:
+            self._blocks[name].append((y, _int32(xs), _int32(zs)))
 
     def _split_classified(self) -> None:
         if not self._classified:
@@ -92,7 +98,8 @@ class ColliderOrientation:
             self._split_classified()
         blocks = self._blocks[name]
         if blocks:
-            self._lists[name].extend(as_triples(np.concatenate(blocks)))
+            stacked = [b if isinstance(b, np.ndarray) else _at_middle(*b) for b in blocks]
+            self._lists[name].extend(as_triples(np.concatenate(stacked)))
             blocks.clear()
         return self._lists[name]
 
@@ -110,7 +117,7 @@ class ColliderOrientation:
         """The length of a list without listing it."""
         if name != "conflicts":
             self._split_classified()
-        return len(self._lists[name]) + sum(len(b) for b in self._blocks[name])
+        return len(self._lists[name]) + sum(_rows(b) for b in self._blocks[name])
 
     def record(self, triple: Triple, status: str) -> None:
         """List ``triple`` under its :func:`~.sepsets.triple_status`."""
@@ -132,6 +139,19 @@ class ColliderOrientation:
     def __repr__(self) -> str:
         counts = ", ".join(f"{f}={self.count(f)}" for f in self.FIELDS)
         return f"ColliderOrientation({counts})"
+
+
+def _int32(ends: np.ndarray) -> np.ndarray:
+    return ends.astype(np.int32, copy=False)
+
+
+def _rows(block: np.ndarray | tuple) -> int:
+    return len(block) if isinstance(block, np.ndarray) else block[1].size
+
+
+def _at_middle(y: int, xs: np.ndarray, zs: np.ndarray) -> np.ndarray:
+    """The (n, 3) rows ``(xs[i], y, zs[i])``."""
+    return np.stack((xs, np.full(xs.size, y, dtype=np.int32), zs), axis=1)
 
 
 def check_pc_graph(graph: Graph) -> None:
@@ -290,14 +310,15 @@ def _orient_by_middle(
     # once each in first-touch order, their marks before)
     history: list[tuple[int, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = []
     last_rebuild: tuple[int, int] | None = None  # (history entry, position of its edge)
+    first_at = np.zeros(m.shape[0], dtype=np.int64)  # scratch of _first_positions
     for y in range(m.shape[0]):
-        near = np.flatnonzero(adjacent[y])
+        near = np.flatnonzero(adjacent[y]).astype(np.int32)
         if near.size < 2:
             continue
         first, second = _pairs_of(near.size)
         xs, zs = near[first], near[second]
-        shielded = adjacent[xs, zs]
-        xs, zs = xs[~shielded], zs[~shielded]
+        unshielded = ~adjacent[xs, zs]
+        xs, zs = xs[unshielded], zs[unshielded]
         if not xs.size:
             continue
         if knowledge is None:
@@ -307,31 +328,28 @@ def _orient_by_middle(
             status = np.full(xs.size, AMBIGUOUS, dtype=np.int8)
             status[~untested] = index.classify(xs[~untested], zs[~untested], y, rule)
         result.add_classified(y, xs, zs, status)
-        collider = status == COLLIDER
-        if knowledge is not None:
-            collider &= ~(knowledge.vetoed[xs, y] | knowledge.vetoed[zs, y])
-        xs, zs = xs[collider], zs[collider]
+        if knowledge is not None or np.any(status != COLLIDER):  # some triple not to orient
+            collider = status == COLLIDER
+            if knowledge is not None:
+                collider &= ~(knowledge.vetoed[xs, y] | knowledge.vetoed[zs, y])
+            xs, zs = xs[collider], zs[collider]
         out_of_y = (m[y] == ARROW) & (m[:, y] == TAIL)  # y --> a, oriented at an earlier middle
         meets = out_of_y[xs] | out_of_y[zs]
         if overwrite and meets.any():  # y --> a meets only the first collider at y touching a
-            ends = np.stack((xs, zs), axis=1).ravel()
-            nodes, first_end = np.unique(ends, return_index=True)
-            first_collider = np.zeros(m.shape[0], dtype=np.int64)
-            first_collider[nodes] = first_end // 2
+            first_collider = _first_positions(_interleaved(xs, zs), near, first_at) // 2
             order = np.arange(xs.size)
             meets = (out_of_y[xs] & (first_collider[xs] == order)) | (
                 out_of_y[zs] & (first_collider[zs] == order)
             )
         if meets.any():
-            met = np.stack((xs[meets], np.full(int(meets.sum()), y), zs[meets]), axis=1)
-            result.add_block("conflicts", met)
+            result.add_at_middle("conflicts", y, xs[meets], zs[meets])
         if not overwrite:
             xs, zs = xs[~meets], zs[~meets]
         if not xs.size:
             continue
-        ends = np.stack((xs, zs), axis=1).ravel()  # x then z of each collider, in order
-        _, first_touch = np.unique(ends, return_index=True)
-        first_touch.sort()
+        ends = _interleaved(xs, zs)  # x then z of each collider, in order
+        at = _first_positions(ends, near, first_at)[near]
+        first_touch = np.sort(at[at < ends.size])
         touched = ends[first_touch]
         # causal-learn removes and re-adds an edge already directed (either way): a rebuild
         rebuilds = np.ones(ends.size, dtype=bool)
@@ -355,6 +373,19 @@ def _pairs_of(size: int) -> tuple[np.ndarray, np.ndarray]:
     first.setflags(write=False)
     second.setflags(write=False)
     return first, second
+
+
+def _interleaved(xs: np.ndarray, zs: np.ndarray) -> np.ndarray:
+    """``xs[0], zs[0], xs[1], zs[1], ...``"""
+    return np.stack((xs, zs), axis=1).ravel()
+
+
+def _first_positions(ends: np.ndarray, near: np.ndarray, first_at: np.ndarray) -> np.ndarray:
+    """``first_at`` with, for each node ``a`` of ``near``, the first position of ``a`` in ``ends``
+    (``ends.size`` if it is not there): ``np.unique(ends, return_index=True)`` without a sort."""
+    first_at[near] = ends.size
+    np.minimum.at(first_at, ends, np.arange(ends.size))
+    return first_at
 
 
 def _settle_ancestry(

@@ -114,12 +114,13 @@ class SepsetIndex:
         chosen: dict[int, tuple[bool, object]] = {}  # code -> (key was normalised, value)
         bulk = np.zeros(0, dtype=np.int64)
         entries: Mapping = sepsets
-        arrays = getattr(sepsets, "arrays", None)
-        if arrays is not None:  # a PairRecord: its bulk of pairs removed at level 0 as arrays
-            pairs, values, others = arrays()
+        bulk_codes = getattr(sepsets, "bulk_codes", None)
+        if bulk_codes is not None:  # a PairRecord: its bulk of pairs removed at level 0 as codes
+            codes, values = bulk_codes()
             if values is None and sepsets.shared_value() == [()]:  # type: ignore[attr-defined]
-                bulk = pairs[:, 0] * n_vars + pairs[:, 1]
-                entries = others
+                held_n = sepsets.n_vars  # type: ignore[attr-defined]
+                bulk = codes if held_n == n_vars else (codes // held_n) * n_vars + codes % held_n
+                entries = sepsets.others()  # type: ignore[attr-defined]
         for key, value in entries.items():
             a, b = int(key[0]), int(key[1])
             normalised = a < b
@@ -152,18 +153,20 @@ class SepsetIndex:
             raise ValueError(
                 f"unknown separating-set rule {rule!r}; expected one of {SEPSET_RULES}"
             )
+        code_type = np.int32 if self._n * self._n <= np.iinfo(np.int32).max else np.int64
         lo, hi = np.minimum(xs, zs), np.maximum(xs, zs)
-        codes = lo.astype(np.int64) * self._n + hi
-        status = np.zeros(codes.size, dtype=np.int8)
+        codes = lo.astype(code_type) * code_type(self._n) + hi.astype(code_type, copy=False)
+        status = np.zeros(codes.size, dtype=np.int8)  # COLLIDER
         if self._kind is not None:
-            kind = self._kind[codes]
-            found, special = kind > 0, kind == 2
+            found = self._kind[codes]  # 0 unrecorded, 1 empty sets only, 2 others
+            read = np.flatnonzero(found != 1)
         else:
             pos = np.searchsorted(self._codes, codes)
             found = pos < self._codes.size
             found[found] = self._codes[pos[found]] == codes[found]
             special = np.isin(codes, self._special) if self._special.size else found & False
-        for i in np.flatnonzero(~found | special).tolist():
+            read = np.flatnonzero(~found | special)
+        for i in read.tolist():
             sets = self._sets.get(int(codes[i])) if found[i] else None
             if sets is None:  # not recorded, or not readable: raise as the rules do
                 sets = sepsets_or_raise(self._source, int(xs[i]), int(zs[i]))
