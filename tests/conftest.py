@@ -16,42 +16,6 @@ os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
 for _name in ("flwr", "ray"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
-#: The tests that take longest, longest first (`pytest --durations` and `pytest -m slow
-#: --durations` on 2 cores: 20 s to 105 s each); the rest keep their order after them. xdist
-#: hands single tests out in collection order (groups of tests first, the largest first): a long
-#: test handed out last leaves the other worker idle until it ends, so they go first.
-LONGEST_FIRST = (
-    "tests/test_federation_deploy.py::test_stock_deployment_runs_fedpc",
-    "tests/test_federation_deploy.py::test_deployment_runs_fedpc_and_cleans_up",
-    "tests/test_federation_deploy.py::test_flwr_run_on_flowers_default_local_simulation",
-    "tests/test_doc_blocks.py::test_a_pages_blocks_that_start_processes_run_in_order",
-    "tests/test_compare_kill.py::",
-    "tests/test_ray_cluster.py::",
-    "tests/test_compare.py::test_experiments_fedcdnv_quick",
-    "tests/test_bootstrap.py::test_bootstrap_on_ray",
-    "tests/test_fedc2sl.py::test_ray_engine",
-    "tests/test_dropouts.py::test_ray_dropout",
-    "tests/test_compare.py::test_experiment_fedecd_quick",
-    "tests/test_iod.py::test_fedci_iod_study_rows_do_not_depend_on_jobs",
-    "tests/test_compare.py::test_experiment_fedlcs_quick",
-    "tests/test_packaging.py::",
-    "tests/test_iod_federated.py::test_fedci_iod_on_ray",
-    "tests/test_interrupts.py::test_ray_run_interrupted",
-    "tests/test_causallearn_parity.py::test_every_accepted_pair_equals_causallearn_on_water",
-)
-
-
-def pytest_collection_modifyitems(items):
-    """The tests of :data:`LONGEST_FIRST` first, in its order (a stable sort)."""
-
-    def rank(item) -> int:
-        return next(
-            (k for k, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)),
-            len(LONGEST_FIRST),
-        )
-
-    items.sort(key=rank)
-
 
 @pytest.fixture(scope="session", autouse=True)
 def _ray_tmpdir(tmp_path_factory):

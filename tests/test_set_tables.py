@@ -88,3 +88,17 @@ def test_a_private_batch_charges_one_table_per_variable_set():
     assert depth1_tables < depth1_tests  # x _||_ y | z and x _||_ z | y share their triple
     pending = [r["tables"] for r in result.extra["privacy"]["releases"]]
     assert pending == [depth0_tables, depth1_tables]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.float64])
+def test_row_products_are_numpys_products_along_rows(dtype):
+    """Column by column, with integers multiplied in int64 as ``prod`` does (three 120s
+    overflow an int16), none (the product of no columns) 1."""
+    from fedcausal_flwr.stats.tables import row_products
+
+    rng = np.random.default_rng(0)
+    for columns in (0, 1, 3):
+        matrix = rng.integers(1, 121, (50, columns)).astype(dtype)
+        got, expected = row_products(matrix), matrix.prod(axis=1)
+        assert got.dtype == expected.dtype or dtype == np.uint8  # prod keeps unsigned
+        assert got.tolist() == expected.tolist()

@@ -209,8 +209,9 @@ def _positions_by_size(rows: np.ndarray) -> dict[int, np.ndarray]:
 
 def row_products(matrix: np.ndarray) -> np.ndarray:
     """``matrix.prod(axis=1)`` one column at a time: a batch is millions of rows of a few
-    columns, where numpy's reduction along the short axis is several times slower."""
-    out = np.ones(matrix.shape[0], dtype=matrix.dtype)
+    columns, where numpy's reduction along the short axis is several times slower. Integers
+    multiply in int64, as ``prod`` does for narrower ones."""
+    out = np.ones(matrix.shape[0], dtype=np.int64 if matrix.dtype.kind in "biu" else matrix.dtype)
     for column in matrix.T:
         out *= column
     return out
