@@ -155,3 +155,30 @@ def test_largest_per_pair_is_keep_largest_over_the_tests(order):
     got_codes, got = _largest_per_pair(codes, pvalues)
     assert got_codes.tolist() == sorted(k for k, _ in expected)
     assert got.tolist() == [expected[(k, 0)] for k in got_codes.tolist()]
+
+
+@pytest.mark.parametrize("batches", ["in-order", "overlapping", "in-order-then-back"])
+def test_largest_per_pair_over_batches_is_keep_largest(batches):
+    """A depth's batches folded one at a time (kept as they are while each comes after every
+    pair so far, merged otherwise) give each pair's largest p as keep_largest records it."""
+    from fedcausal_flwr.discovery.skeleton import _LargestPerPair
+    from fedcausal_flwr.discovery.skeleton_record import keep_largest
+
+    rng = np.random.default_rng(5)
+    if batches == "in-order":
+        parts = np.array_split(np.arange(0, 900, 3, dtype=np.int64), 5)
+    elif batches == "overlapping":
+        parts = [np.sort(rng.choice(300, 80)) for _ in range(5)]
+    else:
+        parts = [*np.array_split(np.arange(100, 400, dtype=np.int64), 3), np.arange(0, 150)]
+    largest, expected = _LargestPerPair(), {}
+    for codes in parts:
+        pvalues = rng.random(codes.size)
+        pvalues[rng.random(codes.size) < 0.2] = np.nan
+        largest.add(codes.astype(np.int64), pvalues)
+        for code, p in zip(codes.tolist(), pvalues.tolist(), strict=True):
+            if not np.isnan(p):
+                keep_largest(expected, (code, 0), p)
+    got_codes, got = largest.result()
+    assert got_codes.tolist() == sorted(k for k, _ in expected)
+    assert got.tolist() == [expected[(k, 0)] for k in got_codes.tolist()]

@@ -188,15 +188,13 @@ def streamed_depth(
     them (``x``'s side first, then ``y``'s, each once). Depth 0 on an empty record is recorded as
     arrays (:class:`~.pair_record.PairRecord`): wide data removes millions of pairs there."""
     n = adjacency.shape[0]
-    best_codes, best_p = np.zeros(0, dtype=np.int64), np.zeros(0)
+    largest = _LargestPerPair()
     found_codes: list[np.ndarray] = []
     found_sets: list[np.ndarray] = []
     for rows in _exact_batches(depth_rows(adjacency, depth, keep, batch), batch):
         pvalues = np.asarray((yield FreshQueries(rows)), dtype=float)
         codes = rows[:, 0] * n + rows[:, 1]
-        best_codes, best_p = _largest_per_pair(
-            np.concatenate((best_codes, codes)), np.concatenate((best_p, pvalues))
-        )
+        largest.add(codes, pvalues)
         hit = pvalues > alpha
         found_codes.append(codes[hit])
         found_sets.append(rows[hit, 2:])
@@ -206,6 +204,7 @@ def streamed_depth(
     if removed_codes.size:
         removed_codes = removed_codes[np.r_[True, removed_codes[1:] != removed_codes[:-1]]]
     removed = np.stack((removed_codes // n, removed_codes % n), axis=1)
+    best_codes, best_p = largest.result()
     fresh = not (result.max_pvalue or result.sepsets or result.removed_at)
     if depth == 0 and fresh:
         result.max_pvalue = PairRecord(n)
@@ -238,6 +237,37 @@ def streamed_depth(
 def _no_set() -> list[tuple[int, ...]]:
     """The separating sets of a pair removed at depth 0: the empty set."""
     return [()]
+
+
+class _LargestPerPair:
+    """:func:`_largest_per_pair` over a depth's batches: a batch of pairs each once and after
+    every pair so far (depth 0 lists its pairs so) is kept as it is, any other is merged."""
+
+    def __init__(self) -> None:
+        self._codes: list[np.ndarray] = []
+        self._pvalues: list[np.ndarray] = []
+        self._last = -1  # the largest code added
+
+    def add(self, codes: np.ndarray, pvalues: np.ndarray) -> None:
+        if not codes.size:
+            return
+        if codes[0] > self._last and bool(np.all(codes[1:] > codes[:-1])):
+            known = ~np.isnan(pvalues)
+            self._codes.append(codes[known])
+            self._pvalues.append(pvalues[known])
+            self._last = int(codes[-1])
+            return
+        merged_codes, merged_p = _largest_per_pair(
+            np.concatenate([*self._codes, codes]), np.concatenate([*self._pvalues, pvalues])
+        )
+        self._codes, self._pvalues = [merged_codes], [merged_p]
+        self._last = max(self._last, int(codes.max()))
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each pair code once (ascending) with its largest p-value."""
+        if not self._codes:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.concatenate(self._codes), np.concatenate(self._pvalues)
 
 
 def _largest_per_pair(codes: np.ndarray, pvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
