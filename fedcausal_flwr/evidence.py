@@ -265,10 +265,13 @@ def _packed_sets(
     n_sets[own] = [len(values[i]) for i in own.tolist()]
     set_starts = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(n_sets, out=set_starts[1:])
+    own_sets = [tuple(s) for i in own.tolist() for s in values[i]]
+    if not any(template):  # the shared sets are empty (depth 0's [()]): members are the others'
+        member_starts, members = _members_of_own_sets(set_starts, own, n_sets, own_sets)
+        return _packed(pairs, set_starts, member_starts, members)
     # every set's owner and its place among its pair's sets
     owner = np.repeat(np.arange(k), n_sets)
     in_shared = shared[owner]
-    own_sets = [tuple(s) for i in own.tolist() for s in values[i]]
     sizes = np.empty(len(owner), dtype=np.int64)
     place = np.arange(len(owner)) - set_starts[owner]
     template_sizes = np.array([len(s) for s in template], dtype=np.int64)
@@ -286,6 +289,30 @@ def _packed_sets(
         offset = np.arange(len(members))[member_shared] - member_starts[shared_sets]
         members[member_shared] = template_flat[template_starts[place[shared_sets]] + offset]
     members[~member_shared] = [m for s in own_sets for m in s]
+    return _packed(pairs, set_starts, member_starts, members)
+
+
+def _members_of_own_sets(
+    set_starts: np.ndarray, own: np.ndarray, n_sets: np.ndarray, own_sets: list[tuple[int, ...]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(member_starts, members)`` when only the pairs ``own`` have sets with members: their
+    sets' sizes placed at their positions, and their members in set order."""
+    own_n = n_sets[own]
+    first_of_own = np.cumsum(own_n) - own_n
+    positions = np.repeat(set_starts[own] - first_of_own, own_n) + np.arange(int(own_n.sum()))
+    sizes = np.zeros(int(set_starts[-1]), dtype=np.int64)
+    sizes[positions] = [len(s) for s in own_sets]
+    member_starts = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=member_starts[1:])
+    members = np.fromiter(
+        (m for s in own_sets for m in s), dtype=np.int32, count=int(member_starts[-1])
+    )
+    return member_starts, members
+
+
+def _packed(
+    pairs: np.ndarray, set_starts: np.ndarray, member_starts: np.ndarray, members: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     offsets = np.int32 if member_starts[-1] < 2**31 and set_starts[-1] < 2**31 else np.int64
     return (
         pairs.astype(np.int32).reshape(-1, 2),

@@ -156,3 +156,27 @@ def test_the_command_line_writes_the_companion_unless_told_not_to(tmp_path, caps
     capsys.readouterr()
     assert main([*common, "--keep-evidence", "maybe"]) == 2
     assert "--keep-evidence" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("template", [[()], [(), ()], [(4,), (2, 5)], []])
+def test_separating_sets_pack_as_listed_whatever_the_shared_value(template):
+    """Pairs sharing one value (depth 0's ``[()]``, or any other) beside pairs with their own
+    sets: the packed arrays list every pair's sets, members in order."""
+    from fedcausal_flwr.evidence import _packed_sets
+
+    rng = np.random.default_rng(len(template))
+    pairs = np.array([[a, b] for a in range(6) for b in range(a + 1, 7)], dtype=np.int64)
+    shared = rng.random(len(pairs)) < 0.6
+    values = [
+        template if s else [tuple(sorted(rng.choice(9, rng.integers(0, 3), replace=False)))
+                            for _ in range(int(rng.integers(1, 3)))]
+        for s in shared
+    ]  # fmt: skip
+    got_pairs, set_starts, member_starts, members = _packed_sets((pairs, values, shared))
+    assert got_pairs.tolist() == pairs.tolist()
+    listed = [
+        [members[member_starts[j] : member_starts[j + 1]].tolist()
+         for j in range(set_starts[i], set_starts[i + 1])]
+        for i in range(len(pairs))
+    ]  # fmt: skip
+    assert listed == [[list(s) for s in sets] for sets in values]

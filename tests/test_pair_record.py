@@ -79,3 +79,21 @@ def test_a_bulk_must_be_sorted_distinct_and_go_into_an_empty_record():
     record[(0, 1)] = 1.0
     with pytest.raises(ValueError, match="empty record"):
         record.set_bulk(np.array([[1, 2]]), np.zeros(1))
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [[6, 1], [1, 1], [5], [4], [-1, 1], [1, 16]],
+    ids=["unsorted", "repeated", "x-equals-y", "x-above-y", "negative", "past-the-last-pair"],
+)
+def test_a_bulk_given_as_codes_is_checked_as_pairs_are(codes):
+    """Codes ``x * 4 + y`` of 4 variables (5 is (1, 1), 4 is (1, 0)): what set_bulk refuses as
+    pairs, set_bulk_codes refuses as codes."""
+    with pytest.raises(ValueError, match="distinct, sorted"):
+        PairRecord(4).set_bulk_codes(np.array(codes), np.zeros(len(codes)))
+
+
+def test_a_bulk_given_as_codes_reads_as_its_pairs():
+    record = PairRecord(4)
+    record.set_bulk_codes(np.array([3, 7]), np.array([0.5, 0.25]))
+    assert list(record.items()) == [((0, 3), 0.5), ((1, 3), 0.25)]

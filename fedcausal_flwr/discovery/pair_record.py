@@ -46,12 +46,29 @@ class PairRecord(MutableMapping[Pair, Any]):
     ) -> None:
         """Hold the (k, 2) ``pairs`` (x < y, sorted, distinct, none recorded yet) with ``values``
         (one per pair) or each with the value ``shared()``."""
+        codes = pairs[:, 0].astype(np.int64) * self._n + pairs[:, 1]
+        if codes.size and np.any(pairs[:, 0] >= pairs[:, 1]):
+            raise ValueError("bulk pairs must be distinct, sorted and have x < y")
+        self.set_bulk_codes(codes, values, shared)
+
+    def set_bulk_codes(
+        self,
+        codes: np.ndarray,
+        values: np.ndarray | None = None,
+        shared: Callable[[], Any] | None = None,
+    ) -> None:
+        """:meth:`set_bulk` with the pairs as codes ``x * n_vars + y`` (int64)."""
         if (values is None) == (shared is None):
             raise ValueError("give the bulk either values or a shared value")
         if len(self) or self._codes.size:
             raise ValueError("a bulk goes into an empty record")
-        codes = pairs[:, 0].astype(np.int64) * self._n + pairs[:, 1]
-        if codes.size and (np.any(np.diff(codes) <= 0) or np.any(pairs[:, 0] >= pairs[:, 1])):
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size and (
+            np.any(codes[1:] <= codes[:-1])
+            or codes[0] < 0
+            or codes[-1] >= self._n * self._n
+            or np.any(codes // self._n >= codes % self._n)
+        ):
             raise ValueError("bulk pairs must be distinct, sorted and have x < y")
         self._codes, self._values, self._shared = codes, values, shared
         self._gone = np.zeros(codes.size, dtype=bool)

@@ -58,9 +58,9 @@ def _deciding_pvalues(
     n = len(result.graph.names)
     depth = np.full(len(a), POSSIBLE_DSEP, dtype=np.int64)
     if len(depths):
-        codes = depths_at[:, 0] * n + depths_at[:, 1]
-        where = np.minimum(np.searchsorted(codes, a * n + b), len(codes) - 1)
-        found = codes[where] == a * n + b
+        codes, wanted = depths_at[:, 0] * n + depths_at[:, 1], a * n + b
+        where = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
+        found = codes[where] == wanted
         depth[found] = depths[where[found]]
     return pairs, pvalues_array, adjacent, depth
 

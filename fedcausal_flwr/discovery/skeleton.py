@@ -203,16 +203,18 @@ def streamed_depth(
     removed_codes = np.sort(codes)  # distinct at depth 0; a pair's sets repeat it above
     if removed_codes.size:
         removed_codes = removed_codes[np.r_[True, removed_codes[1:] != removed_codes[:-1]]]
-    removed = np.stack((removed_codes // n, removed_codes % n), axis=1)
+    removed = np.empty((removed_codes.size, 2), dtype=np.int64)
+    np.floor_divide(removed_codes, n, out=removed[:, 0])
+    np.remainder(removed_codes, n, out=removed[:, 1])
     best_codes, best_p = largest.result()
     fresh = not (result.max_pvalue or result.sepsets or result.removed_at)
     if depth == 0 and fresh:
         result.max_pvalue = PairRecord(n)
-        result.max_pvalue.set_bulk(np.stack((best_codes // n, best_codes % n), axis=1), best_p)
+        result.max_pvalue.set_bulk_codes(best_codes, best_p)
         result.sepsets = PairRecord(n)
-        result.sepsets.set_bulk(removed, shared=_no_set)
+        result.sepsets.set_bulk_codes(removed_codes, shared=_no_set)
         result.removed_at = PairRecord(n)
-        result.removed_at.set_bulk(removed, np.zeros(len(removed), dtype=np.int64))
+        result.removed_at.set_bulk_codes(removed_codes, np.zeros(len(removed), dtype=np.int64))
         return removed
     for code, p in zip(best_codes.tolist(), best_p.tolist(), strict=True):
         keep_largest(result.max_pvalue, (code // n, code % n), p)
