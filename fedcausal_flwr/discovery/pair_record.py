@@ -46,10 +46,7 @@ class PairRecord(MutableMapping[Pair, Any]):
     ) -> None:
         """Hold the (k, 2) ``pairs`` (x < y, sorted, distinct, none recorded yet) with ``values``
         (one per pair) or each with the value ``shared()``."""
-        codes = pairs[:, 0].astype(np.int64) * self._n + pairs[:, 1]
-        if codes.size and np.any(pairs[:, 0] >= pairs[:, 1]):
-            raise ValueError("bulk pairs must be distinct, sorted and have x < y")
-        self.set_bulk_codes(codes, values, shared)
+        self.set_bulk_codes(pairs[:, 0].astype(np.int64) * self._n + pairs[:, 1], values, shared)
 
     def set_bulk_codes(
         self,
@@ -270,11 +267,11 @@ def _merged_pairs(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """A record's bulk pairs followed by the keys of its other entries, and the order that sorts
     them (None: sorted already; a bulk alone always is, ``set_bulk`` checks it)."""
+    if not len(others):
+        return bulk, None
     flat = np.fromiter(
         (int(v) for key in others for v in key[:2]), dtype=np.int64, count=2 * len(others)
     )
-    if not len(others):
-        return bulk, None
     pairs = np.concatenate((bulk, flat.reshape(-1, 2)))
     order = np.lexsort((pairs[:, 1], pairs[:, 0]))
     return pairs, order if np.any(order[1:] < order[:-1]) else None

@@ -277,15 +277,10 @@ def _largest_per_pair(codes: np.ndarray, pvalues: np.ndarray) -> tuple[np.ndarra
     :func:`keep_largest` does; a pair with none is left out)."""
     if not codes.size:
         return codes, pvalues
-    steps = codes[1:] - codes[:-1]
-    if bool(np.all(steps > 0)):  # each pair once, in order (depth 0 lists them so)
-        known = ~np.isnan(pvalues)
-        return codes[known], pvalues[known]
-    if not bool(np.all(steps >= 0)):
+    if not bool(np.all(codes[1:] >= codes[:-1])):
         order = np.argsort(codes, kind="stable")
         codes, pvalues = codes[order], pvalues[order]
-        steps = codes[1:] - codes[:-1]
-    starts = np.flatnonzero(np.r_[True, steps != 0])
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     largest = np.fmax.reduceat(pvalues, starts)
     known = ~np.isnan(largest)
     return codes[starts][known], largest[known]

@@ -114,13 +114,10 @@ class SepsetIndex:
         chosen: dict[int, tuple[bool, object]] = {}  # code -> (key was normalised, value)
         bulk = np.zeros(0, dtype=np.int64)
         entries: Mapping = sepsets
-        bulk_codes = getattr(sepsets, "bulk_codes", None)
-        if bulk_codes is not None:  # a PairRecord: its bulk of pairs removed at level 0 as codes
-            codes, values = bulk_codes()
+        if getattr(sepsets, "n_vars", None) == n_vars:  # a PairRecord: its level-0 bulk as codes
+            codes, values = sepsets.bulk_codes()  # type: ignore[attr-defined]
             if values is None and sepsets.shared_value() == [()]:  # type: ignore[attr-defined]
-                held_n = sepsets.n_vars  # type: ignore[attr-defined]
-                bulk = codes if held_n == n_vars else (codes // held_n) * n_vars + codes % held_n
-                entries = sepsets.others()  # type: ignore[attr-defined]
+                bulk, entries = codes, sepsets.others()  # type: ignore[attr-defined]
         for key, value in entries.items():
             a, b = int(key[0]), int(key[1])
             normalised = a < b
