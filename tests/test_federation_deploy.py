@@ -192,6 +192,10 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     finally:
         deployment.stop()
 
+    # each run's ServerApp ran in a child forked by the coordinator's warm executor (the refused
+    # run never became a task), not in a fresh flwr-serverapp process
+    served = (deployment.workdir / "executor-serverapp.log").read_text()
+    assert len(re.findall(r"task \d+ \(pid \d+\) done in", served)) == 2, served
     # each site read its own CSV: the answer is pooled PC on the union of the three files, and
     # the in-process run's on the same rows
     reference = pooled_pc(frames)
@@ -363,6 +367,24 @@ def test_the_warm_executor_runs_each_task_in_a_forked_child(tmp_path):
     assert all(seen == "parent" for _, seen in written.values())
     assert marker["value"] == "parent" and executor.tasks == 3 and source.closed
     assert len(lines) == 1 and "exited with code 3" in lines[0], lines
+
+
+def test_the_warm_executor_takes_its_app_and_refuses_what_does_not_apply(capsys):
+    """``--app`` picks the tasks claimed (a SuperNode's ClientApp tasks or a SuperLink's
+    ServerApp tasks); an option of the other app's is refused, not ignored."""
+    from fedcausal_flwr.federation.deployment import warm_executor
+
+    for argv, problem in [
+        (["--app", "serverapp", "--pull-backoff", "0.1"], "--pull-backoff is a ClientApp task's"),
+        (["--app", "superexec"], "invalid choice: 'superexec'"),
+    ]:
+        with pytest.raises(SystemExit):
+            warm_executor.main(["--insecure", "--runtime-api-address", "127.0.0.1:1", *argv])
+        assert problem in capsys.readouterr().err, argv
+    with pytest.raises(ValueError, match="app must be one of"):
+        flower_internals.AppTaskSource("127.0.0.1:1", insecure=True, app="model")
+    assert set(flower_internals.APP_RUNTIMES) == {"clientapp", "serverapp"}
+    flower_internals.preload_app_runtime("serverapp")  # Flower has what the executor runs
 
 
 @pytest.mark.slow

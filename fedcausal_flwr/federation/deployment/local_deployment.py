@@ -20,7 +20,9 @@ Two set-ups (``tuned``):
   SuperNode with its idle poll at 0.2 s, its reply wait at 0.02 s and its object-pull backoff at
   0.02 s, :mod:`~fedcausal_flwr.federation.deployment.tuned_supernode`) plus ``fedcausal-executor``
   (a warm ClientApp executor that forks a pre-imported child per message, :mod:`~.warm_executor`),
-  watching the SuperNode's PID.
+  watching the SuperNode's PID; the SuperLink runs in ``--isolation process`` beside
+  ``fedcausal-executor --app serverapp``, which forks a pre-imported child per run (a fresh
+  ``flwr-serverapp`` spends about 2 s importing the SuperLink first).
 
 ``experiments/bench_deployment.py`` measures both set-ups' seconds per round in one run.
 """
@@ -263,11 +265,13 @@ class LocalDeployment:
                 str(self.port),
                 *([] if self.database is None else ["--database", str(self.database)]),
                 "--disable-runtime-dependency-installation",
+                *(["--isolation", "process"] if self.warm_executor else []),
             ],
             "superlink.log",
             self.env,
         )
         self._wait_healthy(link)
+        executors = [self._start_serverapp_executor(link)] if self.warm_executor else []
         write_toml(
             self.flwr_home / "config.toml",
             {
@@ -278,7 +282,6 @@ class LocalDeployment:
             },
         )
         self._register_sites()
-        executors: list[subprocess.Popen] = []
         for k, node_config in enumerate(self.node_configs):
             home = self.workdir / f"node{k}_home"
             home.mkdir(exist_ok=True)
@@ -319,12 +322,33 @@ class LocalDeployment:
             self._wait_executors_ready(executors)
         self.timings["start_s"] = time.perf_counter() - start
 
+    def _start_serverapp_executor(self, link: subprocess.Popen) -> subprocess.Popen:
+        """The coordinator's warm executor, running the SuperLink's ServerApp tasks (one per
+        run) in forked children, watching the SuperLink's PID."""
+        tls = ["--root-certificates", str(self.credentials_dir / "ca.crt")]
+        return self._spawn(
+            [
+                "fedcausal-executor",
+                "--app",
+                "serverapp",
+                *(tls if self.tls else ["--insecure"]),
+                "--runtime-api-address",
+                f"127.0.0.1:{self.port}",
+                "--parent-pid",
+                str(link.pid),
+                "--verbose",  # a line per run (its task, child and seconds)
+            ],
+            "executor-serverapp.log",
+            self.env,
+        )
+
     def _wait_executors_ready(self, executors: list[subprocess.Popen]) -> None:
-        """Wait until every site's executor has imported what its tasks need (its log says so;
-        up to 3x ``startup_timeout``: it imports every method)."""
+        """Wait until the coordinator's and every site's executor has imported what its tasks
+        need (its log says so; up to 3x ``startup_timeout``: it imports every method)."""
         from fedcausal_flwr.federation.deployment.warm_executor import READY
 
-        logs = [self.workdir / f"executor{k}.log" for k in range(len(executors))]
+        logs = [self.workdir / "executor-serverapp.log"]
+        logs += [self.workdir / f"executor{k}.log" for k in range(len(executors) - 1)]
         deadline = time.monotonic() + 3 * self.startup_timeout
         while time.monotonic() < deadline:
             for log, proc in zip(logs, executors, strict=True):

@@ -1,4 +1,5 @@
-"""``fedcausal-executor``: a warm ClientApp executor for a SuperNode in process isolation.
+"""``fedcausal-executor``: a warm app executor for a SuperNode (or a SuperLink) in process
+isolation.
 
 ``flower-supernode --isolation process`` runs no ClientApp itself: a separately started executor
 claims each task (one per message) from the SuperNode's Runtime API and runs it. Flower's own
@@ -10,6 +11,14 @@ child per task. The child runs the task with Flower's own ``run_clientapp`` (wha
 ``flwr-clientapp --token ...`` runs; :func:`~.flower_internals.run_clientapp_task`) and exits.
 Each child is a copy of the warm parent, so nothing one task does reaches the next (as with a
 fresh process); only the imports are shared.
+
+``--app serverapp`` does the same for the coordinator: beside ``flower-superlink --isolation
+process`` it claims the SuperLink's ServerApp tasks (one per run) and runs each with Flower's own
+``run_serverapp`` (what ``flwr-serverapp --token ...`` runs; :func:`~.flower_internals.
+run_serverapp_task`) in a forked child, the run's output mirrored to its log stream. A fresh
+``flwr-serverapp`` imports the whole SuperLink (about 2 s) before it loads the app; the
+coordinator's bundle is installed and its ServerApp loaded as Flower does (the coordinator's
+own), only with runtime dependency installation off.
 
 The site runs only its installed package: every task runs the installed
 ``fedcausal_flwr.flwr_app:client_app``, and a bundle that carries anything but
@@ -31,6 +40,13 @@ One executor per SuperNode, on its machine, pointed at the SuperNode's Runtime A
     flower-supernode --insecure --superlink <coordinator>:9092 --isolation process --port 9094 \\
         --node-config "partition-id=0 data-path='/data/site0.csv'"
     fedcausal-executor --insecure --runtime-api-address 127.0.0.1:9094
+
+and, on the coordinator's machine, one beside the SuperLink (its Runtime API is its ``--port``;
+``--root-certificates`` its CA when it serves TLS)::
+
+    flower-superlink --isolation process --disable-runtime-dependency-installation ...
+    fedcausal-executor --app serverapp --root-certificates ca.crt --runtime-api-address \
+        127.0.0.1:8000
 
 ``--root-certificates`` (a Runtime API served with TLS) and ``--superexec-auth-secret-file`` work
 as for ``flower-superexec``. ``--parent-pid`` ends the executor when that process (e.g. the
@@ -77,14 +93,15 @@ class Stop(Exception):
     """SIGTERM / SIGINT (or the watched parent ended): stop claiming, end the children."""
 
 
-def preload(extra: Sequence[str] = ()) -> list[str]:
-    """Import, once, what a ClientApp task of this project needs; the modules imported.
+def preload(extra: Sequence[str] = (), app: str = "clientapp") -> list[str]:
+    """Import, once, what a task of this project's ``app`` (``clientapp`` or ``serverapp``)
+    needs; the modules imported.
 
-    Flower's ClientApp runtime, numpy, pandas and scipy.stats, the app module ``pyproject.toml``
-    names (``fedcausal_flwr.flwr_app``), every built-in method module and
+    Flower's runtime of that app, numpy, pandas and scipy.stats, the app module
+    ``pyproject.toml`` names (``fedcausal_flwr.flwr_app``), every built-in method module and
     client module (:func:`builtin_method_modules`: a task of any method then imports nothing),
     then the ``extra`` modules (e.g. plugins registering more methods)."""
-    flower_internals.preload_clientapp_runtime()
+    flower_internals.preload_app_runtime(app)
     names = [
         "numpy",
         "pandas",
@@ -101,14 +118,14 @@ def preload(extra: Sequence[str] = ()) -> list[str]:
 
 
 class WarmExecutor:
-    """Claims ClientApp tasks from ``source`` and runs each in a forked child.
+    """Claims app tasks from ``source`` and runs each in a forked child.
 
     ``source.acquire()`` returns ``(token, task id)`` or None; ``run_task(token)`` runs one task
     in the calling process and returns its exit code (the child's)."""
 
     def __init__(
         self,
-        source: flower_internals.ClientAppTaskSource,
+        source: flower_internals.AppTaskSource,
         run_task: Callable[[str], int],
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         log: Callable[[str], None] | None = None,
@@ -230,13 +247,21 @@ def watch_parent(pid: int, interval: float = 0.2) -> threading.Thread:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fedcausal-executor",
-        description="A warm ClientApp executor for a Flower SuperNode started with "
-        "--isolation process: imports once, forks a child per task.",
+        description="A warm app executor for a Flower SuperNode (or, --app serverapp, a "
+        "SuperLink) started with --isolation process: imports once, forks a child per task.",
+    )
+    p.add_argument(
+        "--app",
+        choices=sorted(flower_internals.APP_RUNTIMES),
+        default="clientapp",
+        help="the tasks to run: a SuperNode's ClientApp tasks (default) or a SuperLink's "
+        "ServerApp tasks",
     )
     p.add_argument(
         "--runtime-api-address",
         required=True,
-        help="the SuperNode's Runtime API, host:port (its --port; 9094 by default)",
+        help="the SuperNode's Runtime API, host:port (its --port; 9094 by default); with "
+        "--app serverapp the SuperLink's (its --port; 8000 by default)",
     )
     p.add_argument("--insecure", action="store_true", help="the Runtime API is served without TLS")
     p.add_argument(
@@ -260,9 +285,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pull-backoff",
         type=float,
-        default=DEFAULT_PULL_BACKOFF,
-        help="seconds before a task re-pulls message objects the SuperNode does not have yet "
-        f"(Flower: 1 s; default {DEFAULT_PULL_BACKOFF})",
+        default=None,
+        help="seconds before a ClientApp task re-pulls message objects the SuperNode does not "
+        f"have yet (Flower: 1 s; default {DEFAULT_PULL_BACKOFF})",
     )
     p.add_argument("--verbose", action="store_true", help="log every task and how long it took")
     p.add_argument(
@@ -277,18 +302,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.insecure and args.root_certificates:
         parser().error("--insecure and --root-certificates exclude each other")
+    if args.app == "serverapp" and args.pull_backoff is not None:
+        parser().error("--pull-backoff is a ClientApp task's: it does not apply to --app serverapp")
+    pull_backoff = DEFAULT_PULL_BACKOFF if args.pull_backoff is None else args.pull_backoff
     started = time.perf_counter()
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     try:
-        modules = preload([m.strip() for m in args.preload.split(",") if m.strip()])
-        source = flower_internals.ClientAppTaskSource(
+        modules = preload([m.strip() for m in args.preload.split(",") if m.strip()], args.app)
+        source = flower_internals.AppTaskSource(
             args.runtime_api_address,
             insecure=args.insecure,
             root_certificates_path=args.root_certificates,
             superexec_auth_secret=flower_internals.load_superexec_secret(
                 args.superexec_auth_secret_file
             ),
+            app=args.app,
         )
     except Stop:
         return
@@ -297,20 +326,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     from fedcausal_flwr.federation.runtime.clientside import installed_client_app
 
     def run_task(token: str) -> int:
+        if args.app == "serverapp":
+            return flower_internals.run_serverapp_task(
+                args.runtime_api_address,
+                token,
+                insecure=args.insecure,
+                root_certificates_path=args.root_certificates,
+                parent_pid=executor_pid,
+            )
         return flower_internals.run_clientapp_task(
             args.runtime_api_address,
             token,
             insecure=args.insecure,
             root_certificates_path=args.root_certificates,
             parent_pid=executor_pid,
-            pull_backoff=args.pull_backoff,
+            pull_backoff=pull_backoff,
             pinned_app=installed_client_app,
         )
 
     executor = WarmExecutor(source, run_task, args.poll_interval, verbose=args.verbose)
     executor.log(
         f"{READY} {len(modules)} modules imported in {time.perf_counter() - started:.1f} s; "
-        f"claiming ClientApp tasks from {args.runtime_api_address} every {args.poll_interval:g} s"
+        f"claiming {args.app} tasks from {args.runtime_api_address} every {args.poll_interval:g} s"
     )
     if args.parent_pid is not None:
         watch_parent(args.parent_pid)

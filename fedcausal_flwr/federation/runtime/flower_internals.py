@@ -180,14 +180,15 @@ def ray_simulation_leftovers() -> list[str]:
     return list(_RAY_LEFTOVERS)
 
 
-# -- The SuperNode's ClientApp runtime in process isolation (`flower-supernode --isolation
-#     process`), used by the warm executor (fedcausal_flwr.federation.deployment.warm_executor).
-#     Missing public API: an executor that runs ClientApp tasks in a process that is already
-#     started. Flower 1.42's SuperExec starts a fresh `flwr-clientapp` process per task
-#     (SubprocessExecutor; its warm pools serve only agentapp/model/connector tasks on Kubernetes),
-#     and the pieces an executor is made of (the Runtime API client, AcquireTask, the ClientApp task
-#     runner `run_clientapp`) are internal. Imported inside the functions below: a module that only
-#     needs the names above (every backend) does not pay for the SuperNode runtime.
+# -- The SuperNode's ClientApp runtime and the SuperLink's ServerApp runtime in process isolation
+#     (`flower-supernode --isolation process`, `flower-superlink --isolation process`), used by the
+#     warm executor (fedcausal_flwr.federation.deployment.warm_executor). Missing public API: an
+#     executor that runs app tasks in a process that is already started. Flower 1.42's SuperExec
+#     starts a fresh `flwr-clientapp` / `flwr-serverapp` process per task (SubprocessExecutor; its
+#     warm pools serve only agentapp/model/connector tasks on Kubernetes), and the pieces an
+#     executor is made of (the Runtime API client, AcquireTask, the task runners `run_clientapp`
+#     and `run_serverapp`) are internal. Imported inside the functions below: a module that only
+#     needs the names above (every backend) does not pay for the SuperNode or SuperLink runtime.
 SUPEREXEC_AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})  # as flower-superexec's
 
 
@@ -204,22 +205,34 @@ def load_superexec_secret(path: str | None) -> bytes | None:
     return load_superexec_auth_secret(secret_file=path)
 
 
-def preload_clientapp_runtime() -> None:
-    """Import what ``flwr-clientapp`` imports (the task runner and everything under it), and
-    check it has what :func:`run_clientapp_task` uses."""
-    import flwr.supernode.runtime.run_clientapp as runtime
+#: The app tasks a warm executor runs: ``clientapp`` (a SuperNode's) or ``serverapp`` (a
+#: SuperLink's), the Flower runtime module that runs one, and what of it is used here.
+APP_RUNTIMES = {
+    "clientapp": ("flwr.supernode.runtime.run_clientapp", "CLIENTAPP_RUNTIME_NAMES"),
+    "serverapp": ("flwr.superlink.runtime.run_serverapp", "SERVERAPP_RUNTIME_NAMES"),
+}
 
-    missing = [name for name in CLIENTAPP_RUNTIME_NAMES if not hasattr(runtime, name)]
+
+def preload_app_runtime(app: str = "clientapp") -> None:
+    """Import what ``flwr-clientapp`` (``app="clientapp"``) or ``flwr-serverapp``
+    (``"serverapp"``) imports (the task runner and everything under it), and check it has what
+    :func:`run_clientapp_task` / :func:`run_serverapp_task` use."""
+    import importlib
+
+    module_name, names = APP_RUNTIMES[app]
+    runtime = importlib.import_module(module_name)
+    missing = [name for name in globals()[names] if not hasattr(runtime, name)]
     if missing:
         raise ImportError(
-            f"flwr {flwr.__version__}: flwr.supernode.runtime.run_clientapp has no {missing} "
+            f"flwr {flwr.__version__}: {module_name} has no {missing} "
             f"(the warm executor was written for flwr {FLOWER_SERIES}x)"
         )
 
 
-class ClientAppTaskSource:
-    """Claims ClientApp tasks from a SuperNode's Runtime API, as ``flower-superexec`` does
-    (AcquireTask, with the version header and, given a secret, SuperExec auth)."""
+class AppTaskSource:
+    """Claims ClientApp tasks from a SuperNode's Runtime API (``app="clientapp"``) or ServerApp
+    tasks from a SuperLink's (``"serverapp"``), as ``flower-superexec`` does (AcquireTask, with
+    the version header and, given a secret, SuperExec auth)."""
 
     def __init__(
         self,
@@ -227,7 +240,11 @@ class ClientAppTaskSource:
         insecure: bool,
         root_certificates_path: str | None = None,
         superexec_auth_secret: bytes | None = None,
+        app: str = "clientapp",
     ):
+        if app not in APP_RUNTIMES:
+            raise ValueError(f"app must be one of {sorted(APP_RUNTIMES)}, not {app!r}")
+        self.app = app
         from flwr.supercore.interceptors import (
             RuntimeVersionHttpInterceptor,
             SuperExecAuthHttpInterceptor,
@@ -255,12 +272,13 @@ class ClientAppTaskSource:
         )
 
     def acquire(self) -> tuple[str, int] | None:
-        """``(token, task id)`` of a pending ClientApp task claimed for us, or None."""
+        """``(token, task id)`` of a pending task of our app claimed for us, or None."""
         from flwr.proto.runtime_pb2 import AcquireTaskRequest  # pylint: disable=E0611
         from flwr.supercore.constant import TaskType
 
+        task_type = TaskType.CLIENT_APP if self.app == "clientapp" else TaskType.SERVER_APP
         response = self.client.AcquireTask(
-            AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP], agentapp_fab_hashes=[])
+            AcquireTaskRequest(supported_task_types=[task_type], agentapp_fab_hashes=[])
         )
         if response.HasField("task") and response.token:
             return response.token, int(response.task.task_id)
@@ -360,6 +378,48 @@ CLIENTAPP_RUNTIME_NAMES = (
     "install_from_fab",
     "get_load_client_app_fn",
 )
+
+
+def run_serverapp_task(
+    runtime_api_address: str,
+    token: str,
+    insecure: bool,
+    root_certificates_path: str | None,
+    parent_pid: int | None,
+) -> int:
+    """Run one claimed ServerApp task with Flower's own ``run_serverapp``, in this (forked,
+    single-task) process, as ``flwr-serverapp --token ...`` runs it: its output mirrored to the
+    run's log stream (what ``flwr run --stream`` shows); its exit code. Runtime dependency
+    installation is off. Nothing else changes: the bundle's ServerApp is loaded as Flower loads
+    it (the coordinator's own app); a fresh ``flwr-serverapp`` process spends about 2 s importing
+    the whole SuperLink (its command module's) before it runs a line of the app."""
+    from queue import Queue
+
+    from flwr.supercore.logger import mirror_output_to_queue, restore_output
+    from flwr.supercore.tls import validate_and_resolve_root_certificates
+    from flwr.superlink.runtime.run_serverapp import run_serverapp
+
+    log_queue: Queue[str | None] = Queue()
+    mirror_output_to_queue(log_queue)
+    try:
+        run_serverapp(
+            runtime_api_address=runtime_api_address,
+            log_queue=log_queue,
+            token=token,
+            insecure=insecure,
+            certificates=validate_and_resolve_root_certificates(root_certificates_path, insecure),
+            parent_pid=parent_pid,
+            runtime_dependency_install=False,
+        )
+    except SystemExit as done:  # run_serverapp ends with flwr_exit -> sys.exit
+        return done.code if isinstance(done.code, int) else 1
+    finally:
+        restore_output()
+    return 0
+
+
+#: What the warm executor uses of the ServerApp runtime module (checked when it starts).
+SERVERAPP_RUNTIME_NAMES = ("run_serverapp",)
 
 
 # -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.deployment.tuned_supernode).
@@ -489,8 +549,9 @@ def run_flower_supernode() -> None:
 
 __all__ = [
     "CLIENT_APP_RAISED_EXCEPTION",
+    "APP_RUNTIMES",
+    "AppTaskSource",
     "CLIENTAPP_RUNTIME_NAMES",
-    "ClientAppTaskSource",
     "FLOWER_SERIES",
     "GRID_MODULE",
     "GRID_REPLY_BACKOFF",
@@ -505,15 +566,17 @@ __all__ = [
     "SUPERNODE_LOOP_CALLS",
     "SUPERNODE_LOOP_MODULE",
     "SUPERNODE_REPLY_SLEEP",
+    "SERVERAPP_RUNTIME_NAMES",
     "TrackedSecAggPlusWorkflow",
     "add_superexec_auth_args",
     "client_app_error_reason",
     "empty_run",
     "fitins_to_recorddict",
     "load_superexec_secret",
-    "preload_clientapp_runtime",
+    "preload_app_runtime",
     "recorddict_to_fitres",
     "run_clientapp_task",
+    "run_serverapp_task",
     "run_flower_supernode",
     "run_simulation_quietly",
     "secagg_sample_size",
