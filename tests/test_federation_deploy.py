@@ -231,7 +231,8 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
 def test_stock_deployment_runs_fedpc(tmp_path):
     """docs/deployment.md's commands (flower-supernode in its default subprocess isolation, which
     starts flower-superexec and a flwr-clientapp per message): the in-process result, and none of
-    those processes phones out."""
+    those processes phones out. (Depth 0 only: two rounds, each a fresh process per message and
+    site; deeper rounds are the same messages, which the tuned set-up runs.)"""
     paths = write_sites(tmp_path, rows=1_500)
     frames = [pd.read_csv(p) for p in paths]
     app_dir = stage_app(tmp_path)
@@ -241,14 +242,16 @@ def test_stock_deployment_runs_fedpc(tmp_path):
     deployment = LocalDeployment(tmp_path / "deploy", nodes, tls=False, auth=False)
     try:
         deployment.start()
-        result = deployment.run(app_dir, {"method": "fedpc", "num-clients": 3}, timeout=170)
+        result = deployment.run(
+            app_dir, {"method": "fedpc", "options": "max-depth=0", "num-clients": 3}, timeout=170
+        )
         # SuperLink, 3 SuperNodes and the flower-superexec each of them started are up
         assert assert_nothing_phones_out(deployment) >= 7
     finally:
         deployment.stop()
     assert not [p for p in deployment.stopped_pids if alive(p)]
-    local = fedcausal_flwr.run("fedpc", data=frames)
-    assert result.graph == local.graph and result.rounds == local.rounds
+    local = fedcausal_flwr.run("fedpc", data=frames, max_depth=0)
+    assert result.graph == local.graph and result.rounds == local.rounds == 2
     assert result.config["data"]["fingerprint"] == local.config["data"]["fingerprint"]
 
 
