@@ -24,11 +24,11 @@ number of rounds, each run's seconds from ``flwr run`` to its result, whether th
 the in-process run on the same rows, and the CPU seconds per round that every process of the
 deployment used (SuperLink, SuperNodes, executors, everything they started and ``flwr run``, from
 ``flwr run`` to its result: the cost a loaded machine stretches into waiting); then the means
-against the targets (stock <= 5 s, i.e. at least 2x faster than the ~10 s per round before;
-tuned <= 2 s) and the ratios stock / tuned and stock / floor. The SuperLink keeps its state in
-memory, as docs/deployment.md's command does; ``--database`` puts it in an SQLite file instead
-(every pull is then a transaction on disk: slower rounds, more CPU). The machine's load average is
-printed before and after: on a loaded machine every figure but the CPU seconds grows.
+against the targets (stock / floor <= 1.3x; tuned <= 1 s) and the ratio stock / tuned. The
+SuperLink keeps its state in memory, as docs/deployment.md's command does; ``--database`` puts it
+in an SQLite file instead (every pull is then a transaction on disk: slower rounds, more CPU). The
+machine's load average is printed before and after: on a loaded machine every figure but the CPU
+seconds grows.
 """
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ from fedcausal_flwr.data import load_network, split_iid
 from fedcausal_flwr.federation.deployment.local_deployment import LocalDeployment
 from fedcausal_flwr.processes import descendants
 
-TARGET_STOCK_S = 5.0
-TARGET_TUNED_S = 2.0
+#: the targets: the stock commands within 1.3x Flower's floor measured in the same run, a tuned
+#: round within 1 s
+TARGET_STOCK_RATIO = 1.3
+TARGET_TUNED_S = 1.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -283,12 +285,14 @@ def main() -> None:
         executor = statistics.mean(figures["executor"]["rounds"])
         tuned = statistics.mean(figures["tuned"]["rounds"])
         least = statistics.mean(floor["rounds"])
+        ratio = stock / least
         print(
-            f"\nmean round: stock {stock:.2f} s (target <= {TARGET_STOCK_S:g} s: "
-            f"{'met' if stock <= TARGET_STOCK_S else 'MISSED'}; Flower's floor {least:.2f} s), "
-            f"executor {executor:.2f} s, tuned {tuned:.2f} s (target <= {TARGET_TUNED_S:g} s: "
+            f"\nmean round: stock {stock:.2f} s, Flower's floor {least:.2f} s: stock / floor = "
+            f"{ratio:.2f}x (target <= {TARGET_STOCK_RATIO:g}x: "
+            f"{'met' if ratio <= TARGET_STOCK_RATIO else 'MISSED'}); executor {executor:.2f} s; "
+            f"tuned {tuned:.2f} s (target <= {TARGET_TUNED_S:g} s: "
             f"{'met' if tuned <= TARGET_TUNED_S else 'MISSED'}); stock / tuned = "
-            f"{stock / tuned:.1f}x, stock / floor = {stock / least:.2f}x"
+            f"{stock / tuned:.1f}x"
         )
         print("load average after: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 SKIPPED_PARTS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "build", "dist"}
 
@@ -202,3 +203,14 @@ def causallearn_pvalues(codes, queries, method):
 
     cit = CIT(codes, method)
     return np.array([cit(x, y, list(s)) for x, y, s in queries])
+
+
+def slow_when(values: Sequence, is_slow: Callable[[object], bool], ids: Callable | None = None):
+    """``values`` as parametrize cases, those for which ``is_slow`` holds marked slow (they run
+    in `pytest -m slow`, after the suite: the larger grids' cases)."""
+    return [
+        pytest.param(
+            v, id=None if ids is None else ids(v), marks=[pytest.mark.slow] if is_slow(v) else []
+        )
+        for v in values
+    ]

@@ -280,6 +280,7 @@ def _mean_sd(values) -> tuple[float, float]:
     return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
+@pytest.mark.slow
 def test_experiment_synthetic_clients_quick(tmp_path, capsys):
     assert run_experiment("fedc2sl-synthetic-clients", quick=True, out=tmp_path) == 0
     text = capsys.readouterr().out
@@ -322,6 +323,7 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
             assert (float(mean), float(sd)) == pytest.approx(expected, abs=0.051), (method, k)
 
 
+@pytest.mark.slow
 def test_experiment_sachs_quick(tmp_path, capfd):
     """Runs the installed script on the packaged Sachs data."""
     assert run_experiment("fedc2sl-sachs", quick=True, out=tmp_path) == 0
@@ -362,6 +364,7 @@ def test_experiment_sachs_quick(tmp_path, capfd):
             assert float(cl0128) == float(std) == 17.0
 
 
+@pytest.mark.slow
 def test_experiment_fedlcs_quick(tmp_path, capfd):
     assert run_experiment("fedlcs-benchmarks", quick=True, out=tmp_path) == 0
     text = capfd.readouterr().out
@@ -404,6 +407,7 @@ def test_experiment_fedlcs_quick(tmp_path, capfd):
         assert table[(n, "lcs-best")][0] >= table[(n, "lcs-avg")][0]
 
 
+@pytest.mark.slow
 def test_experiment_fedecd_quick(tmp_path, capfd):
     assert run_experiment("fedecd-grid", quick=True, out=tmp_path, jobs=2) == 0
     text = capfd.readouterr().out
@@ -481,6 +485,7 @@ def _check_fedcdnv_table(text: str, heading: str, frame: pd.DataFrame) -> None:
         assert edges == pytest.approx(rows["n_edges"].mean(), abs=0.051), (method, "edges")
 
 
+@pytest.mark.slow
 def test_experiments_fedcdnv_quick(tmp_path, capfd):
     """Both FedCDnv settings, quick; Sachs from the packaged data."""
     assert run_experiment("fedcdnv-synthetic", quick=True, out=tmp_path / "synthetic") == 0

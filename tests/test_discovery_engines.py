@@ -17,6 +17,7 @@ from fedcausal_flwr.discovery.pc import pc
 from fedcausal_flwr.graphs import Graph
 from fedcausal_flwr.graphs.truth import dag_to_cpdag, dag_to_pag
 from fedcausal_flwr.stats.oracles import DiscreteOracle, DSeparationOracle, GaussianOracle
+from tests.helpers import slow_when
 
 SMALL_NETWORKS = [
     "asia",
@@ -33,7 +34,8 @@ SMALL_NETWORKS = [
 
 
 # ------------------------------------------------------------------ perfect CI answers
-@pytest.mark.parametrize("name", SMALL_NETWORKS)
+# water (8 s) runs with the slow tests
+@pytest.mark.parametrize("name", slow_when(SMALL_NETWORKS, lambda name: name == "water"))
 def test_pc_with_dseparation_oracle_returns_true_cpdag(name):
     dag = load_network(name).dag
     oracle = DSeparationOracle(dag)
@@ -53,7 +55,7 @@ def test_pc_with_dseparation_oracle_returns_true_cpdag(name):
         ("sachs", 0.1),
         ("child", 0.1),
         ("insurance", 0.0),
-        ("water", 0.0),
+        pytest.param("water", 0.0, marks=pytest.mark.slow),  # 8 s: with the slow tests
         ("mildew", 0.1),
         ("alarm", 0.1),
     ],

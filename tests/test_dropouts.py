@@ -59,6 +59,7 @@ from fedcausal_flwr.protocols.fedci import GLM
 from fedcausal_flwr.protocols.fedpc import MARGINS, SKETCH
 from fedcausal_flwr.result import Result
 from fedcausal_flwr.stats.glm import ClientTable, ci_test_inprocess
+from tests.helpers import slow_when
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAILING = 1  # the partition that drops out
@@ -402,7 +403,13 @@ def check_stops(case: Case, action: str, where: int) -> None:
     assert reason_text(FAILING, action) in message
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+#: the IOD methods' cases (a list of PAGs per run, 8-15 s each) run with the slow tests
+IOD_METHODS = ("fedci-iod", "iod-fisher", "iod-pooled")
+
+
+@pytest.mark.parametrize(
+    "case", slow_when(CASES, lambda c: c.method in IOD_METHODS, ids=lambda c: c.id)
+)
 def test_dropout_at_every_action(case, timings):
     """Client 1 drops out at each action of ``case`` in turn (see the module docstring)."""
     start = time.perf_counter()
@@ -454,7 +461,9 @@ def sums_securely(case: Case) -> bool:
 SECURE_CASES = [case for case in CASES if sums_securely(case) and case.data != "wide"]
 
 
-@pytest.mark.parametrize("case", SECURE_CASES, ids=[c.id for c in SECURE_CASES])
+@pytest.mark.parametrize(
+    "case", slow_when(SECURE_CASES, lambda c: c.method in IOD_METHODS, ids=lambda c: c.id)
+)
 def test_dropout_under_secagg(case):
     """Methods that sum through SecAgg+: a client raising inside the secure round is dropped
     and the sum is asked again of the survivors, as in a plain run (same record, same rounds,

@@ -133,6 +133,7 @@ def test_run_interrupted_in_process(command, tmp_path, signum, code):
     _assert_nothing_left(run, children)
 
 
+@pytest.mark.slow
 def test_compare_interrupted_keeps_finished_runs_and_resumes(command, tmp_path):
     args = ["compare", "--methods", "fedpc", "--networks", "alarm", "--clients", "2-7",
             "--samples", "3000", "--jobs", "2", "--out", "study", "--no-plots"]  # fmt: skip

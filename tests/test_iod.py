@@ -348,6 +348,7 @@ def test_r3_r4_prefilters_change_nothing():
     assert fired["R3"] > 5 and fired["R4"] > 5, fired
 
 
+@pytest.mark.slow
 def test_fedci_iod_study_rows_do_not_depend_on_jobs():
     """The experiment computes oracle IOD once per graph and may run graphs in worker
     processes: the rows are those of independent one_run calls, in run order, for any --jobs."""

@@ -167,6 +167,7 @@ def test_fedci_iod_on_ray_equals_inprocess(sites, monkeypatch):
     assert np.allclose(a, b, rtol=1e-9, atol=0)
 
 
+@pytest.mark.slow
 def test_experiment_fedci_iod_quick(tmp_path, capfd):
     """The named experiment's quick run prints ours beside the paper's for every method."""
     from helpers import assert_experiment_folder

@@ -66,7 +66,8 @@ def matrices(p: int, directed=(), undirected=()) -> tuple[np.ndarray, np.ndarray
 
 
 # ============================================================================ causal-learn parity
-@pytest.mark.parametrize("network", ["asia", "child"])
+# child (causal-learn's GES takes 10 s there) runs with the slow tests
+@pytest.mark.parametrize("network", ["asia", pytest.param("child", marks=pytest.mark.slow)])
 def test_one_client_equals_causallearn_ges_bdeu(network):
     """The acceptance test: a one-client run is causal-learn's ``ges(X, "local_score_BDeu")``."""
     frame = load_network(network).sample(1000, seed=1)

@@ -30,7 +30,8 @@ def skeleton_record(found) -> tuple:
 
 
 @pytest.mark.parametrize("network", ["alarm", "insurance"])
-@pytest.mark.parametrize("batch", [1, 9, 400])
+# one test per batch (7-10 s a network) runs with the slow tests
+@pytest.mark.parametrize("batch", [pytest.param(1, marks=pytest.mark.slow), 9, 400])
 def test_a_streamed_level_equals_the_level_asked_at_once(network, batch):
     oracle = oracle_of(network, 2000)
     whole = pc(oracle, 0.05)

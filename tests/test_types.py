@@ -94,6 +94,7 @@ def layout(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     return base / "tree", base / "mypy-cache", sources
 
 
+@pytest.mark.slow
 def test_mypy_is_clean_on_the_package(layout):
     root, cache_dir, sources = layout
     code, report = run_mypy(root, cache_dir)
@@ -103,6 +104,7 @@ def test_mypy_is_clean_on_the_package(layout):
     assert checked is not None and int(checked.group(1)) >= module_files(root), report
 
 
+@pytest.mark.slow
 def test_mapped_subpackages_are_checked_with_their_types(layout):
     """A module importing from ``fedcausal_flwr.strategies`` gets the real types, not ``Any``."""
     root, cache_dir, sources = layout
