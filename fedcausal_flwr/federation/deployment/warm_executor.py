@@ -326,20 +326,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     from fedcausal_flwr.federation.runtime.clientside import installed_client_app
 
     def run_task(token: str) -> int:
+        task = {
+            "insecure": args.insecure,
+            "root_certificates_path": args.root_certificates,
+            "parent_pid": executor_pid,
+        }
         if args.app == "serverapp":
-            return flower_internals.run_serverapp_task(
-                args.runtime_api_address,
-                token,
-                insecure=args.insecure,
-                root_certificates_path=args.root_certificates,
-                parent_pid=executor_pid,
-            )
+            return flower_internals.run_serverapp_task(args.runtime_api_address, token, **task)
         return flower_internals.run_clientapp_task(
             args.runtime_api_address,
             token,
-            insecure=args.insecure,
-            root_certificates_path=args.root_certificates,
-            parent_pid=executor_pid,
+            **task,
             pull_backoff=pull_backoff,
             pinned_app=installed_client_app,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -316,7 +316,6 @@ def run_clientapp_task(
     from functools import partial
 
     import flwr.supernode.runtime.run_clientapp as runtime
-    from flwr.supercore.tls import validate_and_resolve_root_certificates
 
     runtime.pull_and_inflate_object_from_tree = partial(
         runtime.pull_and_inflate_object_from_tree,
@@ -341,16 +340,39 @@ def run_clientapp_task(
             return lambda *ids: pinned_app(pulled["fab"].content, pulled["context"])
 
         runtime.get_load_client_app_fn = load_pinned  # type: ignore[assignment]
+    return _task_exit_code(
+        runtime.run_clientapp,
+        **_task_arguments(runtime_api_address, token, insecure, root_certificates_path, parent_pid),
+    )
+
+
+def _task_arguments(
+    runtime_api_address: str,
+    token: str,
+    insecure: bool,
+    root_certificates_path: str | None,
+    parent_pid: int | None,
+) -> dict[str, Any]:
+    """What Flower's task runners (``run_clientapp``, ``run_serverapp``) take alike; runtime
+    dependency installation off."""
+    from flwr.supercore.tls import validate_and_resolve_root_certificates
+
+    return {
+        "runtime_api_address": runtime_api_address,
+        "token": token,
+        "insecure": insecure,
+        "certificates": validate_and_resolve_root_certificates(root_certificates_path, insecure),
+        "parent_pid": parent_pid,
+        "runtime_dependency_install": False,
+    }
+
+
+def _task_exit_code(run: Callable[..., None], **arguments: Any) -> int:
+    """``run(**arguments)``'s exit code: Flower's task runners end with ``flwr_exit``, which
+    calls ``sys.exit``."""
     try:
-        runtime.run_clientapp(
-            runtime_api_address=runtime_api_address,
-            token=token,
-            insecure=insecure,
-            certificates=validate_and_resolve_root_certificates(root_certificates_path, insecure),
-            parent_pid=parent_pid,
-            runtime_dependency_install=False,
-        )
-    except SystemExit as done:  # run_clientapp ends with flwr_exit -> sys.exit
+        run(**arguments)
+    except SystemExit as done:
         return done.code if isinstance(done.code, int) else 1
     return 0
 
@@ -396,26 +418,20 @@ def run_serverapp_task(
     from queue import Queue
 
     from flwr.supercore.logger import mirror_output_to_queue, restore_output
-    from flwr.supercore.tls import validate_and_resolve_root_certificates
     from flwr.superlink.runtime.run_serverapp import run_serverapp
 
     log_queue: Queue[str | None] = Queue()
     mirror_output_to_queue(log_queue)
     try:
-        run_serverapp(
-            runtime_api_address=runtime_api_address,
+        return _task_exit_code(
+            run_serverapp,
             log_queue=log_queue,
-            token=token,
-            insecure=insecure,
-            certificates=validate_and_resolve_root_certificates(root_certificates_path, insecure),
-            parent_pid=parent_pid,
-            runtime_dependency_install=False,
+            **_task_arguments(
+                runtime_api_address, token, insecure, root_certificates_path, parent_pid
+            ),
         )
-    except SystemExit as done:  # run_serverapp ends with flwr_exit -> sys.exit
-        return done.code if isinstance(done.code, int) else 1
     finally:
         restore_output()
-    return 0
 
 
 #: What the warm executor uses of the ServerApp runtime module (checked when it starts).
