@@ -271,7 +271,10 @@ class LocalDeployment:
             self.env,
         )
         self._wait_healthy(link)
-        executors = [self._start_serverapp_executor(link)] if self.warm_executor else []
+        # each warm executor by its log's name
+        executors: dict[str, subprocess.Popen] = {}
+        if self.warm_executor:
+            executors["executor-serverapp.log"] = self._start_serverapp_executor(link)
         write_toml(
             self.flwr_home / "config.toml",
             {
@@ -317,7 +320,7 @@ class LocalDeployment:
                     f"executor{k}.log",
                     site_env,
                 )
-                executors.append(executor)
+                executors[f"executor{k}.log"] = executor
         if self.warm_executor:
             self._wait_executors_ready(executors)
         self.timings["start_s"] = time.perf_counter() - start
@@ -346,16 +349,16 @@ class LocalDeployment:
             self.env,
         )
 
-    def _wait_executors_ready(self, executors: list[subprocess.Popen]) -> None:
+    def _wait_executors_ready(self, executors: dict[str, subprocess.Popen]) -> None:
         """Wait until the coordinator's and every site's executor has imported what its tasks
-        need (its log says so; up to 3x ``startup_timeout``: it imports every method)."""
+        need (its log, named by ``executors``' key, says so; up to 3x ``startup_timeout``: it
+        imports every method)."""
         from fedcausal_flwr.federation.deployment.warm_executor import READY
 
-        logs = [self.workdir / "executor-serverapp.log"]
-        logs += [self.workdir / f"executor{k}.log" for k in range(len(executors) - 1)]
+        logs = [self.workdir / name for name in executors]
         deadline = time.monotonic() + 3 * self.startup_timeout
         while time.monotonic() < deadline:
-            for log, proc in zip(logs, executors, strict=True):
+            for log, proc in zip(logs, executors.values(), strict=True):
                 if proc.poll() is not None:
                     raise FederationError(
                         f"fedcausal-executor exited with code {proc.returncode}:\n"

@@ -205,14 +205,6 @@ def load_superexec_secret(path: str | None) -> bytes | None:
     return load_superexec_auth_secret(secret_file=path)
 
 
-#: The app tasks a warm executor runs: ``clientapp`` (a SuperNode's) or ``serverapp`` (a
-#: SuperLink's), the Flower runtime module that runs one, and what of it is used here.
-APP_RUNTIMES = {
-    "clientapp": ("flwr.supernode.runtime.run_clientapp", "CLIENTAPP_RUNTIME_NAMES"),
-    "serverapp": ("flwr.superlink.runtime.run_serverapp", "SERVERAPP_RUNTIME_NAMES"),
-}
-
-
 def preload_app_runtime(app: str = "clientapp") -> None:
     """Import what ``flwr-clientapp`` (``app="clientapp"``) or ``flwr-serverapp``
     (``"serverapp"``) imports (the task runner and everything under it), and check it has what
@@ -221,7 +213,7 @@ def preload_app_runtime(app: str = "clientapp") -> None:
 
     module_name, names = APP_RUNTIMES[app]
     runtime = importlib.import_module(module_name)
-    missing = [name for name in globals()[names] if not hasattr(runtime, name)]
+    missing = [name for name in names if not hasattr(runtime, name)]
     if missing:
         raise ImportError(
             f"flwr {flwr.__version__}: {module_name} has no {missing} "
@@ -436,6 +428,13 @@ def run_serverapp_task(
 
 #: What the warm executor uses of the ServerApp runtime module (checked when it starts).
 SERVERAPP_RUNTIME_NAMES = ("run_serverapp",)
+
+#: The app tasks a warm executor runs: ``clientapp`` (a SuperNode's) or ``serverapp`` (a
+#: SuperLink's), the Flower runtime module that runs one, and what of it is used here.
+APP_RUNTIMES = {
+    "clientapp": ("flwr.supernode.runtime.run_clientapp", CLIENTAPP_RUNTIME_NAMES),
+    "serverapp": ("flwr.superlink.runtime.run_serverapp", SERVERAPP_RUNTIME_NAMES),
+}
 
 
 # -- The SuperNode's waits (tuned SuperNode, fedcausal_flwr.federation.deployment.tuned_supernode).
