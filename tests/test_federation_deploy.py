@@ -196,6 +196,12 @@ def test_deployment_runs_fedpc_and_cleans_up(tmp_path):
     # run never became a task), not in a fresh flwr-serverapp process
     served = (deployment.workdir / "executor-serverapp.log").read_text()
     assert len(re.findall(r"task \d+ \(pid \d+\) done in", served)) == 2, served
+    # each site's SuperNode wakes its executor through their named pipe (test_wake_fifo.py)
+    for k in range(3):
+        pipe = deployment.workdir / f"node{k}.wake"
+        said = (deployment.workdir / f"supernode{k}.log").read_text()
+        assert f"wakes its executor through {pipe}" in said
+        assert f"when woken through {pipe}" in (deployment.workdir / f"executor{k}.log").read_text()
     # each site read its own CSV: the answer is pooled PC on the union of the three files, and
     # the in-process run's on the same rows
     reference = pooled_pc(frames)

@@ -5,12 +5,14 @@ message, looks for the ClientApp's reply (and for its objects) every 0.5 s, and 
 again for a message's objects not there yet after 1 s (doubling); none of it is configurable. So a
 message waits on average 1.5 s before a SuperNode even sees it, and its reply up to 0.5 s more.
 This command runs Flower's own ``flower-supernode`` (the same arguments, TLS, authentication and
-isolation modes; every argument but the three below is passed to it) after
+isolation modes; every argument but the four below is passed to it) after
 :func:`~.flower_internals.tune_supernode_waits` has replaced, in that one loop module only, the
 3 s sleep by ``--idle-poll``, the 0.5 s sleeps by ``--reply-wait`` and the object-pull backoff by
-``--object-backoff``. It refuses to start on a Flower whose loop does not have exactly those sleeps
-and that call. The price: an idle SuperNode asks the SuperLink for messages every ``--idle-poll``
-seconds (10 requests a second by default) instead of every 3 s.
+``--object-backoff``. With ``--wake-fifo PATH`` (the same path as its executor's) it writes a byte
+to that named pipe each time it has stored a message, so the executor claims the task at once
+instead of asking many times a second (:mod:`~.wake_fifo`). It refuses to start on a Flower whose
+loop does not have exactly those sleeps and calls. The price: an idle SuperNode asks the SuperLink
+for messages every ``--idle-poll`` seconds (5 requests a second by default) instead of every 3 s.
 
 Run it with ``--isolation process`` and :mod:`fedcausal-executor <.warm_executor>` next to it
 (``experiments/bench_deployment.py`` measures the rounds against the stock commands)::
@@ -18,6 +20,8 @@ Run it with ``--isolation process`` and :mod:`fedcausal-executor <.warm_executor
     fedcausal-supernode --insecure --superlink <coordinator>:9092 --isolation process \\
         --port 9094 --node-config "partition-id=0 data-path='/data/site0.csv'"
     fedcausal-executor --insecure --runtime-api-address 127.0.0.1:9094
+
+(add ``--wake-fifo /var/run/site0.wake`` to both commands for the wake-ups).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import fedcausal_flwr.environment  # noqa: F401 - NO_PHONING_OUT is set before Flower is imported
+from fedcausal_flwr.federation.deployment.wake_fifo import wake
 from fedcausal_flwr.federation.runtime import flower_internals
 
 DEFAULT_IDLE_POLL = 0.2  # seconds after an empty pull (Flower: 3)
@@ -69,6 +75,13 @@ def parser() -> argparse.ArgumentParser:
         help="seconds before asking the SuperLink again for a message's objects not there yet, "
         f"doubling up to 0.5 s (Flower: 1 s, up to 10 s; default {DEFAULT_OBJECT_BACKOFF})",
     )
+    p.add_argument(
+        "--wake-fifo",
+        metavar="PATH",
+        default=None,
+        help="named pipe of this SuperNode's fedcausal-executor (its --wake-fifo): a byte is "
+        "written to it when a message arrives, so the executor claims it at once",
+    )
     return p
 
 
@@ -106,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"fedcausal-supernode: {error}")
     try:
         waits = flower_internals.tune_supernode_waits(
-            args.idle_poll, args.reply_wait, args.object_backoff
+            args.idle_poll,
+            args.reply_wait,
+            args.object_backoff,
+            on_message=None if args.wake_fifo is None else partial(wake, args.wake_fifo),
         )
     except ImportError as error:
         sys.exit(f"fedcausal-supernode: {error}")
@@ -114,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not ("-h" in rest or "--help" in rest):
         print(
             "fedcausal-supernode: flower-supernode with "
-            + ", ".join(f"{what} -> {new:g} s" for what, new in waits.items()),
+            + ", ".join(f"{what} -> {new:g} s" for what, new in waits.items())
+            + ("" if args.wake_fifo is None else f"; wakes its executor through {args.wake_fifo}"),
             flush=True,
         )
     flower_internals.run_flower_supernode()

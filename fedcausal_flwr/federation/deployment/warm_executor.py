@@ -67,6 +67,7 @@ from collections.abc import Callable, Sequence
 
 import fedcausal_flwr.environment  # noqa: F401 - NO_PHONING_OUT is set before Flower is imported
 from fedcausal_flwr.federation.core import registry
+from fedcausal_flwr.federation.deployment.wake_fifo import WakeFifo
 from fedcausal_flwr.federation.runtime import flower_internals
 
 #: the line (after "fedcausal-executor: ") saying the imports are done and tasks are claimed
@@ -130,10 +131,12 @@ class WarmExecutor:
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         log: Callable[[str], None] | None = None,
         verbose: bool = False,
+        wake_fifo: WakeFifo | None = None,
     ):
         self.source = source
         self.run_task = run_task
         self.poll_interval = float(poll_interval)
+        self.wake_fifo = wake_fifo
         self.children: dict[int, tuple[int, float]] = {}  # pid -> (task id, start time)
         self.tasks = 0
         self.verbose = bool(verbose)
@@ -146,7 +149,7 @@ class WarmExecutor:
                 self.reap()
                 claimed = self.source.acquire()
                 if claimed is None:
-                    time.sleep(self.poll_interval)
+                    self.idle(self.poll_interval)
                     continue
                 self.launch(*claimed)
         except Stop:
@@ -154,6 +157,15 @@ class WarmExecutor:
         finally:
             self.end_children()
             self.source.close()
+            if self.wake_fifo is not None:
+                self.wake_fifo.close()
+
+    def idle(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next claim, or less if the SuperNode wakes us."""
+        if self.wake_fifo is None:
+            time.sleep(seconds)
+        else:
+            self.wake_fifo.wait(seconds)
 
     def launch(self, token: str, task_id: int) -> int:
         """Fork a child running the task; its PID."""
@@ -289,6 +301,14 @@ def parser() -> argparse.ArgumentParser:
         help="seconds before a ClientApp task re-pulls message objects the SuperNode does not "
         f"have yet (Flower: 1 s; default {DEFAULT_PULL_BACKOFF})",
     )
+    p.add_argument(
+        "--wake-fifo",
+        metavar="PATH",
+        default=None,
+        help="named pipe (created if absent, removed at exit) that the SuperNode, started as "
+        "fedcausal-supernode with the same --wake-fifo, writes to when a message arrives: the "
+        "task is claimed at once, and --poll-interval only bounds a missed wake-up",
+    )
     p.add_argument("--verbose", action="store_true", help="log every task and how long it took")
     p.add_argument(
         "--preload",
@@ -304,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser().error("--insecure and --root-certificates exclude each other")
     if args.app == "serverapp" and args.pull_backoff is not None:
         parser().error("--pull-backoff is a ClientApp task's: it does not apply to --app serverapp")
+    if args.app == "serverapp" and args.wake_fifo is not None:
+        parser().error("--wake-fifo is a SuperNode's: it does not apply to --app serverapp")
     pull_backoff = DEFAULT_PULL_BACKOFF if args.pull_backoff is None else args.pull_backoff
     started = time.perf_counter()
     signal.signal(signal.SIGTERM, _raise_stop)
@@ -341,10 +363,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             pinned_app=installed_client_app,
         )
 
-    executor = WarmExecutor(source, run_task, args.poll_interval, verbose=args.verbose)
+    try:
+        wake_fifo = None if args.wake_fifo is None else WakeFifo(args.wake_fifo)
+    except (OSError, ValueError) as error:
+        source.close()
+        sys.exit(f"fedcausal-executor: --wake-fifo {args.wake_fifo}: {error}")
+    executor = WarmExecutor(
+        source, run_task, args.poll_interval, verbose=args.verbose, wake_fifo=wake_fifo
+    )
+    woken = "" if wake_fifo is None else f" and when woken through {args.wake_fifo}"
     executor.log(
         f"{READY} {len(modules)} modules imported in {time.perf_counter() - started:.1f} s; "
         f"claiming {args.app} tasks from {args.runtime_api_address} every {args.poll_interval:g} s"
+        f"{woken}"
     )
     if args.parent_pid is not None:
         watch_parent(args.parent_pid)

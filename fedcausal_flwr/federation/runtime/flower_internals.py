@@ -445,8 +445,9 @@ APP_RUNTIMES = {
 #     backoff (1 s, doubling up to 10 s) when they are not there yet. tune_supernode_waits() gives
 #     that one module its own `time`, whose sleep() turns those two durations into shorter ones, and
 #     its own `pull_objects` with a shorter backoff; every other call, and every other module, is
-#     untouched. It refuses to patch a module whose source does not have exactly those sleeps and
-#     that one call.
+#     untouched. Given `on_message`, it also wraps the loop's `_pull_and_store_message` to call it
+#     once a pulled message is stored (the tuned SuperNode wakes its executor then). It refuses to
+#     patch a module whose source does not have exactly those sleeps and calls.
 SUPERNODE_LOOP_MODULE = "flwr.supernode.start_client_internal"
 SUPERNODE_IDLE_SLEEP = 3  # seconds, after an empty pull
 SUPERNODE_REPLY_SLEEP = 0.5  # seconds, between looks for the reply and for its objects
@@ -457,6 +458,8 @@ SUPERNODE_LOOP_CALLS = {
     "time.sleep(": 3,
     "pull_objects(": 1,
     "initial_backoff": 0,
+    "_pull_and_store_message(": 2,  # its definition, and the loop's one call
+    "return run_id": 3,  # a stored message (or an error reply to it) for that run
 }
 
 
@@ -494,9 +497,13 @@ def supernode_loop_mismatch(source: str) -> str | None:
 
 
 def tune_supernode_waits(
-    idle_poll: float, reply_wait: float, object_backoff: float
+    idle_poll: float,
+    reply_wait: float,
+    object_backoff: float,
+    on_message: Callable[[], None] | None = None,
 ) -> dict[str, float]:
-    """Shorten the SuperNode loop's hard-coded waits (see above); {what: new seconds}.
+    """Shorten the SuperNode loop's hard-coded waits (see above); {what: new seconds}. With
+    ``on_message``, call it after each pull that stored a message (or a reply to it).
     :class:`ImportError` (with :func:`supernode_loop_mismatch`'s reason) on another loop."""
     import importlib
     import inspect
@@ -512,6 +519,16 @@ def tune_supernode_waits(
     loop.pull_objects = partial(  # type: ignore[attr-defined]
         loop.pull_objects, initial_backoff=object_backoff, backoff_cap=max(object_backoff, 0.5)
     )
+    if on_message is not None:
+        pull_and_store = loop._pull_and_store_message
+
+        def pull_store_and_tell(*args: Any, **kwargs: Any) -> int | None:
+            run_id = pull_and_store(*args, **kwargs)
+            if run_id is not None:
+                on_message()
+            return run_id
+
+        loop._pull_and_store_message = pull_store_and_tell  # type: ignore[attr-defined]
     return {
         f"idle poll ({SUPERNODE_IDLE_SLEEP} s)": idle_poll,
         f"reply wait ({SUPERNODE_REPLY_SLEEP} s)": reply_wait,
