@@ -12,7 +12,8 @@ per site and ``flwr run`` (FedPC, exact chi2, alpha 0.05, by default), in one ru
 * executor: Flower's own ``flower-supernode --isolation process`` (unchanged) plus a warm
   ``fedcausal-executor`` per site: nothing in Flower is changed;
 * tuned: ``fedcausal-supernode --isolation process`` (the same SuperNode with those waits at
-  0.2 s and 0.02 s) plus a warm ``fedcausal-executor`` per site;
+  0.2 s and 0.02 s) plus a warm ``fedcausal-executor`` per site, which its SuperNode wakes through
+  a named pipe when a message arrives (``--wake-fifo``);
 * floor: the stock commands running a ClientApp that does nothing (no numpy, pandas or this
   package; its ServerApp pulls replies as ours does), as many rounds: what a round costs in
   Flower alone on this machine, the least the stock commands can reach.
