@@ -74,6 +74,7 @@ from fedcausal_flwr.federation.runtime import flower_internals
 READY = "ready:"
 DEFAULT_POLL_INTERVAL = 0.05  # seconds between claims while idle
 DEFAULT_PULL_BACKOFF = 0.02  # seconds before re-pulling message objects not yet there
+REAP_INTERVAL = 0.05  # seconds between looks while a child runs
 
 
 def builtin_method_modules() -> list[str]:
@@ -149,7 +150,10 @@ class WarmExecutor:
                 self.reap()
                 claimed = self.source.acquire()
                 if claimed is None:
-                    self.idle(self.poll_interval)
+                    # while a child runs, look often enough to collect it when it ends (a
+                    # woken executor's own looks are otherwise seconds apart)
+                    self.idle(min(self.poll_interval, REAP_INTERVAL) if self.children else
+                              self.poll_interval)  # fmt: skip
                     continue
                 self.launch(*claimed)
         except Stop:
