@@ -39,33 +39,32 @@ class TaskAfterWake:
 
 def test_a_woken_executor_claims_the_task_at_once(tmp_path):
     """With a 60 s poll interval, a task made available and announced through the pipe is
-    claimed within seconds, after a single look before it; the executor removes the pipe it
-    created when it stops."""
+    claimed within seconds, after a single look before it; its child is collected soon after it
+    ends (while a child runs the executor looks every 0.05 s), and the executor removes the pipe
+    it created when it stops."""
     path = tmp_path / "node0.wake"
     fifo = WakeFifo(path)
     assert stat.S_ISFIFO(os.stat(path).st_mode) and stat.S_IMODE(os.stat(path).st_mode) == 0o600
     source = TaskAfterWake()
     executor = WarmExecutor(source, lambda token: 0, poll_interval=60, wake_fifo=fifo)  # type: ignore[arg-type]
     source.executor = executor
-    stopped = threading.Event()
 
     def announce():
         time.sleep(0.5)
         source.ready_at = time.monotonic()
         source.ready.set()
-        while not stopped.is_set():  # the first wake-up: the task; the later ones let the
-            wake(path)  # executor see that its child has ended
-            stopped.wait(0.2)
+        wake(path)
 
     thread = threading.Thread(target=announce)
     thread.start()
     try:
         executor.serve()
     finally:
-        stopped.set()
         thread.join()
+    stopped_at = time.monotonic()
     assert executor.tasks == 1 and source.claims_before == 1
     assert source.claimed_at - source.ready_at < 10  # not the 60 s poll
+    assert stopped_at - source.claimed_at < 10  # the child collected without a wake-up
     assert not path.exists()
 
 
