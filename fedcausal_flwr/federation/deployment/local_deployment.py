@@ -354,8 +354,8 @@ class LocalDeployment:
                 "--parent-pid",
                 str(link.pid),
                 "--verbose",  # a line per run (its task, child and seconds)
-                # a run starts seconds after `flwr run` is typed: 0.2 s between looks (the sites'
-                # executors look every 0.05 s for messages) keeps an idle SuperLink's CPU low
+                # a run starts seconds after `flwr run` is typed: 0.2 s between looks keeps an
+                # idle SuperLink's CPU low (nothing wakes this executor: the SuperLink is Flower's)
                 "--poll-interval",
                 "0.2",
             ],
