@@ -69,9 +69,9 @@ def test_a_woken_executor_claims_the_task_at_once(tmp_path):
 
 
 def test_the_wake_fifo_touches_nothing_but_a_named_pipe(tmp_path):
-    """``wake`` on a missing path, on a pipe nobody reads and on a regular file does nothing
-    (the file keeps its content); the executor's end refuses a path that is not a pipe, keeps a
-    pipe it did not create, and a wake-up is read once."""
+    """``wake`` on a missing path, on a pipe nobody reads, on a full pipe and on a regular file
+    does nothing (the file keeps its content); the executor's end refuses a path that is not a
+    pipe, keeps a pipe it did not create, and reads what is pending at once."""
     wake(tmp_path / "absent")
     assert not (tmp_path / "absent").exists()
     unread = tmp_path / "unread.wake"
@@ -88,6 +88,13 @@ def test_the_wake_fifo_touches_nothing_but_a_named_pipe(tmp_path):
     wake(unread)
     wake(unread)
     assert fifo.wait(5) and not fifo.wait(0.01)
+    try:  # a full pipe: a wake-up is pending, and wake() neither blocks nor raises
+        while True:
+            os.write(fifo.fd, b"\x01" * 4096)
+    except BlockingIOError:
+        pass
+    wake(unread)
+    assert fifo.wait(5) and not fifo.wait(0.01)  # drained at once
     fifo.close()
     assert unread.exists()  # not created by it: left in place
 

@@ -55,7 +55,8 @@ class WakeFifo:
 def wake(path: str | os.PathLike) -> None:
     """The SuperNode's end: one byte into the pipe at ``path``, if an executor holds it open.
     Nothing happens when there is no pipe, no reader, or the pipe is full (a wake-up is
-    pending then anyway); anything at ``path`` but a named pipe is left untouched."""
+    pending then anyway); anything at ``path`` but a named pipe is left untouched. It never
+    raises."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:  # no pipe, or nobody reading it (ENXIO): the executor polls anyway
@@ -63,7 +64,7 @@ def wake(path: str | os.PathLike) -> None:
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             os.write(fd, b"\x01")
-    except BlockingIOError:
-        pass
+    except OSError:  # full (a wake-up is pending), or the reader just left: nothing to do, and
+        pass  # nothing may stop the SuperNode's loop that calls this
     finally:
         os.close(fd)
