@@ -32,7 +32,12 @@ class WakeFifo:
                 raise ValueError("it exists and is not a named pipe") from None
         # read-write: the pipe always has a writer (this end), so an absent SuperNode is not
         # an end of file that would wake select() at once, over and over
-        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        except OSError:
+            if self.created:
+                self.path.unlink(missing_ok=True)
+            raise
 
     def wait(self, timeout: float) -> bool:
         """Sleep until a wake-up or ``timeout`` seconds; whether one came (all are consumed)."""
