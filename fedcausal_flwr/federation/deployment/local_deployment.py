@@ -369,22 +369,22 @@ class LocalDeployment:
         imports every method)."""
         from fedcausal_flwr.federation.deployment.warm_executor import READY
 
+        ready = f"fedcausal-executor: {READY}"
         logs = [self.workdir / name for name in executors]
         deadline = time.monotonic() + 3 * self.startup_timeout
         while time.monotonic() < deadline:
-            for log, proc in zip(logs, executors.values(), strict=True):
+            for name, proc in executors.items():
                 if proc.poll() is not None:
                     raise FederationError(
                         f"fedcausal-executor exited with code {proc.returncode}:\n"
-                        + self.log_tail(log.name)
+                        + self.log_tail(name)
                     )
-            ready = f"fedcausal-executor: {READY}"
             if all(log.exists() and ready in log.read_text(errors="replace") for log in logs):
                 return
             time.sleep(0.1)
         raise FederationError(
             f"executors not ready after {3 * self.startup_timeout:g} s:\n"
-            + "\n".join(self.log_tail(log.name, 5) for log in logs)
+            + "\n".join(self.log_tail(name, 5) for name in executors)
         )
 
     # ------------------------------------------------------------------ TLS and authentication

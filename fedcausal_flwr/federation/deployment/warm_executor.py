@@ -152,8 +152,8 @@ class WarmExecutor:
                 if claimed is None:
                     # while a child runs, look often enough to collect it when it ends (a
                     # woken executor's own looks are otherwise seconds apart)
-                    self.idle(min(self.poll_interval, REAP_INTERVAL) if self.children else
-                              self.poll_interval)  # fmt: skip
+                    running = min(self.poll_interval, REAP_INTERVAL)
+                    self.idle(running if self.children else self.poll_interval)
                     continue
                 self.launch(*claimed)
         except Stop:
