@@ -41,8 +41,9 @@ def main() -> None:
     from fedcausal_flwr import flwr_app
     from fedcausal_flwr.data.specs import sample_partition
     from fedcausal_flwr.federation.core.site_identity import make_federation_keys
-    from fedcausal_flwr.federation.runtime.clientside import client_error_mod, secure_sum_mod
+    from fedcausal_flwr.federation.runtime.clientside import CLIENT_MODS
     from fedcausal_flwr.federation.runtime.localgrid import run_local
+    from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
     from fedcausal_flwr.result import Result
 
     logging.getLogger("flwr").setLevel(logging.WARNING)  # SecAgg+'s lines for every round
@@ -58,8 +59,9 @@ def main() -> None:
             nodes.append({"partition-id": k, "data-path": str(path), **keys[k]})
         apps = {
             "signed": flwr_app.client_app,
-            "unsigned": ClientApp(
-                client_fn=flwr_app._client_fn, mods=[client_error_mod, secure_sum_mod]
+            "unsigned": ClientApp(  # the same mods but the signing one
+                client_fn=flwr_app._client_fn,
+                mods=[mod for mod in CLIENT_MODS if mod is not signed_secagg_mod],
             ),
         }
         config = {"num-clients": 3, "method": "fedpc", "secure": True}
@@ -108,7 +110,7 @@ def own_work(nodes: list, config: dict, repeats: int) -> float:
     from flwr.clientapp import ClientApp
 
     from fedcausal_flwr import flwr_app
-    from fedcausal_flwr.federation.runtime.clientside import client_error_mod, secure_sum_mod
+    from fedcausal_flwr.federation.runtime.clientside import CLIENT_MODS
     from fedcausal_flwr.federation.runtime.localgrid import run_local
     from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
 
@@ -128,7 +130,7 @@ def own_work(nodes: list, config: dict, repeats: int) -> float:
         finally:
             spent[0] += time.perf_counter() - begun
 
-    mods = [client_error_mod, timed, secure_sum_mod]
+    mods = [timed if mod is signed_secagg_mod else mod for mod in CLIENT_MODS]
     app = ClientApp(client_fn=flwr_app._client_fn, mods=mods)
     runs = []
     for _ in range(repeats):

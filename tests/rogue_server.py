@@ -1,6 +1,7 @@
 """A rogue coordinator for tests (not a test module): it speaks Flower's Message API itself to
 the project's real ClientApp on the in-process grid, skipping hello or not, with any action,
-payload and arrays, and reads back what each site answered or why it refused."""
+payload and arrays, in Flower's legacy records or in the project's one-record envelope, or any
+content it forges, and reads back what each site answered or why it refused."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from flwr.app import Message, MessageType
+from flwr.app import Message, MessageType, RecordDict
 from flwr.common import Code, FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 
 from fedcausal_flwr import flwr_app
@@ -28,10 +29,8 @@ from fedcausal_flwr.federation.core.messages import (
     to_json,
 )
 from fedcausal_flwr.federation.core.records import HELLO_MAX_LEVELS, HelloRequest
-from fedcausal_flwr.federation.runtime.flower_internals import (
-    fitins_to_recorddict,
-    recorddict_to_fitres,
-)
+from fedcausal_flwr.federation.runtime.envelope import fitins_record, fitres_of
+from fedcausal_flwr.federation.runtime.flower_internals import fitins_to_recorddict
 from fedcausal_flwr.federation.runtime.localgrid import LocalGrid
 
 
@@ -73,7 +72,7 @@ def outcome_of(reply: Message) -> Outcome:
             message=str(content.get("message", reason)),
             policy=None if policy is None else str(policy),
         )
-    fitres = recorddict_to_fitres(reply.content, keep_input=False)
+    fitres = fitres_of(reply.content)  # enveloped or Flower's records, as the request was
     if fitres.status.code != Code.OK:
         text = fitres.status.message
         return Outcome(code=int(fitres.status.code.value), reason=text, message=text)
@@ -83,14 +82,19 @@ def outcome_of(reply: Message) -> Outcome:
 
 class RogueCoordinator:
     """Sends whatever it likes to the sites of ``nodes`` (node configs, partition ``k`` at
-    position ``k``) under ``run_config``; each call is one round and returns ``{site: Outcome}``."""
+    position ``k``) under ``run_config``; each call is one round and returns ``{site: Outcome}``.
+    ``enveloped``: requests travel in the project's envelope (as its own ServerApp sends them)
+    instead of Flower's legacy records."""
 
     def __init__(
         self,
         nodes: Sequence[Mapping[str, Any]],
         run_config: Mapping[str, Any] | None = None,
         client_app: Callable[..., Message] = flwr_app.client_app,
+        *,
+        enveloped: bool = False,
     ):
+        self.enveloped = enveloped
         config = {"method": "fedpc", "num-clients": len(nodes), **(run_config or {})}
         self.run_id = secrets.randbits(63) or 1
         app: Any = client_app  # a ClientApp, or a function wrapping one
@@ -119,10 +123,17 @@ class RogueCoordinator:
             KEY_SECURE_BOUND: clip,
         }
         fitins = FitIns(ndarrays_to_parameters([np.asarray(a) for a in arrays]), config)
+        wrap = fitins_record if self.enveloped else (lambda ins: fitins_to_recorddict(ins, True))
+        return self.send_content(lambda: wrap(fitins), sites)
+
+    def send_content(
+        self, content: Callable[[], RecordDict], sites: Iterable[int] | None = None
+    ) -> dict[int, Outcome]:
+        """One round whose message to each of ``sites`` holds ``content()`` (any records)."""
         wanted = sorted(self.node_of) if sites is None else list(sites)
         messages = [
             Message(
-                fitins_to_recorddict(fitins, True),
+                content(),
                 dst_node_id=self.node_of[site],
                 message_type=MessageType.TRAIN,
                 group_id=str(self.round),

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from flwr.app import ConfigRecord, RecordDict
 from rogue_server import Outcome, RogueCoordinator
 from test_site_policy import write_sites
 
@@ -25,6 +26,7 @@ from fedcausal_flwr import flwr_app
 from fedcausal_flwr.data.specs import sample_partition
 from fedcausal_flwr.federation.core.messages import SitePolicyError
 from fedcausal_flwr.federation.core.site_policy import default_audit_log
+from fedcausal_flwr.federation.runtime.envelope import RECORD, TENSOR_TYPE, TENSORS
 from fedcausal_flwr.federation.runtime.localgrid import run_local
 from fedcausal_flwr.privacy.accounting import rho_for
 from fedcausal_flwr.privacy.charges import PrivacyCharge, PrivacyPlan
@@ -124,10 +126,14 @@ def binary_levels(columns: list[str]) -> dict[str, list[str]]:
 
 
 # ----------------------------------------------------------------------------- hello first
-def test_attack1_rows_with_identifiers_without_hello(sites, asia_columns, hospital_frames):
-    """Tables over the identifier and every column, hello skipped: refused ("hello")."""
+@pytest.mark.parametrize("enveloped", [False, True], ids=["legacy", "envelope"])
+def test_attack1_rows_with_identifiers_without_hello(
+    sites, asia_columns, hospital_frames, enveloped
+):
+    """Tables over the identifier and every column, hello skipped: refused ("hello"), whether
+    the request comes in Flower's records or in the project's envelope."""
     nodes = sites()
-    rogue = RogueCoordinator(nodes)
+    rogue = RogueCoordinator(nodes, enveloped=enveloped)
     variables = ["patient_id", *asia_columns, "lab"]
     levels = {
         **binary_levels(asia_columns),
@@ -154,11 +160,12 @@ def test_attack1_a_refused_hello_binds_the_run(sites, asia_columns):
         assert_refused(rogue.send(action, payload, arrays), "hello", nodes, rogue.run_id, action)
 
 
-def test_attack1_unshared_columns_stay_home(sites, shared, asia_columns):
+@pytest.mark.parametrize("enveloped", [False, True], ids=["legacy", "envelope"])
+def test_attack1_unshared_columns_stay_home(sites, shared, asia_columns, enveloped):
     """share-columns leaves the identifier and the lab value out of hello; a request naming
-    either (the lab value with guessed levels) is refused ("hello")."""
+    either (the lab value with guessed levels) is refused ("hello"), in either form."""
     nodes = sites(**shared, **{"allow-plain-statistics": True})
-    rogue = RogueCoordinator(nodes)
+    rogue = RogueCoordinator(nodes, enveloped=enveloped)
     for site, outcome in rogue.hello().items():
         assert outcome.answered, f"site {site}: {outcome.message}"
         meta = outcome.meta
@@ -171,6 +178,35 @@ def test_attack1_unshared_columns_stay_home(sites, shared, asia_columns):
     guessed = {**binary_levels(asia_columns), "lab": [round(10 + v / 10, 1) for v in range(60)]}
     payload, arrays = table_request(["lab", "either"], guessed, [(0, 1, ())])
     assert_refused(rogue.send(TABLES, payload, arrays), "hello", nodes, rogue.run_id, TABLES)
+
+
+#: envelopes a coordinator forges, each carrying the secret where a value could go, and the key
+#: the site's refusal names: an unknown envelope key, tensors that are not bytes, a list where a
+#: config entry is a scalar
+FORGED_ENVELOPES = {
+    "unknown-key": ({TENSORS: [], TENSOR_TYPE: "x", "fedcausal.rows": SECRET}, "fedcausal.rows"),
+    "tensors-not-bytes": ({TENSORS: [SECRET], TENSOR_TYPE: "x"}, TENSORS),
+    "list-entry": ({TENSORS: [], TENSOR_TYPE: "x", "payload": [SECRET]}, "payload"),
+}
+
+
+@pytest.mark.parametrize("forged", FORGED_ENVELOPES)
+def test_attack_a_forged_envelope_is_refused_without_its_values(sites, forged):
+    """An envelope that is not what the project's ServerApp sends is refused before any client
+    code reads it: the reply names the key, never the value; the site's audit log has it."""
+    nodes = sites(**{"allow-plain-statistics": True})
+    rogue = RogueCoordinator(nodes)
+    forged_entries, key = FORGED_ENVELOPES[forged]
+    entries = {"action": "hello", "payload": "{}", "round": 1, **forged_entries}
+    outcomes = rogue.send_content(lambda: RecordDict({RECORD: ConfigRecord(entries)}))
+    assert sorted(outcomes) == list(range(SITES))
+    for site, outcome in outcomes.items():
+        assert outcome.refused, f"site {site}: {outcome}"
+        assert "not a well-formed envelope" in outcome.message
+        assert_no_data(outcome.reason)
+        [line] = [e for e in audit(nodes[site], rogue.run_id) if e["outcome"] == "error"]
+        assert line["error"] == "ProtocolError" and repr(key) in line["reason"]
+        assert SECRET not in line["reason"]
 
 
 # ----------------------------------------------------------------------------- levels

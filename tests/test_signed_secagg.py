@@ -35,13 +35,9 @@ from fedcausal_flwr.federation.core.site_identity import (
     write_roster,
     write_site_key,
 )
-from fedcausal_flwr.federation.runtime.clientside import (
-    CLIENT_MODS,
-    client_error_mod,
-    secure_sum_mod,
-)
+from fedcausal_flwr.federation.runtime.clientside import CLIENT_MODS
 from fedcausal_flwr.federation.runtime.localgrid import LocalGrid, run_local
-from fedcausal_flwr.federation.runtime.signed_secagg import secagg_roster_names
+from fedcausal_flwr.federation.runtime.signed_secagg import secagg_roster_names, signed_secagg_mod
 from fedcausal_flwr.result import Result
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +144,8 @@ def test_signed_sites_run_secure_fedpc_as_in_process(tmp_path, keys, asia_frames
             ("metadata", False, "sent"), ("summed", True, "sent")}  # fmt: skip
 
     # the same sites and ClientApp without the signing mod: the same rounds, 96 B less per item
-    unsigned_app = ClientApp(client_fn=flwr_app._client_fn, mods=[client_error_mod, secure_sum_mod])
+    unsigned_mods = [mod for mod in CLIENT_MODS if mod is not signed_secagg_mod]
+    unsigned_app = ClientApp(client_fn=flwr_app._client_fn, mods=unsigned_mods)
     run_local(flwr_app.server_app, unsigned_app, 3, {**config, "result-path": "u"}, nodes)
     unsigned = Result.load(tmp_path / "results" / "u")
     assert unsigned.graph == signed.graph and len(unsigned.secagg) == len(signed.secagg)

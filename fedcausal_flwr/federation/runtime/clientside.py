@@ -34,6 +34,7 @@ from fedcausal_flwr.federation.core.site_policy import (
     PolicyConfigError,
     SitePolicy,
 )
+from fedcausal_flwr.federation.runtime.envelope import envelope_mod
 from fedcausal_flwr.federation.runtime.flower_internals import (
     RECORD_KEY_CONFIGS,
     secagg_sample_size,
@@ -136,9 +137,10 @@ def _action_of(msg: Message) -> str:
     return ""
 
 
-#: The mods of every ClientApp the project builds, outermost first (a site with a policy signs its
+#: The mods of every ClientApp the project builds, outermost first (a plain round's request comes
+#: in one record and is opened inside the error mod: envelope; a site with a policy signs its
 #: SecAgg+ keys and checks the other participants' before SecAgg+ runs: signed_secagg).
-CLIENT_MODS = (client_error_mod, signed_secagg_mod, secure_sum_mod)
+CLIENT_MODS = (client_error_mod, envelope_mod, signed_secagg_mod, secure_sum_mod)
 
 
 def partition_id_of(context: Context) -> int:

@@ -35,6 +35,7 @@ if not flwr.__version__.startswith(FLOWER_SERIES):  # pragma: no cover - depends
 # DefaultWorkflow does internally with these functions.
 from flwr.compat.common.recorddict_compat import (  # noqa: E402
     fitins_to_recorddict,
+    fitres_to_recorddict,
     recorddict_to_fitres,
 )
 
@@ -604,6 +605,7 @@ __all__ = [
     "client_app_error_reason",
     "empty_run",
     "fitins_to_recorddict",
+    "fitres_to_recorddict",
     "load_superexec_secret",
     "preload_app_runtime",
     "recorddict_to_fitres",

@@ -46,13 +46,12 @@ from fedcausal_flwr.federation.runtime.clientside import (  # noqa: F401 - re-ex
     partition_id_of,
     secure_sum_mod,
 )
+from fedcausal_flwr.federation.runtime.envelope import EnvelopeError, fitins_record, fitres_of
 from fedcausal_flwr.federation.runtime.flower_internals import (
     MAIN_CONFIGS_RECORD,
     MAIN_PARAMS_RECORD,
     Key,
     TrackedSecAggPlusWorkflow,
-    fitins_to_recorddict,
-    recorddict_to_fitres,
     start_update_client_manager_thread,
     tune_grid_reply_pulls,
 )
@@ -247,7 +246,7 @@ class ProtocolWorkflow:
         proxies = {proxy.node_id: proxy for proxy, _ in instructions}
         messages = [
             Message(
-                content=fitins_to_recorddict(fitins, True),
+                content=fitins_record(fitins),
                 dst_node_id=proxy.node_id,
                 message_type=MessageType.TRAIN,
                 group_id=str(server_round),
@@ -265,7 +264,11 @@ class ProtocolWorkflow:
                 reason = reply.error.reason or "an error reply without a reason"
                 failures.append(ClientFailure(node, reason, reply.error.code))
                 continue
-            fitres = recorddict_to_fitres(reply.content, keep_input=False)
+            try:
+                fitres = fitres_of(reply.content)
+            except EnvelopeError as err:  # a site's reply that is not what a site sends
+                failures.append(ClientFailure(node, f"a malformed reply: {err}"))
+                continue
             if fitres.status.code == Code.OK:
                 results.append((proxies[node], fitres))
             else:
