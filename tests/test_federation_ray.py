@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,13 @@ def test_ray_secure_run_equals_inprocess_runs(monkeypatch):
     ref = toy_reference(dict(enumerate(parts)), [0, 2])
     assert ray_secure.extra["counts"] == ref["counts"]
     assert [e["secure"] for e in ray_secure.ledger] == [False, False, True, False]
+    # every worker process Ray started served one of Flower's actors (none started ahead and
+    # left idle): each worker's log names its actor
+    logs = Path(os.environ["RAY_TMPDIR"]) / "ray" / "session_latest" / "logs"
+    workers = {p.name.split("-")[1] for p in logs.glob("worker-*.out")}
+    actors = {p.name.split("-")[1] for p in logs.glob("worker-*.out")
+              if ":actor_name:ClientAppActor" in p.read_text()}  # fmt: skip
+    assert workers and workers == actors, sorted(workers - actors)
 
 
 @pytest.mark.slow
