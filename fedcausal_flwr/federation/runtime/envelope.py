@@ -55,7 +55,7 @@ def fitins_record(fitins: FitIns) -> RecordDict:
     """``fitins`` as one ``ConfigRecord``: its config's entries and its tensors."""
     entries = _entries(fitins.config, REQUEST_KEYS, "request config")
     entries.update(_tensor_entries(fitins.parameters))
-    return RecordDict({RECORD: ConfigRecord(entries)})  # type: ignore[arg-type]
+    return RecordDict({RECORD: ConfigRecord(entries)})
 
 
 def fitins_of(content: RecordDict) -> FitIns:
@@ -72,7 +72,7 @@ def fitres_record(fitres: FitRes) -> RecordDict:
     entries[NUM_EXAMPLES] = int(fitres.num_examples)
     entries[STATUS_CODE] = int(fitres.status.code.value)
     entries[STATUS_MESSAGE] = str(fitres.status.message)
-    return RecordDict({RECORD: ConfigRecord(entries)})  # type: ignore[arg-type]
+    return RecordDict({RECORD: ConfigRecord(entries)})
 
 
 def fitres_of(content: RecordDict) -> FitRes:
@@ -125,18 +125,21 @@ def _opened(
     content: RecordDict, keys: frozenset[str], what: str
 ) -> tuple[ConfigRecord, Parameters]:
     """The envelope's record and its tensors, its form checked (key names only in errors)."""
-    if not is_enveloped(content) or not isinstance(content[RECORD], ConfigRecord):
+    record = content[RECORD] if is_enveloped(content) else None
+    if not isinstance(record, ConfigRecord):
         raise EnvelopeError(f"the {what} is not one ConfigRecord named {RECORD!r}")
-    record = content[RECORD]
     tensors, tensor_type = record.get(TENSORS), record.get(TENSOR_TYPE)
-    if not isinstance(tensors, list) or not all(isinstance(t, bytes) for t in tensors):
+    if not isinstance(tensors, list):
+        raise EnvelopeError(f"the {what}'s {TENSORS!r} is missing or not a list of bytes")
+    blobs = [t for t in tensors if isinstance(t, bytes)]
+    if len(blobs) != len(tensors):
         raise EnvelopeError(f"the {what}'s {TENSORS!r} is missing or not a list of bytes")
     if not isinstance(tensor_type, str):
         raise EnvelopeError(f"the {what}'s {TENSOR_TYPE!r} is missing or not a string")
     unknown = sorted(k for k in record if k.startswith("fedcausal.") and k not in keys)
     if unknown:
         raise EnvelopeError(f"the {what} has an unknown envelope key {unknown[0]!r}")
-    return record, Parameters(tensors=list(tensors), tensor_type=tensor_type)
+    return record, Parameters(tensors=blobs, tensor_type=tensor_type)
 
 
 def _integer(record: ConfigRecord, key: str) -> int:
