@@ -67,9 +67,10 @@ def _read(name: str, array: Any, as_meant: bool = True) -> Column:
             values = array.to_numpy(dtype=np.float64, na_value=np.nan)
         return Column(name, str(dtype), False, None, pd.Index([]), values)
     codes, uniques = pd.factorize(array, use_na_sentinel=True)
-    stripped = stripped_text(pd.Index(uniques)) if as_meant else None
+    index = pd.Index(uniques)  # (once: an Index costs more than a small column's factorize)
+    stripped = stripped_text(index) if as_meant else None
     if stripped is None:
-        return Column(name, str(dtype), False, codes, pd.Index(uniques))
+        return Column(name, str(dtype), False, codes, index)
     # a value with surrounding blanks: the column with each text value stripped, read again
     original = np.asarray(array, dtype=object)
     values = np.where(codes >= 0, np.asarray(stripped, dtype=object)[codes], original)
