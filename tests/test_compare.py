@@ -69,6 +69,7 @@ def test_parsers_and_the_plan_validates_every_spec_before_running():
     assert other.key.rsplit("__", 1)[1] != same[0].key.rsplit("__", 1)[1]
 
 
+@pytest.mark.slow  # 54 runs and their plots
 def test_sweep_same_data_resume_csv_and_plots(tmp_path):
     """3 methods x 2 networks x 3 K x 3 seeds; a re-run skips all; every method sees one data."""
     args = dict(
@@ -189,6 +190,7 @@ def test_failing_run_is_recorded_and_sweep_goes_on(tmp_path):
     assert retried.n_run == 2 and len(load_results(tmp_path)) == 4
 
 
+@pytest.mark.slow  # two pools of fresh processes
 def test_parallel_jobs_match_serial(tmp_path, monkeypatch):
     common = dict(methods=["fedpc", "pc-cit-vote"], networks=["er:d=6"], clients=[2, 3],
                   samples=600, seeds=[0], plots=False, progress=False)  # fmt: skip

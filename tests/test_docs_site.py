@@ -17,8 +17,8 @@ from fedcausal_flwr.federation.core.registry import builtin_methods
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: the module's tests share one pytest worker (pyproject's `--dist loadgroup`), so the site is
-#: built once (apart, each worker built it: about 8 s each)
-pytestmark = pytest.mark.xdist_group("docs-site")
+#: built once (apart, each worker built it: about 8 s each); a build is slow (`pytest -m slow`)
+pytestmark = [pytest.mark.xdist_group("docs-site"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
