@@ -134,6 +134,13 @@ def test_a_malformed_reply_is_the_failure_of_the_site_that_sent_it():
     assert result.extra["ssd"] == pytest.approx(survivors["ssd"])
 
 
+def test_a_reply_in_neither_form_is_refused_without_its_content():
+    content = RecordDict({"fitres.metrics": ConfigRecord({"meta": "secret"})})
+    with pytest.raises(EnvelopeError, match="neither an envelope nor Flower's fit records") as e:
+        fitres_of(content)
+    assert "secret" not in str(e.value)
+
+
 def test_a_record_that_is_not_a_config_record_is_no_envelope():
     content = RecordDict({RECORD: ConfigRecord({})})
     with pytest.raises(EnvelopeError, match="'fedcausal.tensors' is missing"):

@@ -34,9 +34,16 @@ from fedcausal_flwr.federation.core.site_policy import (
     PolicyConfigError,
     SitePolicy,
 )
-from fedcausal_flwr.federation.runtime.envelope import envelope_mod
+from fedcausal_flwr.federation.runtime.envelope import (
+    EnvelopeError,
+    fitins_of,
+    fitres_record,
+    is_enveloped,
+)
 from fedcausal_flwr.federation.runtime.flower_internals import (
     RECORD_KEY_CONFIGS,
+    fitins_to_recorddict,
+    recorddict_to_fitres,
     secagg_sample_size,
 )
 from fedcausal_flwr.federation.runtime.signed_secagg import signed_secagg_mod
@@ -83,6 +90,24 @@ def secure_sum_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
         finally:
             _SECAGG_PARTICIPANTS.reset(token)
     return call_next(msg, ctxt)
+
+
+def envelope_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
+    """Client mod: an enveloped request reaches the ClientApp in Flower's legacy records and its
+    reply leaves enveloped; every other message passes through as it is."""
+    if msg.metadata.message_type != MessageType.TRAIN or not is_enveloped(msg.content):
+        return call_next(msg, ctxt)
+    try:
+        fitins = fitins_of(msg.content)
+    except EnvelopeError as err:
+        site = int(ctxt.node_config.get(PARTITION_ID_KEY, UNKNOWN_CLIENT))
+        kind = "the request is not a well-formed envelope"
+        raise ProtocolError(site, str(err), kind=kind) from None
+    msg.content = fitins_to_recorddict(fitins, keep_input=False)
+    reply = call_next(msg, ctxt)
+    if reply.has_content():
+        reply.content = fitres_record(recorddict_to_fitres(reply.content, keep_input=False))
+    return reply
 
 
 def client_error_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:

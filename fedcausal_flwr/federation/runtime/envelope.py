@@ -9,25 +9,20 @@ most of a round serving them. Here a message is three objects (the message, its 
 one record): the config's entries as they are, and the tensors as one list of bytes.
 
 The SecAgg+ rounds keep Flower's own messages (its mods read them), and so does Flower's
-``DefaultWorkflow``. A site reads both forms: :func:`envelope_mod` turns an enveloped request into
-Flower's legacy records before the ClientApp sees it, and the reply back into the envelope;
-anything else passes through untouched. What a request may ask is checked after this, by the
+``DefaultWorkflow``. A site reads both forms: its ``envelope_mod``
+(:mod:`~fedcausal_flwr.federation.runtime.clientside`) turns an enveloped request into Flower's
+legacy records before the ClientApp sees it, and the reply back into the envelope; anything else
+passes through untouched. What a request may ask is checked after this, by the
 client and its guard, exactly as for the legacy form: the envelope adds no field a coordinator
 could not already send.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, RecordDict
 from flwr.common import Code, FitIns, FitRes, Parameters, Status
 
-from fedcausal_flwr.federation.core.messages import UNKNOWN_CLIENT, ProtocolError
-from fedcausal_flwr.federation.runtime.flower_internals import (
-    fitins_to_recorddict,
-    recorddict_to_fitres,
-)
+from fedcausal_flwr.federation.runtime.flower_internals import recorddict_to_fitres
 
 #: the one record of an enveloped message
 RECORD = "fedcausal"
@@ -78,7 +73,12 @@ def fitres_record(fitres: FitRes) -> RecordDict:
 def fitres_of(content: RecordDict) -> FitRes:
     """The ``FitRes`` of a reply, enveloped (:func:`fitres_record`) or in Flower's records."""
     if not is_enveloped(content):
-        return recorddict_to_fitres(content, keep_input=False)
+        try:
+            return recorddict_to_fitres(content, keep_input=False)
+        except (KeyError, TypeError, ValueError):  # a site's reply, whatever it holds
+            raise EnvelopeError(
+                "the reply is neither an envelope nor Flower's fit records"
+            ) from None
     record, parameters = _opened(content, REPLY_KEYS, "reply")
     code, count = _integer(record, STATUS_CODE), _integer(record, NUM_EXAMPLES)
     message = record.get(STATUS_MESSAGE)
@@ -90,24 +90,6 @@ def fitres_of(content: RecordDict) -> FitRes:
         raise EnvelopeError(f"the reply's {STATUS_CODE!r} is not a status code") from None
     metrics = _scalars(record, REPLY_KEYS, "reply")
     return FitRes(status=status, parameters=parameters, num_examples=count, metrics=metrics)
-
-
-def envelope_mod(msg: Message, ctxt: Context, call_next: Callable) -> Message:
-    """Client mod: an enveloped request reaches the ClientApp in Flower's legacy records and its
-    reply leaves enveloped; every other message passes through as it is."""
-    if msg.metadata.message_type != MessageType.TRAIN or not is_enveloped(msg.content):
-        return call_next(msg, ctxt)
-    try:
-        fitins = fitins_of(msg.content)
-    except EnvelopeError as err:
-        site = int(ctxt.node_config.get("partition-id", UNKNOWN_CLIENT))
-        kind = "the request is not a well-formed envelope"
-        raise ProtocolError(site, str(err), kind=kind) from None
-    msg.content = fitins_to_recorddict(fitins, keep_input=False)
-    reply = call_next(msg, ctxt)
-    if reply.has_content():
-        reply.content = fitres_record(recorddict_to_fitres(reply.content, keep_input=False))
-    return reply
 
 
 def _entries(values: dict, reserved: frozenset[str], what: str) -> dict:
