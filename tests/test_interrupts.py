@@ -169,7 +169,7 @@ def test_ray_run_interrupted_after_its_first_round(command, tmp_path):
     run = command(args, env={"RAY_TMPDIR": str(ray_tmp)})
     done = int(run.wait_for(r"^  round \d+: ", timeout=120).split()[1].rstrip(":"))
     rc, elapsed, children = run.interrupt(signal.SIGINT)
-    assert rc == 130
+    assert rc == 130, run.stderr[-20:]  # (what the command said instead of being interrupted)
     assert elapsed < 5
     assert run.stderr[-1] == f"fedcausal-flwr: interrupted in round {done + 1}; nothing saved"
     assert not (tmp_path / "r.json").exists()
