@@ -5,6 +5,7 @@ import gzip
 import io
 import lzma
 import math
+import os
 import subprocess
 import zipfile
 from collections.abc import Callable, Sequence
@@ -13,6 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+#: ``run_method(..., backend="ray", **ONE_ACTOR)``: one Ray actor serves every client (each
+#: actor is a Python process that starts Ray's worker and imports Flower and the package, ~4.5
+#: CPU-s). For tests of a method on Ray, where the method, not the engine, is under test; the
+#: engine's default of an actor per 2 cores is tested in test_federation_ray.py.
+ONE_ACTOR = {"ray_num_cpus": float(os.cpu_count() or 1)}
 
 SKIPPED_PARTS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "build", "dist"}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ONE_ACTOR
 
 from fedcausal_flwr.cli import main
 from fedcausal_flwr.data.networks import load_network
@@ -135,7 +136,7 @@ def test_bootstrap_is_refused_where_it_cannot_run(parts):
 def test_bootstrap_on_ray_gives_the_inprocess_frequencies(parts, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
     inprocess = run_method("fedpc", parts, {"bootstrap": 3, "seed": 5})
-    on_ray = run_method("fedpc", parts, {"bootstrap": 3, "seed": 5}, backend="ray")
+    on_ray = run_method("fedpc", parts, {"bootstrap": 3, "seed": 5}, backend="ray", **ONE_ACTOR)
     assert on_ray.graph == inprocess.graph
     assert on_ray.extra["bootstrap"] == inprocess.extra["bootstrap"]
     assert np.isclose(on_ray.bytes_up, inprocess.bytes_up, rtol=0.05)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from causallearn.search.ConstraintBased.PC import pc as cl_pc
+from helpers import ONE_ACTOR
 
 from fedcausal_flwr.cli import main as cli_main
 from fedcausal_flwr.clients.fedpc import FedPCClient
@@ -259,7 +260,7 @@ def test_ray_engine_gives_the_inprocess_result():
     parts = split_iid(net.sample(3_000, seed=8), 3, seed=0).clients
     options = {"alpha": 0.05}
     inprocess = run_method("fedpc", parts, options, backend="inprocess", secure=True)
-    on_ray = run_method("fedpc", parts, options, backend="ray", secure=True)
+    on_ray = run_method("fedpc", parts, options, backend="ray", secure=True, **ONE_ACTOR)
     assert on_ray.graph == inprocess.graph
     assert on_ray.rounds == inprocess.rounds
     assert on_ray.ledger == inprocess.ledger

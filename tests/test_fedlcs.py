@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ONE_ACTOR
 
 from fedcausal_flwr.clients.fedlcs import FedLCSClient
 from fedcausal_flwr.data.networks import load_network
@@ -317,7 +318,7 @@ def test_ray_engine_gives_the_inprocess_result():
     parts = split_iid(net.sample(3_000, seed=8), 3, seed=0).clients
     options = {"target": "either,lung", "test": "g2"}
     inprocess = run_method("fedlcs", parts, options, backend="inprocess")
-    on_ray = run_method("fedlcs", parts, options, backend="ray")
+    on_ray = run_method("fedlcs", parts, options, backend="ray", **ONE_ACTOR)
     assert on_ray.graph == inprocess.graph
     counts = ("client_tests", "tests")
     assert {k: v for k, v in on_ray.extra.items() if k not in counts} == {

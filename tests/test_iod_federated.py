@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ONE_ACTOR
 
 from fedcausal_flwr.data.inputs import InputError
 from fedcausal_flwr.data.partition import split_site_effects
@@ -160,7 +161,7 @@ def test_fedci_iod_on_ray_equals_inprocess(sites, monkeypatch):
     frames, schema = sites
     opts = {"schema": schema.dumps()}
     inprocess = run_method("fedci-iod", frames, opts, backend="inprocess")
-    ray = run_method("fedci-iod", frames, opts, backend="ray")  # RAY_TMPDIR: conftest
+    ray = run_method("fedci-iod", frames, opts, backend="ray", **ONE_ACTOR)  # RAY_TMPDIR: conftest
     assert marks(result_pags(ray)) == marks(result_pags(inprocess))
     a = np.array([t["p_value"] for t in inprocess.extra["ci_tests"]])
     b = np.array([t["p_value"] for t in ray.extra["ci_tests"]])

@@ -9,7 +9,7 @@ from itertools import combinations
 
 import numpy as np
 import pytest
-from helpers import padded_names
+from helpers import ONE_ACTOR, padded_names
 
 from fedcausal_flwr.api import make_partition, run
 from fedcausal_flwr.clients.voting import VotingClient
@@ -30,6 +30,8 @@ from fedcausal_flwr.strategies.voting import local_summary, majority_marks, vote
 
 METHODS = ["pooled", "fedpc-vote", "pc-vote", "pc-cit-vote", "fci-vote", "fci-cit-vote", "local"]
 SAMPLES, SEED = 10_000, 0
+#: on one test worker: the module's ALARM fixtures (pooled PC, the memoised runs) are computed once
+pytestmark = pytest.mark.xdist_group("voting-alarm")
 
 
 def reordered(frame):
@@ -469,7 +471,7 @@ def test_ray_engine_gives_the_inprocess_result(method):
     net = load_network("asia")
     parts = make_partition(net.sample(3_000, seed=8), 3, "iid", 0).clients
     inprocess = run_method(method, parts, {}, backend="inprocess")
-    on_ray = run_method(method, parts, {}, backend="ray")
+    on_ray = run_method(method, parts, {}, backend="ray", **ONE_ACTOR)
     assert on_ray.graph == inprocess.graph
     assert on_ray.rounds == inprocess.rounds
     assert on_ray.ledger == inprocess.ledger
