@@ -514,6 +514,8 @@ def test_experiments_fedcdnv_quick(tmp_path, capfd):
     assert run_experiment("fedcdnv-sachs", quick=True, out=tmp_path / "sachs") == 0
     text = capfd.readouterr().out
     assert "0.6967 / 0.2861" in text and "0.6800 / 0.3030" in text
+    # the slowest baseline is capped in a quick run, and the output says so
+    assert "--quick: notears-admm runs with max-iter=40 (default 200)" in text
     frame = pd.read_csv(tmp_path / "sachs" / "results.csv")
     assert {"fedcdnv", "fedcdnv-vote", "fci-base", "fedpc-vote", "fedfci"} <= set(frame["method"])
     _check_fedcdnv_table(text, "== Sachs, 6 IID clients, 9 of 11", frame[frame["part"] == "sachs"])
