@@ -355,7 +355,8 @@ def main() -> int:
     rows: list[dict] = []
 
     overrides = QUICK_OPTIONS if args.quick else {}
-    for method, options in overrides.items():
+    with_extra = {"sachs", "identical"} & set(args.parts)  # the parts that run IDENTICAL_EXTRA
+    for method, options in overrides.items() if with_extra else ():
         defaults = {option.name: option.default for option in get_method(method).options}
         told = ", ".join(
             f"{k.replace('_', '-')}={v} (default {defaults[k]})" for k, v in options.items()
