@@ -355,13 +355,13 @@ def main() -> int:
     rows: list[dict] = []
 
     overrides = QUICK_OPTIONS if args.quick else {}
-    with_extra = {"sachs", "identical"} & set(args.parts)  # the parts that run IDENTICAL_EXTRA
-    for method, options in overrides.items() if with_extra else ():
-        defaults = {option.name: option.default for option in get_method(method).options}
-        told = ", ".join(
-            f"{k.replace('_', '-')}={v} (default {defaults[k]})" for k, v in options.items()
-        )
-        print(f"--quick: {method} runs with {told}", flush=True)
+    if {"sachs", "identical"} & set(args.parts):  # the parts that run IDENTICAL_EXTRA
+        for method, options in overrides.items():
+            defaults = {option.name: option.default for option in get_method(method).options}
+            told = ", ".join(
+                f"{k.replace('_', '-')}={v} (default {defaults[k]})" for k, v in options.items()
+            )
+            print(f"--quick: {method} runs with {told}", flush=True)
 
     def collect(part: str, label: str, setting: Setting, methods=OURS, **extra) -> pd.DataFrame:
         got = []
