@@ -243,9 +243,10 @@ def pc_engine() -> tuple[Option, ...]:
             "all",
             "how a skeleton depth asks its tests: all of them in one round (causal-learn's "
             "record: every separating set), or until-removed: each edge's sets in rounds of 1, "
-            "2, 4, ... until one separates it, then the rest of the removal depth for the pairs "
-            "of unshielded triples: the same CPDAG from far fewer tests on big networks, in more "
-            "rounds; other removed pairs record the separating sets they asked",
+            "2, 4, ... until one separates it, members most dependent on both ends (at depth 0) "
+            "first, then the rest of the removal depth for the pairs of unshielded triples: the "
+            "same CPDAG from far fewer tests on big networks, in more rounds; other removed pairs "
+            "record the separating sets they asked",
             choices=EDGE_TESTS,
         ),
     )

@@ -51,7 +51,7 @@ from fedcausal_flwr.stats.contingency import (
     TableLayout,
     TableTooLargeError,
     check_sparse_tables,
-    discrete_pvalues,
+    discrete_tests,
     make_layout,
     merge_sparse_tables,
     sparse_tests,
@@ -179,6 +179,7 @@ class BatchPlan:
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     tables: int  # tables asked: one per test, or per variable set (SetTables)
     answered: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (tests, p)
+    statistics: list[np.ndarray] = field(default_factory=list)  # per part, tests on own tables
     noise_variance: float = 0.0  # per summed cell, when the run is differentially private
     shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
@@ -326,7 +327,9 @@ class TableTests(DiscreteSummedTests):
         if self._sets is not None:  # the part's set tables: each test reads its set's table
             plan.answered.append(self._set_pvalues(strategy, replies, part, plan))
         else:
-            plan.answered.append((part, self._part_pvalues(request, replies, queries, part)))
+            pvalues, statistics = self._part_tests(request, replies, queries, part)
+            plan.answered.append((part, pvalues))
+            plan.statistics.append(statistics)
         strategy.annotate(
             batch=len(self.batches), depth=_depth(queries), tests=len(plan.answered[-1][0]),
             sparse=plan.sparse, part=len(plan.answered),
@@ -341,6 +344,11 @@ class TableTests(DiscreteSummedTests):
         answers = np.empty(len(queries))
         for positions, pvalues in plan.answered:
             answers[positions] = pvalues
+        if getattr(queries, "statistics_wanted", False) and len(plan.statistics) == len(plan.parts):
+            statistics = np.empty(len(queries))  # for the search's order (FreshQueries)
+            for (positions, _), part_statistics in zip(plan.answered, plan.statistics, strict=True):
+                statistics[positions] = part_statistics
+            queries.statistics = statistics  # type: ignore[attr-defined]
         self._sets = None
         if self.privacy is not None:
             self.privacy.accountant.close_batch()
@@ -366,19 +374,19 @@ class TableTests(DiscreteSummedTests):
             empty_strata_add_dof=self.options.empty_strata_add_dof,
         )  # fmt: skip
 
-    def _part_pvalues(
+    def _part_tests(
         self, request: Request, replies: list[Reply], queries: Sequence[Query], part: np.ndarray
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """A part's tests, each on its own table: dense and summed, or the clients' sparse
-        cells merged."""
+        cells merged; their p-values and statistics."""
         layout = make_layout(_select(queries, part), self.cards, max_cells=None)
         if request.action == TABLES:
             (summed,) = replies
-            pvalues = discrete_pvalues(
+            tested = discrete_tests(
                 summed.arrays[0], layout, self.options.test,
                 empty_strata_add_dof=self.options.empty_strata_add_dof,
             )  # fmt: skip
-            return np.asarray(pvalues, dtype=np.float64)
+            return np.asarray(tested.pvalue, dtype=np.float64), tested.statistic
         cells = []
         for reply in replies:
             if len(reply.arrays) != 2:
@@ -395,7 +403,7 @@ class TableTests(DiscreteSummedTests):
             indices, counts, layout, self.options.test,
             empty_strata_add_dof=self.options.empty_strata_add_dof,
         )  # fmt: skip
-        return np.asarray(tested.pvalue, dtype=np.float64)
+        return np.asarray(tested.pvalue, dtype=np.float64), tested.statistic
 
     def forget(self) -> None:
         self._plan, self._sets = None, None

@@ -61,15 +61,71 @@ def test_pools_number_each_pairs_sets_in_the_full_depths_order():
                 assert listed == _full_depth_order(adjacency, x, y, depth)
 
 
+def test_ranked_pools_number_every_set_once_strongest_members_first():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n = int(rng.integers(4, 12))
+        adjacency = np.triu(rng.random((n, n)) < rng.uniform(0.4, 0.9), 1)
+        adjacency |= adjacency.T
+        strength = rng.integers(0, 4, (n, n)).astype(np.float32)  # ties too
+        strength = strength + strength.T
+        for depth in (1, 2, 3):
+            pools = DepthPools(adjacency, depth, strength)
+            lo, hi = np.nonzero(np.triu(adjacency, 1))
+            first, total = pools.totals(lo, hi)
+            for x, y, lower, count in zip(lo, hi, first, total, strict=True):
+                rows = pools.tests(np.full(count, x), np.full(count, y), np.arange(count))
+                listed = [tuple(r[2:]) for r in rows.tolist() if r[0] >= 0]
+                full = _full_depth_order(adjacency, x, y, depth)
+                assert sorted(listed) == sorted(full) and len(set(listed)) == len(listed)
+                if depth == 1 and lower:  # x's side: its members strongest first, ties by index
+                    score = [strength[x, s] + strength[y, s] for (s,) in listed[:lower]]
+                    members = [s for (s,) in listed[:lower]]
+                    assert members == sorted(
+                        members, key=lambda s: -strength[x, s] - strength[y, s]
+                    )
+                    assert score == sorted(score, reverse=True)
+
+
+def _level1(oracle, ranked: bool) -> tuple[np.ndarray, int]:
+    """Depth 1 of an until-removed search after depth 0, ranked by depth 0's statistics or in
+    neighbour order: the pairs it removes and the tests it asks."""
+    from fedcausal_flwr.discovery.driver import drive
+    from fedcausal_flwr.discovery.edge_rounds import until_removed_depth
+    from fedcausal_flwr.discovery.skeleton import skeleton_steps
+    from fedcausal_flwr.discovery.skeleton_record import Skeleton
+
+    n = len(oracle.variables)
+    adjacency = drive(skeleton_steps(n, 0.05, max_depth=0), oracle).adjacency
+    lo, hi = np.nonzero(np.triu(adjacency, 1))
+    pairs = [(x, y, ()) for x, y in zip(lo.tolist(), hi.tolist(), strict=True)]
+    pvalues, statistics = oracle.compute_statistics(pairs)
+    assert (pvalues <= 0.05).all()
+    strength = np.zeros((n, n), dtype=np.float32)
+    strength[lo, hi] = strength[hi, lo] = statistics
+    steps = until_removed_depth(
+        Skeleton(adjacency.copy()), adjacency, 1, 0.05, None, 10**6, strength if ranked else None
+    )
+    removed, asked = drive(steps, oracle)
+    return removed, asked["tests"]
+
+
+def test_ranking_by_depth_zeros_statistics_removes_the_same_pairs_from_fewer_tests():
+    oracle = oracle_of("alarm", 3000)
+    ranked, ranked_tests = _level1(oracle, ranked=True)
+    plain, plain_tests = _level1(oracle, ranked=False)
+    assert sorted(map(tuple, ranked.tolist())) == sorted(map(tuple, plain.tolist()))
+    assert ranked_tests < 0.8 * plain_tests, (ranked_tests, plain_tests)
+
+
 def _records_agree(full, until) -> None:
-    """The same adjacency and removal depths; each removed pair's first separating set, its sets
-    a subset of the full record's; the unshielded triples' pairs recorded exactly alike."""
+    """The same adjacency and removal depths; each removed pair's sets some of the full
+    record's, in its order; the unshielded triples' pairs recorded exactly alike."""
     a, b = full.skeleton, until.skeleton
     assert (a.adjacency == b.adjacency).all()
     assert dict(a.removed_at) == dict(b.removed_at)
     for pair, sets in b.sepsets.items():
-        assert sets[0] == a.sepsets[pair][0]
-        assert set(sets) <= set(a.sepsets[pair])
+        assert sets and sets == [s for s in a.sepsets[pair] if s in set(sets)]
     for pair in unshielded_pairs(a.adjacency):
         assert b.sepsets[pair] == a.sepsets[pair]
         assert b.max_pvalue[pair] == a.max_pvalue[pair]
@@ -125,19 +181,37 @@ def test_until_removed_equals_causallearn_on_alarm():
     assert (ours.graph.marks == theirs.marks).all()
 
 
-def test_federated_until_removed_equals_pooled_and_asks_fewer_tests():
+def test_federated_until_removed_equals_pooled_and_asks_fewer_tests(monkeypatch):
+    """Also: the sums are exact, so the federated search ranks its pools by the statistics the
+    pooled one ranks by."""
     from fedcausal_flwr.data.specs import sample_partition
+    from fedcausal_flwr.discovery import skeleton
 
+    asked = []
+
+    class Recorded(skeleton.FreshQueries):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if self.statistics_wanted:
+                asked.append(self)
+
+    monkeypatch.setattr(skeleton, "FreshQueries", Recorded)
     partition, _ = sample_partition("alarm", 4000, 3, "iid", 0)
     frames = list(partition.clients)
     full = run_method("fedpc", frames, {"test": "chi2"})
+    assert not asked
     until = run_method("fedpc", frames, {"test": "chi2", **UNTIL})
     assert until.graph == full.graph
     assert until.extra["tests"] < 0.8 * full.extra["tests"]
     assert until.rounds > full.rounds
-    pooled = run_method("pooled", frames, {"algorithm": "pc", **UNTIL})
+    pooled = run_method("pooled", frames, {"algorithm": "pc", "test": "chi2", **UNTIL})
     assert pooled.graph == until.graph
     assert pooled.config["options"]["edge_tests"] == "until-removed"
+    federated, centred = asked  # depth 0 of each
+    assert federated.statistics is not None and centred.statistics is not None
+    assert (federated.rows == centred.rows).all()
+    np.testing.assert_allclose(federated.statistics, centred.statistics, rtol=1e-12)
+    assert federated.statistics.max() > 100  # alarm's strong dependences, not a placeholder
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ def drive(steps: Steps[R], oracle: CIOracle) -> R:
         batch = next(steps)
         while True:
             if isinstance(batch, FreshQueries):
-                batch = steps.send(oracle.fresh_batch(list(batch)))
+                batch = steps.send(oracle.fresh_batch(batch))
             else:
                 batch = steps.send(oracle.test_batch(batch))
     except StopIteration as stop:

@@ -42,6 +42,7 @@ from fedcausal_flwr.discovery.skeleton_record import (
     FreshQueries,
     Pair,
     Skeleton,
+    full_depth_order,
     keep_largest,
     pair_key,
 )
@@ -114,6 +115,7 @@ def skeleton_steps(
             raise ValueError(f"initial adjacency must be a symmetric {n_vars}x{n_vars} matrix")
         np.fill_diagonal(adjacency, False)
     result = Skeleton(adjacency=adjacency)
+    strength = None  # an until-removed search's depth-0 statistics: its later depths' order
     depth = -1
     while adjacency.sum(axis=1).max(initial=0) - 1 > depth:
         depth += 1
@@ -125,10 +127,14 @@ def skeleton_steps(
         rounds: dict[str, int] = {}  # an until-removed depth: the tests it asked, in rounds
         if edge_tests != "all" and depth:
             removed, rounds = yield from until_removed_depth(
-                result, adjacency, depth, alpha, keep, batch
+                result, adjacency, depth, alpha, keep, batch, strength
             )
-        elif stable and tests > batch:
-            removed = yield from streamed_depth(result, adjacency, depth, alpha, keep, batch)
+        elif stable and (tests > batch or edge_tests != "all"):
+            if edge_tests != "all":  # depth 0 of an until-removed search
+                strength = np.zeros(adjacency.shape, dtype=np.float32)
+            removed = yield from streamed_depth(
+                result, adjacency, depth, alpha, keep, batch, strength
+            )
         else:
             queries = depth_queries(adjacency, depth)
             if keep is not None:
@@ -177,10 +183,12 @@ def streamed_depth(
     alpha: float,
     keep: np.ndarray | None,
     batch: int,
+    strength: np.ndarray | None = None,
 ):
     """Generator: one PC-stable depth asked in :class:`FreshQueries` batches of ``batch`` tests
     (the last may hold fewer); returns the pairs to remove as a (k, 2) array and records what
-    :func:`apply_depth` records.
+    :func:`apply_depth` records. Depth 0 fills ``strength`` (p x p, given zeroed) with each
+    pair's test statistic where the answers carry them, else with ``1 - p``.
 
     The tests are those of :func:`depth_queries`, each once, those of one variable set together
     (:func:`depth_rows`). Kept per depth: each pair's largest p-value and the sets with
@@ -192,7 +200,11 @@ def streamed_depth(
     found_codes: list[np.ndarray] = []
     found_sets: list[np.ndarray] = []
     for rows in _exact_batches(depth_rows(adjacency, depth, keep, batch), batch):
-        pvalues = np.asarray((yield FreshQueries(rows)), dtype=float)
+        asked = FreshQueries(rows, statistics_wanted=strength is not None)
+        pvalues = np.asarray((yield asked), dtype=float)
+        if strength is not None:
+            known = 1.0 - pvalues if asked.statistics is None else asked.statistics
+            strength[rows[:, 0], rows[:, 1]] = strength[rows[:, 1], rows[:, 0]] = known
         codes = rows[:, 0] * n + rows[:, 1]
         largest.add(codes, pvalues)
         hit = pvalues > alpha
@@ -227,11 +239,9 @@ def streamed_depth(
         starts, ends = first.tolist(), np.r_[first[1:], codes.size].tolist()
     for start, end in zip(starts, ends, strict=True):
         x, y = divmod(int(codes[start]), n)
-        # x's side first, then y's, each in combinations order (sorted tuples: lexicographic)
-        found = sorted({tuple(row) for row in sets[start:end].tolist()})
-        from_x = [s for s in found if adjacency[x, list(s)].all()]
-        from_y = [s for s in found if not adjacency[x, list(s)].all()]
-        result.sepsets[(x, y)] = from_x + from_y
+        result.sepsets[(x, y)] = full_depth_order(
+            [tuple(row) for row in sets[start:end].tolist()], x, adjacency
+        )
         result.removed_at[(x, y)] = depth
     return removed
 

@@ -40,6 +40,17 @@ def pair_key(x: int, y: int) -> Pair:
     return (x, y) if x < y else (y, x)
 
 
+def full_depth_order(
+    sets: Sequence[tuple[int, ...]], x: int, adjacency: np.ndarray
+) -> list[tuple[int, ...]]:
+    """A pair ``(x, y)``'s separating sets (sorted tuples) as a full depth lists them, each once:
+    ``x``'s side first (every member adjacent to ``x`` in the depth's ``adjacency``), then
+    ``y``'s, each in combinations order (lexicographic)."""
+    found = sorted(set(sets))
+    from_x = [s for s in found if adjacency[x, list(s)].all()]
+    return from_x + [s for s in found if not adjacency[x, list(s)].all()]
+
+
 def keep_largest(largest: MutableMapping[Pair, float], key: Pair, p: float) -> None:
     """Record ``p`` for the pair ``key`` if it is the largest seen (a pair's deciding p-value)."""
     if p > largest.get(key, -1.0):
@@ -51,12 +62,18 @@ class FreshQueries(Sequence[Query]):
     as one int64 matrix ``rows`` of ``[x, y, S...]`` (one conditioning-set size); it reads as a
     sequence of ``(x, y, S)``."""
 
-    def __init__(self, rows: np.ndarray | Sequence[Query]):
+    def __init__(self, rows: np.ndarray | Sequence[Query], statistics_wanted: bool = False):
         if not isinstance(rows, np.ndarray):
             rows = query_rows(rows, normalised=True)
             if rows.size and rows.min() < 0:
                 raise ValueError("fresh queries hold one conditioning-set size")
         self.rows = rows
+        #: asked by a search that orders its later tests by dependence (an until-removed
+        #: search's depth 0): an answerer that computes test statistics leaves them in
+        #: :attr:`statistics`, one per test (larger: more dependent); one that does not leaves
+        #: None and the search orders by the p-values
+        self.statistics_wanted = statistics_wanted
+        self.statistics: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])

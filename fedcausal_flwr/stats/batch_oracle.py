@@ -89,13 +89,25 @@ class CIOracle(ABC):
             self.n_batches += 1
         return np.array([self.cache[k] for k in keys], dtype=float)
 
-    def fresh_batch(self, queries: list[Query]) -> np.ndarray:
+    def fresh_batch(self, queries: Sequence[Query]) -> np.ndarray:
         """p-values of distinct, normalised queries never asked before, computed and not kept
-        in the cache (an engine that asks a test again later asks it again)."""
+        in the cache (an engine that asks a test again later asks it again). A batch that
+        wants its tests' statistics (``statistics_wanted``, a search's
+        :class:`~fedcausal_flwr.discovery.skeleton_record.FreshQueries`) gets them in its
+        ``statistics`` where :meth:`compute_statistics` gives them."""
         self.n_asked += len(queries)
         self.n_computed += len(queries)
         self.n_batches += 1
-        return np.asarray(self.compute_batch(queries), dtype=float)
+        if getattr(queries, "statistics_wanted", False):
+            pvalues, statistics = self.compute_statistics(list(queries))
+            queries.statistics = statistics  # type: ignore[attr-defined]
+            return np.asarray(pvalues, dtype=float)
+        return np.asarray(self.compute_batch(list(queries)), dtype=float)
+
+    def compute_statistics(self, queries: list[Query]) -> tuple[np.ndarray, np.ndarray | None]:
+        """p-values of distinct normalised queries and their test statistics (larger: more
+        dependent), or None where this oracle has none to give."""
+        return self.compute_batch(queries), None
 
     def test(self, x: int, y: int, s: Sequence[int] = ()) -> float:
         return float(self.test_batch([(x, y, tuple(s))])[0])

@@ -133,13 +133,19 @@ class DiscreteOracle(CIOracle):
         return ok
 
     def compute_batch(self, queries: list[Query]) -> np.ndarray:
+        return self.compute_statistics(queries)[0]
+
+    def compute_statistics(self, queries: list[Query]) -> tuple[np.ndarray, np.ndarray]:
+        """p-values and statistics (0 for a test decided unreliable without counting, and for
+        one over the cell budget, counted sparsely: the search's order needs no more)."""
         pvals = np.full(len(queries), self.options["unreliable_pvalue"], dtype=np.float64)
+        stats = np.zeros(len(queries), dtype=np.float64)
         keep = np.arange(len(queries))
         if not self.has_missing:  # with missing values each table's own n decides (below)
             keep = np.flatnonzero(self.reliable(queries, self.arities(), len(self.codes)))
         if keep.size < len(queries):  # unreliable tests are decided without counting
-            pvals[keep] = self.compute_batch([queries[i] for i in keep.tolist()])
-            return pvals
+            pvals[keep], stats[keep] = self.compute_statistics([queries[i] for i in keep.tolist()])
+            return pvals, stats
         options = self.options
         if not self.has_missing and options["reliability"] is not None:
             # every row is in every table: the rule above decided it as the tables would
@@ -151,10 +157,11 @@ class DiscreteOracle(CIOracle):
         for part in _cell_budget_parts(np.flatnonzero(small), cells, self.max_cells):
             layout = make_layout(rows[part], self.cards, self.max_cells)
             tables = count_tables(self.codes_t, layout)
-            pvals[part] = discrete_tests(tables, layout, self.test_name, **options).pvalue
+            tested = discrete_tests(tables, layout, self.test_name, **options)
+            pvals[part], stats[part] = tested.pvalue, tested.statistic
         for i in sparse:
             pvals[i] = self._sparse_pvalue(queries[i])
-        return pvals
+        return pvals, stats
 
     def test_resamples(
         self, queries: Sequence[Sequence], row_sets: Sequence[np.ndarray]
