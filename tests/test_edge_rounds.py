@@ -45,46 +45,41 @@ def _full_depth_order(adjacency: np.ndarray, x: int, y: int, depth: int) -> list
     return first + [s for s in combinations(near_y, depth) if s not in set(first)]
 
 
-def test_pools_number_each_pairs_sets_in_the_full_depths_order():
-    rng = np.random.default_rng(3)
-    for _ in range(30):
+def _listed_sets(seed: int, trials: int, ranked: bool):
+    """Random graphs' pairs x < y at depths 1-3, each with every set its pools list in position
+    order (ranked by a random strength with ties, or not): ``(strength, depth, x, y, how many
+    sets x's side numbers, the sets, the full depth's sets)``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
         n = int(rng.integers(3, 12))
         adjacency = np.triu(rng.random((n, n)) < rng.uniform(0.3, 0.9), 1)
         adjacency |= adjacency.T
-        for depth in (1, 2, 3):
-            pools = DepthPools(adjacency, depth)
-            lo, hi = np.nonzero(np.triu(adjacency, 1))
-            _, total = pools.totals(lo, hi)
-            for x, y, count in zip(lo.tolist(), hi.tolist(), total.tolist(), strict=True):
-                rows = pools.tests(np.full(count, x), np.full(count, y), np.arange(count))
-                listed = [tuple(r[2:]) for r in rows.tolist() if r[0] >= 0]
-                assert listed == _full_depth_order(adjacency, x, y, depth)
-
-
-def test_ranked_pools_number_every_set_once_strongest_members_first():
-    rng = np.random.default_rng(5)
-    for _ in range(20):
-        n = int(rng.integers(4, 12))
-        adjacency = np.triu(rng.random((n, n)) < rng.uniform(0.4, 0.9), 1)
-        adjacency |= adjacency.T
-        strength = rng.integers(0, 4, (n, n)).astype(np.float32)  # ties too
-        strength = strength + strength.T
+        strength = rng.integers(0, 4, (n, n)).astype(np.float32) if ranked else None
+        if strength is not None:
+            strength += strength.T
         for depth in (1, 2, 3):
             pools = DepthPools(adjacency, depth, strength)
             lo, hi = np.nonzero(np.triu(adjacency, 1))
             first, total = pools.totals(lo, hi)
-            for x, y, lower, count in zip(lo, hi, first, total, strict=True):
+            for x, y, lower, count in zip(lo.tolist(), hi.tolist(), first, total, strict=True):
                 rows = pools.tests(np.full(count, x), np.full(count, y), np.arange(count))
                 listed = [tuple(r[2:]) for r in rows.tolist() if r[0] >= 0]
                 full = _full_depth_order(adjacency, x, y, depth)
-                assert sorted(listed) == sorted(full) and len(set(listed)) == len(listed)
-                if depth == 1 and lower:  # x's side: its members strongest first, ties by index
-                    score = [strength[x, s] + strength[y, s] for (s,) in listed[:lower]]
-                    members = [s for (s,) in listed[:lower]]
-                    assert members == sorted(
-                        members, key=lambda s: -strength[x, s] - strength[y, s]
-                    )
-                    assert score == sorted(score, reverse=True)
+                yield strength, depth, x, y, lower, listed, full
+
+
+def test_pools_number_each_pairs_sets_in_the_full_depths_order():
+    for *_, listed, full in _listed_sets(3, 30, ranked=False):
+        assert listed == full
+
+
+def test_ranked_pools_number_every_set_once_strongest_members_first():
+    for strength, depth, x, y, lower, listed, full in _listed_sets(5, 20, ranked=True):
+        assert sorted(listed) == sorted(full) and len(set(listed)) == len(listed)
+        if depth == 1 and lower:  # x's side: its members strongest first, ties by index
+            members = [s for (s,) in listed[:lower]]
+            by_strength = sorted(sorted(members), key=lambda s: -strength[x, s] - strength[y, s])
+            assert members == by_strength
 
 
 def _level1(oracle, ranked: bool) -> tuple[np.ndarray, int]:
