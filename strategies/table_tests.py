@@ -179,7 +179,8 @@ class BatchPlan:
     dense_cells: int  # every table of the batch, dense: what one client sends through SecAgg+
     tables: int  # tables asked: one per test, or per variable set (SetTables)
     answered: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (tests, p)
-    statistics: list[np.ndarray] = field(default_factory=list)  # per part, tests on own tables
+    #: per part, when the batch wants its statistics (tests on their own tables)
+    statistics: list[np.ndarray] = field(default_factory=list)
     noise_variance: float = 0.0  # per summed cell, when the run is differentially private
     shares: int | None = None  # distributed noise: how many sites share it (None: the server's)
 
@@ -329,7 +330,8 @@ class TableTests(DiscreteSummedTests):
         else:
             pvalues, statistics = self._part_tests(request, replies, queries, part)
             plan.answered.append((part, pvalues))
-            plan.statistics.append(statistics)
+            if getattr(queries, "statistics_wanted", False):
+                plan.statistics.append(statistics)
         strategy.annotate(
             batch=len(self.batches), depth=_depth(queries), tests=len(plan.answered[-1][0]),
             sparse=plan.sparse, part=len(plan.answered),
