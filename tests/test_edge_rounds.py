@@ -113,6 +113,21 @@ def test_ranking_by_depth_zeros_statistics_removes_the_same_pairs_from_fewer_tes
     assert ranked_tests < 0.8 * plain_tests, (ranked_tests, plain_tests)
 
 
+def test_an_oracle_without_statistics_ranks_by_p_values_to_the_same_cpdag():
+    """Fisher-z's moments and fedCI's fits give p-values only: depth 0 ranks by ``1 - p``."""
+    oracle = oracle_of("alarm", 2000)
+
+    class PValuesOnly(type(oracle)):
+        def compute_statistics(self, queries):
+            return super().compute_statistics(queries)[0], None
+
+    plain = PValuesOnly(oracle.codes, oracle.cards, oracle.variables, test="chi2")
+    by_p = pc(plain, 0.05, **UNTIL)
+    by_statistic = pc(oracle, 0.05, **UNTIL)
+    assert by_p.graph == by_statistic.graph == pc(oracle, 0.05).graph
+    assert by_p.skeleton.n_tests != by_statistic.skeleton.n_tests  # another order was taken
+
+
 def _records_agree(full, until) -> None:
     """The same adjacency and removal depths; each removed pair's sets some of the full
     record's, in its order; the unshielded triples' pairs recorded exactly alike."""
