@@ -325,14 +325,13 @@ def test_experiment_synthetic_clients_quick(tmp_path, capsys):
             assert (float(mean), float(sd)) == pytest.approx(expected, abs=0.051), (method, k)
 
 
-@pytest.mark.slow
-def test_experiment_sachs_quick(tmp_path, capfd):
-    """Runs the installed script on the packaged Sachs data."""
-    assert run_experiment("fedc2sl-sachs", quick=True, out=tmp_path) == 0
-    text = capfd.readouterr().out
-    assert_experiment_folder(tmp_path, "fedc2sl-sachs", "853 rows x 11 variables", "PC-Voting")
+def assert_sachs_quick(text: str, folder: Path) -> None:
+    """What `fedcausal-flwr experiment fedc2sl-sachs --quick` prints (``text``) and writes
+    (``folder``) on the packaged Sachs data; its run is the wheel's
+    (tests/test_packaging.py), from outside the repository."""
+    assert_experiment_folder(folder, "fedc2sl-sachs", "853 rows x 11 variables", "PC-Voting")
     assert "running: python -m fedcausal_flwr.experiments.fedc2sl_sachs --clients 2 64" in text
-    assert "853 rows x 11 variables" in text
+    assert "FedC2SL Sachs setting: 853 rows x 11 variables" in text
     assert "paper SHD(cl0128)" in text and "15.70" in text and "settings the paper" in text
     # the centralised line, recomputed: causal-learn's PC on the 853 pooled rows, scored by hand
     data, dag = sachs_discrete(), sachs_discrete_truth()
