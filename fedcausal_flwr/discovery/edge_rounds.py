@@ -123,11 +123,12 @@ class DepthPools:
         if self.strength is None:
             # a pool is ``near``'s neighbours without ``far``: skip far's place in the row
             picks += picks >= (self.place[near, far] - 1)[:, None]
-        else:
-            picks = self._ranked_places(lo, hi, near, far, picks)
-        sets = self.neighbours[near[:, None], picks]
-        if self.strength is not None:
-            sets.sort(axis=1)  # normalised
+            sets = self.neighbours[near[:, None], picks]
+        else:  # ranked members, normalised
+            sets = np.sort(
+                self.neighbours[near[:, None], self._ranked_places(lo, hi, near, far, picks)],
+                axis=1,
+            )
         rows = np.concatenate((lo[:, None], hi[:, None], sets), axis=1)
         seen = ~lower & self.adjacency[lo[:, None], sets].all(axis=1)
         rows[seen, 0] = -1
@@ -138,7 +139,8 @@ class DepthPools:
     ) -> np.ndarray:
         """``picks`` (indices into each row's ranked pool) as places in ``near``'s neighbour row;
         rows come pair by pair, a side's rows together, so each pool is ranked once."""
-        assert self.strength is not None
+        strength = self.strength
+        assert strength is not None
         out = np.empty_like(picks)
         if not near.size:
             return out
@@ -151,13 +153,9 @@ class DepthPools:
             chunk = starts[first : first + self.RANK_CHUNK]
             g_near, g_far = near[chunk], far[chunk]
             members = self.neighbours[g_near]  # (groups, width)
-            strength = self.strength
             score = strength[lo[chunk, None], members] + strength[hi[chunk, None], members]
-            outside = (slots[None, :] > self.pool_size[g_near][:, None]) | (
-                members == g_far[:, None]
-            )
-            score[outside] = -np.inf
-            score[np.isnan(score)] = -np.inf
+            outside = slots[None, :] > self.pool_size[g_near][:, None]  # the row's padding
+            score[outside | (members == g_far[:, None]) | np.isnan(score)] = -np.inf
             ranked = np.argsort(-score, axis=1, kind="stable")
             rows = slice(chunk[0], ends[first + chunk.size - 1])
             out[rows] = ranked[group[rows, None] - first, picks[rows]]
