@@ -253,6 +253,7 @@ def test_a_large_count_runs_its_chunks_in_threads_with_the_serial_tables(monkeyp
         for z in range(3)
         if z not in (x, y)
     ]
+    monkeypatch.setattr(tables, "BIT_TABLE_CELLS", 0)  # every table row by row
     layout = tables.make_layout(queries, cards)
     serial, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
     used = []
@@ -265,6 +266,44 @@ def test_a_large_count_runs_its_chunks_in_threads_with_the_serial_tables(monkeyp
     threaded, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
     assert used == [3]
     assert np.array_equal(threaded, serial)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 63, 64, 65, 1000])
+@pytest.mark.parametrize("missing", [False, True])
+def test_tables_counted_by_level_bitsets_equal_counting_row_by_row(monkeypatch, rows, missing):
+    """Small tables are counted by level bitsets, large ones row by row, in one batch (joint
+    tables, queries of every size, levels from 1 to 9); each way gives every cell of a plain
+    count over the rows complete on the table's variables, and bitsets alone give the same."""
+    from fedcausal_flwr.stats import tables
+
+    rng = np.random.default_rng(rows)
+    cards = rng.integers(1, 10, 9)
+    codes = np.column_stack([rng.integers(0, c, rows) for c in cards])
+    if missing:
+        codes[rng.random(codes.shape) < 0.1] = tables.MISSING_CODE
+    queries = [(0, 1, ())]
+    for x, y in [(0, 1), (2, 5), (3, 4), (1, 8), (6, 7)]:
+        others = [v for v in range(9) if v not in (x, y)]
+        queries += [(x, y, (z,)) for z in others]
+        queries += [(x, y, tuple(sorted(rng.choice(others, 2, replace=False))))]
+        queries += [(x, y, tuple(sorted(rng.choice(others, 3, replace=False))))]
+    queries += [(0, z, (1,)) for z in range(2, 9)]  # sets shared with (0, 1, (z,))
+    layout = tables.make_layout(queries, cards)
+    cells = np.diff(layout.offsets)
+    assert (cells <= tables.BIT_TABLE_CELLS).any() and (cells > tables.BIT_TABLE_CELLS).any()
+    mixed, _ = tables.local_tables(codes, cards, layout, allow_missing=missing)
+    for i, (x, y, s) in enumerate(layout.queries):
+        axes = [*s, x, y]
+        complete = codes[(codes[:, axes] >= 0).all(axis=1)][:, axes]
+        expected = np.zeros([int(cards[v]) for v in axes], dtype=np.int64)
+        np.add.at(expected, tuple(complete.T), 1)
+        np.testing.assert_array_equal(layout.table(mixed, i), expected.reshape(layout.shapes[i]))
+    for limit in (0, 10**9):  # every table row by row; every table by bitsets
+        monkeypatch.setattr(tables, "BIT_TABLE_CELLS", limit)
+        one_way, _ = tables.local_tables(
+            codes, cards, tables.make_layout(queries, cards), allow_missing=missing
+        )
+        np.testing.assert_array_equal(one_way, mixed)
 
 
 def test_the_closed_form_tails_equal_scipys_deep_into_the_tail():

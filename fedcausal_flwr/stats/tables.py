@@ -29,6 +29,16 @@ from typing import Any, cast
 import numpy as np
 
 from .batch_oracle import Query, normalise_query
+from .level_bits import (
+    BIT_TABLE_CELLS,
+    MAX_BIT_BYTES,
+    CellPlan,
+    LevelBase,
+    cell_plan,
+    count_by_bits,
+    level_bits,
+    words_of,
+)
 
 #: Largest table (cells) :func:`local_tables` will allocate for one query (128 MiB of int64).
 DEFAULT_MAX_CELLS = 2**24
@@ -149,6 +159,17 @@ class TableLayout:
         """How counting reads each conditioning-set size's tables from shared joint tables,
         worked out on first count (see :func:`count_tables`)."""
         return {}
+
+    @cached_property
+    def bit_plans(self) -> dict[tuple[str, int], Any]:
+        """Which tables of each group counting reads from level bitsets, and their cells'
+        plans, worked out on first count (see :func:`count_tables`)."""
+        return {}
+
+    @cached_property
+    def level_base(self) -> LevelBase:
+        """Where the batch's variables' levels sit in a level bitset matrix."""
+        return LevelBase.of(np.unique(self.rows[self.rows >= 0]), self.cards)
 
     @property
     def n_queries(self) -> int:
@@ -326,19 +347,61 @@ def count_tables(
     if int(layout.cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
     plans = layout.joint_plans
+    by_bits = layout.level_base.levels * words_of(n) * 8 <= MAX_BIT_BYTES
+    bits: list[np.ndarray] = []  # the level bitsets, built on first use
     for k, members in _positions_by_size(layout.rows).items():
         block = layout.rows[members, : k + 2]
         if k not in plans:  # worked out once per layout: the clients of a process share it
             plans[k] = _joint_plan(block, layout, members, codes_t.shape[1])
         plan = plans[k]
         if plan is None:
-            _count_rows(codes_t, block, layout.cards, layout.offsets[members], out)
+            group = ("queries", k), block, layout.offsets[members]
+            _count_group(codes_t, layout, *group, out, bits if by_bits else None)
             continue
         as_queries, starts, index, target = plan
         tables = np.zeros(int(starts[-1]), dtype=np.int64)
-        _count_rows(codes_t, as_queries, layout.cards, starts[:-1], tables)
+        group = ("joint", k), as_queries, starts[:-1]
+        _count_group(codes_t, layout, *group, tables, bits if by_bits else None)
         out[target] = tables[index]
     return out
+
+
+def _count_group(
+    codes_t: np.ndarray,
+    layout: TableLayout,
+    key: tuple[str, int],
+    rows: np.ndarray,
+    offsets: np.ndarray,
+    out: np.ndarray,
+    bits: list[np.ndarray] | None,
+) -> None:
+    """Count the tables of ``rows`` (one size) into ``out`` at ``offsets``: those of at most
+    :data:`BIT_TABLE_CELLS` cells by level bitsets (``bits`` holds the bitsets once built; None:
+    too large to build), the rest row by row."""
+    if bits is not None:
+        if key not in layout.bit_plans:  # once per layout, as the joint plans
+            layout.bit_plans[key] = _bit_split(rows, layout, offsets)
+        small, rest = layout.bit_plans[key]
+        if small is not None:
+            if not bits:
+                bits.append(level_bits(codes_t, layout.level_base))
+            count_by_bits(bits[0], small, out)
+            if rest is None:
+                return
+            rows, offsets = rows[rest], offsets[rest]
+    _count_rows(codes_t, rows, layout.cards, offsets, out)
+
+
+def _bit_split(
+    rows: np.ndarray, layout: TableLayout, offsets: np.ndarray
+) -> tuple[CellPlan | None, np.ndarray | None]:
+    """The cell plan of the tables of ``rows`` small enough for bitsets (None: none is), and the
+    positions of the others (None: none is left)."""
+    small = row_products(layout.cards[rows]) <= BIT_TABLE_CELLS
+    if not small.any():
+        return None, np.arange(len(rows))
+    plan = cell_plan(rows[small], layout.cards, offsets[small], layout.level_base)
+    return plan, (None if small.all() else np.flatnonzero(~small))
 
 
 #: Row visits one cell read from a joint table is worth (the read costs a few gathers).
