@@ -274,7 +274,7 @@ def test_tables_counted_by_level_bitsets_equal_counting_row_by_row(monkeypatch, 
     """Small tables are counted by level bitsets, large ones row by row, in one batch (joint
     tables, queries of every size, levels from 1 to 9); each way gives every cell of a plain
     count over the rows complete on the table's variables, and bitsets alone give the same."""
-    from fedcausal_flwr.stats import tables
+    from fedcausal_flwr.stats import level_bits, tables
 
     rng = np.random.default_rng(rows)
     cards = rng.integers(1, 10, 9)
@@ -298,8 +298,12 @@ def test_tables_counted_by_level_bitsets_equal_counting_row_by_row(monkeypatch, 
         expected = np.zeros([int(cards[v]) for v in axes], dtype=np.int64)
         np.add.at(expected, tuple(complete.T), 1)
         np.testing.assert_array_equal(layout.table(mixed, i), expected.reshape(layout.shapes[i]))
-    for limit in (0, 10**9):  # every table row by row; every table by bitsets
+    for limit, part_cells in ((0, None), (10**9, None), (10**9, 5)):
+        # every table row by row; every table by bitsets; by bitsets in parts of 5 cells or more
         monkeypatch.setattr(tables, "BIT_TABLE_CELLS", limit)
+        if part_cells is not None:
+            monkeypatch.setattr(level_bits, "_PART_CELLS", part_cells)
+            monkeypatch.setattr(level_bits, "_CHUNK_WORDS", 3)
         one_way, _ = tables.local_tables(
             codes, cards, tables.make_layout(queries, cards), allow_missing=missing
         )

@@ -71,68 +71,100 @@ def level_bits(codes_t: np.ndarray, base: LevelBase) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class CellPlan:
-    """Each cell's table axes as level rows of the bitset matrix: the last two axes (x, y) as
-    one of the distinct level pairs ``pairs`` (``(2, pairs)``; ``pair_of[cell]``), the others
-    (S) in ``levels`` (``(|S|, cells)``); and where each count goes in the table vector (a slice
-    when the cells are one contiguous run)."""
+class CellPart:
+    """A run of cells: their table axes as level rows of the bitset matrix and where their
+    counts go in the table vector (a slice when the run is contiguous there). With a
+    conditioning set, the last two axes (x, y) are one of the run's distinct level pairs
+    (``pairs``, ``(2, pairs)``; ``pair_of[cell]``) and ``levels`` holds the others (S); without
+    one, ``levels`` holds x and y and ``pairs`` is None."""
 
-    pairs: np.ndarray
-    pair_of: np.ndarray
+    pairs: np.ndarray | None
+    pair_of: np.ndarray | None
     levels: np.ndarray
     target: slice | np.ndarray
 
 
+#: Cells of one part of a cell plan (its arrays are a few times this many int32).
+_PART_CELLS = 2**16
+
+
 def cell_plan(
     rows: np.ndarray, cards: np.ndarray, offsets: np.ndarray, base: LevelBase
-) -> CellPlan:
+) -> list[CellPart]:
     """The cells of queries ``rows`` (``[x, y, S...]``, one size) whose tables start at
-    ``offsets``: a table's cells run in its axis order ``(S..., x, y)``, row-major. Cells of
-    many tables share their (x, y) levels (a PC depth asks each pair given many sets): their
-    AND is taken once per level pair."""
+    ``offsets``, in parts of about :data:`_PART_CELLS` cells: a table's cells run in its axis
+    order ``(S..., x, y)``, row-major. Cells of many tables share their (x, y) levels (a PC depth
+    asks each pair given many sets): their AND is taken once per level pair of a part."""
     axes = np.concatenate((rows[:, 2:], rows[:, :2]), axis=1)
     axis_cards = cards[axes]
     sizes = axis_cards[:, 0].copy()
     for j in range(1, axes.shape[1]):
         sizes *= axis_cards[:, j]
+    ends = np.cumsum(sizes)
+    parts = []
+    first = 0
+    while first < len(rows):
+        done = int(ends[first - 1]) if first else 0
+        last = max(first + 1, int(np.searchsorted(ends, done + _PART_CELLS, side="right")))
+        span = slice(first, last)
+        parts.append(_part(axes[span], axis_cards[span], sizes[span], offsets[span], base))
+        first = last
+    return parts
+
+
+def _part(
+    axes: np.ndarray,
+    axis_cards: np.ndarray,
+    sizes: np.ndarray,
+    offsets: np.ndarray,
+    base: LevelBase,
+) -> CellPart:
     starts = np.cumsum(sizes) - sizes
-    query = np.repeat(np.arange(len(rows)), sizes)
+    query = np.repeat(np.arange(len(axes)), sizes)
     local = np.arange(query.size) - starts[query]
-    levels = np.empty((axes.shape[1], query.size), dtype=np.intp)
+    levels = np.empty((axes.shape[1], query.size), dtype=np.int32)
     for j in range(axes.shape[1] - 1, -1, -1):  # the last axis varies fastest
         card = axis_cards[query, j]
         levels[j] = base.start[axes[query, j]] + local % card
         local //= card
-    pair_keys, pair_of = np.unique(levels[-2] * base.levels + levels[-1], return_inverse=True)
-    pairs = np.stack(np.divmod(pair_keys, base.levels))
-    total = int(sizes.sum())
-    first = int(offsets[0]) if len(offsets) else 0
+    total = query.size
     target: slice | np.ndarray
-    if len(offsets) and np.array_equal(offsets - first, starts):
-        target = slice(first, first + total)
+    if np.array_equal(offsets - offsets[0], starts):
+        target = slice(int(offsets[0]), int(offsets[0]) + total)
     else:
         target = offsets[query] + (np.arange(total) - starts[query])
-    return CellPlan(pairs, pair_of.ravel(), levels[:-2].copy(), target)
+    if axes.shape[1] == 2:
+        return CellPart(None, None, levels, target)
+    keys = levels[-2].astype(np.int64) * base.levels + levels[-1]
+    pair_keys, pair_of = np.unique(keys, return_inverse=True)
+    pairs = np.stack(np.divmod(pair_keys, base.levels)).astype(np.int32)
+    return CellPart(pairs, pair_of.ravel().astype(np.int32), levels[:-2].copy(), target)
 
 
-def count_by_bits(bits: np.ndarray, plan: CellPlan, out: np.ndarray) -> None:
+def count_by_bits(bits: np.ndarray, plan: list[CellPart], out: np.ndarray) -> None:
     """Write every planned cell's count into ``out``: the popcount of the AND of its level
-    bitsets (its (x, y) pair's AND taken once)."""
-    pair_bits = bits[plan.pairs[0]]
-    pair_bits &= bits[plan.pairs[1]]
-    cells, words = plan.pair_of.size, bits.shape[1]
-    counts = np.empty(cells, dtype=np.int64)
+    bitsets (a part's (x, y) level pairs ANDed once)."""
+    words = bits.shape[1]
     # a row of popcounts summed as a product with ones (BLAS), exact in the float's mantissa
     ones = np.ones(words, dtype=np.float32 if 64 * words < 2**24 else np.float64)
-    chunk = max(1, _CHUNK_WORDS // max(1, words))
-    for start in range(0, cells, chunk):
-        stop = min(cells, start + chunk)
-        joint = pair_bits[plan.pair_of[start:stop]]
-        for axis in plan.levels:
-            joint &= bits[axis[start:stop]]
-        ones_per_word = np.bitwise_count(joint)
-        if words == 1:
-            counts[start:stop] = ones_per_word[:, 0]
-        else:
-            counts[start:stop] = ones_per_word.astype(ones.dtype) @ ones
-    out[plan.target] = counts
+    step = max(1, _CHUNK_WORDS // words)
+    for part in plan:
+        cells = part.levels.shape[1]
+        counts = np.empty(cells, dtype=np.int64)
+        if part.pairs is not None:
+            pair_bits = bits[part.pairs[0]]
+            pair_bits &= bits[part.pairs[1]]
+        for start in range(0, cells, step):
+            stop = min(cells, start + step)
+            if part.pair_of is None:
+                joint = bits[part.levels[0, start:stop]]
+            else:
+                joint = pair_bits[part.pair_of[start:stop]]
+            for axis in part.levels[(1 if part.pair_of is None else 0) :]:
+                joint &= bits[axis[start:stop]]
+            ones_per_word = np.bitwise_count(joint)
+            if words == 1:
+                counts[start:stop] = ones_per_word[:, 0]
+            else:
+                counts[start:stop] = ones_per_word.astype(ones.dtype) @ ones
+        out[part.target] = counts

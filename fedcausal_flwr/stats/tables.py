@@ -32,7 +32,7 @@ from .batch_oracle import Query, normalise_query
 from .level_bits import (
     BIT_TABLE_CELLS,
     MAX_BIT_BYTES,
-    CellPlan,
+    CellPart,
     LevelBase,
     cell_plan,
     count_by_bits,
@@ -394,7 +394,7 @@ def _count_group(
 
 def _bit_split(
     rows: np.ndarray, layout: TableLayout, offsets: np.ndarray
-) -> tuple[CellPlan | None, np.ndarray | None]:
+) -> tuple[list[CellPart] | None, np.ndarray | None]:
     """The cell plan of the tables of ``rows`` small enough for bitsets (None: none is), and the
     positions of the others (None: none is left)."""
     small = row_products(layout.cards[rows]) <= BIT_TABLE_CELLS
