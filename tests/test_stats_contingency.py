@@ -310,6 +310,27 @@ def test_tables_counted_by_level_bitsets_equal_counting_row_by_row(monkeypatch, 
         np.testing.assert_array_equal(one_way, mixed)
 
 
+def test_a_large_bitset_count_runs_its_parts_in_threads_with_the_serial_tables(monkeypatch):
+    from fedcausal_flwr.stats import level_bits, tables
+
+    rng = np.random.default_rng(6)
+    cards = rng.integers(2, 5, 10)
+    codes = np.column_stack([rng.integers(0, c, 700) for c in cards])
+    codes[rng.random(codes.shape) < 0.05] = tables.MISSING_CODE
+    queries = [(x, y, (z,)) for x in range(10) for y in range(x + 1, 10) for z in range(10)]
+    queries = [q for q in queries if q[2][0] not in q[:2]]
+    serial, _ = tables.local_tables(codes, cards, queries, allow_missing=True)
+    used = []
+    monkeypatch.setattr(level_bits, "_PART_CELLS", 500)
+    monkeypatch.setattr(tables, "THREADED_VISITS", 1_000)
+    monkeypatch.setattr(tables, "counting_threads", lambda: 3)
+    original = level_bits.ThreadPoolExecutor
+    monkeypatch.setattr(level_bits, "ThreadPoolExecutor", lambda n: used.append(n) or original(n))
+    threaded, _ = tables.local_tables(codes, cards, queries, allow_missing=True)
+    assert used == [3]
+    np.testing.assert_array_equal(threaded, serial)
+
+
 def test_the_closed_form_tails_equal_scipys_deep_into_the_tail():
     """erfc(sqrt(x/2)) and exp(-x/2) against chi2.sf with 1 and 2 degrees of freedom, from 0 to
     the underflow."""

@@ -11,6 +11,7 @@ every table over that variable, as test-wise deletion has it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,9 +75,10 @@ def level_bits(codes_t: np.ndarray, base: LevelBase) -> np.ndarray:
 class CellPart:
     """A run of cells: their table axes as level rows of the bitset matrix and where their
     counts go in the table vector (a slice when the run is contiguous there). With a
-    conditioning set, the last two axes (x, y) are one of the run's distinct level pairs
-    (``pairs``, ``(2, pairs)``; ``pair_of[cell]``) and ``levels`` holds the others (S); without
-    one, ``levels`` holds x and y and ``pairs`` is None."""
+    conditioning set, two of a cell's axes are one of the run's distinct level pairs
+    (``pairs``, ``(2, pairs)``; ``pair_of[cell]``) and ``levels`` holds the others; without one,
+    ``levels`` holds x and y and ``pairs`` is None. (Which two axes make the pair does not
+    change a count: AND is commutative.)"""
 
     pairs: np.ndarray | None
     pair_of: np.ndarray | None
@@ -135,36 +137,60 @@ def _part(
         target = offsets[query] + (np.arange(total) - starts[query])
     if axes.shape[1] == 2:
         return CellPart(None, None, levels, target)
-    keys = levels[-2].astype(np.int64) * base.levels + levels[-1]
-    pair_keys, pair_of = np.unique(keys, return_inverse=True)
+    # the two axes with the fewest distinct level pairs: the last two where queries run by
+    # (x, y), the first two where joint tables run by their sorted variables
+    width = axes.shape[1]
+    choices = []
+    for a, b in ((width - 2, width - 1), (0, 1)):
+        keys = levels[a].astype(np.int64) * base.levels + levels[b]
+        pair_keys, pair_of = np.unique(keys, return_inverse=True)
+        choices.append((pair_keys.size, a, b, pair_keys, pair_of))
+    _, a, b, pair_keys, pair_of = min(choices, key=lambda choice: choice[0])
     pairs = np.stack(np.divmod(pair_keys, base.levels)).astype(np.int32)
-    return CellPart(pairs, pair_of.ravel().astype(np.int32), levels[:-2].copy(), target)
+    others = [j for j in range(width) if j not in (a, b)]
+    return CellPart(pairs, pair_of.ravel().astype(np.int32), levels[others], target)
 
 
-def count_by_bits(bits: np.ndarray, plan: list[CellPart], out: np.ndarray) -> None:
+def count_by_bits(
+    bits: np.ndarray, plan: list[CellPart], out: np.ndarray, workers: int = 1
+) -> None:
     """Write every planned cell's count into ``out``: the popcount of the AND of its level
-    bitsets (a part's (x, y) level pairs ANDed once)."""
+    bitsets (a part's (x, y) level pairs ANDed once); the parts in ``workers`` threads (numpy's
+    gathers, ANDs and popcounts release the GIL; each part writes its own cells)."""
+    if workers < 2 or len(plan) < 2:
+        for part in plan:
+            _count_part(bits, part, out)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda part: _count_part(bits, part, out), plan))
+
+
+def bit_words(plan: list[CellPart], words: int) -> int:
+    """The 64-bit words a count of ``plan`` reads per gathered level (its cells x ``words``)."""
+    return sum(part.levels.shape[1] for part in plan) * words
+
+
+def _count_part(bits: np.ndarray, part: CellPart, out: np.ndarray) -> None:
     words = bits.shape[1]
     # a row of popcounts summed as a product with ones (BLAS), exact in the float's mantissa
     ones = np.ones(words, dtype=np.float32 if 64 * words < 2**24 else np.float64)
     step = max(1, _CHUNK_WORDS // words)
-    for part in plan:
-        cells = part.levels.shape[1]
-        counts = np.empty(cells, dtype=np.int64)
-        if part.pairs is not None:
-            pair_bits = bits[part.pairs[0]]
-            pair_bits &= bits[part.pairs[1]]
-        for start in range(0, cells, step):
-            stop = min(cells, start + step)
-            if part.pair_of is None:
-                joint = bits[part.levels[0, start:stop]]
-            else:
-                joint = pair_bits[part.pair_of[start:stop]]
-            for axis in part.levels[(1 if part.pair_of is None else 0) :]:
-                joint &= bits[axis[start:stop]]
-            ones_per_word = np.bitwise_count(joint)
-            if words == 1:
-                counts[start:stop] = ones_per_word[:, 0]
-            else:
-                counts[start:stop] = ones_per_word.astype(ones.dtype) @ ones
-        out[part.target] = counts
+    cells = part.levels.shape[1]
+    counts = np.empty(cells, dtype=np.int64)
+    if part.pairs is not None:
+        pair_bits = bits[part.pairs[0]]
+        pair_bits &= bits[part.pairs[1]]
+    for start in range(0, cells, step):
+        stop = min(cells, start + step)
+        if part.pair_of is None:
+            joint = bits[part.levels[0, start:stop]]
+        else:
+            joint = pair_bits[part.pair_of[start:stop]]
+        for axis in part.levels[(1 if part.pair_of is None else 0) :]:
+            joint &= bits[axis[start:stop]]
+        ones_per_word = np.bitwise_count(joint)
+        if words == 1:
+            counts[start:stop] = ones_per_word[:, 0]
+        else:
+            counts[start:stop] = ones_per_word.astype(ones.dtype) @ ones
+    out[part.target] = counts

@@ -34,6 +34,7 @@ from .level_bits import (
     MAX_BIT_BYTES,
     CellPart,
     LevelBase,
+    bit_words,
     cell_plan,
     count_by_bits,
     level_bits,
@@ -385,7 +386,9 @@ def _count_group(
         if small is not None:
             if not bits:
                 bits.append(level_bits(codes_t, layout.level_base))
-            count_by_bits(bits[0], small, out)
+            work = bit_words(small, bits[0].shape[1])
+            workers = min(counting_threads(), max(1, work // THREADED_VISITS))
+            count_by_bits(bits[0], small, out, workers)
             if rest is None:
                 return
             rows, offsets = rows[rest], offsets[rest]
