@@ -310,6 +310,25 @@ def test_tables_counted_by_level_bitsets_equal_counting_row_by_row(monkeypatch, 
         np.testing.assert_array_equal(one_way, mixed)
 
 
+def test_bitsets_leave_out_variables_of_more_levels_than_a_bitset_table_has_cells():
+    """A 64-level variable with a constant one is a 64-cell table, counted by bitsets; a
+    70-level variable is only ever in tables counted row by row, and gets no bitsets."""
+    from fedcausal_flwr.stats import tables
+
+    rng = np.random.default_rng(7)
+    cards = np.array([64, 1, 70, 2])
+    codes = np.column_stack([rng.integers(0, c, 500) for c in cards])
+    queries = [(0, 1, ()), (1, 3, ()), (0, 3, ()), (2, 3, ()), (1, 3, (0,)), (1, 3, (2,))]
+    layout = tables.make_layout(queries, cards)
+    assert layout.level_base.start.tolist() == [0, 64, -1, 65]
+    counted, _ = tables.local_tables(codes, cards, layout)
+    for i, (x, y, s) in enumerate(layout.queries):
+        axes = [*s, x, y]
+        expected = np.zeros([int(cards[v]) for v in axes], dtype=np.int64)
+        np.add.at(expected, tuple(codes[:, axes].T), 1)
+        np.testing.assert_array_equal(layout.table(counted, i), expected.reshape(layout.shapes[i]))
+
+
 def test_a_large_bitset_count_runs_its_parts_in_threads_with_the_serial_tables(monkeypatch):
     from fedcausal_flwr.stats import level_bits, tables
 

@@ -169,8 +169,10 @@ class TableLayout:
 
     @cached_property
     def level_base(self) -> LevelBase:
-        """Where the batch's variables' levels sit in a level bitset matrix."""
-        return LevelBase.of(np.unique(self.rows[self.rows >= 0]), self.cards)
+        """Where the levels of the batch's variables sit in a level bitset matrix (a variable
+        of more levels than a bitset-counted table has cells is in none of those tables)."""
+        used = np.unique(self.rows[self.rows >= 0])
+        return LevelBase.of(used[self.cards[used] <= BIT_TABLE_CELLS], self.cards)
 
     @property
     def n_queries(self) -> int:
