@@ -91,17 +91,14 @@ _PART_CELLS = 2**16
 
 
 def cell_plan(
-    rows: np.ndarray, cards: np.ndarray, offsets: np.ndarray, base: LevelBase
+    rows: np.ndarray, sizes: np.ndarray, cards: np.ndarray, offsets: np.ndarray, base: LevelBase
 ) -> list[CellPart]:
-    """The cells of queries ``rows`` (``[x, y, S...]``, one size) whose tables start at
-    ``offsets``, in parts of about :data:`_PART_CELLS` cells: a table's cells run in its axis
-    order ``(S..., x, y)``, row-major. Cells of many tables share their (x, y) levels (a PC depth
-    asks each pair given many sets): their AND is taken once per level pair of a part."""
+    """The cells of queries ``rows`` (``[x, y, S...]``, one size) whose tables of ``sizes``
+    cells start at ``offsets``, in parts of about :data:`_PART_CELLS` cells: a table's cells run
+    in its axis order ``(S..., x, y)``, row-major. Cells of many tables share level pairs (a PC
+    depth asks each pair given many sets): their AND is taken once per level pair of a part."""
     axes = np.concatenate((rows[:, 2:], rows[:, :2]), axis=1)
     axis_cards = cards[axes]
-    sizes = axis_cards[:, 0].copy()
-    for j in range(1, axes.shape[1]):
-        sizes *= axis_cards[:, j]
     ends = np.cumsum(sizes)
     parts = []
     first = 0

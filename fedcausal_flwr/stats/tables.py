@@ -350,21 +350,21 @@ def count_tables(
     if int(layout.cards.max()) < 2**31:
         codes_t = codes_t.astype(np.int32, copy=False)
     plans = layout.joint_plans
-    by_bits = layout.level_base.levels * words_of(n) * 8 <= MAX_BIT_BYTES
-    bits: list[np.ndarray] = []  # the level bitsets, built on first use
+    # the level bitsets, built on first use; None where they would be too large to build
+    bits: list[np.ndarray] | None = (
+        [] if layout.level_base.levels * words_of(n) * 8 <= MAX_BIT_BYTES else None
+    )
     for k, members in _positions_by_size(layout.rows).items():
         block = layout.rows[members, : k + 2]
         if k not in plans:  # worked out once per layout: the clients of a process share it
             plans[k] = _joint_plan(block, layout, members, codes_t.shape[1])
         plan = plans[k]
         if plan is None:
-            group = ("queries", k), block, layout.offsets[members]
-            _count_group(codes_t, layout, *group, out, bits if by_bits else None)
+            _count_group(codes_t, layout, ("queries", k), block, layout.offsets[members], out, bits)
             continue
         as_queries, starts, index, target = plan
         tables = np.zeros(int(starts[-1]), dtype=np.int64)
-        group = ("joint", k), as_queries, starts[:-1]
-        _count_group(codes_t, layout, *group, tables, bits if by_bits else None)
+        _count_group(codes_t, layout, ("joint", k), as_queries, starts[:-1], tables, bits)
         out[target] = tables[index]
     return out
 
@@ -402,10 +402,11 @@ def _bit_split(
 ) -> tuple[list[CellPart] | None, np.ndarray | None]:
     """The cell plan of the tables of ``rows`` small enough for bitsets (None: none is), and the
     positions of the others (None: none is left)."""
-    small = row_products(layout.cards[rows]) <= BIT_TABLE_CELLS
+    cells = row_products(layout.cards[rows])
+    small = cells <= BIT_TABLE_CELLS
     if not small.any():
         return None, np.arange(len(rows))
-    plan = cell_plan(rows[small], layout.cards, offsets[small], layout.level_base)
+    plan = cell_plan(rows[small], cells[small], layout.cards, offsets[small], layout.level_base)
     return plan, (None if small.all() else np.flatnonzero(~small))
 
 
